@@ -1,0 +1,191 @@
+"""The typed event stream of one turn.
+
+Everything downstream of the tool loop (the card, the terminal, ``ask --json``,
+tests and benchmarks) is a pure consumer of these events. Each is a frozen
+dataclass with a ``kind`` discriminator so it serializes to one JSON object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, TypeAlias
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts reported by the model, summed over the rounds of a turn."""
+
+    prompt_tokens: int = 0
+    """Tokens the model read (history, tools, question)."""
+    completion_tokens: int = 0
+    """Tokens the model generated (thought, narration, tool calls, answer)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One tool call of a finished turn, as reported in the turn result."""
+
+    call_id: str
+    """The id the model gave the call (or one we assigned when it gave none)."""
+    name: str
+    """The tool's name as the model called it."""
+    arguments: dict[str, Any]
+    """The parsed arguments; empty when they were not valid JSON."""
+    ok: bool
+    """Whether the tool succeeded."""
+    summary: str
+    """The one-line outcome shown on the card ("2 instances found", "timed out after 10 s")."""
+    duration_s: float
+    """Wall time of the call in seconds."""
+    round: int
+    """The round (1-based) the call was made in."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What a completed turn produced."""
+
+    answer: str
+    """The final answer text as the user sees it (thought excluded)."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    """Every tool call of the turn, in the order the model made them."""
+    usage: Usage = field(default_factory=Usage)
+    """Token usage summed over all rounds; zeros when the provider reported none."""
+    rounds: int = 1
+    """How many model rounds the turn took."""
+    hit_max_rounds: bool = False
+    """True when the turn was closed because it reached ``max_rounds``."""
+
+
+@dataclass(frozen=True)
+class RoundStarted:
+    """A new streamed completion (one model round) begins."""
+
+    round: int
+    """1-based round number."""
+    max_rounds: int
+    """The configured ceiling on rounds for this turn."""
+    kind: Literal["round_started"] = "round_started"
+
+
+@dataclass(frozen=True)
+class ThoughtDelta:
+    """A fragment of the model's reasoning (``reasoning_content``, ``reasoning`` or ``<think>``)."""
+
+    text: str
+    """The new reasoning text, to be appended to what came before."""
+    kind: Literal["thought_delta"] = "thought_delta"
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    """A fragment of visible model text.
+
+    Text of a round that goes on to call tools is that round's narration; text of
+    the last round is the answer. The consumer learns which when a
+    :class:`ToolCallStarted` arrives in the same round.
+    """
+
+    text: str
+    """The new text, to be appended to what came before in this round."""
+    kind: Literal["answer_delta"] = "answer_delta"
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    """The model called a tool and the call is now running."""
+
+    call_id: str
+    """Stable id of the call within the turn."""
+    name: str
+    """The tool's name as the model called it."""
+    arguments: dict[str, Any]
+    """Parsed arguments; empty when the model sent invalid JSON."""
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    """A tool call ended, successfully or not."""
+
+    call_id: str
+    """Matches the :class:`ToolCallStarted` event's ``call_id``."""
+    name: str
+    """The tool's name as the model called it."""
+    ok: bool
+    """False when the tool failed, timed out, was unknown, refused or got bad arguments."""
+    summary: str
+    """One line for the card: the outcome on success, the reason on failure."""
+    duration_s: float
+    """Wall time of the call in seconds."""
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True)
+class UsageReported:
+    """The provider reported token usage for one round."""
+
+    prompt_tokens: int
+    """Prompt tokens of this round."""
+    completion_tokens: int
+    """Completion tokens of this round."""
+    kind: Literal["usage_reported"] = "usage_reported"
+
+
+@dataclass(frozen=True)
+class TurnDone:
+    """The turn completed; history has been committed."""
+
+    result: TurnResult
+    """The answer, tool calls and usage of the turn."""
+    kind: Literal["turn_done"] = "turn_done"
+
+
+FailureReason: TypeAlias = Literal[
+    "llm_unavailable",  # could not reach the model, or it refused, before any output
+    "interrupted",  # the model stream broke after output had started
+    "cancelled",  # the user pressed stop or the gateway shut down
+    "internal",  # a bug of ours; the message is still safe to show
+]
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    """The turn ended without a complete answer; history is unchanged."""
+
+    reason: FailureReason
+    """Machine-readable cause, for localization and metrics."""
+    message: str
+    """A plain-words explanation that is safe to show to the user (no traceback, no secret)."""
+    partial_answer: str = ""
+    """Whatever answer text had already streamed, so it is not lost."""
+    kind: Literal["turn_failed"] = "turn_failed"
+
+
+TurnEvent: TypeAlias = (
+    RoundStarted
+    | ThoughtDelta
+    | AnswerDelta
+    | ToolCallStarted
+    | ToolCallFinished
+    | UsageReported
+    | TurnDone
+    | TurnFailed
+)
+
+
+def event_to_dict(event: TurnEvent) -> dict[str, Any]:
+    """A JSON-ready dict of an event, ``kind`` first."""
+    data = asdict(event)
+    return {"kind": data.pop("kind"), **data}

@@ -1,0 +1,123 @@
+"""The ``Store`` protocol: everything the gateway must not lose across a restart.
+
+Conversation history (committed one whole turn at a time), dedupe keys with a
+TTL, open cards (so a restart finalizes them instead of leaving spinners) and
+audit records. SQLite (:mod:`botgateway.stores.sqlite`) is the embedded
+default; Redis (:mod:`botgateway.stores.redis`) serves several replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, Any]
+"""One chat message in OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """One completed turn: the user's message through the final answer, never split."""
+
+    turn_id: str
+    """Unique id of the turn."""
+    messages: tuple[Message, ...]
+    """The turn's messages in order: user, assistant (with tool_calls), tool results…, assistant."""
+    created_at: float
+    """Unix time the turn was committed."""
+    is_summary: bool = False
+    """True for a turn that stands for summarized older turns."""
+
+
+@dataclass(frozen=True)
+class OpenCard:
+    """A card that is still streaming; finalized at start-up if the process died."""
+
+    platform: str
+    """Adapter that owns the card."""
+    card_id: str
+    """The platform's id of the card."""
+    turn_id: str
+    """The turn that the card shows."""
+    target: Mapping[str, Any]
+    """JSON-ready description of where the card lives (enough for the adapter to finalize it)."""
+    created_at: float
+    """Unix time the card was created."""
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """Who asked what, which tools ran, and how the turn ended."""
+
+    turn_id: str
+    """Unique id of the turn."""
+    platform: str
+    """Adapter the question came from."""
+    conversation_id: str
+    """Conversation key."""
+    user_id: str
+    """The asker."""
+    question: str
+    """The user's text."""
+    outcome: str
+    """``done``, ``failed:<reason>`` or ``stopped``."""
+    answer: str = ""
+    """Final (or partial) answer."""
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    """Each call's name, arguments and outcome."""
+    prompt_tokens: int = 0
+    """Prompt tokens used."""
+    completion_tokens: int = 0
+    """Completion tokens used."""
+    started_at: float = 0.0
+    """Unix time the turn started."""
+    duration_s: float = 0.0
+    """Wall time of the turn."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Anything else worth keeping (card metrics)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable state. Every method is safe to call from concurrent tasks."""
+
+    async def load_turns(self, conversation_id: str) -> list[StoredTurn]:
+        """The conversation's turns, oldest first (a summary turn, if any, comes first)."""
+        ...
+
+    async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
+        """Commit one completed turn atomically."""
+        ...
+
+    async def replace_turns(self, conversation_id: str, remove_ids: Sequence[str], summary: StoredTurn | None) -> None:
+        """Atomically drop ``remove_ids`` and put ``summary`` (if any) before the remaining turns."""
+        ...
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation."""
+        ...
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """True the first time ``key`` is seen within ``ttl_s`` seconds (dedupe), False after."""
+        ...
+
+    async def add_open_card(self, card: OpenCard) -> None:
+        """Remember a card that is streaming."""
+        ...
+
+    async def remove_open_card(self, platform: str, card_id: str) -> None:
+        """Forget a card once it is finalized."""
+        ...
+
+    async def open_cards(self, platform: str | None = None) -> list[OpenCard]:
+        """Cards still open (all platforms when ``platform`` is None)."""
+        ...
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        """Append an audit record."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
