@@ -226,8 +226,8 @@ class GatewayConfig(Section):
 class AdapterBase(Section):
     """Settings shared by every adapter."""
 
-    enabled: bool = False
-    """Start this adapter with ``botgateway run``."""
+    enabled: bool | Literal["auto"] = "auto"
+    """Start this adapter with ``botgateway run``; ``auto`` starts it when its credentials are set."""
     locale: Literal["en", "zh-CN"] = "en"
     """Language of the card's fixed strings."""
     session_scope: SessionScope = "thread"
@@ -235,11 +235,20 @@ class AdapterBase(Section):
     policy: BufferPolicyConfig = BufferPolicyConfig()
     """Update pacing for this adapter's cards."""
 
+    def has_credentials(self) -> bool:
+        """Whether the settings needed to connect are present (used by ``enabled: auto``)."""
+        return True
+
+    @property
+    def active(self) -> bool:
+        """True when ``botgateway run`` should start this adapter."""
+        return self.has_credentials() if self.enabled == "auto" else bool(self.enabled)
+
 
 class TerminalConfig(AdapterBase):
     """The interactive terminal chat (``botgateway chat``)."""
 
-    enabled: bool = True
+    enabled: bool | Literal["auto"] = True
     """Start the terminal chat with ``botgateway run`` (when stdin is a terminal)."""
 
 
@@ -284,6 +293,11 @@ class SlackConfig(AdapterBase):
     stream_rollover_s: float = Field(240.0, gt=0)
     """A native stream older than this is stopped and continued in a new one."""
 
+    def has_credentials(self) -> bool:
+        """A bot token plus the app token (socket) or signing secret (http)."""
+        second = self.app_token if self.mode == "socket" else self.signing_secret
+        return bool(self.bot_token.get_secret_value() and second.get_secret_value())
+
 
 class DingTalkConfig(AdapterBase):
     """DingTalk (dingtalk-stream + card OpenAPI)."""
@@ -322,6 +336,10 @@ class DingTalkConfig(AdapterBase):
     """How long to stay on markdown replies after degrading."""
     max_card_chars: int = Field(3000, ge=200)
     """Safe answer size of one card; longer answers continue in a second card."""
+
+    def has_credentials(self) -> bool:
+        """The app's client id and secret."""
+        return bool(self.client_id and self.client_secret.get_secret_value())
 
 
 class AdaptersConfig(Section):

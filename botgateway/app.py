@@ -1,0 +1,134 @@
+"""The composition root: builds the running parts from a :class:`Config`.
+
+This is the one place that knows every concrete part. Tools and adapters are
+resolved by import path so the core package never imports a platform SDK or a
+concrete tool at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from botgateway.config import Config
+from botgateway.tooling import ToolRegistry
+
+if TYPE_CHECKING:
+    from botgateway.gateway import Gateway
+    from botgateway.llm import LLMClient
+    from botgateway.loop import ToolLoop
+    from botgateway.memory import Memory
+    from botgateway.store import Store
+    from botgateway.streaming import RateBudget
+
+log = structlog.get_logger(__name__)
+
+TOOLSET_FACTORY = "tools.catalog:build_toolset"
+"""Where the concrete tools are built from ``config.tools``."""
+
+ADAPTER_FACTORIES = {
+    "terminal": "adapters.terminal:create_adapter",
+    "slack": "adapters.slack:create_adapter",
+    "dingtalk": "adapters.dingtalk:create_adapter",
+}
+"""Adapter name → ``module:function`` taking (adapter config, runtime)."""
+
+
+def resolve(path: str) -> Any:
+    """Import ``module:attribute``."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass
+class Runtime:
+    """Everything a command or adapter needs, built once from the config."""
+
+    config: Config
+    """The validated configuration."""
+    store: Store
+    """Durable state."""
+    memory: Memory
+    """Conversation history with compression."""
+    llm: LLMClient
+    """The model client."""
+    tools: ToolRegistry
+    """Tools offered to the model."""
+    toolset: Any
+    """The concrete toolset (providers, MCP sessions)."""
+    loop: ToolLoop
+    """The streaming tool loop."""
+    budget: RateBudget
+    """Rate budgets shared by every card of the process."""
+    gateway: Gateway
+    """Turn scheduling, dedupe and cards."""
+    model_label: str
+    """Shown in the card footer ("demo model" for the offline stand-in)."""
+
+
+@asynccontextmanager
+async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
+    """Build the runtime; everything is closed in reverse order on exit."""
+    from botgateway.gateway import Gateway
+    from botgateway.llm import LLMClient
+    from botgateway.loop import ToolLoop
+    from botgateway.memory import Memory
+    from botgateway.stores import open_store
+    from botgateway.streaming import RateBudget
+
+    async with AsyncExitStack() as stack:
+        store = await open_store(config.memory)
+        stack.push_async_callback(store.close)
+
+        toolset = await resolve(TOOLSET_FACTORY)(config.tools)
+        stack.push_async_callback(toolset.aclose)
+        registry = ToolRegistry(
+            toolset.tools,
+            default_timeout_s=config.tools.default_timeout_s,
+            max_result_chars=config.tools.max_result_chars,
+        )
+
+        base_url: str | None = None
+        model_label = config.llm.resolved_model
+        if config.llm.resolved_provider == "demo":
+            from botgateway.demo import start_demo_model
+
+            base_url = await start_demo_model(stack)
+            model_label = "demo model"
+            log.info("llm.demo", note="no LLM key configured: using the built-in offline demo model")
+
+        llm = LLMClient(config.llm, base_url=base_url)
+        stack.push_async_callback(llm.aclose)
+        memory = Memory(
+            store,
+            max_history_tokens=config.memory.max_history_tokens,
+            keep_recent_turns=config.memory.keep_recent_turns,
+            summarizer=llm.complete,
+        )
+        loop = ToolLoop(
+            llm,
+            registry,
+            memory,
+            max_rounds=config.llm.max_rounds,
+            system_prompt=config.llm.system_prompt,
+        )
+        budget = RateBudget()
+        gateway = Gateway(loop=loop, store=store, budget=budget, config=config, model_label=model_label)
+        stack.push_async_callback(gateway.aclose)
+        yield Runtime(
+            config=config,
+            store=store,
+            memory=memory,
+            llm=llm,
+            tools=registry,
+            toolset=toolset,
+            loop=loop,
+            budget=budget,
+            gateway=gateway,
+            model_label=model_label,
+        )

@@ -1,0 +1,145 @@
+"""The ``botgateway`` command line.
+
+Each sub-command loads the configuration, reports every config problem in
+plain words (never a traceback) and hands over to the module that implements
+it. Modules are imported lazily so ``check-config`` stays fast and a broken
+optional extra cannot break unrelated commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from botgateway.config import Config, ConfigError, load_config
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--config",
+        default=None,
+        help="configuration file (default: ./config.yaml, or built-in defaults when absent)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="botgateway",
+        description="An LLM ops assistant for DingTalk and Slack, streamed into one card per question.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    run = sub.add_parser("run", help="start every adapter config.yaml enables")
+    _config_arg(run)
+
+    chat = sub.add_parser("chat", help="interactive chat in this terminal")
+    _config_arg(chat)
+
+    ask = sub.add_parser("ask", help="ask one question and print the answer")
+    ask.add_argument("question", help="the question, in quotes")
+    ask.add_argument("--json", action="store_true", help="print one JSON object per event, then the result")
+    ask.add_argument("--conversation", default="cli", help="conversation id, to ask follow-ups (default: cli)")
+    _config_arg(ask)
+
+    check = sub.add_parser("check-config", help="validate the configuration and print every problem")
+    _config_arg(check)
+
+    tools = sub.add_parser("tools", help="list or call tools without a model")
+    tools_sub = tools.add_subparsers(dest="tools_command", metavar="ACTION")
+    tools_sub.required = True
+    tools_list = tools_sub.add_parser("list", help="list the tools the model is offered")
+    _config_arg(tools_list)
+    tools_call = tools_sub.add_parser("call", help="call one tool")
+    tools_call.add_argument("name", help="tool name, as in 'tools list'")
+    tools_call.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an argument (repeatable); VALUE is parsed as JSON when it is valid JSON",
+    )
+    _config_arg(tools_call)
+    return parser
+
+
+def _load(path: str | None) -> Config:
+    return load_config(Path(path) if path else None)
+
+
+def _print_config_problems(error: ConfigError) -> None:
+    print(f"{error.source}: {len(error.problems)} problem(s):", file=sys.stderr)
+    for problem in error.problems:
+        print(f"  - {problem}", file=sys.stderr)
+
+
+async def _dispatch(args: argparse.Namespace, config: Config) -> int:
+    command = args.command
+    if command == "ask":
+        from botgateway.ask import run_ask
+
+        return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation)
+    if command == "run":
+        from botgateway.runner import run
+
+        return await run(config)
+    if command == "chat":
+        from botgateway.runner import chat
+
+        return await chat(config)
+    if command == "tools":
+        from botgateway import tools_cli
+
+        if args.tools_command == "list":
+            return await tools_cli.tools_list(config)
+        return await tools_cli.tools_call(config, args.name, list(args.arg))
+    raise AssertionError(f"unhandled command {command}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``botgateway`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = _load(args.config)
+    except ConfigError as exc:
+        _print_config_problems(exc)
+        return EXIT_FAILED
+    if args.command == "check-config":
+        print("OK")
+        return EXIT_OK
+
+    from botgateway.logs import configure_logging
+
+    configure_logging(_log_config_for(args.command, config))
+    try:
+        return asyncio.run(_dispatch(args, config))
+    except ConfigError as exc:
+        _print_config_problems(exc)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _log_config_for(command: str, config: Config) -> Any:
+    """Interactive commands keep the terminal for the card: logs go to a file unless one is set."""
+    if command in ("chat", "ask", "tools") and not config.log.file:
+        if command == "chat" or (command == "run" and config.adapters.terminal.enabled):
+            return config.log.model_copy(update={"file": "data/botgateway.log"})
+        return config.log.model_copy(update={"level": "warning"}) if config.log.level == "info" else config.log
+    if command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty() and not config.log.file:
+        return config.log.model_copy(update={"file": "data/botgateway.log"})
+    return config.log
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
