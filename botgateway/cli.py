@@ -118,9 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("OK")
         return EXIT_OK
 
-    from botgateway.logs import configure_logging
+    from botgateway.logs import configure_logging, secret_values
 
-    configure_logging(_log_config_for(args.command, config))
+    configure_logging(_log_config_for(args.command, config), secrets=secret_values(config))
     try:
         return asyncio.run(_dispatch(args, config))
     except ConfigError as exc:

@@ -1,0 +1,424 @@
+"""Conversation memory: whole turns in, a budgeted history out.
+
+A turn (the user's message through the final answer, tool calls and their
+results included) is the unit of everything here: it is committed whole, it is
+summarized or dropped whole, so an assistant ``tool_calls`` message is never
+separated from its ``tool`` results (providers reject such a history).
+
+When the stored history is over ``max_history_tokens``, the turns older than
+the ``keep_recent_turns`` newest are folded, together with the previous
+summary, into one new summary by the ``summarizer`` (the model). The summary
+goes back into the store atomically in place of the turns it covers. If there
+is no summarizer, or it fails (error, timeout, empty answer), the oldest whole
+turns are dropped until the history fits instead.
+
+The summary reaches the model as a ``user`` message followed by a short
+``assistant`` acknowledgement. That keeps the user/assistant alternation that
+strict OpenAI-compatible providers enforce, and never adds a second ``system``
+message (several providers reject one that is not first).
+
+Token counts are estimates (:func:`estimate_tokens`): exact counts need the
+provider's tokenizer, and the budget only has to be roughly right.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+
+from botgateway.store import Message, Store, StoredTurn
+
+log = structlog.get_logger(__name__)
+
+Summarizer = Callable[[list[Message]], Awaitable[str]]
+"""Takes a complete chat request (system instruction + transcript) and returns the summary text."""
+
+# --- token estimate ---------------------------------------------------------------
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Per-message framing (role, separators) that chat templates add."""
+TOOL_CALL_OVERHEAD_TOKENS = 6
+"""Per-tool-call framing (id, type, name keys) on top of the name and arguments."""
+CHARS_PER_TOKEN = 4
+"""Non-CJK text: about four characters per token for English, code, JSON and IPs."""
+
+_CJK_RANGES = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x2E80, 0x2FDF),  # CJK radicals
+    (0x3000, 0x303F),  # CJK punctuation
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility, Katakana ext.
+    (0x3400, 0x4DBF),  # CJK ext. A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xAC00, 0xD7AF),  # Hangul syllables
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF00, 0xFFEF),  # full-width forms (，。！？)
+    (0x20000, 0x3FFFF),  # CJK ext. B and later
+)
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return any(low <= code <= high for low, high in _CJK_RANGES)
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Tokens of ``text``: one per CJK character, one per four other characters (rounded up).
+
+    Deterministic and cheap. Real tokenizers give about one token per common
+    Chinese/Japanese/Korean character and about four characters per token for
+    English; mixed text is estimated part by part.
+    """
+    if not text:
+        return 0
+    cjk = sum(1 for char in text if _is_cjk(char))
+    return cjk + math.ceil((len(text) - cjk) / CHARS_PER_TOKEN)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": …}, …]
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return str(content)
+
+
+def estimate_message_tokens(message: Mapping[str, Any]) -> int:
+    """Tokens of one OpenAI message: its text, its tool calls and a fixed overhead."""
+    tokens = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(_content_text(message.get("content")))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        tokens += TOOL_CALL_OVERHEAD_TOKENS
+        tokens += estimate_text_tokens(str(function.get("name", "")))
+        tokens += estimate_text_tokens(str(function.get("arguments", "")))
+    return tokens
+
+
+def estimate_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Tokens of a list of messages (see :func:`estimate_text_tokens`)."""
+    return sum(estimate_message_tokens(message) for message in messages)
+
+
+def turn_tokens(turn: StoredTurn) -> int:
+    """Tokens of one stored turn."""
+    return estimate_tokens(turn.messages)
+
+
+# --- summary turn -------------------------------------------------------------------
+
+SUMMARY_HEADER = "Summary of our earlier conversation (context only; older messages were condensed):"
+"""Opens the ``user`` message that carries the summary."""
+SUMMARY_ACK = "Noted. I will use this summary as context for the rest of the conversation."
+"""The ``assistant`` reply that closes the summary pair."""
+
+SUMMARY_INSTRUCTION = (
+    "You maintain the running summary of a chat between operations staff and an "
+    "infrastructure assistant that looks things up with tools. Merge the previous summary "
+    "(if any) and the new part of the conversation into ONE updated summary that replaces "
+    "both. Keep every fact a later question may rely on: host names, IPs, instance ids, "
+    "regions, accounts, states, numbers, what the user asked for, decisions and open "
+    "questions. Leave out greetings and how the tools were called. Write in the language "
+    "the user writes in, as short plain lines, at most about {words} words. Reply with the "
+    "summary only."
+)
+"""System instruction of the summarization request (``{words}`` is the length target)."""
+
+TOOL_RESULT_CHARS = 1500
+"""Tool output longer than this is cut in the transcript sent to the summarizer."""
+
+
+def summary_turn(text: str, *, turn_id: str | None = None, created_at: float | None = None) -> StoredTurn:
+    """The stored turn that stands for summarized older turns."""
+    return StoredTurn(
+        turn_id=turn_id or f"summary-{uuid.uuid4().hex[:16]}",
+        messages=(
+            {"role": "user", "content": f"{SUMMARY_HEADER}\n{text}"},
+            {"role": "assistant", "content": SUMMARY_ACK},
+        ),
+        created_at=time.time() if created_at is None else created_at,
+        is_summary=True,
+    )
+
+
+def summary_text(turn: StoredTurn) -> str:
+    """The summary inside a summary turn (its first message, header removed)."""
+    if not turn.messages:
+        return ""
+    text = _content_text(turn.messages[0].get("content"))
+    return text.removeprefix(SUMMARY_HEADER).strip()
+
+
+def render_transcript(turns: Sequence[StoredTurn], *, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
+    """Turns as a plain transcript for the summarizer (long tool output cut)."""
+    lines: list[str] = []
+    for turn in turns:
+        names: dict[str, str] = {}
+        for message in turn.messages:
+            role = message.get("role")
+            text = _content_text(message.get("content")).strip()
+            if role == "user":
+                lines.append(f"User: {text}")
+            elif role == "assistant":
+                if text:
+                    lines.append(f"Assistant: {text}")
+                for call in message.get("tool_calls") or ():
+                    function = call.get("function") or {}
+                    name = str(function.get("name", "?"))
+                    names[str(call.get("id", ""))] = name
+                    lines.append(f"Assistant called tool {name} with {function.get('arguments', '{}')}")
+            elif role == "tool":
+                name = names.get(str(message.get("tool_call_id", "")), "tool")
+                if len(text) > tool_result_chars:
+                    text = text[:tool_result_chars] + f" … [{len(text) - tool_result_chars} more characters]"
+                lines.append(f"Result of {name}: {text}")
+        lines.append("")
+    return "\n".join(lines).strip()
+
+
+def build_summary_request(previous: str, turns: Sequence[StoredTurn], *, target_tokens: int) -> list[Message]:
+    """The chat request that asks the model for the updated, cumulative summary."""
+    words = max(50, int(target_tokens * 0.6))
+    return [
+        {"role": "system", "content": SUMMARY_INSTRUCTION.format(words=words)},
+        {
+            "role": "user",
+            "content": (
+                f"Previous summary:\n{previous or '(none)'}\n\n"
+                f"New part of the conversation:\n{render_transcript(turns)}\n\n"
+                "Write the updated summary."
+            ),
+        },
+    ]
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """``text`` cut (at a line or word end when possible) so its estimate is at most ``max_tokens``."""
+    if estimate_text_tokens(text) <= max_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:  # longest prefix within the budget
+        middle = (low + high + 1) // 2
+        if estimate_text_tokens(text[:middle]) + 1 <= max_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    cut = text[:low]
+    for stop in ("\n", " "):
+        at = cut.rfind(stop)
+        if at > low * 0.7:
+            cut = cut[:at]
+            break
+    return cut.rstrip() + " …"
+
+
+def check_turn_messages(messages: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ``ValueError`` unless ``messages`` is a whole turn a provider will accept back.
+
+    Every message needs a ``role``; every ``tool`` message must answer a call of an
+    earlier assistant message in the turn, and every call must have its result.
+    """
+    if not messages:
+        raise ValueError("a turn needs at least one message")
+    pending: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role not in {"user", "assistant", "tool", "system", "developer"}:
+            raise ValueError(f"message {index} has no valid role: {role!r}")
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                pending[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
+        elif role == "tool":
+            call_id = str(message.get("tool_call_id", ""))
+            if call_id not in pending:
+                raise ValueError(f"message {index} is a tool result for unknown call {call_id!r}")
+            del pending[call_id]
+    if pending:
+        raise ValueError(f"tool calls without results: {', '.join(sorted(pending))}")
+
+
+class Memory:
+    """Per-conversation history within a token budget.
+
+    Args:
+        store: Where turns live.
+        max_history_tokens: Estimated tokens of history sent to the model; compression starts past it.
+        keep_recent_turns: The newest turns that are never summarized or dropped.
+        summarizer: ``async (request_messages) -> summary``; usually ``LLMClient.complete``.
+            ``None`` means: drop the oldest turns instead of summarizing.
+        summary_timeout_s: A summary that takes longer counts as failed.
+        hard_limit_factor: When summarizing fails, dropped turns are deleted from the store only
+            if it holds more than this many times the budget (so a passing model outage does not
+            cost the history, but the store does not grow without bound either).
+        clock: Unix time for ``created_at``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_history_tokens: int,
+        keep_recent_turns: int,
+        summarizer: Summarizer | None = None,
+        summary_timeout_s: float = 30.0,
+        hard_limit_factor: float = 4.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if max_history_tokens <= 0:
+            raise ValueError("max_history_tokens must be positive")
+        if keep_recent_turns < 0:
+            raise ValueError("keep_recent_turns must not be negative")
+        self.store = store
+        self.max_history_tokens = max_history_tokens
+        self.keep_recent_turns = keep_recent_turns
+        self.summarizer = summarizer
+        self.summary_timeout_s = summary_timeout_s
+        self.hard_limit_factor = hard_limit_factor
+        self._clock = clock
+        self._locks: dict[str, list[Any]] = {}
+
+    @asynccontextmanager
+    async def _exclusive(self, conversation_id: str) -> AsyncIterator[None]:
+        """One compression per conversation at a time in this process."""
+        entry = self._locks.setdefault(conversation_id, [asyncio.Lock(), 0])
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._locks.pop(conversation_id, None)
+
+    async def history(self, conversation_id: str) -> list[Message]:
+        """The conversation as OpenAI messages (no system message), compressed to the budget."""
+        turns = await self.store.load_turns(conversation_id)
+        if sum(map(turn_tokens, turns)) <= self.max_history_tokens:
+            return flatten(turns)
+        async with self._exclusive(conversation_id):
+            # Reload: another task may have compressed while we waited.
+            turns = await self.store.load_turns(conversation_id)
+            if sum(map(turn_tokens, turns)) <= self.max_history_tokens:
+                return flatten(turns)
+            return flatten(await self._compress(conversation_id, turns))
+
+    async def _compress(self, conversation_id: str, turns: list[StoredTurn]) -> list[StoredTurn]:
+        total = sum(map(turn_tokens, turns))
+        split = max(0, len(turns) - self.keep_recent_turns)
+        # A summary turn among the "recent" ones still counts as old: it never needs protecting.
+        while split < len(turns) and turns[split].is_summary:
+            split += 1
+        old, recent = turns[:split], turns[split:]
+        previous = next((t for t in old if t.is_summary), None)
+        to_fold = [t for t in old if not t.is_summary]
+        if not to_fold:
+            log.warning(
+                "memory.over_budget",
+                conversation=conversation_id,
+                tokens=total,
+                budget=self.max_history_tokens,
+                note="the newest turns alone exceed the budget; sending them whole",
+            )
+            return self._drop_oldest(turns, recent)
+
+        if self.summarizer is not None:
+            summary = await self._summarize(conversation_id, previous, to_fold, recent)
+            if summary is not None:
+                await self.store.replace_turns(conversation_id, [t.turn_id for t in old], summary)
+                kept = [summary, *recent]
+                log.info(
+                    "memory.summarized",
+                    conversation=conversation_id,
+                    turns=len(to_fold),
+                    tokens_before=total,
+                    tokens_after=sum(map(turn_tokens, kept)),
+                )
+                return kept
+
+        kept = self._drop_oldest(turns, recent)
+        kept_ids = {t.turn_id for t in kept}
+        dropped = [t.turn_id for t in turns if t.turn_id not in kept_ids]
+        persist = self.summarizer is None or total > self.hard_limit_factor * self.max_history_tokens
+        if persist and dropped:
+            await self.store.replace_turns(conversation_id, dropped, None)
+        log.info(
+            "memory.dropped_oldest",
+            conversation=conversation_id,
+            turns=len(dropped),
+            tokens_before=total,
+            tokens_after=sum(map(turn_tokens, kept)),
+            persisted=persist,
+        )
+        return kept
+
+    def _drop_oldest(self, turns: list[StoredTurn], recent: list[StoredTurn]) -> list[StoredTurn]:
+        """The deterministic fallback: drop the oldest whole turns (the summary last) until within budget."""
+        protected = {t.turn_id for t in recent}
+        order = [t for t in turns if not t.is_summary and t.turn_id not in protected]
+        order += [t for t in turns if t.is_summary and t.turn_id not in protected]
+        dropped: set[str] = set()
+        total = sum(map(turn_tokens, turns))
+        for victim in order:
+            if total <= self.max_history_tokens:
+                break
+            dropped.add(victim.turn_id)
+            total -= turn_tokens(victim)
+        return [t for t in turns if t.turn_id not in dropped]
+
+    async def _summarize(
+        self,
+        conversation_id: str,
+        previous: StoredTurn | None,
+        to_fold: list[StoredTurn],
+        recent: list[StoredTurn],
+    ) -> StoredTurn | None:
+        """The new summary turn, or ``None`` when the summarizer failed."""
+        assert self.summarizer is not None
+        recent_tokens = sum(map(turn_tokens, recent))
+        framing = turn_tokens(summary_turn(""))
+        # At most half the budget, and no more than the protected turns leave; a floor keeps it useful.
+        target = max(30, min(self.max_history_tokens // 2, self.max_history_tokens - recent_tokens - framing))
+        request = build_summary_request(summary_text(previous) if previous else "", to_fold, target_tokens=target)
+        try:
+            text = await asyncio.wait_for(self.summarizer(request), self.summary_timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("memory.summary_failed", conversation=conversation_id, reason="timeout", timeout_s=self.summary_timeout_s)
+            return None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # any failure of the model falls back to dropping turns
+            log.warning("memory.summary_failed", conversation=conversation_id, reason="error", error=f"{type(exc).__name__}: {exc}")
+            return None
+        if not isinstance(text, str) or not text.strip():
+            log.warning("memory.summary_failed", conversation=conversation_id, reason="empty")
+            return None
+        return summary_turn(truncate_to_tokens(text.strip(), target), created_at=self._clock())
+
+    async def commit(self, conversation_id: str, turn_id: str, messages: Sequence[Message]) -> None:
+        """Store one completed turn atomically.
+
+        Raises ``ValueError`` when the messages are not a whole turn (for example a
+        tool call without its result), which would make every later request fail.
+        """
+        check_turn_messages(messages)
+        turn = StoredTurn(turn_id=turn_id, messages=tuple(copy.deepcopy(list(messages))), created_at=self._clock())
+        await self.store.append_turn(conversation_id, turn)
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation."""
+        await self.store.clear(conversation_id)
+        log.info("memory.cleared", conversation=conversation_id)
+
+
+def flatten(turns: Iterable[StoredTurn]) -> list[Message]:
+    """The turns' messages in order, as fresh dicts the caller may change."""
+    return [copy.deepcopy(dict(message)) for turn in turns for message in turn.messages]

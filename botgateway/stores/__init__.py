@@ -1,0 +1,51 @@
+"""Concrete :class:`~botgateway.store.Store` back-ends and the factory that picks one.
+
+SQLite (:mod:`botgateway.stores.sqlite`) is the embedded default for one
+process; Redis (:mod:`botgateway.stores.redis`) is for several replicas that
+share history, dedupe keys and open cards. Back-end modules are imported only
+when chosen, so a deployment on SQLite never needs a reachable Redis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from botgateway.config import MemoryConfig
+    from botgateway.store import Store
+    from botgateway.stores.redis import RedisStore
+    from botgateway.stores.sqlite import SqliteStore
+
+__all__ = ["StoreError", "open_store"]
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used; the message says what to do (and never holds a password)."""
+
+
+async def open_store(config: MemoryConfig) -> Store:
+    """Open the store ``config.store`` names and check it is usable right away.
+
+    Problems (unwritable SQLite folder, unreachable Redis) raise
+    :class:`StoreError` at start-up instead of failing the first question.
+    """
+    history_ttl_s = config.history_ttl_days * 86400.0
+    store: SqliteStore | RedisStore
+    if config.store == "redis":
+        from botgateway.stores.redis import RedisStore
+
+        store = RedisStore(
+            config.redis_url.get_secret_value(),
+            config.redis_prefix,
+            history_ttl_s=history_ttl_s,
+        )
+    else:
+        from botgateway.stores.sqlite import SqliteStore
+
+        store = SqliteStore(config.sqlite_path, history_ttl_s=history_ttl_s)
+    try:
+        await store.open()
+    except BaseException:
+        await store.close()
+        raise
+    return store

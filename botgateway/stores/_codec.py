@@ -1,0 +1,85 @@
+"""JSON encoding of stored records, shared by every back-end.
+
+Both back-ends keep the same JSON shape, so a dump of one can be read by the
+other and a record written by an older release stays readable (unknown keys
+are ignored, missing ones take their defaults).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from botgateway.store import AuditRecord, OpenCard, StoredTurn
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON that keeps CJK text readable (and smaller) in the database."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def encode_turn(turn: StoredTurn) -> str:
+    """One turn as a JSON object."""
+    return dumps(
+        {
+            "turn_id": turn.turn_id,
+            "messages": list(turn.messages),
+            "created_at": turn.created_at,
+            "is_summary": turn.is_summary,
+        }
+    )
+
+
+def decode_turn(text: str | bytes) -> StoredTurn:
+    """The inverse of :func:`encode_turn`."""
+    data = json.loads(text)
+    return StoredTurn(
+        turn_id=str(data["turn_id"]),
+        messages=tuple(data.get("messages") or ()),
+        created_at=float(data.get("created_at") or 0.0),
+        is_summary=bool(data.get("is_summary", False)),
+    )
+
+
+def encode_card(card: OpenCard) -> str:
+    """One open card as a JSON object."""
+    return dumps(
+        {
+            "platform": card.platform,
+            "card_id": card.card_id,
+            "turn_id": card.turn_id,
+            "target": dict(card.target),
+            "created_at": card.created_at,
+        }
+    )
+
+
+def decode_card(text: str | bytes) -> OpenCard:
+    """The inverse of :func:`encode_card`."""
+    data = json.loads(text)
+    return OpenCard(
+        platform=str(data["platform"]),
+        card_id=str(data["card_id"]),
+        turn_id=str(data.get("turn_id", "")),
+        target=data.get("target") or {},
+        created_at=float(data.get("created_at") or 0.0),
+    )
+
+
+def audit_to_dict(record: AuditRecord) -> dict[str, Any]:
+    """A JSON-ready dict of an audit record."""
+    data = asdict(record)
+    data["tool_calls"] = [dict(call) for call in record.tool_calls]
+    data["extra"] = dict(record.extra)
+    return data
+
+
+def audit_from_dict(data: Mapping[str, Any]) -> AuditRecord:
+    """The inverse of :func:`audit_to_dict`; unknown keys are ignored."""
+    known = AuditRecord.__dataclass_fields__
+    values = {key: value for key, value in data.items() if key in known}
+    values["tool_calls"] = tuple(values.get("tool_calls") or ())
+    values["extra"] = dict(values.get("extra") or {})
+    return AuditRecord(**values)

@@ -1,0 +1,283 @@
+"""The shared store for several replicas: Redis through ``redis.asyncio``.
+
+Layout under ``prefix`` (the conversation id sits in a ``{hash tag}`` so both
+keys of one conversation live in the same Redis Cluster slot):
+
+- ``conv:{<id>}:order`` — LIST of turn ids, oldest first (a summary, if any, first);
+- ``conv:{<id>}:turns`` — HASH turn id → turn JSON;
+- ``dedupe:<key>`` — STRING set with ``SET NX PX`` (the TTL is Redis's own);
+- ``open_cards`` — HASH ``["platform","card_id"]`` → card JSON;
+- ``audit`` — STREAM of audit records (capped, approximately, at ``audit_max_len``).
+
+Multi-key writes run as Lua scripts, which Redis executes atomically, so two
+replicas never see half a turn. Conversation keys expire ``history_ttl_s``
+after the last write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+import structlog
+from redis.exceptions import RedisError
+
+from botgateway.store import AuditRecord, OpenCard, StoredTurn
+from botgateway.stores import StoreError
+from botgateway.stores._codec import (
+    audit_from_dict,
+    audit_to_dict,
+    decode_card,
+    decode_turn,
+    dumps,
+    encode_card,
+    encode_turn,
+)
+
+log = structlog.get_logger(__name__)
+
+# KEYS: order, turns. ARGV: ttl_ms (0 = keep), turn_id, body.
+_APPEND = """
+if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
+  redis.call('RPUSH', KEYS[1], ARGV[2])
+end
+local ttl = tonumber(ARGV[1])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 1
+"""
+
+# KEYS: order, turns. ARGV: ttl_ms, has_summary ('1'/'0'), summary_id, summary_body, remove_ids...
+_REPLACE = """
+for i = 5, #ARGV do
+  redis.call('LREM', KEYS[1], 0, ARGV[i])
+  redis.call('HDEL', KEYS[2], ARGV[i])
+end
+if ARGV[2] == '1' then
+  redis.call('LREM', KEYS[1], 0, ARGV[3])
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+  redis.call('LPUSH', KEYS[1], ARGV[3])
+end
+local ttl = tonumber(ARGV[1])
+if ttl > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 1
+"""
+
+# KEYS: order, turns. Returns the bodies in list order (one consistent snapshot).
+_LOAD = """
+local ids = redis.call('LRANGE', KEYS[1], 0, -1)
+local out = {}
+for start = 1, #ids, 500 do
+  local chunk = {}
+  for i = start, math.min(start + 499, #ids) do chunk[#chunk + 1] = ids[i] end
+  local bodies = redis.call('HMGET', KEYS[2], unpack(chunk))
+  for _, body in ipairs(bodies) do
+    if body then out[#out + 1] = body end
+  end
+end
+return out
+"""
+
+
+class RedisStore:
+    """:class:`~botgateway.store.Store` on Redis, shared by several replicas.
+
+    Args:
+        url: ``redis://[:password@]host:port/db`` (``rediss://`` for TLS).
+        prefix: Prepended to every key, so deployments can share one Redis.
+        history_ttl_s: Conversations idle longer than this expire; ``None`` keeps them.
+        audit_max_len: Approximate cap on the audit stream's length.
+        client: An existing client to use instead of connecting to ``url`` (not closed by :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "botgateway:",
+        *,
+        history_ttl_s: float | None = None,
+        audit_max_len: int = 100_000,
+        client: aioredis.Redis | None = None,
+    ) -> None:
+        self.safe_url = mask_url(url)
+        """The URL with its password masked, for messages."""
+        self.prefix = prefix
+        self.history_ttl_s = history_ttl_s
+        self.audit_max_len = audit_max_len
+        self._owns_client = client is None
+        try:
+            self._redis: aioredis.Redis = client or aioredis.Redis.from_url(
+                url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
+            )
+        except ValueError as exc:
+            raise StoreError(
+                f"memory.redis_url {self.safe_url!r} is not a Redis URL ({exc}); "
+                "expected redis://[:password@]host:port/db"
+            ) from None
+        self._append = self._redis.register_script(_APPEND)
+        self._replace = self._redis.register_script(_REPLACE)
+        self._load = self._redis.register_script(_LOAD)
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.safe_url!r}, prefix={self.prefix!r})"
+
+    # --- life cycle -------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Check that Redis answers; raise :class:`StoreError` with what to do otherwise."""
+        async with self._errors("connect to"):
+            await self._redis.ping()
+
+    async def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        if self._owns_client:
+            await self._redis.aclose()
+
+    @asynccontextmanager
+    async def _errors(self, doing: str = "use") -> AsyncIterator[None]:
+        try:
+            yield
+        except RedisError as exc:
+            raise StoreError(
+                f"cannot {doing} Redis at {self.safe_url}: {mask_text(str(exc)).rstrip('. ') or type(exc).__name__}; "
+                "check memory.redis_url and that Redis is running (or set memory.store: sqlite)"
+            ) from None
+
+    # --- keys -----------------------------------------------------------------------
+
+    def _conv_keys(self, conversation_id: str) -> list[str]:
+        base = f"{self.prefix}conv:{{{conversation_id}}}"
+        return [f"{base}:order", f"{base}:turns"]
+
+    def _ttl_ms(self) -> int:
+        return 0 if self.history_ttl_s is None else max(1, math.ceil(self.history_ttl_s * 1000))
+
+    # --- history ------------------------------------------------------------------
+
+    async def load_turns(self, conversation_id: str) -> list[StoredTurn]:
+        """The conversation's turns, oldest first (a summary turn, if any, comes first)."""
+        async with self._errors():
+            bodies = await self._load(keys=self._conv_keys(conversation_id))
+        return [decode_turn(body) for body in bodies]
+
+    async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
+        """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
+        async with self._errors():
+            await self._append(
+                keys=self._conv_keys(conversation_id),
+                args=[self._ttl_ms(), turn.turn_id, encode_turn(turn)],
+            )
+
+    async def replace_turns(self, conversation_id: str, remove_ids: Sequence[str], summary: StoredTurn | None) -> None:
+        """Atomically drop ``remove_ids`` and put ``summary`` (if any) before the remaining turns."""
+        args: list[Any] = [self._ttl_ms()]
+        if summary is None:
+            args += ["0", "", ""]
+        else:
+            args += ["1", summary.turn_id, encode_turn(summary)]
+        args += list(dict.fromkeys(remove_ids))
+        async with self._errors():
+            await self._replace(keys=self._conv_keys(conversation_id), args=args)
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation."""
+        async with self._errors():
+            await self._redis.delete(*self._conv_keys(conversation_id))
+
+    # --- dedupe -------------------------------------------------------------------
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """True the first time ``key`` is seen within ``ttl_s`` seconds (dedupe), False after."""
+        async with self._errors():
+            won = await self._redis.set(
+                f"{self.prefix}dedupe:{key}", "1", nx=True, px=max(1, math.ceil(ttl_s * 1000))
+            )
+        return bool(won)
+
+    # --- open cards ---------------------------------------------------------------
+
+    def _cards_key(self) -> str:
+        return f"{self.prefix}open_cards"
+
+    async def add_open_card(self, card: OpenCard) -> None:
+        """Remember a card that is streaming."""
+        async with self._errors():
+            await self._redis.hset(self._cards_key(), dumps([card.platform, card.card_id]), encode_card(card))
+
+    async def remove_open_card(self, platform: str, card_id: str) -> None:
+        """Forget a card once it is finalized."""
+        async with self._errors():
+            await self._redis.hdel(self._cards_key(), dumps([platform, card_id]))
+
+    async def open_cards(self, platform: str | None = None) -> list[OpenCard]:
+        """Cards still open, oldest first (all platforms when ``platform`` is None)."""
+        async with self._errors():
+            bodies = await self._redis.hvals(self._cards_key())
+        cards = [decode_card(body) for body in bodies]
+        if platform is not None:
+            cards = [card for card in cards if card.platform == platform]
+        return sorted(cards, key=lambda card: (card.created_at, card.card_id))
+
+    # --- audit --------------------------------------------------------------------
+
+    def _audit_key(self) -> str:
+        return f"{self.prefix}audit"
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        """Append an audit record."""
+        async with self._errors():
+            await self._redis.xadd(
+                self._audit_key(),
+                {"record": dumps(audit_to_dict(record)), "conversation_id": record.conversation_id},
+                maxlen=self.audit_max_len,
+                approximate=True,
+            )
+
+    async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
+        """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
+        found: list[AuditRecord] = []
+        upper = "+"
+        async with self._errors():
+            while len(found) < limit:
+                page = await self._redis.xrevrange(self._audit_key(), max=upper, count=max(limit, 200))
+                if not page:
+                    break
+                for entry_id, fields in page:
+                    if conversation_id is None or fields.get("conversation_id") == conversation_id:
+                        found.append(audit_from_dict(json.loads(fields["record"])))
+                        if len(found) == limit:
+                            break
+                upper = f"({page[-1][0]}"
+        found.reverse()
+        return found
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def mask_text(text: str) -> str:
+    """Mask ``scheme://user:password@`` inside an error message."""
+    return re.sub(r"(\w+://[^:/@\s]*:)[^@\s]+@", r"\1***@", text)

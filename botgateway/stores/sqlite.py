@@ -1,0 +1,385 @@
+"""The embedded store: one SQLite file (WAL mode) through ``aiosqlite``.
+
+The file and its folder are created on first use. One connection serves the
+process; an :class:`asyncio.Lock` serializes statements so that a transaction
+of one task never interleaves with another task's statements on the shared
+connection. Every write that touches more than one row runs in one
+``BEGIN IMMEDIATE`` … ``COMMIT`` transaction, so a crash leaves either the old
+or the new state, never half a turn.
+
+Expiry is lazy: a claim whose TTL passed is ignored and overwritten, an idle
+conversation (``history_ttl_s``) reads as empty and is deleted when touched,
+and a periodic sweep (piggy-backed on writes) deletes the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from botgateway.store import AuditRecord, OpenCard, StoredTurn
+from botgateway.stores import StoreError
+from botgateway.stores._codec import (
+    audit_from_dict,
+    audit_to_dict,
+    decode_card,
+    decode_turn,
+    dumps,
+    encode_card,
+    encode_turn,
+)
+
+log = structlog.get_logger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    conversation_id TEXT PRIMARY KEY,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS turns (
+    conversation_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    is_summary INTEGER NOT NULL DEFAULT 0,
+    body TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, turn_id)
+);
+CREATE INDEX IF NOT EXISTS turns_order ON turns (conversation_id, seq);
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS claims_expiry ON claims (expires_at);
+CREATE TABLE IF NOT EXISTS open_cards (
+    platform TEXT NOT NULL,
+    card_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (platform, card_id)
+);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_conversation ON audit (conversation_id, id);
+"""
+
+
+class SqliteStore:
+    """:class:`~botgateway.store.Store` on one SQLite file.
+
+    Args:
+        path: The database file (``:memory:`` for a throw-away store). Its folder is created.
+        history_ttl_s: Conversations idle longer than this are forgotten; ``None`` keeps them.
+        sweep_interval_s: How often writes also delete expired claims and idle conversations.
+        clock: Wall clock in Unix seconds (injected so tests can move time).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        history_ttl_s: float | None = None,
+        sweep_interval_s: float = 600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = str(path)
+        self.history_ttl_s = history_ttl_s
+        self.sweep_interval_s = sweep_interval_s
+        self._clock = clock
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._last_sweep = 0.0
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    # --- life cycle -------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the folder, the file and the schema (idempotent); raise :class:`StoreError` if impossible."""
+        async with self._lock:
+            await self._connect()
+
+    async def _connect(self) -> aiosqlite.Connection:
+        if self._db is not None:
+            return self._db
+        where = self.path
+        try:
+            if self.path != ":memory:" and not self.path.startswith("file:"):
+                folder = Path(self.path).expanduser().resolve().parent
+                folder.mkdir(parents=True, exist_ok=True)
+                where = str(Path(self.path).expanduser().resolve())
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so nothing is implicit.
+            db = await aiosqlite.connect(where, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the SQLite store {where}: {_reason(exc)}; "
+                "set memory.sqlite_path to a file in a writable folder"
+            ) from None
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            # Another process on the same file (a CLI next to the server) waits instead of failing.
+            await db.execute("PRAGMA busy_timeout=5000")
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.executescript(_SCHEMA)
+            await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            await db.close()
+            raise StoreError(
+                f"cannot use the SQLite store {where}: {_reason(exc)}; "
+                "is it a botgateway database on a local, writable disk?"
+            ) from None
+        self._db = db
+        log.debug("store.sqlite.opened", path=where)
+        return db
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        async with self._lock:
+            if self._db is not None:
+                db, self._db = self._db, None
+                await db.close()
+
+    # --- helpers ------------------------------------------------------------------
+
+    async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self._lock:
+            db = await self._connect()
+            try:
+                return list(await db.execute_fetchall(sql, params))
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+
+    async def _transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
+        """Run ``work(db)`` inside one write transaction.
+
+        The transaction runs in its own task, shielded from the caller's
+        cancellation: statements already queued on the connection's thread would
+        run anyway, so a transaction cut in half would leave the shared
+        connection inside ``BEGIN`` for the next caller. A cancelled caller
+        raises ``CancelledError`` at once; its transaction commits or rolls back
+        on its own.
+        """
+        task = asyncio.ensure_future(self._run_transaction(work))
+        task.add_done_callback(_consume_exception)
+        return await asyncio.shield(task)
+
+    async def _run_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
+        async with self._lock:
+            db = await self._connect()
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = await work(db)
+                    await self._maybe_sweep(db)
+                except BaseException:
+                    await db.rollback()
+                    raise
+                await db.commit()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            return result
+
+    def _failed(self, exc: sqlite3.Error) -> StoreError:
+        return StoreError(
+            f"the SQLite store {self.path} failed: {_reason(exc)}; "
+            "check free disk space and that no other program holds the file"
+        )
+
+    def _idle_before(self) -> float | None:
+        if self.history_ttl_s is None:
+            return None
+        return self._clock() - self.history_ttl_s
+
+    async def _maybe_sweep(self, db: aiosqlite.Connection) -> None:
+        now = self._clock()
+        if now - self._last_sweep < self.sweep_interval_s:
+            return
+        self._last_sweep = now
+        await db.execute("DELETE FROM claims WHERE expires_at <= ?", (now,))
+        cutoff = self._idle_before()
+        if cutoff is not None:
+            await db.execute(
+                "DELETE FROM turns WHERE conversation_id IN "
+                "(SELECT conversation_id FROM conversations WHERE updated_at < ?)",
+                (cutoff,),
+            )
+            await db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
+
+    async def _touch(self, db: aiosqlite.Connection, conversation_id: str) -> None:
+        await db.execute(
+            "INSERT INTO conversations (conversation_id, updated_at) VALUES (?, ?) "
+            "ON CONFLICT (conversation_id) DO UPDATE SET updated_at = excluded.updated_at",
+            (conversation_id, self._clock()),
+        )
+
+    async def _forget_if_idle(self, db: aiosqlite.Connection, conversation_id: str) -> None:
+        """Delete the conversation when it has been idle past the TTL (so an old history never returns)."""
+        cutoff = self._idle_before()
+        if cutoff is None:
+            return
+        rows = list(
+            await db.execute_fetchall(
+                "SELECT updated_at FROM conversations WHERE conversation_id = ?", (conversation_id,)
+            )
+        )
+        if rows and rows[0][0] < cutoff:
+            await db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
+            await db.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+
+    # --- history ------------------------------------------------------------------
+
+    async def load_turns(self, conversation_id: str) -> list[StoredTurn]:
+        """The conversation's turns, oldest first (a summary turn, if any, comes first)."""
+        cutoff = self._idle_before()
+        rows = await self._fetchall(
+            "SELECT t.body FROM turns t JOIN conversations c USING (conversation_id) "
+            "WHERE t.conversation_id = ? AND (? IS NULL OR c.updated_at >= ?) ORDER BY t.seq",
+            (conversation_id, cutoff, cutoff),
+        )
+        return [decode_turn(row[0]) for row in rows]
+
+    async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
+        """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
+        body = encode_turn(turn)
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await self._forget_if_idle(db, conversation_id)
+            await db.execute(
+                "INSERT INTO turns (conversation_id, turn_id, seq, is_summary, body) "
+                "SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM turns WHERE conversation_id = ? "
+                "ON CONFLICT (conversation_id, turn_id) DO NOTHING",
+                (conversation_id, turn.turn_id, int(turn.is_summary), body, conversation_id),
+            )
+            await self._touch(db, conversation_id)
+
+        await self._transaction(work)
+
+    async def replace_turns(self, conversation_id: str, remove_ids: Sequence[str], summary: StoredTurn | None) -> None:
+        """Atomically drop ``remove_ids`` and put ``summary`` (if any) before the remaining turns."""
+        ids = list(dict.fromkeys(remove_ids))
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await self._forget_if_idle(db, conversation_id)
+            for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                await db.execute(
+                    f"DELETE FROM turns WHERE conversation_id = ? AND turn_id IN ({marks})",
+                    (conversation_id, *chunk),
+                )
+            if summary is not None:
+                await db.execute(
+                    "INSERT OR REPLACE INTO turns (conversation_id, turn_id, seq, is_summary, body) "
+                    "SELECT ?, ?, COALESCE(MIN(seq), 1) - 1, ?, ? FROM turns WHERE conversation_id = ?",
+                    (conversation_id, summary.turn_id, int(summary.is_summary), encode_turn(summary), conversation_id),
+                )
+            await self._touch(db, conversation_id)
+
+        await self._transaction(work)
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget the conversation."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
+            await db.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+
+        await self._transaction(work)
+
+    # --- dedupe -------------------------------------------------------------------
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """True the first time ``key`` is seen within ``ttl_s`` seconds (dedupe), False after."""
+        now = self._clock()
+
+        async def work(db: aiosqlite.Connection) -> bool:
+            # An expired claim is replaced; a live one makes the insert a no-op.
+            cursor = await db.execute(
+                "INSERT INTO claims (key, expires_at) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at "
+                "WHERE claims.expires_at <= ?",
+                (key, now + ttl_s, now),
+            )
+            return cursor.rowcount == 1
+
+        return bool(await self._transaction(work))
+
+    # --- open cards ---------------------------------------------------------------
+
+    async def add_open_card(self, card: OpenCard) -> None:
+        """Remember a card that is streaming."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute(
+                "INSERT OR REPLACE INTO open_cards (platform, card_id, created_at, body) VALUES (?, ?, ?, ?)",
+                (card.platform, card.card_id, card.created_at, encode_card(card)),
+            )
+
+        await self._transaction(work)
+
+    async def remove_open_card(self, platform: str, card_id: str) -> None:
+        """Forget a card once it is finalized."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute("DELETE FROM open_cards WHERE platform = ? AND card_id = ?", (platform, card_id))
+
+        await self._transaction(work)
+
+    async def open_cards(self, platform: str | None = None) -> list[OpenCard]:
+        """Cards still open, oldest first (all platforms when ``platform`` is None)."""
+        rows = await self._fetchall(
+            "SELECT body FROM open_cards WHERE (? IS NULL OR platform = ?) ORDER BY created_at, card_id",
+            (platform, platform),
+        )
+        return [decode_card(row[0]) for row in rows]
+
+    # --- audit --------------------------------------------------------------------
+
+    async def record_audit(self, record: AuditRecord) -> None:
+        """Append an audit record."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute(
+                "INSERT INTO audit (turn_id, conversation_id, started_at, body) VALUES (?, ?, ?, ?)",
+                (record.turn_id, record.conversation_id, record.started_at, dumps(audit_to_dict(record))),
+            )
+
+        await self._transaction(work)
+
+    async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
+        """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
+        rows = await self._fetchall(
+            "SELECT body FROM (SELECT id, body FROM audit WHERE (? IS NULL OR conversation_id = ?) "
+            "ORDER BY id DESC LIMIT ?) ORDER BY id",
+            (conversation_id, conversation_id, limit),
+        )
+        return [audit_from_dict(json.loads(row[0])) for row in rows]
+
+
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded transaction's error as seen when its caller was cancelled (no "never retrieved" noise)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,372 @@
+"""The Store contract, run against real SQLite (tmp_path) and real Redis (127.0.0.1:6379).
+
+Redis is not optional here: CI starts it, and a missing Redis must fail these
+tests rather than skip them. Each Redis test uses its own key prefix and
+deletes its keys afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from botgateway.config import MemoryConfig
+from botgateway.store import AuditRecord, OpenCard, Store, StoredTurn
+from botgateway.stores import StoreError, open_store
+from botgateway.stores.redis import RedisStore
+from botgateway.stores.sqlite import SqliteStore
+from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+
+StoreFactory = Callable[[], Awaitable[Store]]
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """A factory of store instances sharing one backing (file or prefix): a second call is a 'replica'."""
+    opened: list[Store] = []
+    prefix = unique_prefix()
+
+    async def factory() -> Store:
+        store: SqliteStore | RedisStore
+        if request.param == "sqlite":
+            store = SqliteStore(tmp_path / "data" / "state.db", history_ttl_s=3600)
+        else:
+            store = RedisStore(REDIS_URL, prefix, history_ttl_s=3600)
+        opened.append(store)
+        await store.open()  # Redis unreachable -> StoreError -> the test errors (never skips)
+        return store
+
+    yield factory
+    for store in opened:
+        await store.close()
+    if request.param == "redis":
+        await purge_prefix(prefix)
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> Store:
+    return await make_store()
+
+
+def turn(turn_id: str, text: str = "", *, at: float = 0.0, summary: bool = False) -> StoredTurn:
+    return StoredTurn(
+        turn_id=turn_id,
+        messages=(
+            {"role": "user", "content": text or f"question {turn_id}"},
+            {"role": "assistant", "content": f"answer {turn_id}"},
+        ),
+        created_at=at or time.time(),
+        is_summary=summary,
+    )
+
+
+def ids(turns: list[StoredTurn]) -> list[str]:
+    return [t.turn_id for t in turns]
+
+
+# --- history ----------------------------------------------------------------------
+
+
+async def test_satisfies_the_protocol(store: Store) -> None:
+    assert isinstance(store, Store)
+
+
+async def test_turn_round_trips_with_tool_calls_and_cjk(store: Store) -> None:
+    messages = (
+        {"role": "user", "content": "10.0.1.100 是哪台服务器？"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "find_host", "arguments": '{"ip": "10.0.1.100"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "web-01 (running)"},
+        {"role": "assistant", "content": "是 web-01，运行中。"},
+    )
+    original = StoredTurn("t1", messages, 1700000000.5)
+    await store.append_turn("conv", original)
+
+    loaded = await store.load_turns("conv")
+
+    assert loaded == [original]
+    assert loaded[0].messages[1]["tool_calls"][0]["function"]["arguments"] == '{"ip": "10.0.1.100"}'
+    assert loaded[0].is_summary is False
+
+
+async def test_turns_keep_commit_order_and_conversations_are_separate(store: Store) -> None:
+    for n in range(5):
+        await store.append_turn("a", turn(f"a{n}"))
+    await store.append_turn("b", turn("b0"))
+
+    assert ids(await store.load_turns("a")) == ["a0", "a1", "a2", "a3", "a4"]
+    assert ids(await store.load_turns("b")) == ["b0"]
+    assert await store.load_turns("nobody") == []
+
+
+async def test_committing_the_same_turn_twice_keeps_one(store: Store) -> None:
+    await store.append_turn("c", turn("t1", "first"))
+    await store.append_turn("c", turn("t1", "retried"))
+    loaded = await store.load_turns("c")
+    assert ids(loaded) == ["t1"]
+    assert loaded[0].messages[0]["content"] == "first"
+
+
+async def test_replace_turns_puts_the_summary_first_and_keeps_the_rest(store: Store) -> None:
+    for n in range(4):
+        await store.append_turn("c", turn(f"t{n}"))
+
+    await store.replace_turns("c", ["t0", "t1"], turn("s1", "summary one", summary=True))
+    loaded = await store.load_turns("c")
+    assert ids(loaded) == ["s1", "t2", "t3"]
+    assert [t.is_summary for t in loaded] == [True, False, False]
+
+    # The next compression folds the old summary into a new one.
+    await store.append_turn("c", turn("t4"))
+    await store.replace_turns("c", ["s1", "t2"], turn("s2", "summary two", summary=True))
+    assert ids(await store.load_turns("c")) == ["s2", "t3", "t4"]
+
+    # Dropping without a summary (the deterministic fallback).
+    await store.replace_turns("c", ["s2"], None)
+    assert ids(await store.load_turns("c")) == ["t3", "t4"]
+
+    # Unknown ids are ignored; a summary of everything leaves only the summary.
+    await store.replace_turns("c", ["t3", "t4", "missing"], turn("s3", summary=True))
+    assert ids(await store.load_turns("c")) == ["s3"]
+
+
+async def test_clear_forgets_only_that_conversation(store: Store) -> None:
+    await store.append_turn("a", turn("a0"))
+    await store.append_turn("b", turn("b0"))
+    await store.clear("a")
+    assert await store.load_turns("a") == []
+    assert ids(await store.load_turns("b")) == ["b0"]
+    await store.append_turn("a", turn("a1"))
+    assert ids(await store.load_turns("a")) == ["a1"]
+
+
+async def test_concurrent_commits_are_all_kept(store: Store) -> None:
+    await asyncio.gather(*(store.append_turn("busy", turn(f"t{n:02d}")) for n in range(40)))
+    loaded = await store.load_turns("busy")
+    assert sorted(ids(loaded)) == [f"t{n:02d}" for n in range(40)]
+    assert all(len(t.messages) == 2 for t in loaded)
+
+
+async def test_compression_racing_new_commits_loses_no_new_turn(store: Store) -> None:
+    for n in range(10):
+        await store.append_turn("race", turn(f"old{n}"))
+
+    await asyncio.gather(
+        store.replace_turns("race", [f"old{n}" for n in range(8)], turn("sum", summary=True)),
+        *(store.append_turn("race", turn(f"new{n}")) for n in range(10)),
+    )
+
+    loaded = ids(await store.load_turns("race"))
+    assert loaded[0] == "sum"
+    assert set(loaded) == {"sum", "old8", "old9", *(f"new{n}" for n in range(10))}
+    assert len(loaded) == 13
+
+
+async def test_cancelled_writes_leave_the_store_consistent_and_usable(store: Store) -> None:
+    tasks = [asyncio.create_task(store.append_turn("c", turn(f"t{n}"))) for n in range(24)]
+    for n, task in enumerate(tasks):
+        for _ in range(n % 6):  # cancel at different points of the write (event-loop steps, no timing)
+            await asyncio.sleep(0)
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+    # The connection must not be left inside a transaction, and no turn may be half-written.
+    await store.replace_turns("c", [], turn("s", summary=True))
+    await store.append_turn("c", turn("after"))
+    loaded = await store.load_turns("c")
+    assert loaded[0].turn_id == "s" and loaded[-1].turn_id == "after"
+    assert all(len(t.messages) == 2 for t in loaded)
+    assert len({t.turn_id for t in loaded}) == len(loaded)
+
+
+async def test_a_second_instance_sees_the_same_state(make_store: StoreFactory) -> None:
+    first = await make_store()
+    await first.append_turn("shared", turn("t1"))
+    await first.add_open_card(OpenCard("slack", "C1:1.0", "t1", {"channel": "C1"}, 1.0))
+    assert await first.claim("slack:Ev1", 60)
+
+    second = await make_store()
+    assert ids(await second.load_turns("shared")) == ["t1"]
+    assert [c.card_id for c in await second.open_cards()] == ["C1:1.0"]
+    assert not await second.claim("slack:Ev1", 60)
+
+
+# --- dedupe -----------------------------------------------------------------------
+
+
+async def test_claim_is_true_once(store: Store) -> None:
+    assert await store.claim("dingtalk:msg1", 60) is True
+    assert await store.claim("dingtalk:msg1", 60) is False
+    assert await store.claim("dingtalk:msg2", 60) is True
+
+
+async def test_concurrent_claims_have_exactly_one_winner(store: Store) -> None:
+    results = await asyncio.gather(*(store.claim("slack:EvRetry", 60) for _ in range(25)))
+    assert results.count(True) == 1
+
+
+async def test_claim_is_free_again_after_its_ttl(store: Store) -> None:
+    assert await store.claim("short", 0.2)
+    assert not await store.claim("short", 0.2)
+    deadline = time.monotonic() + 10  # generous: only proves the key does expire
+    while not await store.claim("short", 60):
+        assert time.monotonic() < deadline, "claim never expired"
+        await asyncio.sleep(0.05)
+    assert not await store.claim("short", 60)
+
+
+# --- open cards -------------------------------------------------------------------
+
+
+async def test_open_cards_are_listed_filtered_and_removed(store: Store) -> None:
+    slack = OpenCard("slack", "C1:171.1", "t1", {"channel": "C1", "ts": "171.1", "thread_ts": "170.0"}, 10.0)
+    ding = OpenCard("dingtalk", "out-track-1", "t2", {"conversation_id": "cid==", "robot": "r"}, 20.0)
+    await store.add_open_card(ding)
+    await store.add_open_card(slack)
+    await store.add_open_card(slack)  # re-adding does not duplicate
+
+    assert await store.open_cards() == [slack, ding]
+    assert await store.open_cards("dingtalk") == [ding]
+    assert (await store.open_cards("slack"))[0].target["thread_ts"] == "170.0"
+
+    await store.remove_open_card("slack", "C1:171.1")
+    await store.remove_open_card("slack", "never-added")
+    assert await store.open_cards() == [ding]
+    assert await store.open_cards("slack") == []
+
+
+# --- audit ------------------------------------------------------------------------
+
+
+async def test_audit_records_round_trip(store: SqliteStore | RedisStore) -> None:
+    record = AuditRecord(
+        turn_id="t1",
+        platform="slack",
+        conversation_id="C1:170.0",
+        user_id="U1",
+        question="which host is 10.0.1.100?",
+        outcome="done",
+        answer="web-01",
+        tool_calls=({"name": "find_host", "arguments": {"ip": "10.0.1.100"}, "ok": True},),
+        prompt_tokens=120,
+        completion_tokens=30,
+        started_at=1700000000.0,
+        duration_s=2.5,
+        extra={"card_updates": 7},
+    )
+    await store.record_audit(record)
+    await store.record_audit(AuditRecord("t2", "dingtalk", "cid==", "staff1", "停止", "stopped"))
+    await store.record_audit(AuditRecord("t3", "slack", "C1:170.0", "U2", "again", "failed:interrupted"))
+
+    everything = await store.audit_records()
+    assert [r.turn_id for r in everything] == ["t1", "t2", "t3"]
+    assert everything[0] == record
+    assert [r.turn_id for r in await store.audit_records(conversation_id="C1:170.0")] == ["t1", "t3"]
+    assert [r.turn_id for r in await store.audit_records(limit=2)] == ["t2", "t3"]
+
+
+# --- SQLite specifics -------------------------------------------------------------
+
+
+async def test_sqlite_creates_its_folder_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "botgateway.db"
+    store = await open_store(MemoryConfig(store="sqlite", sqlite_path=str(path)))
+    try:
+        assert isinstance(store, SqliteStore)
+        await store.append_turn("c", turn("t1"))
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("SELECT count(*) FROM turns").fetchone()[0] == 1
+
+
+async def test_sqlite_history_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.append_turn("c", turn("t1"))
+    await store.close()
+    reopened = SqliteStore(path)
+    try:
+        assert ids(await reopened.load_turns("c")) == ["t1"]
+    finally:
+        await reopened.close()
+
+
+async def test_sqlite_forgets_idle_conversations_and_expired_claims(tmp_path: Path) -> None:
+    now = [1_000_000.0]
+    store = SqliteStore(tmp_path / "s.db", history_ttl_s=100, sweep_interval_s=10, clock=lambda: now[0])
+    try:
+        await store.append_turn("idle", turn("i1"))
+        await store.append_turn("active", turn("a1"))
+        assert await store.claim("k", 90)
+        now[0] += 60
+        await store.append_turn("active", turn("a2"))
+        assert not await store.claim("k", 90)
+
+        now[0] += 60  # "idle" untouched for 120 s > 100 s; "active" for 60 s
+        assert await store.load_turns("idle") == []
+        assert ids(await store.load_turns("active")) == ["a1", "a2"]
+        assert await store.claim("k", 30)  # the old claim expired
+        await store.append_turn("idle", turn("i2"))  # a new turn starts a fresh history
+        assert ids(await store.load_turns("idle")) == ["i2"]
+    finally:
+        await store.close()
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        assert db.execute("SELECT count(*) FROM turns WHERE turn_id = 'i1'").fetchone()[0] == 0
+
+
+async def test_sqlite_unusable_path_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    with pytest.raises(StoreError) as info:
+        await open_store(MemoryConfig(store="sqlite", sqlite_path=str(blocker / "state.db")))
+    message = str(info.value)
+    assert "not-a-folder" in message and "memory.sqlite_path" in message
+
+
+# --- Redis specifics --------------------------------------------------------------
+
+
+async def test_redis_history_expires_with_the_ttl(tmp_path: Path) -> None:
+    prefix = unique_prefix()
+    store = RedisStore(REDIS_URL, prefix, history_ttl_s=1000)
+    client = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        await store.append_turn("c", turn("t1"))
+        await store.replace_turns("c", ["t1"], turn("s", summary=True))
+        keys = [key async for key in client.scan_iter(match=f"{prefix}conv:*")]
+        assert len(keys) == 2
+        for key in keys:
+            assert 0 < await client.pttl(key) <= 1_000_000
+        assert await store.claim("x", 5)
+        assert 0 < await client.pttl(f"{prefix}dedupe:x") <= 5000
+    finally:
+        await store.close()
+        await client.aclose()
+        await purge_prefix(prefix)
+
+
+async def test_open_store_picks_redis_and_hides_the_password_when_unreachable() -> None:
+    store = await open_store(MemoryConfig(store="redis", redis_url=REDIS_URL, redis_prefix="bgtest:open:"))
+    try:
+        assert isinstance(store, RedisStore)
+    finally:
+        await store.close()
+
+    with pytest.raises(StoreError) as info:
+        await open_store(MemoryConfig(store="redis", redis_url="redis://:hunter2secret@127.0.0.1:1/0"))
+    message = str(info.value)
+    assert "hunter2secret" not in message
+    assert "127.0.0.1:1" in message and "memory.redis_url" in message
