@@ -1,0 +1,217 @@
+"""``botgateway ask "question"``: one turn from the command line.
+
+Plain mode prints the answer on stdout and the tool calls as they run on
+stderr, so ``botgateway ask … > answer.md`` captures only the answer. ``--json``
+prints one JSON object per line on stdout: every :mod:`~botgateway.events`
+event (``kind``, its fields and ``t``, monotonic seconds since the start), then
+one ``{"kind": "result", …}`` with the answer, every tool call with its
+arguments and outcome, and the usage. The exit status is 1 when the turn
+failed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import structlog
+
+from botgateway.config import Config
+from botgateway.events import (
+    RoundStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnFailed,
+    Usage,
+    UsageReported,
+    event_to_dict,
+)
+from botgateway.tooling import ToolContext
+
+__all__ = ["run_ask"]
+
+log = structlog.get_logger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+@dataclass
+class _Tally:
+    """What the result line reports, gathered from the events (so a failed turn reports too)."""
+
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    round: int = 0
+
+    def apply(self, event: TurnEvent) -> None:
+        if isinstance(event, ToolCallStarted):
+            self.calls[event.call_id] = {
+                "call_id": event.call_id,
+                "name": event.name,
+                "arguments": event.arguments,
+                "ok": None,
+                "summary": "",
+                "duration_s": None,
+                "round": self.round,
+            }
+        elif isinstance(event, ToolCallFinished):
+            entry = self.calls.setdefault(event.call_id, {"call_id": event.call_id, "name": event.name, "arguments": {}, "round": self.round})
+            entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
+        elif isinstance(event, UsageReported):
+            self.usage = self.usage + Usage(event.prompt_tokens, event.completion_tokens)
+        elif isinstance(event, RoundStarted):
+            self.round = event.round
+
+
+def _usage_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _emit(out: TextIO, obj: dict[str, Any]) -> None:
+    out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    out.flush()
+
+
+async def run_ask(config: Config, question: str, *, json_mode: bool, conversation_id: str = "cli") -> int:
+    """Run one turn for ``question`` and print it; returns the exit status (1 when the turn failed)."""
+    from botgateway.app import build_runtime
+
+    out, err = sys.stdout, sys.stderr
+    started = time.monotonic()
+
+    def elapsed() -> float:
+        return round(time.monotonic() - started, 3)
+
+    if not question.strip():
+        message = "the question is empty; usage: botgateway ask \"which server is 10.0.1.100?\""
+        if json_mode:
+            _emit(out, {"kind": "result", "ok": False, "answer": "", "tool_calls": [], "usage": _usage_dict(Usage()), "error": {"reason": "usage", "message": message}, "t": elapsed()})
+        else:
+            print(f"botgateway ask: {message}", file=err)
+        return EXIT_FAILED
+
+    tally = _Tally()
+    final: TurnDone | TurnFailed | None = None
+    try:
+        async with build_runtime(config) as runtime:
+            if not json_mode and out.isatty():
+                # On a terminal, draw the same live card a chat platform gets; piped output stays plain.
+                from adapters.terminal import render_ask
+
+                return await render_ask(runtime, question, conversation_id=conversation_id)
+            ctx = ToolContext(
+                user_id=_login(),
+                user_name=_login(),
+                platform="cli",
+                conversation_id=conversation_id,
+                chat_id=conversation_id,
+            )
+            turn_id = uuid.uuid4().hex
+            async for event in runtime.loop.run_turn(conversation_id, question, ctx, turn_id=turn_id):
+                tally.apply(event)
+                if json_mode:
+                    _emit(out, {**event_to_dict(event), "t": elapsed()})
+                else:
+                    _print_progress(event, err)
+                if isinstance(event, (TurnDone, TurnFailed)):
+                    final = event
+    except Exception as exc:  # start-up problems (store, tools, endpoint) in plain words, never a traceback
+        if final is not None:
+            # The turn ended; only shutting the runtime down failed. Report the turn as it was.
+            log.warning("ask_shutdown_failed", error=type(exc).__name__)
+            return _report(final, tally, json_mode, elapsed())
+        log.error("ask_failed", error=type(exc).__name__)
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        if json_mode:
+            _emit(out, {"kind": "result", "ok": False, "answer": "", "tool_calls": list(tally.calls.values()), "usage": _usage_dict(tally.usage), "error": {"reason": "internal", "message": message}, "t": elapsed()})
+        else:
+            print(f"botgateway ask: {message}", file=err)
+        return EXIT_FAILED
+
+    return _report(final, tally, json_mode, elapsed())
+
+
+def _report(final: TurnDone | TurnFailed | None, tally: _Tally, json_mode: bool, t: float) -> int:
+    """Print the outcome; returns the exit status."""
+    out, err = sys.stdout, sys.stderr
+    if json_mode:
+        _emit(out, _result_line(final, tally, t))
+    elif isinstance(final, TurnDone):
+        print(final.result.answer.rstrip(), file=out)
+    elif isinstance(final, TurnFailed):
+        if final.partial_answer:
+            print(final.partial_answer.rstrip(), file=out)
+        print(f"botgateway ask: {final.message}", file=err)
+    else:
+        print("botgateway ask: the turn ended without a result", file=err)
+    return EXIT_OK if isinstance(final, TurnDone) else EXIT_FAILED
+
+
+def _result_line(final: TurnDone | TurnFailed | None, tally: _Tally, t: float) -> dict[str, Any]:
+    if isinstance(final, TurnDone):
+        result = final.result
+        return {
+            "kind": "result",
+            "ok": True,
+            "answer": result.answer,
+            "tool_calls": [
+                {
+                    "call_id": r.call_id,
+                    "name": r.name,
+                    "arguments": r.arguments,
+                    "ok": r.ok,
+                    "summary": r.summary,
+                    "duration_s": round(r.duration_s, 3),
+                    "round": r.round,
+                }
+                for r in result.tool_calls
+            ],
+            "usage": _usage_dict(result.usage),
+            "rounds": result.rounds,
+            "hit_max_rounds": result.hit_max_rounds,
+            "error": None,
+            "t": t,
+        }
+    reason, message, partial = ("internal", "the turn ended without a result", "")
+    if isinstance(final, TurnFailed):
+        reason, message, partial = final.reason, final.message, final.partial_answer
+    return {
+        "kind": "result",
+        "ok": False,
+        "answer": partial,
+        "tool_calls": list(tally.calls.values()),
+        "usage": _usage_dict(tally.usage),
+        "rounds": tally.round,
+        "hit_max_rounds": False,
+        "error": {"reason": reason, "message": message},
+        "t": t,
+    }
+
+
+def _print_progress(event: TurnEvent, err: TextIO) -> None:
+    """Tool activity on stderr, so stdout carries only the answer."""
+    if isinstance(event, ToolCallStarted):
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in event.arguments.items())
+        print(f"→ {event.name}({args})", file=err, flush=True)
+    elif isinstance(event, ToolCallFinished):
+        mark = "✓" if event.ok else "✗"
+        print(f"{mark} {event.name}: {event.summary} ({event.duration_s:.1f} s)", file=err, flush=True)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "cli"

@@ -1,0 +1,135 @@
+"""``botgateway ask`` as a real subprocess against the scripted model server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from botgateway.scripted_server import Script, ScriptedLLMServer
+
+REPO = Path(__file__).resolve().parents[1]
+INVENTORY = REPO / "tools" / "sample_inventory.yaml"
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedLLMServer]:
+    async with ScriptedLLMServer() as srv:
+        yield srv
+
+
+def write_config(tmp_path: Path, base_url: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "\n".join(
+            [
+                "llm:",
+                "  provider: custom",
+                f"  base_url: {base_url}",
+                "  model: scripted-model",
+                "  max_retries: 0",
+                "memory:",
+                f"  sqlite_path: {tmp_path / 'data' / 'ask.db'}",
+                "tools:",
+                "  inventory:",
+                "    enabled: true",
+                f"    path: {INVENTORY}",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+async def ask(tmp_path: Path, config: Path, *args: str) -> tuple[int, str, str]:
+    executable = Path(sys.executable).parent / "botgateway"
+    command = [str(executable)] if executable.exists() else [sys.executable, "-m", "botgateway.cli"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "OPENAI_"))}
+    proc = await asyncio.create_subprocess_exec(
+        *command, "ask", *args, "-c", str(config),
+        cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, stdout.decode(), stderr.decode()
+
+
+def parse_lines(stdout: str) -> list[dict[str, Any]]:
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]  # every stdout line must be JSON
+
+
+async def test_ask_json_prints_every_event_then_the_result(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    server.enqueue(
+        Script.tool_calls([("call_1", "find_server", {"query": "10.0.1.100"})], reasoning="Look it up.", text="Checking.", usage=(50, 12)),
+        Script.text("10.0.1.100 is prod-db-01.", usage=(80, 9)),
+    )
+    code, stdout, stderr = await ask(tmp_path, write_config(tmp_path, server.base_url), "which server is 10.0.1.100?", "--json")
+    assert code == 0, stderr
+    objects = parse_lines(stdout)
+    events, result = objects[:-1], objects[-1]
+
+    kinds = [o["kind"] for o in events]
+    assert kinds[0] == "round_started" and kinds[-1] == "turn_done"
+    assert {"thought_delta", "answer_delta", "tool_call_started", "tool_call_finished", "usage_reported"} <= set(kinds)
+    assert kinds.index("tool_call_started") < kinds.index("tool_call_finished") < kinds.index("round_started", 1)
+    times = [o["t"] for o in objects]
+    assert all(isinstance(t, (int, float)) for t in times) and times == sorted(times)
+    started = next(o for o in events if o["kind"] == "tool_call_started")
+    assert started == {"kind": "tool_call_started", "call_id": "call_1", "name": "find_server", "arguments": {"query": "10.0.1.100"}, "t": started["t"]}
+    finished = next(o for o in events if o["kind"] == "tool_call_finished")
+    assert finished["ok"] is True and finished["call_id"] == "call_1" and finished["summary"]
+    assert [o["round"] for o in events if o["kind"] == "round_started"] == [1, 2]
+
+    assert result["kind"] == "result" and result["ok"] is True
+    assert result["answer"] == "10.0.1.100 is prod-db-01."
+    assert result["usage"] == {"prompt_tokens": 130, "completion_tokens": 21, "total_tokens": 151}
+    (call,) = result["tool_calls"]
+    assert call["call_id"] == "call_1" and call["name"] == "find_server"
+    assert call["arguments"] == {"query": "10.0.1.100"} and call["ok"] is True and call["round"] == 1
+
+    # The real inventory tool ran, and its result went back to the model.
+    tool_result = server.requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool" and tool_result["tool_call_id"] == "call_1"
+    assert "prod-db-01" in tool_result["content"]
+
+
+async def test_ask_plain_prints_only_the_answer_on_stdout(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    server.enqueue(
+        Script.tool_calls([("call_1", "find_server", {"query": "10.0.1.100"})]),
+        Script.text("It is prod-db-01."),
+    )
+    code, stdout, stderr = await ask(tmp_path, write_config(tmp_path, server.base_url), "which server is 10.0.1.100?")
+    assert code == 0, stderr
+    assert stdout == "It is prod-db-01.\n"
+    assert "find_server" in stderr
+
+
+async def test_ask_json_failed_turn_exits_1_with_partial_answer(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    server.enqueue(Script.text("The answer is cut off here", chunk_size=5).with_options(disconnect_after=3))
+    code, stdout, stderr = await ask(tmp_path, write_config(tmp_path, server.base_url), "question", "--json")
+    assert code == 1
+    objects = parse_lines(stdout)
+    failed, result = objects[-2], objects[-1]
+    assert failed["kind"] == "turn_failed" and failed["reason"] == "interrupted"
+    assert failed["partial_answer"] == "The answer"[:10]
+    assert result["ok"] is False and result["answer"] == failed["partial_answer"]
+    assert result["error"]["reason"] == "interrupted"
+    assert "Traceback" not in stderr
+
+
+async def test_ask_unusable_key_exits_1_with_plain_words(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    server.enqueue(Script.error(401, "Incorrect API key provided"))
+    code, stdout, stderr = await ask(tmp_path, write_config(tmp_path, server.base_url), "question")
+    assert code == 1
+    assert stdout == ""
+    assert "The model service rejected the API key (HTTP 401); check llm.api_key" in stderr
+    assert "Traceback" not in stderr

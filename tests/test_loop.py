@@ -1,0 +1,494 @@
+"""The tool loop end to end: real ``openai`` SDK → scripted SSE server, real tools, real SQLite memory.
+
+Each test asserts on the emitted events, on what the loop sent back to the
+model (``server.requests``) and on the committed history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from botgateway.events import (
+    AnswerDelta,
+    RoundStarted,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnFailed,
+    Usage,
+    UsageReported,
+)
+from botgateway.llm import LLMClient
+from botgateway.loop import CLOSING_INSTRUCTION, ToolLoop, max_rounds_note
+from botgateway.memory import Memory
+from botgateway.scripted_server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
+from botgateway.stores.sqlite import SqliteStore
+from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
+from tests.fakes.llm import llm_config
+
+SYSTEM = "You are a test assistant."
+CTX = ToolContext(user_id="U1", platform="cli", conversation_id="conv")
+
+
+class Harness:
+    """Server, client, memory and loop wired together for one test."""
+
+    def __init__(self, server: ScriptedLLMServer, llm: LLMClient, memory: Memory, store: SqliteStore, registry: ToolRegistry) -> None:
+        self.server = server
+        self.llm = llm
+        self.memory = memory
+        self.store = store
+        self.registry = registry
+
+    def loop(self, max_rounds: int = 4) -> ToolLoop:
+        return ToolLoop(self.llm, self.registry, self.memory, max_rounds=max_rounds, system_prompt=SYSTEM)
+
+    async def run(self, text: str, *, conversation: str = "conv", max_rounds: int = 4) -> list[Any]:
+        events = []
+        async for event in self.loop(max_rounds).run_turn(conversation, text, CTX):
+            events.append(event)
+        return events
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    store = SqliteStore(tmp_path / "history.db")
+    await store.open()
+    async with ScriptedLLMServer() as server:
+        llm = LLMClient(llm_config(server.base_url), backoff_base_s=0.01)
+        memory = Memory(store, max_history_tokens=100_000, keep_recent_turns=2)
+        try:
+            yield Harness(server, llm, memory, store, ToolRegistry(default_timeout_s=5))
+        finally:
+            await llm.aclose()
+            await store.close()
+
+
+def of(events: list[Any], kind: type) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def answer_text(events: list[Any]) -> str:
+    return "".join(e.text for e in of(events, AnswerDelta))
+
+
+# --- plain answers ---------------------------------------------------------------------------
+
+
+async def test_simple_answer_streams_and_commits(harness: Harness) -> None:
+    harness.server.enqueue(Script.text("web-1 is up.", reasoning="Just answer.", usage=(40, 8)))
+    events = await harness.run("is web-1 up?")
+
+    assert isinstance(events[0], RoundStarted) and events[0].round == 1 and events[0].max_rounds == 4
+    assert "".join(e.text for e in of(events, ThoughtDelta)) == "Just answer."
+    assert answer_text(events) == "web-1 is up."
+    assert of(events, UsageReported) == [UsageReported(40, 8)]
+    done = events[-1]
+    assert isinstance(done, TurnDone)
+    assert done.result.answer == "web-1 is up." and done.result.usage == Usage(40, 8) and done.result.rounds == 1
+    assert len(of(events, TurnDone) + of(events, TurnFailed)) == 1
+
+    sent = harness.server.requests[0]["messages"]
+    assert sent == [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "is web-1 up?"}]
+    # Reasoning is not stored.
+    assert await harness.memory.history("conv") == [
+        {"role": "user", "content": "is web-1 up?"},
+        {"role": "assistant", "content": "web-1 is up."},
+    ]
+
+
+async def test_second_turn_sees_first_turn(harness: Harness) -> None:
+    harness.server.enqueue(Script.text("It is 10.0.0.1."), Script.text("Yes, still."))
+    await harness.run("what is web-1's ip?")
+    await harness.run("sure?")
+    assert harness.server.requests[1]["messages"] == [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "what is web-1's ip?"},
+        {"role": "assistant", "content": "It is 10.0.0.1."},
+        {"role": "user", "content": "sure?"},
+    ]
+
+
+async def test_empty_answer_fails_without_commit(harness: Harness) -> None:
+    harness.server.enqueue(Script.text("", reasoning="hmm"))
+    events = await harness.run("?")
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "llm_unavailable"
+    assert "empty answer" in failed.message
+    assert await harness.memory.history("conv") == []
+
+
+# --- parallel tool calls ------------------------------------------------------------------------
+
+
+async def test_parallel_interleaved_calls_run_concurrently_and_results_return_in_call_order(harness: Harness) -> None:
+    b_done = asyncio.Event()
+    a_started = asyncio.Event()
+    seen_log_context: list[dict[str, Any]] = []
+
+    @tool
+    async def search_ecs_by_ip(ip: str) -> str:
+        """Find an ECS instance by IP.
+
+        Args:
+            ip: The address.
+        """
+        seen_log_context.append(structlog.contextvars.get_contextvars())
+        a_started.set()
+        await b_done.wait()  # finishes after B: completion order differs from call order
+        return f"ecs: {ip} is web-1"
+
+    @tool
+    async def search_cvm_by_ip(ip: str) -> str:
+        """Find a CVM instance by IP.
+
+        Args:
+            ip: The address.
+        """
+        await a_started.wait()  # only possible if A runs at the same time
+        b_done.set()
+        return f"cvm: no instance with {ip}"
+
+    harness.registry.add(search_ecs_by_ip)
+    harness.registry.add(search_cvm_by_ip)
+    calls = [("call_A", "search_ecs_by_ip", {"ip": "10.0.0.1"}), ("call_B", "search_cvm_by_ip", {"ip": "10.0.0.1"})]
+    harness.server.enqueue(
+        Script.tool_calls(calls, text="Looking in both clouds.", interleave=True, arg_size=3, usage=(100, 20)),
+        Script.text("10.0.0.1 is web-1 on ECS.", usage=(200, 10)),
+    )
+    events = await asyncio.wait_for(harness.run("who is 10.0.0.1?"), timeout=20)
+
+    started, finished = of(events, ToolCallStarted), of(events, ToolCallFinished)
+    assert [(e.call_id, e.name, e.arguments) for e in started] == [(i, n, a) for i, n, a in calls]
+    assert sorted(e.call_id for e in finished) == ["call_A", "call_B"] and all(e.ok for e in finished)
+    assert [e.call_id for e in finished] == ["call_B", "call_A"]  # as they completed
+    assert [e.round for e in of(events, RoundStarted)] == [1, 2]
+    assert of(events, UsageReported) == [UsageReported(100, 20), UsageReported(200, 10)]
+
+    follow_up = harness.server.requests[1]["messages"]
+    assistant, result_a, result_b = follow_up[-3:]
+    assert assistant["role"] == "assistant" and assistant["content"] == "Looking in both clouds."
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_A", "call_B"]
+    assert [json.loads(c["function"]["arguments"]) for c in assistant["tool_calls"]] == [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}]
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["search_ecs_by_ip", "search_cvm_by_ip"]
+    assert (result_a["role"], result_a["tool_call_id"], result_a["content"]) == ("tool", "call_A", "ecs: 10.0.0.1 is web-1")
+    assert (result_b["role"], result_b["tool_call_id"], result_b["content"]) == ("tool", "call_B", "cvm: no instance with 10.0.0.1")
+    assert harness.server.requests[1]["tools"] == harness.registry.specs()
+
+    done = events[-1]
+    assert isinstance(done, TurnDone)
+    assert done.result.answer == "10.0.0.1 is web-1 on ECS."
+    assert [r.call_id for r in done.result.tool_calls] == ["call_A", "call_B"]
+    assert done.result.usage == Usage(300, 30) and done.result.rounds == 2
+    assert seen_log_context and seen_log_context[0]["turn_id"] and seen_log_context[0]["round"] == 1
+
+    history = await harness.memory.history("conv")
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert history[1:4] == follow_up[-3:]
+
+
+async def test_missing_call_ids_are_assigned_and_matched(harness: Harness) -> None:
+    @tool
+    def ping(host: str) -> str:
+        """Ping a host.
+
+        Args:
+            host: Host name.
+        """
+        return f"{host} answers"
+
+    harness.registry.add(ping)
+    harness.server.enqueue(
+        Script.tool_calls([(None, "ping", {"host": "a"}), (None, "ping", {"host": "b"})]),
+        Script.text("both answer"),
+    )
+    events = await harness.run("ping a and b")
+    assert [e.call_id for e in of(events, ToolCallStarted)] == ["call_1_1", "call_1_2"]
+    follow_up = harness.server.requests[1]["messages"]
+    assert [c["id"] for c in follow_up[-3]["tool_calls"]] == ["call_1_1", "call_1_2"]
+    assert [(m["tool_call_id"], m["content"]) for m in follow_up[-2:]] == [("call_1_1", "a answers"), ("call_1_2", "b answers")]
+
+
+# --- tool failures go back to the model ------------------------------------------------------------
+
+
+async def test_bad_arguments_unknown_tool_and_exceptions_become_error_results(harness: Harness) -> None:
+    @tool
+    def lookup(ip: str, limit: int = 5) -> str:
+        """Look up an IP.
+
+        Args:
+            ip: The address.
+            limit: Most results.
+        """
+        return "found"
+
+    @tool
+    def flaky() -> str:
+        """Always breaks."""
+        raise RuntimeError("backend exploded")
+
+    @tool
+    def denied() -> str:
+        """Refuses."""
+        raise ToolError("no access to the prod account")
+
+    for t in (lookup, flaky, denied):
+        harness.registry.add(t)
+    calls = [
+        ("c_json", "lookup", '{"ip": "10.0.0.1"'),  # truncated JSON
+        ("c_unknown", "reboot_everything", {}),
+        ("c_invalid", "lookup", {"ip": "10.0.0.1", "limit": "lots"}),
+        ("c_crash", "flaky", {}),
+        ("c_tool_error", "denied", {}),
+        ("c_ok", "lookup", {"ip": "10.0.0.2"}),
+    ]
+    harness.server.enqueue(Script.tool_calls(calls), Script.text("Only 10.0.0.2 was found."))
+    events = await harness.run("look up things")
+
+    finished = {e.call_id: e for e in of(events, ToolCallFinished)}
+    assert set(finished) == {c[0] for c in calls}
+    assert [cid for cid, e in finished.items() if e.ok] == ["c_ok"]
+    assert "not valid JSON" in finished["c_json"].summary
+    assert "unknown tool" in finished["c_unknown"].summary
+    assert "limit" in finished["c_invalid"].summary
+    assert "backend exploded" in finished["c_crash"].summary
+    assert finished["c_tool_error"].summary == "no access to the prod account"
+    started = {e.call_id: e for e in of(events, ToolCallStarted)}
+    assert started["c_json"].arguments == {}
+
+    follow_up = harness.server.requests[1]["messages"]
+    assistant = follow_up[-7]
+    sent_args = {c["id"]: c["function"]["arguments"] for c in assistant["tool_calls"]}
+    assert sent_args["c_json"] == "{}"  # malformed JSON is never sent back to the provider
+    assert all(isinstance(json.loads(a), dict) for a in sent_args.values())
+    results = {m["tool_call_id"]: m["content"] for m in follow_up[-6:]}
+    assert [m["tool_call_id"] for m in follow_up[-6:]] == [c[0] for c in calls]
+    assert results["c_json"].startswith("Error: arguments are not valid JSON")
+    assert "reboot_everything" in results["c_unknown"] and "lookup" in results["c_unknown"]
+    assert results["c_invalid"].startswith("Error: invalid arguments") and "limit" in results["c_invalid"]
+    assert results["c_ok"] == "found"
+
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.answer == "Only 10.0.0.2 was found."
+    assert [r.ok for r in done.result.tool_calls] == [False, False, False, False, False, True]
+
+
+async def test_tool_timeout_is_a_failed_call(harness: Harness) -> None:
+    @tool(timeout_s=0.2)
+    async def slow() -> str:
+        """Never finishes in time."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    harness.registry.add(slow)
+    harness.server.enqueue(Script.tool_calls([("c1", "slow", {})]), Script.text("The lookup timed out."))
+    events = await asyncio.wait_for(harness.run("slow please"), timeout=15)
+    (finished,) = of(events, ToolCallFinished)
+    assert not finished.ok and "timed out" in finished.summary
+    assert harness.server.requests[1]["messages"][-1]["content"].startswith("Error: timed out")
+
+
+# --- max rounds --------------------------------------------------------------------------------------
+
+
+def _counting_tool(counter: list[int]) -> Any:
+    @tool
+    def probe(step: int) -> str:
+        """Probe something.
+
+        Args:
+            step: Which step.
+        """
+        counter.append(step)
+        return f"step {step} ok"
+
+    return probe
+
+
+async def test_last_round_disables_tools_and_the_model_closes(harness: Harness) -> None:
+    runs: list[int] = []
+    harness.registry.add(_counting_tool(runs))
+    harness.server.enqueue(
+        Script.tool_calls([("c1", "probe", {"step": 1})]),
+        Script.tool_calls([("c2", "probe", {"step": 2})]),
+        Script.text("After two probes: all fine, step 3 unknown."),
+    )
+    events = await harness.run("probe until done", max_rounds=3)
+    assert runs == [1, 2]
+    third = harness.server.requests[2]
+    assert third["tool_choice"] == "none"
+    assert third["messages"][0]["content"].endswith(CLOSING_INSTRUCTION)
+    assert "tool_choice" not in harness.server.requests[0]
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.hit_max_rounds and done.result.rounds == 3
+    assert done.result.answer == "After two probes: all fine, step 3 unknown."
+
+
+async def test_model_ignoring_the_limit_gets_a_fixed_closing_note(harness: Harness) -> None:
+    runs: list[int] = []
+    harness.registry.add(_counting_tool(runs))
+    harness.server.enqueue(
+        Script.tool_calls([("c1", "probe", {"step": 1})]),
+        Script.tool_calls([("c2", "probe", {"step": 2})], text="One more probe."),
+    )
+    events = await harness.run("probe forever", max_rounds=2)
+    assert runs == [1]  # the call of the last round is not run
+    assert len(of(events, ToolCallStarted)) == 1
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.hit_max_rounds
+    assert done.result.answer == "One more probe.\n\n" + max_rounds_note(2)
+    assert answer_text(events).endswith(max_rounds_note(2))
+    history = await harness.memory.history("conv")
+    assert history[-1] == {"role": "assistant", "content": done.result.answer}
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+
+
+# --- failures and cancellation leave history untouched --------------------------------------------------
+
+
+async def test_stream_killed_mid_answer_fails_with_partial_and_history_is_untouched(harness: Harness) -> None:
+    harness.server.enqueue(
+        Script.text("First answer."),
+        Script.text("The second answer gets cut right here.", chunk_size=5).with_options(disconnect_after=4),
+        Script.text("Third answer."),
+    )
+    await harness.run("first question")
+    events = await harness.run("second question")
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "interrupted"
+    assert failed.partial_answer == "The second answer"[:15] == answer_text(events)
+    assert len(of(events, TurnFailed) + of(events, TurnDone)) == 1
+    assert len(harness.server.requests) == 2  # never retried after the first token
+
+    await harness.run("third question")
+    assert harness.server.requests[2]["messages"] == [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "First answer."},
+        {"role": "user", "content": "third question"},
+    ]
+
+
+async def test_failure_in_a_later_round_discards_the_whole_turn(harness: Harness) -> None:
+    runs: list[int] = []
+    harness.registry.add(_counting_tool(runs))
+    harness.server.enqueue(Script.tool_calls([("c1", "probe", {"step": 1})]), Script.error(401, "bad key"))
+    events = await harness.run("probe")
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "llm_unavailable"
+    assert failed.message == "The model service rejected the API key (HTTP 401); check llm.api_key"
+    assert failed.partial_answer == ""
+    assert runs == [1]
+    assert await harness.memory.history("conv") == []
+
+
+async def test_cancel_while_tools_run_cancels_them_and_keeps_history(harness: Harness) -> None:
+    tool_started = asyncio.Event()
+    tool_cancelled = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Hangs until cancelled."""
+        tool_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            tool_cancelled.set()
+            raise
+        return "unreachable"
+
+    harness.registry.add(hang)
+    harness.server.enqueue(Script.text("Earlier answer."), Script.tool_calls([("c1", "hang", {})]))
+    await harness.run("earlier")
+    before = await harness.memory.history("conv")
+
+    events: list[Any] = []
+
+    async def consume() -> None:
+        async for event in harness.loop().run_turn("conv", "hang please", CTX):
+            events.append(event)
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(tool_started.wait(), timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=5)
+    assert tool_cancelled.is_set()
+    assert not of(events, TurnDone) and not of(events, TurnFailed)
+    assert await harness.memory.history("conv") == before
+
+
+async def test_cancel_mid_stream_is_prompt_and_keeps_history(harness: Harness) -> None:
+    harness.server.enqueue(Script(chunks=[role_chunk(), *text_chunks("Streaming slowly"), Pause(30), *text_chunks(" never")]))
+    first_delta = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in harness.loop().run_turn("conv", "talk", CTX):
+            if isinstance(event, AnswerDelta):
+                first_delta.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first_delta.wait(), timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=5)  # not stuck behind the 30 s pause
+    assert await harness.memory.history("conv") == []
+
+
+# --- edges -----------------------------------------------------------------------------------------------
+
+
+async def test_max_rounds_one_never_lets_the_model_call_tools(harness: Harness) -> None:
+    runs: list[int] = []
+    harness.registry.add(_counting_tool(runs))
+    harness.server.enqueue(Script.tool_calls([("c1", "probe", {"step": 1})]))
+    events = await harness.run("probe", max_rounds=1)
+    assert harness.server.requests[0]["tool_choice"] == "none"
+    assert runs == [] and not of(events, ToolCallStarted)
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.answer == max_rounds_note(1)
+
+
+async def test_narration_kept_reasoning_dropped_in_history(harness: Harness) -> None:
+    runs: list[int] = []
+    harness.registry.add(_counting_tool(runs))
+    harness.server.enqueue(
+        Script.tool_calls([("c1", "probe", {"step": 7})], reasoning="secret plan", text="Probing step 7."),
+        Script(chunks=[role_chunk(), *text_chunks("<think>more thought</think>Step 7 is fine.", 3)]),
+    )
+    events = await harness.run("check step 7")
+    assert "".join(e.text for e in of(events, ThoughtDelta)) == "secret planmore thought"
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.answer == "Step 7 is fine."
+    assert done.result.usage == Usage(30, 15)  # the second round reported no usage
+    assert len(of(events, UsageReported)) == 1
+    history = await harness.memory.history("conv")
+    assert history[1]["content"] == "Probing step 7."
+    assert history[-1] == {"role": "assistant", "content": "Step 7 is fine."}
+    assert "thought" not in json.dumps(history) and "secret" not in json.dumps(history)
+
+
+class BrokenHistory:
+    async def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        raise OSError("disk gone")
+
+    async def commit(self, conversation_id: str, turn_id: str, messages: list[dict[str, Any]]) -> None:
+        raise AssertionError("must not commit")
+
+
+async def test_unreadable_history_fails_the_turn_in_plain_words(harness: Harness) -> None:
+    loop = ToolLoop(harness.llm, harness.registry, BrokenHistory(), max_rounds=2, system_prompt=SYSTEM)
+    events = [e async for e in loop.run_turn("conv", "hi", CTX)]
+    (failed,) = events
+    assert isinstance(failed, TurnFailed) and failed.reason == "internal"
+    assert "conversation history" in failed.message
+    assert harness.server.requests == []
