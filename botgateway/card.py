@@ -7,8 +7,23 @@ each adapter's job, helped by :mod:`botgateway.render`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
+
+from botgateway import render
+from botgateway.events import (
+    AnswerDelta,
+    RoundStarted,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnFailed,
+    UsageReported,
+)
 
 CardStatus: TypeAlias = Literal["queued", "working", "streaming", "done", "failed", "stopped"]
 """Lifecycle of a card: queued behind another turn, working (thinking or tools),
@@ -75,8 +90,345 @@ class CardSnapshot:
     """1 for the first card of a turn; 2, 3… for continuation cards of a long answer."""
     seq: int = 0
     """Monotonic version of the snapshot within its card; higher is newer."""
+    continued: bool = False
+    """True for a part whose answer continues in the next card (part + 1)."""
+    queue_position: int = 0
+    """Place in line while ``status == 'queued'`` (1 = next); 0 when unknown or not queued."""
 
     @property
     def final(self) -> bool:
         """True for done, failed and stopped cards."""
         return self.status in ("done", "failed", "stopped")
+
+
+Phase: TypeAlias = Literal["thinking", "tool", "answer"]
+"""What the turn is doing now; the streamer paces updates per phase."""
+
+_FAILURE_KEYS = {
+    "llm_unavailable": "failed_llm_unavailable",
+    "interrupted": "failed_interrupted",
+    "internal": "failed_internal",
+}
+
+
+SUMMARY_CHARS = 120
+"""A tool line's summary is cut to this length: the card is a status board, not a log."""
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _tail(text: str, limit: int) -> str:
+    """The last ``limit`` characters of ``text`` on one line, starting at a word when one is near."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[-limit:]
+    space = cut.find(" ")
+    if 0 <= space < 20:
+        cut = cut[space + 1 :]
+    return "…" + cut
+
+
+class CardState:
+    """Folds the events of one turn into what its card shows.
+
+    Pure and synchronous: :meth:`apply` one event at a time, take a
+    :meth:`snapshot` whenever the card should be redrawn. Visible text of a
+    round is shown as the answer while it streams; when the same round calls a
+    tool, that text becomes the round's narration, above the tool lines.
+    """
+
+    def __init__(
+        self,
+        *,
+        locale: str = "en",
+        show_thought: bool = True,
+        thought_chars: int = 200,
+        footer: bool = True,
+        model_label: str = "",
+        asker: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.locale = render.normalize_locale(locale)
+        self.show_thought = show_thought and thought_chars > 0
+        self.thought_chars = thought_chars
+        self.footer = footer
+        self.model_label = model_label
+        self.asker = asker
+        self._clock = clock
+        self._status: CardStatus = "working"
+        self._queue_position = 0
+        self._blocks: list[Block] = []
+        self._tool_index: dict[str, int] = {}
+        self._round = 0
+        self._max_rounds = 0
+        self._round_text = ""
+        self._answer_epoch = 0
+        self._round_called_tools = False
+        self._thought = ""
+        self._tokens = 0
+        self._error = ""
+        self._phase: Phase = "thinking"
+        self._started_at = clock()
+        self._ended_at: float | None = None
+        self._seen_event = False
+        self.version = 0
+        """Bumped on every visible change; snapshots carry it as ``seq``."""
+
+    # --- reading ---------------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        """``thinking``, ``tool`` or ``answer``: what the last event was about."""
+        return self._phase
+
+    @property
+    def status(self) -> CardStatus:
+        """The card's lifecycle status."""
+        return self._status
+
+    @property
+    def final(self) -> bool:
+        """True once done, failed or stopped."""
+        return self._status in ("done", "failed", "stopped")
+
+    @property
+    def answer(self) -> str:
+        """The answer text so far (the current round's visible text)."""
+        return self._round_text
+
+    @property
+    def answer_epoch(self) -> int:
+        """Identity of the current answer text: changes whenever the text so far turns into narration.
+
+        Offsets into :attr:`answer` (kept by the streamer for continuation parts)
+        stay valid while the epoch is unchanged.
+        """
+        return self._answer_epoch
+
+    @property
+    def block_count(self) -> int:
+        """How many narration and tool blocks the card has."""
+        return len(self._blocks)
+
+    def snapshot(self) -> CardSnapshot:
+        """The whole card as of now (first part; the streamer derives continuation parts)."""
+        thought = ""
+        if (
+            self.show_thought
+            and not self.final
+            and self._phase == "thinking"
+            and not self._round_text
+            and self._thought.strip()
+        ):
+            thought = _tail(self._thought, self.thought_chars)
+        return CardSnapshot(
+            status=self._status,
+            blocks=tuple(self._blocks),
+            thought=thought,
+            answer=self._round_text,
+            error=self._error,
+            footer=self._footer(),
+            locale=self.locale,
+            asker=self.asker,
+            part=1,
+            seq=self.version,
+            queue_position=self._queue_position if self._status == "queued" else 0,
+        )
+
+    def part_snapshot(self, part: int, first_block: int, answer_offset: int, answer_epoch: int) -> CardSnapshot:
+        """The card of continuation ``part``: blocks from ``first_block`` on and the answer past what earlier parts showed.
+
+        ``answer_offset`` characters of the answer of epoch ``answer_epoch`` were
+        shown by earlier parts; if the answer text has been replaced since
+        (it became narration), the whole of the current text is new.
+        """
+        full = self.snapshot()
+        answer = full.answer[answer_offset:] if answer_epoch == self._answer_epoch else full.answer
+        return replace(
+            full, part=part, blocks=full.blocks[first_block:], answer=answer, asker=full.asker if part == 1 else ""
+        )
+
+    # --- writing ---------------------------------------------------------
+
+    def _touch(self) -> None:
+        self.version += 1
+
+    def _begin(self) -> None:
+        if not self._seen_event:
+            self._seen_event = True
+            if self._status == "queued":
+                self._status = "working"
+                self._queue_position = 0
+                self._error = ""
+                self._started_at = self._clock()
+
+    def mark_queued(self, position: int = 0) -> None:
+        """Show the card as waiting for the previous question of the conversation (``position`` 1 = next)."""
+        if self._seen_event or self.final:
+            return
+        self._status = "queued"
+        self._queue_position = max(position, 0)
+        self._error = (
+            render.t(self.locale, "queued_position", position=position)
+            if position > 0
+            else render.t(self.locale, "queued")
+        )
+        self._touch()
+
+    def mark_started(self) -> None:
+        """The turn left the queue and runs now (the first event does this too)."""
+        self._begin()
+        self._touch()
+
+    def mark_stopped(self, note: str = "") -> None:
+        """The asker (or an admin) stopped the turn: final, partial answer kept, ``note`` or a default shown."""
+        if self.final:
+            return
+        if self._status == "queued":
+            self._error = ""
+        self._end("stopped", note or render.t(self.locale, "stopped"), tool_reason=render.t(self.locale, "tool_stopped"))
+
+    def mark_failed(self, message: str = "") -> None:
+        """End the card as failed with a plain-words ``message``, keeping whatever answer streamed."""
+        if self.final:
+            return
+        message = message or render.t(self.locale, "failed_unfinished")
+        self._end("failed", render.t(self.locale, "failed", message=message), tool_reason=message)
+
+    def _end(self, status: CardStatus, error: str, *, tool_reason: str) -> None:
+        for index, block in enumerate(self._blocks):
+            if isinstance(block, ToolLine) and block.status == "running":
+                self._blocks[index] = replace(block, status="failed", summary=tool_reason)
+        self._status = status
+        self._error = error
+        self._queue_position = 0
+        self._ended_at = self._clock()
+        self._touch()
+
+    def apply(self, event: TurnEvent) -> int:
+        """Fold one event in; returns how many visible characters changed (0 when nothing visible did)."""
+        if self.final:
+            return 0
+        self._begin()
+        if isinstance(event, RoundStarted):
+            self._close_round()
+            self._round = event.round
+            self._max_rounds = event.max_rounds
+            self._thought = ""
+            self._round_called_tools = False
+            self._phase = "thinking"
+            self._touch()
+            return 0
+        if isinstance(event, ThoughtDelta):
+            if not event.text:
+                return 0
+            # Keep a bounded tail: only the last ~thought_chars are ever shown.
+            self._thought = (self._thought + event.text)[-max(4 * self.thought_chars, 400) :]
+            shown = self.show_thought and not self._round_text
+            if shown:
+                self._phase = "thinking"
+                self._touch()
+            return len(event.text) if shown else 0
+        if isinstance(event, AnswerDelta):
+            if not event.text:
+                return 0
+            self._round_text += event.text
+            self._phase = "answer"
+            if self._status == "working":
+                self._status = "streaming"
+            self._touch()
+            return len(event.text)
+        if isinstance(event, ToolCallStarted):
+            self._to_narration()
+            self._round_called_tools = True
+            line = ToolLine(
+                call_id=event.call_id,
+                name=event.name,
+                args_preview=render.format_args(event.arguments),
+                status="running",
+            )
+            self._tool_index[event.call_id] = len(self._blocks)
+            self._blocks.append(line)
+            self._phase = "tool"
+            self._status = "working"
+            self._touch()
+            return len(render.tool_line_text(line, self.locale))
+        if isinstance(event, ToolCallFinished):
+            index = self._tool_index.get(event.call_id)
+            line = ToolLine(
+                call_id=event.call_id,
+                name=event.name,
+                args_preview="",
+                status="done" if event.ok else "failed",
+                duration_s=event.duration_s,
+                summary=_short(" ".join(event.summary.split()), SUMMARY_CHARS),
+            )
+            previous = self._blocks[index] if index is not None else None
+            if isinstance(previous, ToolLine) and index is not None:
+                self._blocks[index] = replace(line, args_preview=previous.args_preview)
+            else:
+                # A finish without a start (a loop that reports only outcomes): still show it.
+                self._tool_index[event.call_id] = len(self._blocks)
+                self._blocks.append(line)
+            self._phase = "tool"
+            self._touch()
+            return len(render.tool_line_text(line, self.locale))
+        if isinstance(event, UsageReported):
+            self._tokens += event.prompt_tokens + event.completion_tokens
+            return 0
+        if isinstance(event, TurnDone):
+            result = event.result
+            if result.usage.total_tokens:
+                self._tokens = result.usage.total_tokens
+            if self._round == 0:
+                self._round = result.rounds
+            before = len(self._round_text)
+            # The result is authoritative: it holds the whole answer even if a delta was missed.
+            if result.answer:
+                if not result.answer.startswith(self._round_text):
+                    self._answer_epoch += 1  # a different text: earlier offsets no longer apply
+                self._round_text = result.answer
+            self._phase = "answer"
+            self._end("done", "", tool_reason=render.t(self.locale, "failed_unfinished"))
+            return max(abs(len(self._round_text) - before), 1)
+        if isinstance(event, TurnFailed):
+            if event.partial_answer and len(event.partial_answer) >= len(self._round_text):
+                if not event.partial_answer.startswith(self._round_text):
+                    self._answer_epoch += 1
+                self._round_text = event.partial_answer
+            if event.reason == "cancelled":
+                self._end("stopped", render.t(self.locale, "stopped"), tool_reason=render.t(self.locale, "tool_stopped"))
+            else:
+                key = _FAILURE_KEYS.get(event.reason, "failed")
+                error = render.t(self.locale, key, message=event.message).strip()
+                self._end("failed", error, tool_reason=event.message or render.t(self.locale, "failed_unfinished"))
+            return 1
+        return 0
+
+    def _to_narration(self) -> None:
+        """The current round called a tool: its visible text so far is narration, not answer."""
+        if self._round_text.strip():
+            self._blocks.append(Narration(round=self._round, text=self._round_text))
+        if self._round_text:
+            self._answer_epoch += 1
+        self._round_text = ""
+
+    def _close_round(self) -> None:
+        if self._round_called_tools:
+            self._to_narration()
+
+    def _footer(self) -> str:
+        if not self.footer or self._status == "queued":
+            return ""
+        end = self._ended_at if self._ended_at is not None else self._clock()
+        return render.footer_text(
+            locale=self.locale,
+            round=self._round,
+            max_rounds=self._max_rounds,
+            tokens=self._tokens,
+            elapsed_s=end - self._started_at,
+            model_label=self.model_label,
+        )

@@ -1,0 +1,556 @@
+"""CardStreamer, BufferPolicy and RateBudget against the fake card API over HTTP on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import pytest
+
+from adapters.base import CardTarget, RateLimit
+from botgateway.budget import RateBudget
+from botgateway.card import CardState
+from botgateway.config import BufferPolicyConfig, PhasePolicy
+from botgateway.events import (
+    AnswerDelta,
+    RoundStarted,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnResult,
+)
+from botgateway.stores.sqlite import SqliteStore
+from botgateway.streaming import BufferPolicy, CardStreamer, PhaseRule
+from tests.fakes.card_api import FakeCardAPI, HttpCardSink
+
+FAST = RateLimit(rate_per_s=1000.0, burst=100)
+"""A budget that never gets in the way (for tests about something else)."""
+
+LONG_ANSWER = " ".join(f"word{i:03d}" for i in range(110)) + "."  # ~880 characters
+
+
+def streamer(
+    sink: HttpCardSink,
+    *,
+    turn: str = "t1",
+    policy: BufferPolicy | None = None,
+    budget: RateBudget | None = None,
+    state: CardState | None = None,
+    deadline: float = 5.0,
+    store: SqliteStore | None = None,
+    unpaced: bool = False,
+) -> CardStreamer:
+    return CardStreamer(
+        sink,
+        CardTarget(platform="fake", chat_id="chat-1", turn_id=turn, user_id="u1"),
+        policy=policy or BufferPolicy.from_config(),
+        budget=None if unpaced else (budget or RateBudget()),
+        state=state or CardState(model_label="demo model"),
+        final_deadline_s=deadline,
+        store=store,
+        backoff_base_s=0.02,
+        backoff_max_s=0.2,
+    )
+
+
+def chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Yield to the loop until ``predicate`` holds (no timed sleeps)."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0)
+
+
+# --- BufferPolicy ---------------------------------------------------------------
+
+
+def test_policy_from_config_defaults_are_the_reference_policy() -> None:
+    policy = BufferPolicy.from_config(BufferPolicyConfig())
+    assert policy.tool == PhaseRule(min_chars=5, min_interval_s=0.1, max_wait_s=0.5)
+    assert policy.answer.min_chars == 20 and policy.answer.min_interval_s == 0.3
+    custom = BufferPolicy.from_config(BufferPolicyConfig(answer=PhasePolicy(min_chars=50, min_interval_s=1.0, max_wait_s=2.0)))
+    assert custom.rule("answer") == PhaseRule(50, 1.0, 2.0)
+    assert BufferPolicy.final_only().live is False
+
+
+# --- acceptance: a stalled stream still shows what it has -----------------------
+
+
+async def test_stream_stalled_after_three_characters_shows_them_within_max_wait() -> None:
+    policy = BufferPolicy.from_config()  # answer: 20 chars / 300 ms, max_wait 1 s
+    async with FakeCardAPI(latency_s=0.01) as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink, policy=policy)
+        await card.start()
+        stall_over = asyncio.Event()
+
+        async def model() -> None:
+            await card.feed(RoundStarted(1, 8))
+            await card.feed(AnswerDelta("Hel"))
+            await stall_over.wait()  # the stream stalls here until the test has seen "Hel" on the card
+            await card.feed(AnswerDelta("lo there."))
+            await card.feed(TurnDone(TurnResult("Hello there.")))
+
+        task = asyncio.create_task(model())
+        # The stall lasts 2 s at most: the characters must reach the card before it ends.
+        await api.wait_for(lambda a: any(c.answer == "Hel" for c in a.calls_of("update")), timeout=2.0)
+        assert not stall_over.is_set()
+        stall_over.set()
+        await task
+        metrics = await card.finish()
+    assert api.cards_for("t1")[0].answer == "Hello there."
+    assert metrics.first_token_to_visible_s is not None and metrics.first_token_to_visible_s < 2.0
+
+
+async def test_max_wait_timer_flushes_pending_text_mid_answer() -> None:
+    # min_chars is never reached by the trailing 3 characters: only the max_wait timer can show them.
+    policy = BufferPolicy.from_config(
+        BufferPolicyConfig(answer=PhasePolicy(min_chars=20, min_interval_s=0.05, max_wait_s=0.4))
+    )
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink, policy=policy)
+        await card.start()
+        await card.feed(RoundStarted(1, 8))
+        await card.feed(AnswerDelta("The first twenty-five chars"))
+        await api.wait_for(lambda a: any(c.answer == "The first twenty-five chars" for c in a.calls_of("update")))
+        fed_at = time.monotonic()
+        await card.feed(AnswerDelta(" ok"))
+        await api.wait_for(lambda a: any(c.answer.endswith(" ok") for c in a.calls_of("update")), timeout=2.0)
+        seen = next(c for c in api.calls_of("update") if c.answer.endswith(" ok"))
+        assert seen.arrived_at - fed_at >= 0.3  # it was the timer, not the char threshold
+        await card.feed(TurnDone(TurnResult("The first twenty-five chars ok")))
+        await card.finish()
+
+
+async def test_tool_status_lines_show_promptly_and_phase_change_flushes() -> None:
+    # max_wait of 10 s everywhere: only the tool rule (5 chars / 100 ms) and phase changes can flush.
+    slow = PhasePolicy(min_chars=10_000, min_interval_s=0.1, max_wait_s=10.0)
+    policy = BufferPolicy.from_config(
+        BufferPolicyConfig(thinking=slow, answer=slow, tool=PhasePolicy(min_chars=5, min_interval_s=0.1, max_wait_s=10.0))
+    )
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink, policy=policy)
+        await card.start()
+        await card.feed(RoundStarted(1, 8))
+        await card.feed(ThoughtDelta("need the inventory"))
+        await card.feed(ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}))
+        await api.wait_for(lambda a: any("🔧 inventory_lookup ip=10.0.1.100" in c.text for c in a.calls_of("update")), timeout=3.0)
+        await card.feed(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 0.8))
+        await api.wait_for(lambda a: any("✅ inventory_lookup · 0.8 s · 1 host found" in c.text for c in a.calls_of("update")), timeout=3.0)
+        await card.feed(RoundStarted(2, 8))
+        await card.feed(AnswerDelta("web-01"))  # tool → answer: a phase change flushes at once
+        await api.wait_for(lambda a: any(c.answer == "web-01" for c in a.calls_of("update")), timeout=3.0)
+        await card.feed(TurnDone(TurnResult("web-01")))
+        await card.finish()
+
+
+# --- one update in flight, latest wins ------------------------------------------
+
+
+async def test_latest_wins_while_an_update_is_in_flight() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink, policy=BufferPolicy.every_chunk())
+        await card.start()
+        gate = api.hold("update")
+        await card.feed(RoundStarted(1, 8))
+        await card.feed(AnswerDelta("w0 "))
+        await asyncio.wait_for(gate.arrived.wait(), 5)
+        text = "w0 "
+        for i in range(1, 60):
+            await card.feed(AnswerDelta(f"w{i} "))
+            text += f"w{i} "
+        # Still one update in flight: nothing else was sent while it is slow.
+        assert len(api.calls_of("update")) == 1
+        gate.release()
+        await api.wait_for(lambda a: len([c for c in a.calls_of("update") if c.ok]) >= 2)
+        assert api.calls_of("update")[1].answer == text  # the next update carries the newest text
+        await card.feed(TurnDone(TurnResult(text)))
+        metrics = await card.finish()
+    assert len(api.calls_of("update")) <= 3 < metrics.events
+    assert metrics.coalesced > 0
+    assert api.cards_for("t1")[0].answer == text
+
+
+# --- acceptance: throttled final updates still land -------------------------------
+
+
+async def test_final_update_throttled_three_times_still_lands_complete() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        api.fail("finalize", 429, times=3, retry_after=0.05)
+        card = streamer(sink)
+        await card.start()
+        await card.feed(RoundStarted(1, 8))
+        for piece in chunks(LONG_ANSWER[:300], 7):
+            await card.feed(AnswerDelta(piece))
+        await card.feed(TurnDone(TurnResult(LONG_ANSWER[:300])))
+        metrics = await card.finish()
+    finals = api.calls_of("finalize")
+    assert [c.status for c in finals] == [429, 429, 429, 200]
+    # Retry-After was honoured: no attempt came back before the platform allowed it.
+    gaps = [b.arrived_at - a.arrived_at for a, b in zip(finals, finals[1:], strict=False)]
+    assert min(gaps) >= 0.045
+    shown = api.cards_for("t1")[0]
+    assert shown.finalized and shown.answer == LONG_ANSWER[:300] and shown.snapshot["status"] == "done"
+    assert metrics.throttles == 3 and metrics.retries >= 3
+    assert metrics.delivered and not metrics.fallback_used and api.messages == []
+
+
+async def test_throttled_create_pauses_the_bucket_and_the_card_still_streams() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        api.fail("create", 429, times=2, retry_after=0.1)
+        budget = RateBudget()
+        card = streamer(sink, budget=budget)
+        await card.start()
+        creates = api.calls_of("create")
+        assert [c.status for c in creates] == [429, 429, 200]
+        assert creates[2].arrived_at - creates[1].arrived_at >= 0.09  # paused, not hammered
+        await card.feed(AnswerDelta("still here"))
+        await card.feed(TurnDone(TurnResult("still here")))
+        metrics = await card.finish()
+    assert api.cards_for("t1")[0].answer == "still here" and metrics.throttles == 2
+
+
+async def test_dingtalk_style_403_qps_limit_counts_as_a_throttle() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        api.fail("update", 403, times=1, body={"code": "Forbidden.AccessDenied.QpsLimitForApi"})
+        card = streamer(sink, policy=BufferPolicy.every_chunk())
+        await card.start()
+        await card.feed(AnswerDelta("first"))
+        await api.wait_for(lambda a: any(c.status == 403 for c in a.calls))
+        await card.feed(AnswerDelta(" second"))
+        await api.wait_for(lambda a: any(c.ok and c.answer == "first second" for c in a.calls_of("update")))
+        await card.feed(TurnDone(TurnResult("first second")))
+        metrics = await card.finish()
+    assert metrics.throttles == 1 and api.cards_for("t1")[0].answer == "first second"
+
+
+async def test_transient_errors_are_retried_with_backoff() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        api.fail("create", 502, times=1)
+        api.fail("update", 500, times=2)
+        api.fail("finalize", 503, times=2)
+        card = streamer(sink, policy=BufferPolicy.every_chunk())
+        await card.start()
+        await card.feed(RoundStarted(1, 8))
+        for piece in chunks("a transient failure is retried", 5):
+            await card.feed(AnswerDelta(piece))
+        await card.feed(TurnDone(TurnResult("a transient failure is retried")))
+        metrics = await card.finish()
+    assert api.cards_for("t1")[0].answer == "a transient failure is retried"
+    assert api.cards_for("t1")[0].finalized
+    assert metrics.retries >= 3 and not metrics.fallback_used
+
+
+async def test_final_deadline_passes_then_fallback_message_delivers() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        api.fail("finalize", 500, times=10_000)
+        card = streamer(sink, deadline=0.5)
+        await card.start()
+        await card.feed(AnswerDelta("the answer"))
+        await card.feed(TurnDone(TurnResult("the answer is 42")))
+        metrics = await card.finish()
+    assert len(api.calls_of("finalize")) >= 2  # retried, not given up at once
+    assert [m["snapshot"]["answer"] for m in api.messages] == ["the answer is 42"]
+    assert "the answer is 42" in api.messages[0]["text"]
+    assert metrics.fallback_used and metrics.delivered
+
+
+async def test_card_gone_stops_live_updates_and_falls_back_at_the_end() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink, policy=BufferPolicy.every_chunk())
+        await card.start()
+        assert card.handle is not None
+        api.expire(card.handle.card_id)
+        await card.feed(RoundStarted(1, 8))
+        await card.feed(AnswerDelta("The answer "))
+        await api.wait_for(lambda a: any(c.status == 404 for c in a.calls_of("update")))
+        for piece in chunks("is 42, and here is why.", 3):
+            await card.feed(AnswerDelta(piece))
+        await card.feed(TurnDone(TurnResult("The answer is 42, and here is why.")))
+        metrics = await card.finish()
+    assert len(api.calls_of("update")) == 1  # no more live updates once the card is gone
+    assert api.calls_of("finalize") == []
+    assert len(api.messages) == 1
+    assert api.messages[0]["snapshot"]["answer"] == "The answer is 42, and here is why."
+    assert api.messages[0]["snapshot"]["status"] == "done"
+    assert metrics.fallback_used and metrics.delivered
+
+
+# --- continuation parts ------------------------------------------------------------
+
+
+async def test_long_answer_continues_in_new_cards_with_nothing_lost(tmp_path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    try:
+        async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST, max_chars=200) as sink:
+            state = CardState()
+            card = streamer(sink, policy=BufferPolicy.every_chunk(), state=state, store=store)
+            await card.start()
+            open_cards = await store.open_cards("fake")
+            assert [c.card_id for c in open_cards] == [card.handle.card_id]
+            assert open_cards[0].target["turn_id"] == "t1"
+            await card.feed(RoundStarted(1, 8))
+            await card.feed(ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}))
+            await card.feed(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 0.5))
+            await card.feed(RoundStarted(2, 8))
+            for piece in chunks(LONG_ANSWER, 9):
+                await card.feed(AnswerDelta(piece))
+            await api.wait_for(lambda a: len(a.calls_of("create")) >= 3)  # rolled over while streaming
+            await card.feed(TurnDone(TurnResult(LONG_ANSWER)))
+            metrics = await card.finish()
+        assert await store.open_cards() == []
+    finally:
+        await store.close()
+    parts = api.cards_for("t1")
+    assert [p.part for p in parts] == list(range(1, len(parts) + 1))
+    assert len(parts) >= 5 and metrics.parts == len(parts)
+    assert all(p.finalized for p in parts)
+    assert "".join(p.answer for p in parts) == LONG_ANSWER
+    assert all(len(p.answer) <= 200 for p in parts)
+    assert all(p.answer.endswith(" ") for p in parts[:-1])  # cut between words
+    assert all(p.snapshot["continued"] for p in parts[:-1]) and not parts[-1].snapshot["continued"]
+    assert parts[0].snapshot["blocks"][0]["name"] == "inventory_lookup"
+    assert parts[-1].snapshot["footer"] and not parts[0].snapshot["footer"]
+    assert not metrics.fallback_used
+
+
+async def test_final_only_long_answer_is_split_at_the_end() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST, max_chars=300) as sink:
+        card = streamer(sink, policy=BufferPolicy.final_only())
+        await card.start()
+        assert api.calls == []  # no streaming: nothing is sent before the end
+        await card.feed(AnswerDelta(LONG_ANSWER[:100]))
+        await card.feed(TurnDone(TurnResult(LONG_ANSWER)))
+        metrics = await card.finish()
+    assert api.calls_of("update") == []
+    assert api.delivered_answer("t1") == LONG_ANSWER
+    assert metrics.parts == len(api.cards_for("t1")) >= 3
+
+
+async def test_too_long_answer_from_the_platform_splits_smaller() -> None:
+    # The sink claims 2,000 characters but the platform refuses bodies over 400.
+    async with FakeCardAPI(max_text=400) as api, HttpCardSink(api.base_url, rate=FAST, max_chars=2000) as sink:
+        card = streamer(sink, policy=BufferPolicy.every_chunk())
+        await card.start()
+        await card.feed(RoundStarted(1, 8))
+        for piece in chunks(LONG_ANSWER, 40):
+            await card.feed(AnswerDelta(piece))
+        await card.feed(TurnDone(TurnResult(LONG_ANSWER)))
+        metrics = await card.finish()
+    assert any(c.status == 413 for c in api.calls)
+    assert api.delivered_answer("t1") == LONG_ANSWER
+    assert metrics.delivered and metrics.parts >= 3
+
+
+# --- stop, queue, idempotent finish -----------------------------------------------
+
+
+async def test_finish_after_cancellation_shows_stopped_with_partial_answer() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        state = CardState()
+        card = streamer(sink, policy=BufferPolicy.every_chunk(), state=state)
+        await card.start()
+
+        async def turn() -> None:
+            await card.feed(RoundStarted(1, 8))
+            await card.feed(AnswerDelta("partial answer"))
+            await asyncio.Event().wait()  # the model hangs until stopped
+
+        task = asyncio.create_task(turn())
+        await api.wait_for(lambda a: any(c.answer == "partial answer" for c in a.calls_of("update")))
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        state.mark_stopped()
+        # A cancelled finish() does not stop the delivery of the final card.
+        first = asyncio.create_task(card.finish())
+        await asyncio.sleep(0)
+        first.cancel()
+        await api.wait_for(lambda a: any(c.finalized for c in a.cards.values()))
+        metrics = await card.finish()
+        again = await card.finish()
+    shown = api.cards_for("t1")[0]
+    assert shown.snapshot["status"] == "stopped" and shown.answer == "partial answer"
+    assert "⏹ Stopped." in shown.text and "▌" not in shown.text
+    assert again is metrics and len(api.calls_of("finalize")) == 1
+
+
+async def test_finish_without_a_final_event_marks_the_card_failed() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink)
+        await card.start()
+        await card.feed(AnswerDelta("half"))
+        await card.finish()
+    shown = api.cards_for("t1")[0]
+    assert shown.finalized and shown.snapshot["status"] == "failed" and shown.answer == "half"
+
+
+async def test_queued_card_then_refresh_when_the_turn_starts() -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        state = CardState(locale="zh-CN")
+        state.mark_queued(1)
+        card = streamer(sink, state=state)
+        await card.start()
+        created = api.calls_of("create")[0]
+        assert created.body["snapshot"]["status"] == "queued" and "正在等待上一个问题完成" in created.text
+        state.mark_started()
+        await card.refresh()
+        await api.wait_for(lambda a: any(c.body["snapshot"]["status"] == "working" for c in a.calls_of("update")))
+        await card.feed(TurnDone(TurnResult("好的")))
+        await card.finish()
+    assert api.cards_for("t1")[0].answer == "好的"
+
+
+# --- the shared rate budget ----------------------------------------------------------
+
+
+async def test_budget_serves_owners_round_robin() -> None:
+    budget = RateBudget()
+    limit = RateLimit(rate_per_s=40.0, burst=1)
+    order: list[str] = []
+
+    async def take(owner: str) -> None:
+        await budget.acquire("k", limit, owner)
+        order.append(owner)
+
+    await budget.acquire("k", limit, "warm-up")  # empty the bucket
+    chatty = [asyncio.create_task(take("chatty")) for _ in range(8)]
+    await until(lambda: budget.waiting("k") == 8)
+    quiet = asyncio.create_task(take("quiet"))
+    await until(lambda: budget.waiting("k") == 9)
+    await asyncio.gather(*chatty, quiet)
+    # FIFO alone would serve "quiet" ninth; round-robin serves it second.
+    assert order.index("quiet") <= 1
+    assert budget.granted("k") == 10
+
+
+async def test_budget_serves_priority_calls_before_live_updates() -> None:
+    budget = RateBudget()
+    limit = RateLimit(rate_per_s=40.0, burst=1)
+    order: list[str] = []
+
+    async def take(owner: str, priority: bool) -> None:
+        await budget.acquire("k", limit, owner, priority=priority)
+        order.append(owner)
+
+    await budget.acquire("k", limit, "warm-up")
+    live = [asyncio.create_task(take(f"live{i}", False)) for i in range(4)]
+    await until(lambda: budget.waiting("k") == 4)
+    final = asyncio.create_task(take("final", True))
+    await asyncio.gather(*live, final)
+    assert order[0] == "final"
+
+
+async def test_budget_pause_holds_every_owner_and_cancel_leaves_the_line() -> None:
+    budget = RateBudget()
+    limit = RateLimit(rate_per_s=100.0, burst=5)
+    assert await budget.acquire("k", limit, "a") == 0.0
+    budget.pause("k", 0.2)
+    assert budget.paused_for("k") > 0.1
+    waiter = asyncio.create_task(budget.acquire("k", limit, "b"))
+    gone = asyncio.create_task(budget.acquire("k", limit, "c"))
+    await until(lambda: budget.waiting("k") == 2)
+    gone.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await gone
+    assert budget.waiting("k") == 1
+    waited = await asyncio.wait_for(waiter, 3)
+    assert waited >= 0.15  # the pause was honoured
+    assert budget.granted("k") == 2
+
+
+async def test_budget_is_fair_between_two_cards_on_one_key() -> None:
+    # A card streaming on every chunk and a quiet card share a slow bucket: the quiet card still gets through.
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=RateLimit(10.0, 1)) as sink:
+        budget = RateBudget()
+        chatty = streamer(sink, turn="chatty", policy=BufferPolicy.every_chunk(), budget=budget)
+        quiet = streamer(sink, turn="quiet", policy=BufferPolicy.every_chunk(), budget=budget)
+        await chatty.start()
+        await quiet.start()
+        stop = asyncio.Event()
+
+        async def flood() -> None:
+            i = 0
+            while not stop.is_set():
+                await chatty.feed(AnswerDelta(f"c{i} "))
+                i += 1
+                await asyncio.sleep(0.005)  # the model's token rate
+
+        task = asyncio.create_task(flood())
+        await api.wait_for(lambda a: len(a.calls_of("update")) >= 2)
+        await quiet.feed(AnswerDelta("quiet one"))
+        await api.wait_for(lambda a: any(c.answer == "quiet one" for c in a.calls_of("update")), timeout=3.0)
+        await quiet.feed(TurnDone(TurnResult("quiet one")))
+        await asyncio.wait_for(quiet.finish(), 3.0)
+        stop.set()
+        await task
+        await chatty.feed(TurnDone(TurnResult("done")))
+        await chatty.finish()
+    assert api.cards_for("quiet")[0].answer == "quiet one"
+    # Both cards used the bucket; the chatty one could not take it all.
+    by_turn = [c.body["target"]["turn_id"] for c in api.calls if c.op in ("update", "finalize")]
+    assert by_turn.count("quiet") >= 2 and by_turn.count("chatty") >= 2
+
+
+def _run_turns(api: FakeCardAPI, sink: HttpCardSink, *, n: int, policy: BufferPolicy, unpaced: bool, pace_s: float):
+    budget = RateBudget()
+
+    async def one(i: int):
+        answer = " ".join(f"t{i}w{k}" for k in range(50)) + "."
+        card = streamer(sink, turn=f"t{i}", policy=policy, budget=budget, unpaced=unpaced, deadline=10.0)
+        await card.start()
+        await card.feed(RoundStarted(1, 4))
+        for piece in chunks(answer, 8):
+            await card.feed(AnswerDelta(piece))
+            await asyncio.sleep(pace_s)  # the model's token rate
+        await card.feed(TurnDone(TurnResult(answer)))
+        return answer, await card.finish()
+
+    return asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def test_many_cards_at_20_qps_never_get_throttled_and_all_answers_land() -> None:
+    async with FakeCardAPI(rate_per_s=20, burst=20, latency_s=0.01, jitter_s=0.02) as api:
+        async with HttpCardSink(api.base_url, rate=RateLimit(rate_per_s=18.0, burst=4)) as sink:
+            results = await _run_turns(api, sink, n=24, policy=BufferPolicy.from_config(), unpaced=False, pace_s=0.04)
+    assert api.rate_limited == 0
+    for i, (answer, metrics) in enumerate(results):
+        assert api.delivered_answer(f"t{i}") == answer
+        assert metrics.delivered and not metrics.fallback_used and metrics.throttles == 0
+    # Within our own declared budget (18/s, burst 4), give or take network jitter.
+    assert api.max_in_window(1.0, bucket="update") <= 18 + 4 + 2
+    # Every card streamed: the shared budget starved none of them.
+    assert all(m.api_calls.get("update", 0) >= 1 for _, m in results)
+    assert all(m.first_token_to_visible_s is not None for _, m in results)
+
+
+async def test_unpaced_updates_on_every_chunk_get_throttled_by_the_same_fake() -> None:
+    # The contrast: without the budget the same traffic hits 429s (and still delivers, by retrying after them).
+    async with FakeCardAPI(rate_per_s=20, burst=20, latency_s=0.01) as api:
+        async with HttpCardSink(api.base_url, rate=RateLimit(rate_per_s=18.0, burst=4)) as sink:
+            results = await _run_turns(api, sink, n=24, policy=BufferPolicy.every_chunk(), unpaced=True, pace_s=0.02)
+    assert api.rate_limited > 0
+    assert sum(m.throttles for _, m in results) > 0
+    for i, (answer, _) in enumerate(results):
+        assert api.delivered_answer(f"t{i}") == answer
+
+
+@pytest.mark.parametrize("locale", ["en", "zh-CN"])
+async def test_metrics_are_reported(locale: str) -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        card = streamer(sink, state=CardState(locale=locale))
+        await card.start()
+        await card.feed(RoundStarted(1, 8))
+        await card.feed(ThoughtDelta("hmm"))
+        await card.feed(AnswerDelta("yes"))
+        await card.feed(TurnDone(TurnResult("yes")))
+        metrics = await card.finish()
+    assert metrics.api_calls["create"] == 1 and metrics.api_calls["finalize"] == 1
+    assert metrics.first_token_to_visible_s is not None
+    assert metrics.final_delivery_s is not None and metrics.parts == 1 and metrics.delivered
+    assert metrics.to_dict()["total_calls"] == metrics.total_calls == len(api.calls)
