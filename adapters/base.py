@@ -130,3 +130,27 @@ class CardSink(Protocol):
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Deliver ``snapshot`` another way (a plain new message) when the card cannot be updated."""
         ...
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """A platform front end that ``botgateway run`` starts and stops.
+
+    Built by the module's ``create_adapter(adapter_config, runtime)``. ``start``
+    connects and hands each parsed message to ``gateway.submit`` (returning at
+    once); ``stop`` disconnects. After ``start`` the adapter exposes its
+    :class:`CardSink` as ``sink`` so cards a previous process left open can be
+    finalized. An adapter that can end on its own (the terminal chat when the
+    user quits) sets an ``ended`` :class:`asyncio.Event`; ``run`` then shuts down.
+    """
+
+    name: str
+    """Adapter name: ``terminal``, ``slack``, ``dingtalk``."""
+
+    async def start(self, gateway: Any) -> None:
+        """Connect and start handing messages to ``gateway`` (a :class:`botgateway.gateway.Gateway`)."""
+        ...
+
+    async def stop(self) -> None:
+        """Disconnect; running turns are the gateway's to stop."""
+        ...

@@ -98,7 +98,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         if config.llm.resolved_provider == "demo":
             from botgateway.demo import start_demo_model
 
-            base_url = await start_demo_model(stack)
+            base_url = await start_demo_model(stack, config)
             model_label = "demo model"
             log.info("llm.demo", note="no LLM key configured: using the built-in offline demo model")
 

@@ -1,0 +1,592 @@
+"""The gateway: from an adapter's inbound message to one finished card.
+
+Every adapter hands its parsed messages to :meth:`Gateway.submit`, which
+returns at once (platforms want an ack within seconds) after checking access,
+dropping redeliveries and scheduling the turn. At most one turn runs per
+conversation; later questions wait in a short queue and their cards say so.
+Different conversations run concurrently, up to a process-wide ceiling.
+
+Each turn runs in a task the gateway owns, never in the caller's (DingTalk's SDK
+cancels its handler tasks when its socket drops). Whatever happens to the turn
+(done, failed, stopped, crashed, shutdown) its card is finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+import structlog
+
+from adapters.base import CardHandle, CardSink, CardTarget
+from botgateway import render
+from botgateway.access import AccessHook, allow_all
+from botgateway.card import CardSnapshot, CardState
+from botgateway.config import Config, SessionScope
+from botgateway.events import (
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnFailed,
+    UsageReported,
+)
+from botgateway.loop import ToolLoop
+from botgateway.store import AuditRecord, OpenCard, Store
+from botgateway.streaming import BufferPolicy, CardStreamer, RateBudget
+from botgateway.tooling import ToolContext
+
+log = structlog.get_logger(__name__)
+
+SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused"]
+
+_TEXTS: dict[str, dict[str, str]] = {
+    "en": {
+        "queue_full": "I'm still answering {n} earlier question(s) here. Please ask again when they are done, or say \"stop\".",
+        "shutting_down": "The bot is restarting. Please ask again in a minute.",
+        "nothing_to_stop": "Nothing is running here to stop.",
+        "not_yours": "Only the person who asked (or an admin) can stop this answer.",
+        "shutdown_note": "⏹ Stopped because the bot is restarting. Please ask again.",
+        "interrupted": "Interrupted because the bot restarted. Please ask again.",
+        "crashed": "Something went wrong on our side while answering. Please ask again.",
+        "refused": "Sorry, I can't answer this: {reason}",
+    },
+    "zh-CN": {
+        "queue_full": "这里还有 {n} 个问题在排队回答，请稍后再问，或发送“停止”。",
+        "shutting_down": "机器人正在重启，请一分钟后再问。",
+        "nothing_to_stop": "这里没有正在进行的回答。",
+        "not_yours": "只有提问者（或管理员）可以停止这个回答。",
+        "shutdown_note": "⏹ 机器人正在重启，回答已停止，请重新提问。",
+        "interrupted": "机器人重启，回答被中断，请重新提问。",
+        "crashed": "回答时出现内部错误，请重新提问。",
+        "refused": "抱歉，无法回答：{reason}",
+    },
+}
+
+
+def _text(locale: str, key: str, **values: Any) -> str:
+    table = _TEXTS.get(locale) or _TEXTS["en"]
+    return table[key].format(**values)
+
+
+def conversation_key(
+    platform: str,
+    scope: SessionScope,
+    *,
+    workspace: str = "",
+    chat: str,
+    thread: str | None = None,
+    user: str = "",
+) -> str:
+    """The memory and scheduling key of a message, by the adapter's session scope.
+
+    ``thread``: one conversation per thread (a message outside any thread is its
+    chat's conversation); ``chat``: one per chat or channel; ``user``: one per
+    person within a chat, so colleagues in a group chat do not share history.
+    """
+    base = f"{platform}:{workspace}:{chat}"
+    if scope == "thread":
+        return f"{base}:{thread}" if thread else base
+    if scope == "user":
+        return f"{base}:user:{user}"
+    return base
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """A question (or a stop word) from any adapter, already parsed."""
+
+    platform: str
+    """Adapter name: ``slack``, ``dingtalk``, ``terminal``."""
+    message_id: str
+    """The platform's id of the message (dedupe key); empty disables dedupe."""
+    conversation_id: str
+    """Our conversation key (see :func:`conversation_key`)."""
+    text: str
+    """The question, bot mention removed."""
+    target: CardTarget
+    """Where the answer card goes."""
+    ctx: ToolContext
+    """Who asked, for tools and permission checks."""
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn's card ended; the result of :attr:`Submission.done`."""
+
+    turn_id: str
+    """The turn."""
+    outcome: str
+    """``done``, ``failed:<reason>``, ``stopped`` or ``refused``."""
+    answer: str = ""
+    """The final (or partial) answer text."""
+    snapshot: CardSnapshot | None = None
+    """The last snapshot the card was given."""
+    metrics: Any = None
+    """The streamer's per-turn card metrics, when a card was streamed."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :meth:`Gateway.submit` did with a message."""
+
+    status: SubmissionStatus
+    """started now, queued behind another turn, duplicate (dropped), stopped (a stop word) or refused."""
+    turn_id: str
+    """The new turn's id (started, queued), the stopped turn's id, or empty."""
+    done: asyncio.Future[TurnOutcome] | None = None
+    """Resolves once the card is final (or the refusal/stop note delivered); None for duplicates."""
+    message: str = ""
+    """Plain-words explanation for refused and stopped submissions."""
+    position: int = 0
+    """Place in the conversation's queue (1 = next) when queued."""
+
+
+class _Turn:
+    """One scheduled turn: its card, its task and its bookkeeping."""
+
+    def __init__(self, msg: InboundMessage, turn_id: str, sink: CardSink, state: CardState, streamer: CardStreamer) -> None:
+        self.msg = msg
+        self.turn_id = turn_id
+        self.sink = sink
+        self.state = state
+        self.streamer = streamer
+        self.user_id = msg.ctx.user_id or msg.target.user_id
+        self.go = asyncio.Event()
+        self.done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[None] | None = None
+        self.stop_note = ""
+        self.running = False
+        self.started_at = time.time()
+        self.tool_calls: dict[str, dict[str, Any]] = {}
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.answer = ""
+        self.outcome = "failed:internal"
+
+    def observe(self, event: TurnEvent) -> None:
+        """Keep what the audit record needs."""
+        if isinstance(event, ToolCallStarted):
+            self.tool_calls[event.call_id] = {"name": event.name, "arguments": event.arguments}
+        elif isinstance(event, ToolCallFinished):
+            entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
+            entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
+        elif isinstance(event, UsageReported):
+            self.prompt_tokens += event.prompt_tokens
+            self.completion_tokens += event.completion_tokens
+        elif isinstance(event, TurnDone):
+            self.outcome = "done"
+            self.answer = event.result.answer
+            self.prompt_tokens = event.result.usage.prompt_tokens or self.prompt_tokens
+            self.completion_tokens = event.result.usage.completion_tokens or self.completion_tokens
+        elif isinstance(event, TurnFailed):
+            self.outcome = f"failed:{event.reason}"
+            self.answer = event.partial_answer
+
+
+class Gateway:
+    """Access, dedupe and per-conversation scheduling of turns, each streamed into one card."""
+
+    def __init__(
+        self,
+        *,
+        loop: ToolLoop,
+        store: Store,
+        budget: RateBudget,
+        config: Config,
+        access: AccessHook = allow_all,
+        model_label: str = "",
+    ) -> None:
+        self._loop = loop
+        self._store = store
+        self._budget = budget
+        self._config = config
+        self._access = access
+        self._model_label = model_label
+        self._slots = asyncio.Semaphore(config.gateway.max_concurrent_turns)
+        self._conversations: dict[str, list[_Turn]] = {}
+        self._turns: dict[str, _Turn] = {}
+        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+
+    # --- public API -------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        """The configuration the gateway was built with."""
+        return self._config
+
+    def running_turn(self, conversation_id: str) -> str | None:
+        """The id of the turn running (or about to run) in ``conversation_id``, if any."""
+        turns = self._conversations.get(conversation_id)
+        return turns[0].turn_id if turns else None
+
+    def is_admin(self, user_id: str) -> bool:
+        """Whether ``user_id`` may stop anyone's turn."""
+        return bool(user_id) and user_id in self._config.gateway.admins
+
+    async def submit(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> Submission:
+        """Schedule ``msg`` and return at once; the turn runs in the gateway's own task."""
+        locale = msg.target.locale
+        if msg.message_id:
+            key = f"{msg.platform}:{msg.message_id}"
+            try:
+                first = await self._store.claim(key, self._config.memory.dedupe_ttl_s)
+            except Exception as exc:  # answering twice beats never answering
+                log.warning("gateway.dedupe_unavailable", error=type(exc).__name__, detail=str(exc)[:200])
+                first = True
+            if not first:
+                log.info("gateway.duplicate", platform=msg.platform, message_id=msg.message_id)
+                return Submission("duplicate", "")
+
+        if self._is_stop_word(msg.text):
+            return await self._stop_from_message(msg, sink)
+
+        if self._closing:
+            return self._refuse(msg, sink, _text(locale, "shutting_down"))
+
+        try:
+            refusal = await self._access(msg)
+        except Exception as exc:
+            log.error("gateway.access_hook_failed", error=type(exc).__name__)
+            refusal = "the access check failed; please try again later"
+        if refusal is not None:
+            log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
+            return self._refuse(msg, sink, _text(locale, "refused", reason=refusal))
+
+        turns = self._conversations.setdefault(msg.conversation_id, [])
+        waiting = len(turns) - 1
+        if turns and waiting >= self._config.gateway.max_queued_per_conversation:
+            log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
+            return self._refuse(msg, sink, _text(locale, "queue_full", n=len(turns)))
+
+        turn = self._new_turn(msg, sink, policy)
+        turns.append(turn)
+        self._turns[turn.turn_id] = turn
+        position = len(turns) - 1
+        if position == 0:
+            turn.go.set()
+        else:
+            turn.state.mark_queued(position)
+        turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")
+        log.info(
+            "gateway.submitted",
+            turn_id=turn.turn_id,
+            conversation=msg.conversation_id,
+            platform=msg.platform,
+            user=turn.user_id,
+            position=position,
+        )
+        if position:
+            return Submission("queued", turn.turn_id, turn.done, position=position)
+        return Submission("started", turn.turn_id, turn.done)
+
+    async def stop_turn(self, turn_id: str, user_id: str) -> bool:
+        """Stop a running or queued turn (stop buttons); only its asker or an admin may.
+
+        Returns True when the turn was told to stop. The card ends as "stopped"
+        and the conversation's history is left as it was before the turn.
+        """
+        turn = self._turns.get(turn_id)
+        if turn is None or turn.done.done():
+            return False
+        if user_id != turn.user_id and not self.is_admin(user_id):
+            log.info("gateway.stop_refused", turn_id=turn_id, user=user_id)
+            return False
+        self._cancel(turn, stopped_by=user_id)
+        return True
+
+    async def wait_turn(self, turn_id: str) -> TurnOutcome | None:
+        """Wait until ``turn_id``'s card is final (None when the turn is unknown)."""
+        turn = self._turns.get(turn_id)
+        if turn is None:
+            return None
+        return await asyncio.shield(turn.done)
+
+    async def recover_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> int:
+        """Finalize cards a previous process left streaming; returns how many were closed.
+
+        Each card is finalized as failed with a short "interrupted, please ask
+        again" note. A card the sink cannot finalize (deleted, expired) is
+        forgotten. Cards of platforms without a sink here are left for the
+        process that serves them. ``older_than_s`` spares fresh cards (several
+        replicas sharing one Redis store).
+        """
+        try:
+            cards = await self._store.open_cards()
+        except Exception as exc:
+            log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
+            return 0
+        now = time.time()
+        closed = 0
+        for card in cards:
+            if card.turn_id in self._turns or now - card.created_at < older_than_s:
+                continue
+            sink = sinks.get(card.platform)
+            if sink is None:
+                log.info("gateway.recover_skipped", platform=card.platform, card_id=card.card_id, reason="adapter not running")
+                continue
+            if await self._finalize_orphan(card, sink):
+                closed += 1
+        if cards:
+            log.info("gateway.recovered", open_cards=len(cards), finalized=closed)
+        return closed
+
+    async def aclose(self) -> None:
+        """Stop accepting questions, stop running turns and finish their cards as stopped."""
+        self._closing = True
+        turns = list(self._turns.values())
+        for turn in turns:
+            if not turn.done.done():
+                turn.stop_note = _text(turn.msg.target.locale, "shutdown_note")
+                self._cancel(turn, stopped_by="", note=turn.stop_note)
+        tasks = [t.task for t in turns if t.task is not None] + list(self._side_tasks)
+        if tasks:
+            # finish() retries the final update up to its deadline; do not wait forever
+            timeout = self._config.card.final_deadline_s + 5
+            _done, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning("gateway.close_timeout", unfinished=len(pending))
+                await asyncio.wait(pending, timeout=2)
+
+    # --- internals ---------------------------------------------------------------
+
+    def _is_stop_word(self, text: str) -> bool:
+        normalized = text.strip().strip("!.。！ ").casefold()
+        return bool(normalized) and normalized in {w.casefold() for w in self._config.gateway.stop_words}
+
+    def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> _Turn:
+        turn_id = uuid.uuid4().hex[:16]
+        roles = set(msg.ctx.roles)
+        if self.is_admin(msg.ctx.user_id):
+            roles.add("admin")
+        msg = dataclasses.replace(
+            msg,
+            target=dataclasses.replace(msg.target, turn_id=turn_id),
+            ctx=dataclasses.replace(msg.ctx, conversation_id=msg.conversation_id, roles=frozenset(roles)),
+        )
+        card = self._config.card
+        label = self._model_label
+        if self._config.llm.resolved_provider == "demo":
+            # the offline stand-in is always labelled as such, in the card's language
+            label = render.t(msg.target.locale, "demo_model")
+        state = CardState(
+            locale=msg.target.locale,
+            show_thought=card.show_thought,
+            thought_chars=card.thought_chars,
+            footer=card.footer,
+            model_label=label,
+            asker=msg.target.user_name if msg.target.is_group else "",
+        )
+        streamer = CardStreamer(
+            sink,
+            msg.target,
+            policy=policy,
+            budget=self._budget,
+            state=state,
+            final_deadline_s=card.final_deadline_s,
+            store=self._store,
+        )
+        return _Turn(msg, turn_id, sink, state, streamer)
+
+    def _cancel(self, turn: _Turn, *, stopped_by: str, note: str | None = None) -> None:
+        if note is None:
+            note = "" if not stopped_by or stopped_by == turn.user_id else render.t(turn.msg.target.locale, "stopped_by", asker=stopped_by)
+        turn.stop_note = note
+        log.info("gateway.stopping", turn_id=turn.turn_id, by=stopped_by or "gateway")
+        if turn.task is not None and not turn.task.done():
+            turn.task.cancel()
+
+    async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
+        user = msg.ctx.user_id or msg.target.user_id
+        turns = self._conversations.get(msg.conversation_id, [])
+        mine = [t for t in turns if t.user_id == user or self.is_admin(user)]
+        if not mine:
+            note = _text(msg.target.locale, "not_yours" if turns else "nothing_to_stop")
+            return self._refuse(msg, sink, note, status="stopped")
+        # "stop" ends the asker's running turn and drops their waiting questions too
+        for turn in mine:
+            self._cancel(turn, stopped_by=user)
+        return Submission("stopped", mine[0].turn_id, mine[0].done)
+
+    def _refuse(self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused") -> Submission:
+        """Tell the asker ``note`` as a plain message, in the background."""
+        done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        snapshot = CardSnapshot(status="failed", error=note, locale=msg.target.locale)
+
+        async def deliver() -> None:
+            try:
+                key, limit = sink.rate_key("fallback", msg.target)
+                await self._budget.acquire(key, limit, owner=f"note-{msg.message_id}")
+                await sink.fallback(msg.target, snapshot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("gateway.note_failed", platform=msg.platform, error=type(exc).__name__)
+            finally:
+                if not done.done():
+                    done.set_result(TurnOutcome("", status, snapshot=snapshot))
+
+        self._spawn(deliver())
+        return Submission(status, "", done, message=note)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _run(self, turn: _Turn) -> None:
+        msg = turn.msg
+        metrics: Any = None
+        started = time.monotonic()
+        with structlog.contextvars.bound_contextvars(
+            conversation=msg.conversation_id,
+            user=turn.user_id,
+            platform=msg.platform,
+            turn_id=turn.turn_id,
+        ):
+            try:
+                try:
+                    await turn.streamer.start()
+                    if not turn.go.is_set():
+                        await turn.go.wait()
+                        turn.state.mark_started()
+                        await turn.streamer.refresh()
+                    async with self._slots:
+                        turn.running = True
+                        started = time.monotonic()
+                        turn.started_at = time.time()
+                        async for event in self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id):
+                            turn.observe(event)
+                            await turn.streamer.feed(event)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    turn.outcome = "stopped"
+                    turn.answer = turn.answer or turn.state.snapshot().answer
+                    turn.state.mark_stopped(turn.stop_note)
+                except Exception as exc:
+                    log.exception("gateway.turn_crashed", error=type(exc).__name__)
+                    partial = turn.state.snapshot().answer
+                    failed = TurnFailed(reason="internal", message=_text(msg.target.locale, "crashed"), partial_answer=partial)
+                    turn.observe(failed)
+                    await self._feed_quietly(turn, failed)
+                metrics = await turn.streamer.finish()
+            except asyncio.CancelledError:
+                # cancelled again while finishing (shutdown): the streamer still delivers the final
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                log.warning("gateway.finish_cancelled")
+            except Exception as exc:
+                log.exception("gateway.finish_failed", error=type(exc).__name__)
+            finally:
+                self._release(turn)
+                snapshot = turn.state.snapshot()
+                outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
+                log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
+                try:
+                    await asyncio.wait_for(self._audit(turn, outcome, time.monotonic() - started), timeout=5)
+                except (asyncio.CancelledError, TimeoutError):
+                    log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
+                if not turn.done.done():
+                    turn.done.set_result(outcome)
+
+    async def _feed_quietly(self, turn: _Turn, event: TurnEvent) -> None:
+        try:
+            await turn.streamer.feed(event)
+        except Exception:
+            turn.state.apply(event)
+
+    def _release(self, turn: _Turn) -> None:
+        """Take ``turn`` off its conversation and let the next waiting question run."""
+        self._turns.pop(turn.turn_id, None)
+        turns = self._conversations.get(turn.msg.conversation_id)
+        if turns is None:
+            return
+        if turn in turns:
+            turns.remove(turn)
+        if not turns:
+            del self._conversations[turn.msg.conversation_id]
+            return
+        turns[0].go.set()
+        for position, waiting in enumerate(turns[1:], start=1):
+            waiting.state.mark_queued(position)
+            self._spawn(self._refresh(waiting))
+
+    async def _refresh(self, turn: _Turn) -> None:
+        """Push a state change that did not come from an event (queue position)."""
+        refresh = getattr(turn.streamer, "refresh", None)
+        if refresh is None:
+            return
+        try:
+            await refresh()
+        except Exception as exc:
+            log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+
+    async def _audit(self, turn: _Turn, outcome: TurnOutcome, duration_s: float) -> None:
+        msg = turn.msg
+        metrics = outcome.metrics
+        extra: dict[str, Any] = {}
+        if metrics is not None:
+            extra["card"] = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(getattr(metrics, "__dict__", {}))
+        record = AuditRecord(
+            turn_id=turn.turn_id,
+            platform=msg.platform,
+            conversation_id=msg.conversation_id,
+            user_id=turn.user_id,
+            question=msg.text,
+            outcome=turn.outcome,
+            answer=outcome.answer,
+            tool_calls=tuple(turn.tool_calls.values()),
+            prompt_tokens=turn.prompt_tokens,
+            completion_tokens=turn.completion_tokens,
+            started_at=turn.started_at,
+            duration_s=round(duration_s, 3),
+            extra=extra,
+        )
+        try:
+            await self._store.record_audit(record)
+        except Exception as exc:
+            log.warning("gateway.audit_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+
+    async def _finalize_orphan(self, card: OpenCard, sink: CardSink) -> bool:
+        target = target_from_open_card(card)
+        snapshot = CardSnapshot(status="failed", error=_text(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
+        handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
+        ok = False
+        try:
+            key, limit = sink.rate_key("finalize", target)
+            await self._budget.acquire(key, limit, owner=f"recover-{card.card_id}")
+            await sink.finalize(handle, snapshot)
+            ok = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error=type(exc).__name__)
+        try:
+            await self._store.remove_open_card(card.platform, card.card_id)
+        except Exception as exc:
+            log.warning("gateway.recover_forget_failed", card_id=card.card_id, error=type(exc).__name__)
+        return ok
+
+
+def target_from_open_card(card: OpenCard) -> CardTarget:
+    """Rebuild the :class:`CardTarget` an open card was stored with (unknown keys ignored)."""
+    data = dict(card.target.get("target", card.target))
+    fields = {f.name for f in dataclasses.fields(CardTarget)}
+    kwargs = {k: v for k, v in data.items() if k in fields}
+    kwargs.setdefault("platform", card.platform)
+    kwargs.setdefault("chat_id", "")
+    kwargs.setdefault("turn_id", card.turn_id)
+    if not isinstance(kwargs.get("extra", {}), Mapping):
+        kwargs["extra"] = {}
+    return CardTarget(**kwargs)

@@ -1,0 +1,221 @@
+"""``botgateway run`` and ``botgateway chat``: start the adapters and run until told to stop.
+
+``run`` builds the runtime, starts every adapter ``config.yaml`` enables (by
+import path, so the core never imports a platform SDK), finalizes cards a
+previous process left open, and runs until SIGINT/SIGTERM — or until the user
+leaves the terminal chat. Shutdown is graceful: running turns are stopped and
+their cards finalized as stopped (while the adapters can still reach their
+platforms), then the adapters stop and the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from botgateway.config import Config
+
+if TYPE_CHECKING:
+    from adapters.base import CardSink
+    from botgateway.app import Runtime
+
+log = structlog.get_logger(__name__)
+
+ADAPTER_ORDER = ("terminal", "slack", "dingtalk")
+"""The adapters ``run`` knows, in start order."""
+
+REDIS_RECOVERY_GRACE_S = 600.0
+"""With a shared Redis store, cards younger than this may belong to another replica's running turn."""
+
+
+class _Adapter(Protocol):
+    name: str
+
+    async def start(self, gateway: Any) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def _say(text: str) -> None:
+    """A plain-words line for the operator on stderr (logs may be going to a file)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def enabled_adapters(config: Config) -> list[tuple[str, Any]]:
+    """``(name, adapter config)`` of every enabled adapter, in start order."""
+    return [(name, getattr(config.adapters, name)) for name in ADAPTER_ORDER if _is_enabled(getattr(config.adapters, name))]
+
+
+def _is_enabled(adapter_config: Any) -> bool:
+    # ``enabled: auto`` starts the adapter only when its credentials are set (``AdapterBase.active``)
+    return bool(adapter_config.active)
+
+
+async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_Adapter], list[str]]:
+    from botgateway.app import ADAPTER_FACTORIES, resolve
+
+    started: list[_Adapter] = []
+    failed: list[str] = []
+    for name, adapter_config in enabled_adapters(runtime.config):
+        if name == "terminal" and not stdin_is_tty:
+            log.info("adapter.skipped", adapter=name, reason="stdin is not a terminal")
+            continue
+        try:
+            factory = resolve(ADAPTER_FACTORIES[name])
+            adapter = factory(adapter_config, runtime)
+            await adapter.start(runtime.gateway)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            detail = str(exc) or type(exc).__name__
+            log.error("adapter.start_failed", adapter=name, error=type(exc).__name__, detail=detail[:300])
+            _say(f"botgateway: the {name} adapter could not start: {detail}")
+            failed.append(name)
+            continue
+        log.info("adapter.started", adapter=name)
+        started.append(adapter)
+    return started, failed
+
+
+def _sinks(adapters: list[_Adapter]) -> dict[str, CardSink]:
+    sinks: dict[str, CardSink] = {}
+    for adapter in adapters:
+        sink = getattr(adapter, "sink", None)
+        if sink is not None:
+            sinks[getattr(sink, "platform", adapter.name)] = sink
+    return sinks
+
+
+async def _recover(runtime: Runtime, adapters: list[_Adapter]) -> None:
+    grace = REDIS_RECOVERY_GRACE_S if runtime.config.memory.store == "redis" else 0.0
+    try:
+        await runtime.gateway.recover_open_cards(_sinks(adapters), older_than_s=grace)
+    except Exception as exc:  # recovery is best effort; it must not keep the bot from starting
+        log.error("gateway.recover_failed", error=type(exc).__name__)
+
+
+def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    return installed
+
+
+def _remove_signals(signals: list[signal.Signals]) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(sig)
+
+
+async def _shutdown(runtime: Runtime, adapters: list[_Adapter]) -> None:
+    # Cards are finalized while the adapters can still reach their platforms.
+    try:
+        await runtime.gateway.aclose()
+    except Exception as exc:
+        log.error("gateway.close_failed", error=type(exc).__name__)
+    for adapter in reversed(adapters):
+        try:
+            await asyncio.wait_for(adapter.stop(), timeout=10)
+        except Exception as exc:
+            log.warning("adapter.stop_failed", adapter=adapter.name, error=type(exc).__name__)
+    log.info("botgateway.stopped")
+
+
+def _startup_failed(exc: Exception) -> int:
+    """Say why start-up failed in plain words (the traceback goes to the log only)."""
+    log.error("botgateway.start_failed", error=type(exc).__name__, exc_info=True)
+    detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    _say(f"botgateway: could not start: {detail}")
+    return 1
+
+
+async def run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
+    """``botgateway run``: every enabled adapter until SIGINT/SIGTERM; 0 on a clean stop."""
+    from botgateway.config import ConfigError
+
+    try:
+        return await _run(config, stdin_is_tty=stdin_is_tty)
+    except ConfigError:
+        raise  # the CLI lists every config problem
+    except Exception as exc:
+        return _startup_failed(exc)
+
+
+async def _run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
+    from botgateway.app import build_runtime
+
+    tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
+    if not enabled_adapters(config):
+        _say(
+            "botgateway: no adapter is enabled; set adapters.terminal.enabled: true, or give Slack "
+            "(SLACK_BOT_TOKEN and SLACK_APP_TOKEN) or DingTalk (DINGTALK_CLIENT_ID and DINGTALK_CLIENT_SECRET) "
+            "credentials, which start those adapters when they are 'enabled: auto'"
+        )
+        return 1
+    stop = asyncio.Event()
+    signals = _install_stop_signals(stop)
+    try:
+        async with build_runtime(config) as runtime:
+            adapters, failed = await _start_adapters(runtime, tty)
+            if not adapters:
+                if failed:
+                    _say("botgateway: no adapter is running; fix the problems above and start again")
+                else:
+                    _say("botgateway: nothing to run: the terminal chat needs a terminal (stdin is not one) and no other adapter is enabled")
+                return 1
+            await _recover(runtime, adapters)
+            names = ", ".join(a.name for a in adapters)
+            log.info("botgateway.running", adapters=names, model=runtime.model_label)
+            if not any(a.name == "terminal" for a in adapters):
+                _say(f"botgateway: running ({names}); press Ctrl-C to stop")
+            waiters = [asyncio.ensure_future(stop.wait())]
+            for adapter in adapters:
+                ended = getattr(adapter, "ended", None)
+                if isinstance(ended, asyncio.Event):
+                    waiters.append(asyncio.ensure_future(ended.wait()))
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            # the terminal chat may have taken SIGINT over; shutdown must not be interrupted by it
+            signals = _install_stop_signals(asyncio.Event())
+            await _shutdown(runtime, adapters)
+            return 0
+    finally:
+        _remove_signals(signals)
+
+
+async def chat(config: Config) -> int:
+    """``botgateway chat``: the interactive terminal chat, whatever ``adapters.terminal.enabled`` says."""
+    from botgateway.config import ConfigError
+
+    try:
+        return await _chat(config)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        return _startup_failed(exc)
+
+
+async def _chat(config: Config) -> int:
+    from adapters.terminal import TerminalAdapter
+    from botgateway.app import build_runtime
+
+    async with build_runtime(config) as runtime:
+        adapter = TerminalAdapter(config.adapters.terminal, runtime)
+        await _recover(runtime, [adapter])
+        try:
+            return await adapter.run_chat(runtime.gateway)
+        finally:
+            await runtime.gateway.aclose()
+            await adapter.stop()

@@ -1,0 +1,386 @@
+"""The gateway: dedupe, one turn per conversation (queue), concurrency, stop, recovery, shutdown.
+
+Real tool loop against the scripted OpenAI-compatible server, real SQLite store,
+the real CardStreamer, and a recording CardSink.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from adapters.base import CardTarget
+from botgateway.config import Config, parse_config
+from botgateway.gateway import Gateway, InboundMessage, conversation_key
+from botgateway.llm import LLMClient
+from botgateway.loop import ToolLoop
+from botgateway.memory import Memory
+from botgateway.scripted_server import Script, ScriptedLLMServer
+from botgateway.store import OpenCard
+from botgateway.stores.sqlite import SqliteStore
+from botgateway.streaming import BufferPolicy, RateBudget
+from botgateway.tooling import ToolContext, ToolRegistry, tool
+from tests.fakes.gateway import FlakySink, RecordingSink
+
+
+@tool
+def find_server(query: str) -> str:
+    """Find a server.
+
+    Args:
+        query: IP or name.
+    """
+    return f"1 instance match {query}:\n- web-1 [i-1] | Static inventory dc1 | running | private {query}"
+
+
+@dataclass
+class Harness:
+    server: ScriptedLLMServer
+    store: SqliteStore
+    memory: Memory
+    gateway: Gateway
+    sink: RecordingSink
+    policy: BufferPolicy
+    config: Config
+
+    def message(self, text: str, *, conversation: str = "conv-a", user: str = "alice", message_id: str | None = None) -> InboundMessage:
+        target = CardTarget(platform="test", chat_id="chat-1", user_id=user, user_name=user, locale="en")
+        ctx = ToolContext(user_id=user, user_name=user, platform="test", chat_id="chat-1")
+        mid = message_id if message_id is not None else f"m-{time.monotonic_ns()}"
+        return InboundMessage("test", mid, conversation, text, target, ctx)
+
+    async def submit(self, text: str, **kwargs: Any):
+        return await self.gateway.submit(self.message(text, **kwargs), self.sink, self.policy)
+
+
+def _config(base_url: str, **gateway: Any) -> Config:
+    return parse_config(
+        {
+            "llm": {"provider": "custom", "base_url": base_url, "model": "m", "max_rounds": 4},
+            "gateway": {"admins": ["root"], **gateway},
+            "card": {"final_deadline_s": 5},
+        },
+        env={},
+    )
+
+
+async def _harness(tmp_path, server: ScriptedLLMServer, *, access: Any = None, **gateway: Any) -> AsyncIterator[Harness]:
+    base_url = await server.start()
+    config = _config(base_url, **gateway)
+    store = SqliteStore(tmp_path / "gw.db")
+    await store.open()
+    memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
+    llm = LLMClient(config.llm, base_url=base_url)
+    loop = ToolLoop(llm, ToolRegistry([find_server]), memory, max_rounds=4, system_prompt="sys")
+    extra = {"access": access} if access is not None else {}
+    gw = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, model_label="test model", **extra)
+    policy = BufferPolicy.from_config(config.adapters.terminal.policy)
+    try:
+        yield Harness(server, store, memory, gw, RecordingSink(), policy, config)
+    finally:
+        await gw.aclose()
+        await llm.aclose()
+        await store.close()
+        await server.stop()
+
+
+@pytest.fixture
+async def h(tmp_path) -> AsyncIterator[Harness]:
+    async for harness in _harness(tmp_path, ScriptedLLMServer()):
+        yield harness
+
+
+def _user_texts(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+async def test_turn_runs_to_a_done_card_with_tool_line_footer_and_audit(h: Harness) -> None:
+    h.server.enqueue(
+        Script.tool_calls([("c1", "find_server", {"query": "10.0.1.100"})]),
+        Script.text("10.0.1.100 is web-1.", reasoning="look it up"),
+    )
+    sub = await h.submit("which server is 10.0.1.100?")
+    assert sub.status == "started" and sub.done is not None
+    outcome = await asyncio.wait_for(sub.done, 15)
+    assert outcome.outcome == "done"
+    assert outcome.answer == "10.0.1.100 is web-1."
+    card = h.sink.card_for(sub.turn_id)
+    assert card is not None and card.status == "done"
+    assert card.answer == "10.0.1.100 is web-1."
+    assert [b.name for b in card.blocks if hasattr(b, "name")] == ["find_server"]
+    assert "test model" in card.footer
+    ops = h.sink.ops(sub.turn_id)
+    assert ops[0] == "create" and ops[-1] == "finalize"
+    # the card target carries the turn id (for stop buttons), and no card is left open
+    assert await h.store.open_cards() == []
+    audits = await h.store.audit_records(conversation_id="conv-a")
+    assert [a.outcome for a in audits] == ["done"]
+    assert audits[0].user_id == "alice" and audits[0].tool_calls[0]["name"] == "find_server"
+    assert audits[0].tool_calls[0]["ok"] is True
+
+
+async def test_redelivered_message_is_dropped(h: Harness) -> None:
+    h.server.enqueue(Script.text("hello"))
+    first = await h.submit("hi", message_id="msg-1")
+    second = await h.submit("hi", message_id="msg-1")
+    assert first.status == "started"
+    assert second.status == "duplicate" and second.done is None
+    await asyncio.wait_for(first.done, 15)
+    assert len(h.server.requests) == 1
+    assert len([c for c in h.sink.calls if c.op == "create"]) == 1
+
+
+async def test_second_question_in_a_conversation_is_queued_then_answered(tmp_path) -> None:
+    gate = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Script:
+        question = _user_texts(body)[-1]
+        if question == "first?":
+            await gate.wait()  # hold the first turn until the second is queued
+            return Script.text("first answer")
+        return Script.text("second answer")
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(responder=responder)):
+        await _queued_then_answered(h, gate)
+
+
+async def _queued_then_answered(h: Harness, gate: asyncio.Event) -> None:
+    one = await h.submit("first?")
+    two = await h.submit("second?")
+    assert one.status == "started"
+    assert two.status == "queued" and two.position == 1
+    # the queued card exists at once and says it is waiting
+    await h.sink.wait_for(lambda: (c := h.sink.card_for(two.turn_id)) is not None and c.status == "queued")
+    queued = h.sink.card_for(two.turn_id)
+    assert queued.queue_position == 1 and "Waiting" in queued.error
+    await h.server.wait_for_requests(1)
+    assert len(h.server.requests) == 1  # the second turn has not asked the model yet
+    gate.set()
+    first = await asyncio.wait_for(one.done, 15)
+    second = await asyncio.wait_for(two.done, 15)
+    assert (first.outcome, second.outcome) == ("done", "done")
+    assert h.sink.card_for(two.turn_id).answer == "second answer"
+    # the second turn ran after the first and saw its history
+    assert _user_texts(h.server.requests[1]) == ["first?", "second?"]
+
+
+async def test_queue_beyond_the_limit_is_refused_politely(tmp_path) -> None:
+    gate = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Script:
+        await gate.wait()
+        return Script.text("ok")
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(responder=responder), max_queued_per_conversation=1):
+        one = await h.submit("q1")
+        two = await h.submit("q2")
+        three = await h.submit("q3")
+        assert (one.status, two.status, three.status) == ("started", "queued", "refused")
+        assert "still answering" in three.message
+        await asyncio.wait_for(three.done, 10)
+        assert any("still answering" in s.error for s in h.sink.fallbacks())
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(one.done, two.done), 15)
+
+
+async def test_different_conversations_run_concurrently(tmp_path) -> None:
+    both_in = asyncio.Event()
+    arrived: list[str] = []
+
+    async def responder(body: dict[str, Any]) -> Script:
+        arrived.append(_user_texts(body)[-1])
+        if len(arrived) == 2:
+            both_in.set()
+        # each request waits for the other: only concurrent turns get past this
+        try:
+            await asyncio.wait_for(both_in.wait(), 10)
+        except TimeoutError:
+            return Script.error(500, "turns did not overlap")
+        return Script.text(f"answer to {arrived[-1]}")
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(responder=responder)):
+        a = await h.submit("from a", conversation="conv-a")
+        b = await h.submit("from b", conversation="conv-b", user="bob")
+        assert (a.status, b.status) == ("started", "started")
+        outcomes = await asyncio.wait_for(asyncio.gather(a.done, b.done), 20)
+        assert [o.outcome for o in outcomes] == ["done", "done"]
+
+
+async def test_stop_word_from_the_asker_stops_the_turn_and_leaves_history_untouched(h: Harness) -> None:
+    h.server.enqueue(Script.text("word " * 400, chunk_size=5, delay_s=0.02))
+    sub = await h.submit("tell me a long story")
+    await h.sink.wait_for(lambda: (c := h.sink.card_for(sub.turn_id)) is not None and c.answer.strip() != "")
+    # someone else saying stop does not stop alice's turn
+    other = await h.submit("stop", user="mallory")
+    assert other.status == "stopped" and other.turn_id == ""
+    assert "Only the person who asked" in other.message
+    assert not sub.done.done()
+    stop = await h.submit("Stop!")
+    assert stop.status == "stopped" and stop.turn_id == sub.turn_id
+    outcome = await asyncio.wait_for(sub.done, 10)
+    assert outcome.outcome == "stopped"
+    card = h.sink.card_for(sub.turn_id)
+    assert card.status == "stopped" and "Stopped" in card.error
+    assert card.answer.startswith("word")  # the partial answer stays visible
+    assert h.sink.ops(sub.turn_id)[-1] == "finalize"
+    assert await h.memory.history("conv-a") == []
+    # the next question's request to the model does not carry the stopped turn
+    h.server.enqueue(Script.text("fresh"))
+    nxt = await h.submit("new question")
+    assert (await asyncio.wait_for(nxt.done, 10)).outcome == "done"
+    assert _user_texts(h.server.requests[-1]) == ["new question"]
+    assert "tell me a long story" not in str(h.server.requests[-1]["messages"])
+
+
+async def test_stop_turn_is_for_the_asker_or_an_admin(h: Harness) -> None:
+    h.server.enqueue(Script.text("x " * 500, chunk_size=4, delay_s=0.02))
+    sub = await h.submit("long")
+    await h.sink.wait_for(lambda: (c := h.sink.card_for(sub.turn_id)) is not None and c.status == "streaming")
+    assert await h.gateway.stop_turn(sub.turn_id, "mallory") is False
+    assert await h.gateway.stop_turn(sub.turn_id, "root") is True
+    outcome = await asyncio.wait_for(sub.done, 10)
+    assert outcome.outcome == "stopped"
+    assert "root" in h.sink.card_for(sub.turn_id).error
+    assert await h.gateway.stop_turn(sub.turn_id, "root") is False  # already over
+
+
+async def test_stopping_a_queued_question_ends_its_card_without_running_it(tmp_path) -> None:
+    gate = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Script:
+        await gate.wait()
+        return Script.text("done")
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(responder=responder)):
+        await _stop_queued(h, gate)
+
+
+async def _stop_queued(h: Harness, gate: asyncio.Event) -> None:
+    one = await h.submit("q1", user="alice")
+    two = await h.submit("q2", user="bob")
+    assert two.status == "queued"
+    await h.sink.wait_for(lambda: h.sink.card_for(two.turn_id) is not None)
+    assert await h.gateway.stop_turn(two.turn_id, "bob") is True
+    assert (await asyncio.wait_for(two.done, 10)).outcome == "stopped"
+    assert h.sink.card_for(two.turn_id).status == "stopped"
+    gate.set()
+    assert (await asyncio.wait_for(one.done, 10)).outcome == "done"
+    assert len(h.server.requests) == 1
+
+
+async def test_access_hook_refusal_is_shown_and_no_turn_runs(tmp_path) -> None:
+    async def deny(msg: InboundMessage) -> str | None:
+        return None if msg.ctx.user_id == "alice" else "this channel is not enabled for the bot"
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(), access=deny):
+        sub = await h.submit("hi", user="eve")
+        assert sub.status == "refused"
+        await asyncio.wait_for(sub.done, 5)
+        assert any("not enabled" in s.error for s in h.sink.fallbacks())
+        assert h.server.requests == []
+        h.server.enqueue(Script.text("welcome"))
+        allowed = await h.submit("hi", user="alice")
+        assert allowed.status == "started"
+        assert (await asyncio.wait_for(allowed.done, 10)).outcome == "done"
+
+
+async def test_open_cards_left_by_a_dead_process_are_finalized(h: Harness) -> None:
+    target = {"platform": "test", "chat_id": "chat-9", "turn_id": "old-turn", "user_id": "alice", "locale": "en"}
+    await h.store.add_open_card(OpenCard("test", "card-old", "old-turn", target, time.time() - 60))
+    await h.store.add_open_card(OpenCard("test", "card-gone", "old-turn-2", target, time.time() - 60))
+    await h.store.add_open_card(OpenCard("elsewhere", "card-x", "old-turn-3", target, time.time() - 60))
+    h.sink.gone.add("card-gone")
+    closed = await h.gateway.recover_open_cards({"test": h.sink})
+    assert closed == 1
+    final = h.sink.cards["card-old"]
+    assert final.status == "failed" and "ask again" in final.error
+    assert h.sink.targets["card-old"].chat_id == "chat-9"
+    # the card the sink could not finalize is forgotten; the other platform's card is left alone
+    assert [c.card_id for c in await h.store.open_cards()] == ["card-x"]
+
+
+async def test_recovery_drops_a_card_whose_finalize_fails(h: Harness) -> None:
+    target = {"platform": "test", "chat_id": "c", "turn_id": "t", "locale": "zh-CN"}
+    await h.store.add_open_card(OpenCard("test", "card-1", "t", target, time.time()))
+    assert await h.gateway.recover_open_cards({"test": FlakySink()}) == 0
+    assert await h.store.open_cards() == []
+
+
+async def test_shutdown_stops_running_turns_and_finalizes_their_cards(h: Harness) -> None:
+    h.server.enqueue(Script.text("y " * 500, chunk_size=4, delay_s=0.02))
+    sub = await h.submit("long")
+    await h.sink.wait_for(lambda: (c := h.sink.card_for(sub.turn_id)) is not None and c.status == "streaming")
+    await asyncio.wait_for(h.gateway.aclose(), 10)
+    outcome = sub.done.result()
+    assert outcome.outcome == "stopped"
+    card = h.sink.card_for(sub.turn_id)
+    assert card.status == "stopped" and "restarting" in card.error
+    assert await h.store.open_cards() == []
+    late = await h.submit("anyone there?")
+    assert late.status == "refused" and "restarting" in late.message
+
+
+async def test_the_turn_does_not_run_in_the_callers_task(h: Harness) -> None:
+    """DingTalk's SDK cancels its handler tasks; the turn must survive that."""
+    h.server.enqueue(Script.text("survived", delay_s=0.01))
+
+    async def handler() -> Any:
+        sub = await h.submit("q")
+        await asyncio.sleep(3600)  # cancelled below, as the SDK does
+        return sub
+
+    task = asyncio.create_task(handler())
+    await h.sink.wait_for(lambda: any(c.op == "create" for c in h.sink.calls))
+    task.cancel()
+    turn_id = h.sink.calls[0].target.turn_id
+    outcome = await asyncio.wait_for(h.gateway.wait_turn(turn_id), 10)
+    assert outcome.outcome == "done" and outcome.answer == "survived"
+
+
+def test_conversation_key_scopes() -> None:
+    kw = dict(workspace="T1", chat="C1", thread="171.1", user="U1")
+    assert conversation_key("slack", "thread", **kw) == "slack:T1:C1:171.1"
+    assert conversation_key("slack", "chat", **kw) == "slack:T1:C1"
+    assert conversation_key("slack", "user", **kw) == "slack:T1:C1:user:U1"
+    assert conversation_key("slack", "thread", workspace="T1", chat="D1") == "slack:T1:D1"
+    assert conversation_key("slack", "user", **kw) != conversation_key("slack", "user", **{**kw, "user": "U2"})
+
+
+class BrokenMemory:
+    """A history store whose reads fail (a corrupted database)."""
+
+    async def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        raise RuntimeError("database disk image is malformed")
+
+    async def commit(self, conversation_id: str, turn_id: str, messages: list[dict[str, Any]]) -> None:
+        raise AssertionError("never reached")
+
+
+async def test_a_crashing_turn_still_ends_its_card_as_failed_in_plain_words(tmp_path) -> None:
+    async with ScriptedLLMServer() as server:
+        config = _config(server.base_url)
+        store = SqliteStore(tmp_path / "gw.db")
+        await store.open()
+        llm = LLMClient(config.llm, base_url=server.base_url)
+        loop = ToolLoop(llm, ToolRegistry([find_server]), BrokenMemory(), max_rounds=4, system_prompt="sys")
+        gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config)
+        sink = RecordingSink()
+        h = Harness(server, store, None, gateway, sink, BufferPolicy.from_config(), config)  # type: ignore[arg-type]
+        try:
+            sub = await h.submit("hi")
+            outcome = await asyncio.wait_for(sub.done, 10)
+        finally:
+            await gateway.aclose()
+            await llm.aclose()
+            await store.close()
+    assert outcome.outcome == "failed:internal"
+    card = sink.card_for(sub.turn_id)
+    assert card.status == "failed" and "went wrong" in card.error
+    assert "Traceback" not in card.error and "malformed" not in card.error
+    assert sink.ops(sub.turn_id)[-1] == "finalize"
+    assert await store.open_cards() == []
