@@ -1,0 +1,124 @@
+"""AI card sink: ``createAndDeliver`` once, then full snapshots through ``PUT /v1.0/card/streaming``.
+
+Every card call of the app draws from one shared bucket (DingTalk limits each
+app to about 20 QPS per API). Throttle answers are counted by the
+:class:`~adapters.dingtalk.throttle.ThrottleMonitor` so new turns can degrade
+to markdown replies. A card is finalized from its ``outTrackId`` alone, so the
+gateway can close cards left open by a crash using only the stored target.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import structlog
+
+from adapters.base import CardHandle, CardOp, CardTarget, RateLimit, RateLimited
+from adapters.dingtalk.markdown_sink import MarkdownSender
+from adapters.dingtalk.openapi import DingTalkOpenAPI
+from adapters.dingtalk.render import render_card
+from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.card import CardSnapshot
+
+log = structlog.get_logger(__name__)
+
+PACING = 0.9
+"""Fraction of the configured QPS actually used: arrival jitter must not push a second over the limit."""
+
+
+def open_space_id(target: CardTarget) -> str:
+    """``dtv1.card//IM_GROUP.{conversationId}`` for a group, ``dtv1.card//IM_ROBOT.{staffId}`` for a 1:1 chat."""
+    if target.is_group:
+        return f"dtv1.card//IM_GROUP.{target.chat_id}"
+    return f"dtv1.card//IM_ROBOT.{target.user_id}"
+
+
+class DingTalkCardSink:
+    """A :class:`~adapters.base.CardSink` streaming into an AI card built from ``template_id``."""
+
+    platform = "dingtalk"
+
+    def __init__(
+        self,
+        api: DingTalkOpenAPI,
+        *,
+        template_id: str,
+        robot_code: str,
+        content_key: str = "content",
+        qps: float = 20.0,
+        max_chars: int = 3000,
+        sender: MarkdownSender,
+        monitor: ThrottleMonitor | None = None,
+    ) -> None:
+        self.max_chars = max_chars
+        """Answer text per card; longer answers continue in another card."""
+        self._api = api
+        self._template_id = template_id
+        self._robot_code = robot_code
+        self._key = content_key
+        self._limit = RateLimit(rate_per_s=qps * PACING, burst=1)
+        self._sender = sender
+        self._monitor = monitor
+
+    def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
+        """All card calls of the app share one bucket; the fallback uses the chat's message budget."""
+        if op == "fallback":
+            return self._sender.rate_key(target)
+        return f"dingtalk:{self._robot_code}:card", self._limit
+
+    def _throttled(self, exc: RateLimited) -> None:
+        if self._monitor is not None:
+            self._monitor.record()
+        log.info("dingtalk.card_throttled", retry_after=exc.retry_after)
+
+    async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
+        """Create the card and deliver it to the group or 1:1 chat in one call."""
+        out_track_id = f"bg-{uuid.uuid4().hex}"
+        body: dict[str, object] = {
+            "cardTemplateId": self._template_id,
+            "outTrackId": out_track_id,
+            "callbackType": "STREAM",
+            "cardData": {"cardParamMap": {self._key: render_card(snapshot, is_group=target.is_group, asker=target.user_name)}},
+            "openSpaceId": open_space_id(target),
+            "userIdType": 1,
+        }
+        if target.is_group:
+            body["imGroupOpenSpaceModel"] = {"supportForward": True}
+            body["imGroupOpenDeliverModel"] = {"robotCode": self._robot_code}
+        else:
+            body["imRobotOpenSpaceModel"] = {"supportForward": True}
+            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": self._robot_code}
+        try:
+            await self._api.create_and_deliver(body)
+        except RateLimited as exc:
+            self._throttled(exc)
+            raise
+        return CardHandle(card_id=out_track_id, target=target, data={"mode": "card"})
+
+    async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Replace the card's text with ``snapshot`` (a full, not incremental, streaming update)."""
+        await self._stream(handle, snapshot, finalize=False)
+        return handle
+
+    async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Last streaming update: ``isFinalize``, and ``isError`` for a failed turn.
+
+        Needs only ``handle.card_id`` (the outTrackId) and ``handle.target``, so a
+        card recorded in the Store before a crash can be finalized at start-up.
+        """
+        await self._stream(handle, snapshot, finalize=True)
+        return handle
+
+    async def _stream(self, handle: CardHandle, snapshot: CardSnapshot, *, finalize: bool) -> None:
+        content = render_card(snapshot, is_group=handle.target.is_group, asker=handle.target.user_name)
+        try:
+            await self._api.stream_card(
+                handle.card_id, self._key, content, finalize=finalize, error=finalize and snapshot.status == "failed"
+            )
+        except RateLimited as exc:
+            self._throttled(exc)
+            raise
+
+    async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
+        """The card cannot be updated: post the snapshot as a markdown message."""
+        await self._sender.send(target, snapshot)

@@ -1,0 +1,110 @@
+"""Reply-per-turn sink: one robot markdown message when the turn ends.
+
+Used without a card template, while degraded after repeated throttling, and as
+the card sink's fallback. The message goes through the conversation's session
+webhook while it is valid, else through the robot OpenAPI (group send or 1:1
+batch send), so an answer is delivered even when the turn outlived the webhook.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import structlog
+
+from adapters.base import CardGone, CardHandle, CardOp, CardTarget, RateLimit
+from adapters.dingtalk.openapi import DingTalkOpenAPI
+from adapters.dingtalk.render import render_reply
+from botgateway.card import CardSnapshot
+
+log = structlog.get_logger(__name__)
+
+WEBHOOK_MARGIN_MS = 60_000
+"""A session webhook this close to its expiry is not used (the call could land after it)."""
+
+SEND_RATE = RateLimit(rate_per_s=20 / 60, burst=10)
+"""DingTalk accepts about 20 robot messages per minute in one chat."""
+
+NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
+"""Operations that make no platform call need no pacing."""
+
+
+class MarkdownSender:
+    """Sends one markdown message to a target: session webhook first, robot OpenAPI after."""
+
+    def __init__(self, api: DingTalkOpenAPI, *, robot_code: str, clock: Callable[[], float] = time.time) -> None:
+        self._api = api
+        self._robot_code = robot_code
+        self._clock = clock
+
+    def rate_key(self, target: CardTarget) -> tuple[str, RateLimit]:
+        """The per-chat message budget."""
+        return f"dingtalk:{self._robot_code}:send:{target.chat_id}", SEND_RATE
+
+    def _webhook(self, target: CardTarget) -> str | None:
+        url = str(target.extra.get("session_webhook") or "")
+        expires_ms = int(target.extra.get("session_webhook_expires_ms") or 0)
+        if url and self._clock() * 1000 < expires_ms - WEBHOOK_MARGIN_MS:
+            return url
+        return None
+
+    async def send(self, target: CardTarget, snapshot: CardSnapshot) -> str:
+        """Deliver ``snapshot`` as a markdown message; returns the route used (``webhook`` or ``openapi``)."""
+        webhook = self._webhook(target)
+        if webhook:
+            # In groups, "@staffId" plus at.atUserIds makes DingTalk notify the asker.
+            mention = f"@{target.user_id}" if target.is_group and target.user_id else ""
+            title, text = render_reply(snapshot, is_group=target.is_group, mention=mention)
+            body = {"msgtype": "markdown", "markdown": {"title": title, "text": text}}
+            if mention:
+                body["at"] = {"atUserIds": [target.user_id], "isAtAll": False}
+            try:
+                await self._api.post_json(webhook, body, what="session webhook reply")
+                return "webhook"
+            except CardGone as exc:
+                log.info("dingtalk.webhook_refused", chat_id=target.chat_id, reason=str(exc))
+        title, text = render_reply(snapshot, is_group=target.is_group, asker=target.user_name)
+        if target.is_group:
+            await self._api.send_group_markdown(self._robot_code, target.chat_id, title, text)
+        else:
+            await self._api.send_user_markdown(self._robot_code, [target.user_id], title, text)
+        return "openapi"
+
+
+class DingTalkMarkdownSink:
+    """A :class:`~adapters.base.CardSink` that shows nothing while the turn runs and replies once at the end."""
+
+    platform = "dingtalk"
+
+    def __init__(self, sender: MarkdownSender, *, robot_code: str, max_chars: int) -> None:
+        self.sender = sender
+        """Delivers the message."""
+        self.max_chars = max_chars
+        """Answer text per message; longer answers continue in another message."""
+        self._robot_code = robot_code
+
+    def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
+        """create/update make no call; finalize and fallback draw from the chat's message budget."""
+        if op in ("create", "update"):
+            return f"dingtalk:{self._robot_code}:local", NO_CALL
+        return self.sender.rate_key(target)
+
+    async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
+        """No message yet: the one reply is sent by :meth:`finalize`."""
+        return CardHandle(card_id=f"md-{uuid.uuid4().hex}", target=target, data={"mode": "markdown"})
+
+    async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Nothing to show until the turn ends."""
+        return handle
+
+    async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Send the one markdown reply of the turn (or of this part of a long answer)."""
+        route = await self.sender.send(handle.target, snapshot)
+        log.info("dingtalk.markdown_reply", chat_id=handle.target.chat_id, route=route, status=snapshot.status, part=snapshot.part)
+        return handle
+
+    async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
+        """Same as finalize: a markdown message."""
+        await self.sender.send(target, snapshot)

@@ -1,0 +1,170 @@
+"""DingTalk markdown for a :class:`~botgateway.card.CardSnapshot`.
+
+Two renderings: the AI card's markdown variable (:func:`render_card`, redrawn
+on every streaming update) and the one-shot robot markdown message
+(:func:`render_reply`) used without a card template, after degrading, and as
+the fallback. DingTalk's robot markdown is a small dialect (no colours, single
+newlines collapse), so blocks are separated by blank lines. The answer text is
+passed through exactly as the model wrote it. Shared strings and the tool line
+come from :mod:`botgateway.render`; only DingTalk's own notes live here.
+"""
+
+from __future__ import annotations
+
+from botgateway import render as core
+from botgateway.card import CardSnapshot, Narration, ToolLine
+
+MAX_TOOL_LINES = 10
+"""Tool lines shown on a card; older ones collapse into one "and N earlier" line."""
+MAX_SUMMARY_LINES = 5
+"""Tool lines in the summary above a markdown reply."""
+MUTED = "<font color=common_level3_base_color>{}</font>"
+"""Muted text in the AI card's markdown (a colour token of the card platform)."""
+
+NOTES: dict[str, dict[str, str]] = {
+    "en": {
+        "earlier_calls": "… and {n} earlier tool calls",
+        "tools_used": "🔧 {n} tool call(s):",
+        "reply_title": "Answer",
+        "images_ignored": "I can only read text for now, so I ignored the image or file. Please type your question.",
+        "empty_question": "I did not find a question in that message. Please type it as text.",
+    },
+    "zh-CN": {
+        "earlier_calls": "… 以及更早的 {n} 次工具调用",
+        "tools_used": "🔧 调用了 {n} 次工具：",
+        "reply_title": "答复",
+        "images_ignored": "我目前只能读文字，已忽略图片或文件。请用文字描述你的问题。",
+        "empty_question": "这条消息里没有找到问题，请用文字发送。",
+    },
+}
+"""DingTalk-specific strings, per locale."""
+
+
+def note(locale: str, key: str, **values: object) -> str:
+    """A DingTalk-specific string in ``locale`` (English when unknown)."""
+    table = NOTES.get(core.normalize_locale(locale)) or NOTES["en"]
+    return table[key].format(**values)
+
+
+def _tool_lines(snapshot: CardSnapshot, limit: int) -> list[str]:
+    lines = [b for b in snapshot.blocks if isinstance(b, ToolLine)]
+    shown = [core.tool_line_text(line, snapshot.locale) for line in lines[-limit:]]
+    if len(lines) > limit:
+        shown.insert(0, note(snapshot.locale, "earlier_calls", n=len(lines) - limit))
+    return shown
+
+
+def _blocks(snapshot: CardSnapshot) -> list[str]:
+    """Narration and tool lines in time order, older tool lines collapsed."""
+    tool_count = sum(1 for b in snapshot.blocks if isinstance(b, ToolLine))
+    hidden = max(0, tool_count - MAX_TOOL_LINES)
+    out: list[str] = []
+    if hidden:
+        out.append(note(snapshot.locale, "earlier_calls", n=hidden))
+    seen = 0
+    for block in snapshot.blocks:
+        if isinstance(block, ToolLine):
+            seen += 1
+            if seen > hidden:
+                out.append(core.tool_line_text(block, snapshot.locale))
+        elif isinstance(block, Narration) and block.text.strip():
+            out.append(core.close_open_fence(block.text.strip()))
+    return out
+
+
+def _header(snapshot: CardSnapshot, is_group: bool, mention: str = "", asker: str = "") -> str:
+    parts = []
+    name = snapshot.asker or asker
+    if mention:
+        parts.append(mention)
+    elif is_group and name:
+        parts.append(f"**{core.t(snapshot.locale, 'asker', asker=name)}**")
+    if snapshot.part > 1:
+        parts.append(core.t(snapshot.locale, "continuation", part=snapshot.part))
+    return " ".join(parts)
+
+
+def _answer(snapshot: CardSnapshot, *, cursor: bool) -> str:
+    if not snapshot.answer:
+        return ""
+    text = core.close_open_fence(snapshot.answer)
+    if cursor and snapshot.status == "streaming":
+        text += ("\n" if text.endswith("```") else "") + core.CURSOR
+    return text
+
+
+def render_card(snapshot: CardSnapshot, *, is_group: bool = False, asker: str = "") -> str:
+    """The AI card's markdown: who asked, tool lines, muted thought, answer with a cursor, end note, footer.
+
+    In groups every card names the asker (``asker`` stands in when the snapshot
+    has none, as on continuation cards), since several people ask in one chat.
+    """
+    locale = snapshot.locale
+    sections: list[str] = []
+    header = _header(snapshot, is_group, asker=asker)
+    if header:
+        sections.append(header)
+    if snapshot.status == "queued":
+        sections.append(snapshot.error or core.t(locale, "queued"))
+        return "\n\n".join(sections)
+    if snapshot.part == 1:
+        sections.extend(_blocks(snapshot))
+    if snapshot.thought and not snapshot.final:
+        sections.append(MUTED.format(" ".join(snapshot.thought.split())))
+    answer = _answer(snapshot, cursor=True)
+    if answer.strip():
+        sections.append(answer)
+    elif snapshot.status == "working" and not snapshot.thought:
+        sections.append(core.t(locale, "working") if snapshot.blocks else core.t(locale, "thinking"))
+    if snapshot.continued:
+        sections.append(core.t(locale, "continued"))
+    if snapshot.final and snapshot.error:
+        sections.append(snapshot.error)
+    if snapshot.footer:
+        sections.append(MUTED.format(snapshot.footer))
+    return "\n\n".join(sections)
+
+
+def tool_summary(snapshot: CardSnapshot) -> str:
+    """The short tool summary above a markdown reply (empty without tool calls)."""
+    count = sum(1 for b in snapshot.blocks if isinstance(b, ToolLine))
+    if not count:
+        return ""
+    lines = [note(snapshot.locale, "tools_used", n=count), *_tool_lines(snapshot, MAX_SUMMARY_LINES)]
+    # One quote paragraph per line: DingTalk's robot markdown joins single newlines.
+    return "\n\n".join(f"> {line}" for line in lines)
+
+
+def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str = "", asker: str = "") -> tuple[str, str]:
+    """A robot markdown message as (title, text): who asked, tool summary, answer, end note, footer.
+
+    ``mention`` replaces the display-name header verbatim (``@staffId`` makes
+    DingTalk notify the asker when the message also lists them in ``at.atUserIds``).
+    """
+    sections: list[str] = []
+    header = _header(snapshot, is_group, mention, asker)
+    if header:
+        sections.append(header)
+    if snapshot.part == 1:
+        summary = tool_summary(snapshot)
+        if summary:
+            sections.append(summary)
+    answer = _answer(snapshot, cursor=False)
+    if answer.strip():
+        sections.append(answer)
+    if snapshot.continued:
+        sections.append(core.t(snapshot.locale, "continued"))
+    if snapshot.error and (snapshot.final or snapshot.status == "queued"):
+        sections.append(snapshot.error)
+    if snapshot.footer:
+        sections.append(f"> {snapshot.footer}")
+    return reply_title(snapshot), "\n\n".join(sections)
+
+
+def reply_title(snapshot: CardSnapshot) -> str:
+    """The notification title of a markdown reply: the answer's first line, cut short."""
+    text = snapshot.answer.strip() or snapshot.error.strip()
+    first = text.splitlines()[0].lstrip("#>*-` ").strip() if text else ""
+    if not first:
+        return note(snapshot.locale, "reply_title")
+    return first if len(first) <= 30 else first[:29] + "…"

@@ -1,0 +1,57 @@
+"""The adapter's one :class:`~adapters.base.CardSink`: routes each card to the AI card or the markdown reply.
+
+The adapter decides the mode of a turn when the message arrives (a card when
+a template is configured and the app is not degraded) and writes it into
+``CardTarget.extra["mode"]``. Because the mode travels with the target, a card
+recorded in the Store is finalized the right way after a restart.
+"""
+
+from __future__ import annotations
+
+from adapters.base import CardHandle, CardOp, CardSink, CardTarget, RateLimit
+from adapters.dingtalk.card_sink import DingTalkCardSink
+from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink
+from botgateway.card import CardSnapshot
+
+
+class DingTalkSink:
+    """Dispatches to the card sink (``extra["mode"] == "card"``) or the markdown sink."""
+
+    platform = "dingtalk"
+
+    def __init__(self, markdown: DingTalkMarkdownSink, card: DingTalkCardSink | None = None) -> None:
+        self.markdown = markdown
+        """Reply-per-turn sink."""
+        self.card = card
+        """AI card sink, or None without a template."""
+        self.max_chars = min(markdown.max_chars, card.max_chars) if card else markdown.max_chars
+        """Answer text per card or message."""
+
+    def pick(self, target: CardTarget, card_id: str = "") -> CardSink:
+        """The sink that serves ``target`` (or the existing card ``card_id``)."""
+        if card_id:
+            # Card ids carry their mode, in case a stored target lost its extras.
+            return self.markdown if card_id.startswith("md-") or self.card is None else self.card
+        if target.extra.get("mode") == "card" and self.card is not None:
+            return self.card
+        return self.markdown
+
+    def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
+        """The bucket of the sink serving ``target``."""
+        return self.pick(target).rate_key(op, target)
+
+    async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
+        """Create the card (or prepare the markdown reply)."""
+        return await self.pick(target).create(target, snapshot)
+
+    async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Stream ``snapshot`` into the card (no-op for markdown replies)."""
+        return await self.pick(handle.target, handle.card_id).update(handle, snapshot)
+
+    async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Finalize the card, or send the markdown reply."""
+        return await self.pick(handle.target, handle.card_id).finalize(handle, snapshot)
+
+    async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
+        """Post ``snapshot`` as a markdown message."""
+        await self.pick(target).fallback(target, snapshot)

@@ -1,0 +1,164 @@
+"""Stream mode: the ``dingtalk-stream`` client, connected through our own reconnect loop.
+
+We keep the SDK's frame parsing, topic routing and ack format
+(``DingTalkStreamClient.route_message`` and ``ChatbotHandler.raw_process``) and
+replace two things in a small subclass:
+
+- opening the connection: the SDK posts to a module-level URL with blocking
+  ``requests`` from inside the event loop; we post with the adapter's aiohttp
+  session to a configurable URL (tests point it at a fake gateway);
+- the reconnect loop: the SDK sleeps 10 s after every drop and cannot be
+  stopped; ours backs off from 1 s, resets after a good connection and stops
+  cleanly.
+
+The handler acks every bot message at once and hands it to the adapter, which
+runs the turn in tasks it (and the gateway) own, so a dropped socket never
+cancels a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote_plus
+
+import aiohttp
+import structlog
+import websockets
+from dingtalk_stream import AckMessage, CallbackMessage, ChatbotHandler, ChatbotMessage, Credential, DingTalkStreamClient
+from dingtalk_stream.version import VERSION_STRING
+
+log = structlog.get_logger(__name__)
+
+OPEN_PATH = "/v1.0/gateway/connections/open"
+
+
+class BotMessageHandler(ChatbotHandler):
+    """Acks each bot message at once and passes its payload to ``receive`` (which must not block)."""
+
+    def __init__(self, receive: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__()
+        self.logger = logging.getLogger("adapters.dingtalk.sdk")
+        self._receive = receive
+
+    async def process(self, callback: CallbackMessage) -> tuple[int, str]:
+        data = callback.data if isinstance(callback.data, dict) else {}
+        try:
+            self._receive(data)
+        except Exception as exc:  # a bad message must not break the connection
+            log.exception("dingtalk.receive_failed", error=type(exc).__name__)
+            return AckMessage.STATUS_SYSTEM_EXCEPTION, "error"
+        return AckMessage.STATUS_OK, "OK"
+
+
+class StreamConnection(DingTalkStreamClient):
+    """The SDK client with a non-blocking, configurable connection opener and a stoppable reconnect loop."""
+
+    def __init__(
+        self,
+        credential: Credential,
+        receive: Callable[[dict[str, Any]], None],
+        *,
+        api_base_url: str,
+        session: aiohttp.ClientSession,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        super().__init__(credential, logger=logging.getLogger("adapters.dingtalk.sdk"))
+        self.open_url = api_base_url.rstrip("/") + OPEN_PATH
+        """The gateway's ``connections/open`` endpoint."""
+        self.connected = asyncio.Event()
+        """Set while a websocket is open."""
+        self.connections = 0
+        """Websockets opened so far."""
+        self._session = session
+        self._max_backoff_s = max_backoff_s
+        self._frame_tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+        self.register_callback_handler(ChatbotMessage.TOPIC, BotMessageHandler(receive))
+
+    def open_connection(self) -> dict[str, Any] | None:  # the SDK's blocking opener must not be used
+        raise RuntimeError("use await StreamConnection.open_connection_async()")
+
+    async def open_connection_async(self) -> dict[str, Any]:
+        """Ask the gateway for an endpoint and a ticket; raises ConnectionError with a plain reason."""
+        topics = [{"type": "CALLBACK", "topic": topic} for topic in self.callback_handler_map]
+        body = {
+            "clientId": self.credential.client_id,
+            "clientSecret": self.credential.client_secret,
+            "subscriptions": topics,
+            "ua": f"botgateway dingtalk-sdk-python/v{VERSION_STRING}",
+            "localIp": "",
+        }
+        try:
+            async with self._session.post(self.open_url, json=body, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+                text = await resp.text()
+                status = resp.status
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise ConnectionError(f"cannot reach the DingTalk stream gateway: {type(exc).__name__}") from None
+        if status in (400, 401, 403):
+            raise PermissionError(
+                f"the DingTalk stream gateway refused the app (HTTP {status}); check adapters.dingtalk.client_id / "
+                "client_secret and that the robot uses Stream mode"
+            )
+        try:
+            connection = json.loads(text)
+        except json.JSONDecodeError:
+            connection = None
+        if status != 200 or not isinstance(connection, dict) or not connection.get("endpoint") or not connection.get("ticket"):
+            raise ConnectionError(f"the DingTalk stream gateway answered HTTP {status} without an endpoint")
+        return connection
+
+    async def run(self, first: dict[str, Any] | None = None) -> None:
+        """Connect (with ``first``, an endpoint already obtained, if given), route frames, reconnect until :meth:`stop`."""
+        self.pre_start()
+        backoff = 1.0
+        while not self._stopping:
+            try:
+                connection = first or await self.open_connection_async()
+                first = None
+                uri = f'{connection["endpoint"]}?ticket={quote_plus(connection["ticket"])}'
+                async with websockets.connect(uri, max_size=None) as websocket:
+                    self.websocket = websocket
+                    self.connections += 1
+                    self.connected.set()
+                    backoff = 1.0
+                    log.info("dingtalk.stream_connected", connections=self.connections)
+                    async for raw in websocket:
+                        self._route(raw)
+                log.info("dingtalk.stream_closed")
+            except asyncio.CancelledError:
+                raise
+            except PermissionError as exc:
+                log.error("dingtalk.stream_refused", reason=str(exc))
+                backoff = self._max_backoff_s
+            except Exception as exc:
+                log.warning("dingtalk.stream_dropped", error=type(exc).__name__, detail=str(exc)[:200])
+            finally:
+                self.connected.clear()
+            if self._stopping:
+                break
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff_s)
+
+    def _route(self, raw: str | bytes) -> None:
+        try:
+            frame = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            log.warning("dingtalk.bad_frame")
+            return
+        # The SDK routes and acks; handlers only schedule work, so these tasks are short.
+        task = asyncio.create_task(self.background_task(frame))
+        self._frame_tasks.add(task)
+        task.add_done_callback(self._frame_tasks.discard)
+
+    async def stop(self) -> None:
+        """Stop reconnecting and close the socket."""
+        self._stopping = True
+        websocket = self.websocket
+        if websocket is not None:
+            await websocket.close()
+        for task in list(self._frame_tasks):
+            task.cancel()

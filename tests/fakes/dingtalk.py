@@ -1,0 +1,493 @@
+"""A fake DingTalk on loopback: stream gateway, OAuth, card OpenAPI, robot and session webhooks.
+
+It behaves like the real platform where our code depends on it:
+
+- ``POST /v1.0/gateway/connections/open`` checks the credentials and the
+  subscriptions and answers an endpoint + ticket; the websocket at that
+  endpoint pushes ``CALLBACK`` frames in the SDK's wire format and records the
+  acks the client sends back.
+- ``POST /v1.0/oauth2/accessToken`` issues tokens; every other OpenAPI call
+  checks ``x-acs-dingtalk-access-token`` and answers 401 for an unknown or
+  expired token.
+- The card APIs (``createAndDeliver``, ``PUT /v1.0/card/streaming``) validate
+  their bodies, keep per-card state and enforce a QPS limit per sliding second
+  with the real throttle body (HTTP 403 ``Forbidden.AccessDenied.QpsLimitForAppkeyAndApi``).
+- Robot sends (``groupMessages/send``, ``oToMessages/batchSend``) and session
+  webhooks (``/robot/sendBySession``) record markdown messages.
+
+Failures can be scripted (``fail_next``) and every call is recorded with its
+arrival time, so tests assert on what the platform actually saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import WSMsgType, web
+
+BOT_TOPIC = "/v1.0/im/bot/messages/get"
+CARD_PATHS = ("/v1.0/card/instances/createAndDeliver", "/v1.0/card/streaming")
+QPS_LIMIT_CODE = "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi"
+
+FailureKind = Literal["qps", "429", "401", "500"]
+
+
+@dataclass
+class Call:
+    """One HTTP call the fake received."""
+
+    method: str
+    path: str
+    body: Any
+    at: float
+    """``time.monotonic()`` at arrival."""
+    status: int = 0
+    """The status the fake answered."""
+    token: str | None = None
+
+
+@dataclass
+class FakeCard:
+    """One card instance as the fake knows it."""
+
+    out_track_id: str
+    create_body: dict[str, Any]
+    content: str
+    """Current value of the streaming key (cardParamMap value at create)."""
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    """Accepted streaming bodies, in order."""
+    finalized: bool = False
+    error: bool = False
+
+    @property
+    def space_id(self) -> str:
+        return str(self.create_body.get("openSpaceId", ""))
+
+
+@dataclass
+class SentMessage:
+    """A markdown (or text) message the robot sent."""
+
+    via: Literal["webhook", "group", "oto"]
+    chat: str
+    """Conversation id (webhook/group) or the comma-joined user ids (oto)."""
+    msg_key: str
+    title: str
+    text: str
+    body: dict[str, Any]
+
+
+class FakeDingTalk:
+    """The fake platform. ``await start()`` returns the base URL; ``await stop()``."""
+
+    def __init__(
+        self,
+        *,
+        client_id: str = "dingfakeappkey",
+        client_secret: str = "fake-app-secret",
+        qps_limit: int | None = 20,
+        token_ttl_s: int = 7200,
+        latency_s: float = 0.0,
+    ) -> None:
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.qps_limit = qps_limit
+        """Card API calls accepted per sliding second (both card APIs together); None disables."""
+        self.token_ttl_s = token_ttl_s
+        self.latency_s = latency_s
+        """Simulated processing time of every card call."""
+        self.calls: list[Call] = []
+        self.cards: dict[str, FakeCard] = {}
+        self.messages: list[SentMessage] = []
+        self.acks: dict[str, dict[str, Any]] = {}
+        self.tokens_issued: list[str] = []
+        self.connections_opened = 0
+        self.expired_sessions: set[str] = set()
+        self._valid_tokens: set[str] = set()
+        self._tickets: set[str] = set()
+        self._failures: dict[str, collections.deque[FailureKind]] = collections.defaultdict(collections.deque)
+        self._card_arrivals: list[float] = []
+        self._ws: web.WebSocketResponse | None = None
+        self._ws_connected = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v1.0/gateway/connections/open", self._open_connection)
+        app.router.add_get("/connect", self._websocket)
+        app.router.add_post("/v1.0/oauth2/accessToken", self._access_token)
+        app.router.add_post("/v1.0/card/instances/createAndDeliver", self._create_and_deliver)
+        app.router.add_put("/v1.0/card/streaming", self._streaming)
+        app.router.add_post("/v1.0/robot/groupMessages/send", self._group_send)
+        app.router.add_post("/v1.0/robot/oToMessages/batchSend", self._oto_send)
+        app.router.add_post("/robot/sendBySession", self._session_webhook)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.base_url
+
+    async def stop(self) -> None:
+        if self._ws is not None and not self._ws.closed:
+            await self._ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def __aenter__(self) -> FakeDingTalk:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- scripting -------------------------------------------------------------------
+
+    def fail_next(self, path: str, kind: FailureKind, times: int = 1) -> None:
+        """Answer the next ``times`` calls to ``path`` with ``kind`` (QpsLimit, 429, 401, 500)."""
+        self._failures[path].extend([kind] * times)
+
+    def expire_tokens(self) -> None:
+        """Every token issued so far becomes invalid (the next OpenAPI call answers 401)."""
+        self._valid_tokens.clear()
+
+    def session_webhook(self, conversation_id: str) -> str:
+        """The session webhook URL the fake hands out for ``conversation_id``."""
+        return f"{self.base_url}/robot/sendBySession?session={conversation_id}"
+
+    # --- inspection ------------------------------------------------------------------
+
+    def card_calls(self) -> list[Call]:
+        """Every call that reached a card API (accepted or throttled)."""
+        return [c for c in self.calls if c.path in CARD_PATHS]
+
+    def max_card_calls_per_second(self) -> int:
+        """Most card API calls that arrived within any sliding 1-second window."""
+        times = sorted(c.at for c in self.card_calls())
+        best, start = 0, 0
+        for end, t in enumerate(times):
+            while t - times[start] >= 1.0:
+                start += 1
+            best = max(best, end - start + 1)
+        return best
+
+    def throttled(self) -> int:
+        """Card calls answered with a throttle (403 QpsLimit or 429)."""
+        return sum(1 for c in self.card_calls() if c.status in (403, 429))
+
+    def cards_in(self, space_id: str) -> list[FakeCard]:
+        """Cards delivered to ``space_id`` (``dtv1.card//IM_GROUP.cid…``), in creation order."""
+        return [c for c in self.cards.values() if c.space_id == space_id]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds (re-checked after every recorded change)."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # --- stream gateway --------------------------------------------------------------
+
+    async def wait_connected(self, timeout: float = 10.0) -> None:
+        await asyncio.wait_for(self._ws_connected.wait(), timeout)
+
+    async def push_bot_message(self, data: dict[str, Any], *, frame_id: str | None = None) -> str:
+        """Push one bot-message ``CALLBACK`` frame; returns the frame's ``messageId``."""
+        await self.wait_connected()
+        assert self._ws is not None
+        frame_id = frame_id or f"frame-{next(self._ids)}-{secrets.token_hex(4)}"
+        frame = {
+            "specVersion": "1.0",
+            "type": "CALLBACK",
+            "headers": {
+                "appId": "fake-app",
+                "connectionId": "conn-1",
+                "contentType": "application/json",
+                "messageId": frame_id,
+                "time": str(int(time.time() * 1000)),
+                "topic": BOT_TOPIC,
+            },
+            "data": json.dumps(data, ensure_ascii=False),
+        }
+        await self._ws.send_str(json.dumps(frame, ensure_ascii=False))
+        return frame_id
+
+    async def push_system(self, topic: str, data: dict[str, Any] | None = None) -> str:
+        """Push a ``SYSTEM`` frame (``ping`` expects its data echoed in the ack; ``disconnect`` asks the client to reconnect)."""
+        await self.wait_connected()
+        assert self._ws is not None
+        frame_id = f"sys-{next(self._ids)}"
+        frame = {
+            "specVersion": "1.0",
+            "type": "SYSTEM",
+            "headers": {"contentType": "application/json", "messageId": frame_id, "time": str(int(time.time() * 1000)), "topic": topic},
+            "data": json.dumps(data or {}),
+        }
+        await self._ws.send_str(json.dumps(frame))
+        return frame_id
+
+    async def wait_ack(self, frame_id: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The ack the client sent for ``frame_id``."""
+        await self.wait_for(lambda: frame_id in self.acks, timeout)
+        return self.acks[frame_id]
+
+    async def drop_socket(self) -> None:
+        """Close the websocket from the server side, as a gateway restart would."""
+        ws = self._ws
+        self._ws_connected.clear()
+        if ws is not None:
+            await ws.close(code=1011, message=b"gateway restarting")
+
+    async def _open_connection(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls.append(Call("POST", request.path, body, time.monotonic(), 200))
+        if body.get("clientId") != self.client_id or body.get("clientSecret") != self.client_secret:
+            return web.json_response({"code": "InvalidAuthentication", "message": "clientId or clientSecret is invalid"}, status=401)
+        topics = {(s.get("type"), s.get("topic")) for s in body.get("subscriptions", [])}
+        if ("CALLBACK", BOT_TOPIC) not in topics:
+            return web.json_response({"code": "invalidParameter", "message": "no subscription"}, status=400)
+        self.connections_opened += 1
+        ticket = secrets.token_urlsafe(12)
+        self._tickets.add(ticket)
+        await self._notify()
+        host = request.host
+        return web.json_response({"endpoint": f"ws://{host}/connect", "ticket": ticket})
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        ticket = request.query.get("ticket", "")
+        if ticket not in self._tickets:
+            return web.json_response({"code": "invalidTicket"}, status=403)
+        self._tickets.discard(ticket)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._ws = ws
+        self._ws_connected.set()
+        async for msg in ws:
+            if msg.type == WSMsgType.TEXT:
+                ack = json.loads(msg.data)
+                frame_id = ack.get("headers", {}).get("messageId", "")
+                self.acks[frame_id] = ack
+                await self._notify()
+        if self._ws is ws:
+            self._ws_connected.clear()
+        return ws
+
+    # --- OpenAPI -----------------------------------------------------------------------
+
+    async def _access_token(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.calls.append(Call("POST", request.path, {"appKey": body.get("appKey")}, time.monotonic(), 200))
+        if body.get("appKey") != self.client_id or body.get("appSecret") != self.client_secret:
+            self.calls[-1].status = 400
+            return web.json_response({"code": "invalidClientIdOrSecret", "message": "无效的clientId或者clientSecret"}, status=400)
+        token = f"tok-{next(self._ids)}-{secrets.token_hex(6)}"
+        self._valid_tokens.add(token)
+        self.tokens_issued.append(token)
+        return web.json_response({"accessToken": token, "expireIn": self.token_ttl_s})
+
+    async def _begin(self, request: web.Request, *, card: bool) -> tuple[Call, web.Response | None]:
+        """Record the call and apply auth, scripted failures and the QPS limit."""
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            body = None
+        token = request.headers.get("x-acs-dingtalk-access-token")
+        call = Call(request.method, request.path, body, time.monotonic(), token=token)
+        self.calls.append(call)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        failure = self._failures[request.path].popleft() if self._failures[request.path] else None
+        response: web.Response | None = None
+        if failure == "401" or token not in self._valid_tokens:
+            response = web.json_response({"code": "InvalidAuthentication", "message": "不合法的access_token"}, status=401)
+        elif failure == "qps":
+            response = web.json_response({"code": QPS_LIMIT_CODE, "message": "app qps limit", "requestid": "r1"}, status=403)
+        elif failure == "429":
+            response = web.json_response({"code": "Throttling", "message": "too many requests"}, status=429, headers={"Retry-After": "2"})
+        elif failure == "500":
+            response = web.json_response({"code": "ServiceUnavailable", "message": "internal error"}, status=503)
+        elif body is None:
+            response = web.json_response({"code": "invalidParameter", "message": "body is not JSON"}, status=400)
+        elif card and self.qps_limit is not None:
+            now = call.at
+            self._card_arrivals = [t for t in self._card_arrivals if now - t < 1.0]
+            if len(self._card_arrivals) >= self.qps_limit:
+                response = web.json_response({"code": QPS_LIMIT_CODE, "message": "app qps limit", "requestid": "r2"}, status=403)
+            self._card_arrivals.append(now)
+        call.status = response.status if response is not None else 200
+        return call, response
+
+    async def _create_and_deliver(self, request: web.Request) -> web.Response:
+        call, failed = await self._begin(request, card=True)
+        if failed is not None:
+            await self._notify()
+            return failed
+        body = call.body
+        problems = [k for k in ("cardTemplateId", "outTrackId", "openSpaceId") if not body.get(k)]
+        space = str(body.get("openSpaceId", ""))
+        param_map = (body.get("cardData") or {}).get("cardParamMap")
+        if not isinstance(param_map, dict) or not all(isinstance(v, str) for v in param_map.values()):
+            problems.append("cardData.cardParamMap (string values)")
+        if space.startswith("dtv1.card//IM_GROUP."):
+            if not (body.get("imGroupOpenDeliverModel") or {}).get("robotCode"):
+                problems.append("imGroupOpenDeliverModel.robotCode")
+        elif space.startswith("dtv1.card//IM_ROBOT."):
+            if (body.get("imRobotOpenDeliverModel") or {}).get("spaceType") != "IM_ROBOT":
+                problems.append("imRobotOpenDeliverModel.spaceType")
+        else:
+            problems.append("openSpaceId")
+        if body.get("outTrackId") in self.cards:
+            call.status = 400
+            await self._notify()
+            return web.json_response({"code": "param.outTrackIdExists", "message": "outTrackId already used"}, status=400)
+        if problems:
+            call.status = 400
+            await self._notify()
+            return web.json_response({"code": "invalidParameter", "message": "missing " + ", ".join(problems)}, status=400)
+        card = FakeCard(body["outTrackId"], body, content=next(iter(param_map.values()), ""))
+        self.cards[card.out_track_id] = card
+        await self._notify()
+        return web.json_response({
+            "success": True,
+            "result": {"outTrackId": card.out_track_id, "deliverResults": [{"spaceId": space, "success": True, "carrierId": f"c{len(self.cards)}"}]},
+        })
+
+    async def _streaming(self, request: web.Request) -> web.Response:
+        call, failed = await self._begin(request, card=True)
+        if failed is not None:
+            await self._notify()
+            return failed
+        body = call.body
+        card = self.cards.get(body.get("outTrackId", ""))
+        if card is None:
+            call.status = 400
+            await self._notify()
+            return web.json_response({"code": "param.cardNotExist", "message": "card instance does not exist"}, status=400)
+        missing = [k for k in ("guid", "key") if not body.get(k)] + [k for k in ("isFull", "isFinalize", "isError") if not isinstance(body.get(k), bool)]
+        if missing or not isinstance(body.get("content"), str):
+            call.status = 400
+            await self._notify()
+            return web.json_response({"code": "invalidParameter", "message": "bad " + ", ".join(missing or ["content"])}, status=400)
+        if card.finalized:
+            call.status = 400
+            await self._notify()
+            return web.json_response({"code": "card.streamingFinished", "message": "streaming already finalized"}, status=400)
+        card.updates.append(body)
+        card.content = body["content"] if body["isFull"] else card.content + body["content"]
+        card.finalized = body["isFinalize"]
+        card.error = body["isError"]
+        await self._notify()
+        return web.json_response({"success": True, "result": True})
+
+    @staticmethod
+    def _markdown(msg_key: str, params: dict[str, Any]) -> tuple[str, str]:
+        if msg_key == "sampleMarkdown":
+            return str(params.get("title", "")), str(params.get("text", ""))
+        return "", str(params.get("content", ""))
+
+    async def _group_send(self, request: web.Request) -> web.Response:
+        call, failed = await self._begin(request, card=False)
+        if failed is not None:
+            await self._notify()
+            return failed
+        body = call.body
+        if not body.get("robotCode") or not body.get("openConversationId") or not body.get("msgKey"):
+            call.status = 400
+            return web.json_response({"code": "invalidParameter", "message": "robotCode, openConversationId and msgKey are required"}, status=400)
+        title, text = self._markdown(body["msgKey"], json.loads(body.get("msgParam") or "{}"))
+        self.messages.append(SentMessage("group", body["openConversationId"], body["msgKey"], title, text, body))
+        await self._notify()
+        return web.json_response({"processQueryKey": f"q{len(self.messages)}"})
+
+    async def _oto_send(self, request: web.Request) -> web.Response:
+        call, failed = await self._begin(request, card=False)
+        if failed is not None:
+            await self._notify()
+            return failed
+        body = call.body
+        if not body.get("robotCode") or not body.get("userIds") or not body.get("msgKey"):
+            call.status = 400
+            return web.json_response({"code": "invalidParameter", "message": "robotCode, userIds and msgKey are required"}, status=400)
+        title, text = self._markdown(body["msgKey"], json.loads(body.get("msgParam") or "{}"))
+        self.messages.append(SentMessage("oto", ",".join(body["userIds"]), body["msgKey"], title, text, body))
+        await self._notify()
+        return web.json_response({"processQueryKey": f"q{len(self.messages)}", "invalidStaffIdList": [], "flowControlledStaffIdList": []})
+
+    async def _session_webhook(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        session = request.query.get("session", "")
+        call = Call("POST", request.path, body, time.monotonic(), 200)
+        self.calls.append(call)
+        if session in self.expired_sessions:
+            await self._notify()
+            return web.json_response({"errcode": 300001, "errmsg": "session webhook expired"})
+        msgtype = body.get("msgtype")
+        if msgtype == "markdown":
+            title, text = body["markdown"].get("title", ""), body["markdown"].get("text", "")
+        elif msgtype == "text":
+            title, text = "", body["text"].get("content", "")
+        else:
+            return web.json_response({"errcode": 40035, "errmsg": "unsupported msgtype"})
+        self.messages.append(SentMessage("webhook", session, msgtype, title, text, body))
+        await self._notify()
+        return web.json_response({"errcode": 0, "errmsg": "ok"})
+
+
+def bot_message(
+    text: str,
+    *,
+    msg_id: str | None = None,
+    conversation_id: str = "cidGroup001==",
+    group: bool = True,
+    staff_id: str = "staff001",
+    nick: str = "张三",
+    webhook: str = "",
+    webhook_expires_ms: int | None = None,
+    msgtype: str = "text",
+    content: dict[str, Any] | None = None,
+    robot_code: str = "dingfakeappkey",
+) -> dict[str, Any]:
+    """A bot-message payload as DingTalk sends it (the ``data`` of a CALLBACK frame)."""
+    now_ms = int(time.time() * 1000)
+    data: dict[str, Any] = {
+        "conversationId": conversation_id,
+        "chatbotCorpId": "dingcorp",
+        "chatbotUserId": "$:LWCP_v1:$bot",
+        "msgId": msg_id or f"msg{secrets.token_hex(8)}",
+        "senderNick": nick,
+        "isAdmin": False,
+        "senderStaffId": staff_id,
+        "sessionWebhookExpiredTime": webhook_expires_ms if webhook_expires_ms is not None else now_ms + 90 * 60 * 1000,
+        "createAt": now_ms,
+        "senderCorpId": "dingcorp",
+        "conversationType": "2" if group else "1",
+        "senderId": f"$:LWCP_v1:${staff_id}",
+        "sessionWebhook": webhook,
+        "robotCode": robot_code,
+        "msgtype": msgtype,
+    }
+    if group:
+        data["conversationTitle"] = "运维群"
+        data["isInAtList"] = True
+        data["atUsers"] = [{"dingtalkId": "$:LWCP_v1:$bot"}]
+    if msgtype == "text":
+        data["text"] = {"content": text}
+    else:
+        data["content"] = content or {}
+    return data
