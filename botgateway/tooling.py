@@ -196,7 +196,7 @@ class FunctionTool:
         self._cache = _TTLCache(cache_ttl_s) if cache_ttl_s else None
         self._context_param: str | None = None
 
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(fn).parameters.items():
             annotation = hints.get(pname, Any)

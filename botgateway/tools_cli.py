@@ -1,0 +1,153 @@
+"""``botgateway tools list`` and ``botgateway tools call``: try tools without a model.
+
+Calls go through the same :class:`~botgateway.tooling.ToolRegistry` the model
+uses (timeouts, size cap, argument validation), so what an operator sees here
+is what the model would get. The concrete tools are resolved by import path,
+as in the composition root, so the core never imports ``tools`` at import time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from botgateway.config import Config
+from botgateway.tooling import ToolContext, ToolRegistry
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+TOOLSET_FACTORY = "tools.catalog:build_toolset"
+"""Where the concrete tools are built from ``config.tools``."""
+
+
+class ArgumentSyntaxError(ValueError):
+    """A ``--arg`` that is not ``KEY=VALUE``."""
+
+
+def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["ip=10.0.1.100", "limit=5"]`` → ``{"ip": "10.0.1.100", "limit": 5}``.
+
+    A value that parses as JSON is taken as JSON (numbers, booleans, null,
+    lists, objects); anything else is a plain string.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ArgumentSyntaxError(f"--arg expects KEY=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out[key] = value
+    return out
+
+
+async def _build(config: Config) -> Any:
+    from importlib import import_module
+
+    module, _, attr = TOOLSET_FACTORY.partition(":")
+    return await getattr(import_module(module), attr)(config.tools)
+
+
+def _registry(config: Config, toolset: Any) -> ToolRegistry:
+    return ToolRegistry(
+        toolset.tools,
+        default_timeout_s=config.tools.default_timeout_s,
+        max_result_chars=config.tools.max_result_chars,
+    )
+
+
+def _signature(parameters: Mapping[str, Any]) -> str:
+    props = parameters.get("properties") or {}
+    required = set(parameters.get("required") or [])
+    return ", ".join(name if name in required else f"{name}?" for name in props) or "—"
+
+
+def _report_problems(err: Console, toolset: Any) -> None:
+    for problem in getattr(toolset, "problems", []) or []:
+        err.print(Text(f"warning: {problem}", style="yellow"), soft_wrap=True)
+
+
+async def tools_list(config: Config, *, console: Console | None = None) -> int:
+    """Print every tool the model is offered, and the ones that are not and why."""
+    out = console or Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    toolset = await _build(config)
+    try:
+        table = Table(title="Tools offered to the model", show_lines=False)
+        table.add_column("name", style="bold", no_wrap=True)
+        table.add_column("arguments (? = optional)")
+        table.add_column("description")
+        for t in toolset.tools:
+            first_line = (t.description or "").strip().splitlines()[0] if t.description else ""
+            table.add_row(Text(t.name), Text(_signature(t.parameters)), Text(first_line))
+        out.print(table)
+        if not toolset.tools:
+            out.print(Text("No tools are configured (see the tools: section of config.yaml)."))
+        providers = getattr(toolset, "providers", [])
+        out.print(Text(f"Server providers: {', '.join(providers) if providers else 'none'}"))
+        unavailable = getattr(toolset, "unavailable", {}) or {}
+        if unavailable:
+            out.print(Text("Not offered:", style="dim"))
+            for reason in unavailable.values():
+                out.print(Text(f"  {reason}", style="dim"))
+        _report_problems(err, toolset)
+    finally:
+        await toolset.aclose()
+    return EXIT_OK
+
+
+async def tools_call(config: Config, name: str, args: list[str], *, console: Console | None = None) -> int:
+    """Call tool ``name`` with ``--arg KEY=VALUE`` pairs and print what it returns."""
+    out = console or Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        arguments = parse_args(args)
+    except ArgumentSyntaxError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return EXIT_USAGE
+    toolset = await _build(config)
+    try:
+        _report_problems(err, toolset)
+        registry = _registry(config, toolset)
+        if registry.get(name) is None:
+            reason = (getattr(toolset, "unavailable", {}) or {}).get(name)
+            invalid = toolset.check_unavailable_arguments(name, arguments) if reason else None
+            if invalid:
+                err.print(Text(f"error: {name}: {invalid}", style="red"), soft_wrap=True)
+                err.print(Text(f"note: {reason}", style="yellow"), soft_wrap=True)
+                return EXIT_FAILED
+            if reason:
+                err.print(Text(f"error: {reason}", style="red"), soft_wrap=True)
+            else:
+                known = ", ".join(registry.names) or "none"
+                err.print(Text(f"error: unknown tool {name!r}; available tools: {known}", style="red"))
+            return EXIT_USAGE
+        ctx = ToolContext(user_id=_whoami(), user_name=_whoami(), platform="cli", conversation_id="cli")
+        outcome = await registry.execute(name, arguments, ctx)
+    finally:
+        await toolset.aclose()
+    if not outcome.ok:
+        message = outcome.content.removeprefix("Error: ")
+        err.print(Text(f"error: {name} failed: {message}", style="red"), soft_wrap=True)
+        return EXIT_FAILED
+    out.print(Text(f"✓ {name}: {outcome.summary} ({outcome.duration_s:.2f} s)", style="green"))
+    out.print(Text(outcome.content), soft_wrap=True)
+    return EXIT_OK
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "cli"

@@ -1,0 +1,173 @@
+"""Build what the model can call from ``config.tools``.
+
+:func:`build_toolset` is the entry point the composition root resolves by
+name (``tools.catalog:build_toolset``). Configuration mistakes that make a
+provider unusable (SDK missing, no account or region, a broken inventory
+file) raise :class:`~botgateway.config.ConfigError` listing every problem; an
+MCP server that cannot start is only reported in :attr:`Toolset.problems`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from botgateway.config import ConfigError, ToolsConfig
+from pydantic import TypeAdapter, ValidationError
+
+from botgateway.tooling import Tool
+from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
+from tools.mcp import Backoff, McpManager
+from tools.providers.base import CloudProvider, Provider, require_sdk
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Toolset:
+    """The tools of one gateway process, and what must be closed with it."""
+
+    tools: list[Tool]
+    """Every tool to offer the model."""
+    providers: list[str]
+    """Enabled server providers, in order (``["inventory", "aliyun"]``)."""
+    lookup_tools: list[str]
+    """The per-provider IP lookup tool names, in provider order."""
+    problems: list[str] = field(default_factory=list)
+    """Non-fatal start-up problems (an MCP server that did not start)."""
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """Known tool names that are not offered, with the reason (provider not configured)."""
+    provider_objects: list[Provider] = field(default_factory=list, repr=False)
+    """The provider instances (for closing, and for tests)."""
+    mcp: McpManager | None = field(default=None, repr=False)
+    """The MCP manager, when servers are configured."""
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, if offered."""
+        return next((t for t in self.tools if t.name == name), None)
+
+    def check_unavailable_arguments(self, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """Validate arguments of a known but unconfigured lookup tool, so a typo is named before the config."""
+        if name not in self.unavailable or name not in {tool_name for tool_name, _ in IP_TOOLS.values()}:
+            return None
+        unknown = sorted(set(arguments) - {"ip"})
+        if unknown:
+            return f"invalid arguments: {', '.join(unknown)}: unknown argument"
+        if "ip" not in arguments:
+            return "invalid arguments: ip: required"
+        try:
+            TypeAdapter(IpAddress).validate_python(arguments["ip"])
+        except ValidationError as exc:
+            return f"invalid arguments: ip: {'; '.join(e['msg'] for e in exc.errors())}"
+        return None
+
+    async def aclose(self) -> None:
+        """Close MCP sessions and provider thread pools."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+        for provider in self.provider_objects:
+            try:
+                await provider.aclose()
+            except Exception:  # closing must finish for every provider
+                log.exception("provider_close_failed", provider=provider.name)
+
+
+def _cloud_classes() -> dict[str, tuple[type[CloudProvider], Sequence[str]]]:
+    # Imported here so that a provider module's own import never needs its SDK.
+    from tools.providers import aliyun, aws, tencent
+
+    return {
+        "aliyun": (aliyun.AliyunProvider, aliyun.SDK_MODULES),
+        "tencent": (tencent.TencentProvider, tencent.SDK_MODULES),
+        "aws": (aws.AwsProvider, aws.SDK_MODULES),
+    }
+
+
+def build_providers(config: ToolsConfig) -> list[Provider]:
+    """The enabled providers; raises :class:`ConfigError` with every problem in ``config`` found."""
+    from tools.providers.inventory import InventoryProvider
+
+    problems: list[str] = []
+    providers: list[Provider] = []
+    if config.inventory.enabled:
+        try:
+            providers.append(InventoryProvider(config.inventory))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    for key, (cls, modules) in _cloud_classes().items():
+        section = getattr(config, key)
+        if not section.enabled:
+            continue
+        where = f"tools.{key}"
+        try:
+            require_sdk(modules, cls, where)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        found = cls.check_config(section, where)
+        if found:
+            problems.extend(found)
+            continue
+        providers.append(cls(section))
+    names = [server.name for server in config.mcp]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            problems.append(f"tools.mcp[{i}].name: {name!r} is already used by another MCP server (names namespace their tools)")
+    if problems:
+        raise ConfigError(problems, source="tools")
+    return providers
+
+
+def unavailable_reasons(config: ToolsConfig, enabled: Sequence[str]) -> dict[str, str]:
+    """Why each lookup tool of a disabled provider is not offered (for ``tools call``)."""
+    reasons = {}
+    for key, (tool_name, _) in IP_TOOLS.items():
+        if key in enabled:
+            continue
+        section = f"tools.{key}"
+        hint = f"set {section}.enabled: true" + (" and add an account with its regions" if key != "inventory" else "")
+        reasons[tool_name] = f"{tool_name} is not available: the {key} provider is not configured ({hint})"
+    return reasons
+
+
+async def build_toolset(
+    config: ToolsConfig,
+    *,
+    mcp_connect_timeout_s: float = 15.0,
+    mcp_backoff: Backoff = Backoff(),
+) -> Toolset:
+    """Every tool ``config`` asks for; MCP servers are connected concurrently."""
+    providers = build_providers(config)
+    slowest = max((p.timeout_s for p in providers if isinstance(p, CloudProvider)), default=0.0)
+    # Pages are fetched one after another; leave room for a couple before the registry gives up.
+    timeout = max(config.default_timeout_s, 2 * slowest + 5) if slowest else None
+    tools, lookups = build_cloud_tools(providers, timeout_s=timeout)
+    names = [p.name for p in providers]
+    toolset = Toolset(
+        tools=list(tools),
+        providers=names,
+        lookup_tools=lookups,
+        unavailable=unavailable_reasons(config, names),
+        provider_objects=list(providers),
+    )
+    if config.mcp:
+        manager = McpManager(config.mcp, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
+        try:
+            toolset.tools.extend(await manager.start())
+        except BaseException:
+            await manager.aclose()
+            await toolset.aclose()
+            raise
+        toolset.mcp = manager
+        toolset.problems.extend(manager.problems)
+    log.info(
+        "toolset_ready",
+        providers=names,
+        tools=len(toolset.tools),
+        mcp_servers=len(config.mcp),
+        problems=len(toolset.problems),
+    )
+    return toolset

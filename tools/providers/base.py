@@ -1,0 +1,416 @@
+"""What every server provider offers, and the fan-out shared by the cloud ones.
+
+A cloud search runs for every configured account × region at once; each page
+request is a blocking SDK call run on the provider's own thread pool (so a slow
+cloud cannot starve the others of threads) under the provider's timeout.
+Successful (account, region) answers are cached for ``cache_ttl_s``; failures
+are not cached and become :class:`~tools.server.ProviderFailure` notes while
+the other regions and providers still answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
+
+import structlog
+
+from botgateway.config import CloudAccount, CloudProviderConfig, ConfigError
+from tools.server import ProviderFailure, SearchResult, Server
+
+log = structlog.get_logger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+MAX_PAGES = 20
+"""Most pages fetched per (account, region, request): a runaway paginator cannot hang a call."""
+
+
+@dataclass(frozen=True)
+class ServerQuery:
+    """A normalized question to a provider (also the cache key)."""
+
+    kind: Literal["ip", "id", "list"]
+    """Look up by address, by instance id, or list with filters."""
+    value: str = ""
+    """The address (compressed form) or instance id; empty for ``list``."""
+    region: str | None = None
+    """Only this region."""
+    status: str | None = None
+    """Only this normalized status."""
+    name: str | None = None
+    """Name substring (case-insensitive)."""
+    tag: str | None = None
+    """``key`` or ``key=value``."""
+    limit: int = 50
+    """Most servers wanted."""
+
+    def describe(self) -> str:
+        """The query in words, for the model."""
+        if self.kind == "ip":
+            return f"ip {self.value}"
+        if self.kind == "id":
+            return f"instance id {self.value}"
+        filters = [
+            f"{k}={v}" for k, v in (("region", self.region), ("status", self.status), ("name", self.name), ("tag", self.tag)) if v
+        ]
+        return "filters " + ", ".join(filters) if filters else "all instances"
+
+    def accepts(self, server: Server) -> bool:
+        """Client-side check of the filters (APIs differ in what they filter themselves)."""
+        if self.status and server.status != self.status:
+            return False
+        if self.name and self.name.lower() not in server.name.lower():
+            return False
+        if self.tag and not server.matches_tag(self.tag):
+            return False
+        if self.region and server.region != self.region:
+            return False
+        return True
+
+
+def ip_query(ip: IPAddress | str) -> ServerQuery:
+    """A by-address query; raises ValueError on a malformed address."""
+    return ServerQuery("ip", str(ipaddress.ip_address(str(ip).strip())))
+
+
+class Provider(Protocol):
+    """A source of servers: a cloud (all its accounts and regions) or the static inventory."""
+
+    name: str
+    """Provider key (``aliyun``, ``tencent``, ``aws``, ``inventory``)."""
+
+    def owns_id(self, instance_id: str) -> bool:
+        """Whether ``instance_id`` looks like one of this provider's ids."""
+        ...
+
+    async def search(self, query: ServerQuery) -> SearchResult:
+        """Answer ``query``; failures are reported in the result, never raised."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release clients and threads."""
+        ...
+
+
+# --- the cloud fan-out --------------------------------------------------------------
+
+V = TypeVar("V")
+
+
+class TTLCache:
+    """Answers kept for ``ttl_s`` seconds, keyed on anything hashable."""
+
+    def __init__(self, ttl_s: float, *, max_entries: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl_s
+        self._max = max_entries
+        self._clock = clock
+        self._data: dict[Any, tuple[float, Any]] = {}
+
+    def get(self, key: Any) -> Any | None:
+        """The live value for ``key``, or ``None``."""
+        if self._ttl <= 0:
+            return None
+        hit = self._data.get(key)
+        if hit is None:
+            return None
+        if hit[0] < self._clock():
+            del self._data[key]
+            return None
+        return hit[1]
+
+    def put(self, key: Any, value: Any) -> None:
+        """Remember ``value`` (no-op when the TTL is 0)."""
+        if self._ttl <= 0:
+            return
+        if len(self._data) >= self._max:
+            del self._data[min(self._data, key=lambda k: self._data[k][0])]
+        self._data[key] = (self._clock() + self._ttl, value)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a provider's answer."""
+
+    items: list[Mapping[str, Any]]
+    """Raw instance records as the API returned them."""
+    next_token: Any = None
+    """What fetches the next page; ``None`` when this was the last."""
+
+
+class ProviderCallError(Exception):
+    """A provider call failed; ``reason`` is short and free of secrets."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CloudProvider(ABC):
+    """Search every account × region of one cloud concurrently, with pagination."""
+
+    name: ClassVar[str]
+    """Provider key."""
+    extra: ClassVar[str]
+    """The pip extra that installs the SDK."""
+    id_pattern: ClassVar[re.Pattern[str]]
+    """What this cloud's instance ids look like."""
+
+    page_size: int = 100
+    """Records asked for per page (each cloud's API maximum unless overridden)."""
+
+    def __init__(self, config: CloudProviderConfig, *, page_size: int | None = None) -> None:
+        self.config = config
+        if page_size is not None:
+            self.page_size = page_size
+        self.timeout_s = config.timeout_s
+        self._cache = TTLCache(config.cache_ttl_s)
+        pairs = sum(max(1, len(a.regions)) for a in config.accounts)
+        # Several requests per region (one per address filter) may run at once.
+        self._executor = ThreadPoolExecutor(max_workers=min(32, 3 * pairs + 1), thread_name_prefix=f"bg-{self.name}")
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._closed = False
+
+    # -- checks --------------------------------------------------------------------
+
+    @classmethod
+    def check_config(cls, config: CloudProviderConfig, section: str) -> list[str]:
+        """Problems with the provider's section, one line each (empty: fine)."""
+        problems = []
+        if not config.accounts:
+            problems.append(f"{section}.accounts: the provider is enabled but has no account; add one with its regions")
+        names = [a.name for a in config.accounts]
+        for i, account in enumerate(config.accounts):
+            if not account.regions:
+                problems.append(f"{section}.accounts[{i}].regions: list the regions to search (for example {cls.example_region!r})")
+            if names.count(account.name) > 1:
+                problems.append(f"{section}.accounts[{i}].name: account name {account.name!r} is used twice")
+            if bool(account.access_key_id.get_secret_value()) != bool(account.access_key_secret.get_secret_value()):
+                problems.append(
+                    f"{section}.accounts[{i}]: set both access_key_id and access_key_secret, or neither "
+                    "(then the SDK's usual environment variables are used)"
+                )
+        return problems
+
+    example_region: ClassVar[str] = ""
+
+    @classmethod
+    def missing_sdk(cls, section: str) -> str:
+        """The config-time error for an absent SDK."""
+        return f"{section}: the SDK is not installed; run: pip install 'botgateway[{cls.extra}]'"
+
+    # -- the protocol --------------------------------------------------------------
+
+    def owns_id(self, instance_id: str) -> bool:
+        """Whether ``instance_id`` looks like one of this cloud's ids."""
+        return bool(self.id_pattern.fullmatch(instance_id))
+
+    async def search(self, query: ServerQuery) -> SearchResult:
+        """Run ``query`` on every account × region concurrently."""
+        jobs = []
+        notes: list[str] = []
+        for account in self.config.accounts:
+            regions = account.regions
+            if query.region:
+                regions = [r for r in regions if r == query.region]
+            jobs.extend((account, region) for region in regions)
+        if query.region and not jobs:
+            known = sorted({r for a in self.config.accounts for r in a.regions})
+            notes.append(
+                f"Note: region {query.region} is not configured for {self._label()}; configured: {', '.join(known) or 'none'}."
+            )
+        outcomes = await asyncio.gather(*(self._search_region(account, region, query) for account, region in jobs))
+        servers: list[Server] = []
+        failures: list[ProviderFailure] = []
+        answered = False
+        truncated = False
+        for outcome in outcomes:
+            if isinstance(outcome, ProviderFailure):
+                failures.append(outcome)
+            else:
+                found, more = outcome
+                answered = True
+                truncated = truncated or more
+                servers.extend(found)
+        return SearchResult.merge(
+            query.describe(),
+            [
+                SearchResult(
+                    query.describe(),
+                    tuple(servers),
+                    tuple(failures),
+                    (self.name,),
+                    notes=tuple(notes),
+                    answered=(self.name,) if answered or not jobs else (),
+                    more=truncated,
+                )
+            ],
+            limit=query.limit,
+        )
+
+    async def aclose(self) -> None:
+        """Stop the thread pool (running SDK calls finish in the background)."""
+        self._closed = True
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- one (account, region) ----------------------------------------------------------
+
+    async def _search_region(
+        self, account: CloudAccount, region: str, query: ServerQuery
+    ) -> tuple[list[Server], bool] | ProviderFailure:
+        key = (account.name, region, query)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        started = time.monotonic()
+        try:
+            client = await self._run(self._client, account, region)
+            merged: dict[str, Server] = {}
+            more = False
+            # Filters of one request are ANDed by every API, so each address field is its own request.
+            requests = self.requests_for(query)
+            results = await asyncio.gather(
+                *(self._paginate(client, account, region, r, query) for r in requests), return_exceptions=True
+            )
+            # Wait for every request before failing, so no task is left with an unretrieved error.
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            for found, truncated in results:  # type: ignore[misc]
+                more = more or truncated
+                for server in found:
+                    merged.setdefault(server.instance_id, server)
+        except ProviderCallError as exc:
+            log.warning("provider_failed", provider=self.name, account=account.name, region=region, reason=exc.reason)
+            return ProviderFailure(self.name, exc.reason, region=region, account=account.name)
+        outcome = (list(merged.values()), more)
+        log.debug(
+            "provider_answered", provider=self.name, account=account.name, region=region,
+            query=query.kind, found=len(merged), duration_s=round(time.monotonic() - started, 3),
+        )
+        self._cache.put(key, outcome)
+        return outcome
+
+    async def _paginate(
+        self, client: Any, account: CloudAccount, region: str, request: Mapping[str, Any], query: ServerQuery
+    ) -> tuple[list[Server], bool]:
+        found: list[Server] = []
+        token: Any = None
+        for _ in range(MAX_PAGES):
+            page = await self._run(self.fetch_page, client, region, request, token)
+            for item in page.items:
+                server = self.to_server(item, account.name, region)
+                if query.accepts(server):
+                    found.append(server)
+            if len(found) > query.limit:
+                # One past the limit tells the caller there are more than it will show.
+                return found[: query.limit + 1], True
+            token = page.next_token
+            if token is None:
+                return found, False
+        return found, True
+
+    async def _run(self, fn: Callable[..., V], *args: Any) -> V:
+        """Run a blocking SDK call on our pool under the provider timeout; map its errors."""
+        if self._closed:
+            raise ProviderCallError("provider is shut down")
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self._executor, lambda: fn(*args)), self.timeout_s)
+        except TimeoutError:
+            raise ProviderCallError(f"timed out after {self.timeout_s:g} s") from None
+        except ProviderCallError:
+            raise
+        except Exception as exc:  # SDK errors of every shape end up as a short reason
+            raise ProviderCallError(self.classify(exc)) from None
+
+    def _client(self, account: CloudAccount, region: str) -> Any:
+        key = (account.name, region)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = self.make_client(account, region)
+        return client
+
+    def _label(self) -> str:
+        from tools.server import provider_label
+
+        return provider_label(self.name)
+
+    # -- what each cloud implements (blocking, run on the pool) ----------------------
+
+    @abstractmethod
+    def make_client(self, account: CloudAccount, region: str) -> Any:
+        """An SDK client for ``account`` in ``region``."""
+
+    @abstractmethod
+    def requests_for(self, query: ServerQuery) -> list[Mapping[str, Any]]:
+        """The API filter sets answering ``query`` (results are merged)."""
+
+    @abstractmethod
+    def fetch_page(self, client: Any, region: str, request: Mapping[str, Any], token: Any) -> Page:
+        """Fetch one page (blocking)."""
+
+    @abstractmethod
+    def to_server(self, item: Mapping[str, Any], account: str, region: str) -> Server:
+        """Translate one raw instance record."""
+
+    @abstractmethod
+    def classify(self, exc: Exception) -> str:
+        """A short, secret-free reason for an SDK error ("permission denied")."""
+
+
+# --- helpers for the providers ----------------------------------------------------------
+
+
+def split_endpoint(endpoint: str | None) -> tuple[str | None, str | None]:
+    """``http://127.0.0.1:9000`` → (``http``, ``127.0.0.1:9000``); a bare host keeps the default scheme."""
+    if not endpoint:
+        return None, None
+    match = re.match(r"^(https?)://(.+?)/*$", endpoint.strip())
+    if match:
+        return match.group(1), match.group(2)
+    return None, endpoint.strip().rstrip("/")
+
+
+def first(*values: Any) -> Any:
+    """The first value that is not empty."""
+    for value in values:
+        if value not in (None, "", [], {}):
+            return value
+    return None
+
+
+def as_tuple(values: Iterable[Any] | None) -> tuple[str, ...]:
+    """Non-empty strings, deduplicated, order kept."""
+    out: list[str] = []
+    for value in values or ():
+        if value and str(value) not in out:
+            out.append(str(value))
+    return tuple(out)
+
+
+def short_reason(code: str, message: str = "", *, limit: int = 140) -> str:
+    """``code: message`` cut to ``limit`` characters, for an unmapped SDK error."""
+    text = f"{code}: {message}" if code and message else (code or message or "unknown error")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def require_sdk(modules: Iterable[str], provider: type[CloudProvider], section: str) -> None:
+    """Raise :class:`ConfigError` naming the extra to install when an SDK module is missing."""
+    import importlib.util
+
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise ConfigError([provider.missing_sdk(section)], source="tools")
