@@ -288,6 +288,12 @@ class SlackConfig(AdapterBase):
     """chat.postMessage budget per channel."""
     append_rate_per_min: float = Field(100.0, gt=0)
     """chat.appendStream budget per workspace (Tier 4)."""
+    rate_window_s: float = Field(60.0, gt=0)
+    """The window the ``*_per_min`` budgets are counted over (Slack counts per minute; tests shrink it)."""
+    stop_button: bool = True
+    """Show a Stop button on the live message (edit mode)."""
+    status_text: str = ""
+    """Assistant-pane status while working (empty: "is thinking…" in the card's language)."""
     max_live_bytes: int = Field(3500, ge=500)
     """Live text past this continues in a new thread message."""
     stream_rollover_s: float = Field(240.0, gt=0)

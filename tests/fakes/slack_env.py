@@ -1,0 +1,158 @@
+"""The Slack side of the adapter tests: the fake Slack, the scripted model, a real gateway and the adapter.
+
+``_env`` starts everything on loopback (SQLite in ``tmp_path``) and yields an
+:class:`Env` whose ``push`` sends a Socket Mode envelope, checks its ack
+arrives within Slack's 3 s, and returns what the adapter did with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.slack import SlackAdapter
+from adapters.slack.app import Delivery
+from botgateway.config import Config, parse_config
+from botgateway.gateway import Gateway, TurnOutcome
+from botgateway.llm import LLMClient
+from botgateway.loop import ToolLoop
+from botgateway.memory import Memory
+from botgateway.scripted_server import ScriptedLLMServer
+from botgateway.stores.sqlite import SqliteStore
+from botgateway.streaming import RateBudget
+from botgateway.tooling import ToolError, ToolRegistry, tool
+from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, Message
+
+CURSOR = "▌"
+
+
+@tool
+def find_server(query: str) -> str:
+    """Find a server by IP or name.
+
+    Args:
+        query: IP or name.
+    """
+    return f"1 match for {query}: web-1 (running)"
+
+
+@tool
+def inventory_lookup(region: str) -> str:
+    """Look up hosts in a region.
+
+    Args:
+        region: Region name.
+    """
+    raise ToolError(f"the inventory service for {region} is not reachable")
+
+
+@dataclass
+class Env:
+    """Everything one adapter test talks to."""
+
+    fake: FakeSlack
+    llm: ScriptedLLMServer
+    store: SqliteStore
+    gateway: Gateway
+    adapter: SlackAdapter
+    config: Config
+    deliveries: asyncio.Queue[Delivery]
+
+    async def push(self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0) -> Delivery:
+        """Push an Events API envelope, check it is acked within 3 s, and return what the adapter did."""
+        payload = self.fake.event_payload(event, event_id=event_id)
+        envelope_id = await self.fake.push(payload, retry_attempt=retry_attempt,
+                                           retry_reason="timeout" if retry_attempt else "")
+        ack = await self.fake.wait_ack(envelope_id, timeout=3.0)
+        assert ack["envelope_id"] == envelope_id
+        return await self.next_delivery()
+
+    async def next_delivery(self) -> Delivery:
+        return await asyncio.wait_for(self.deliveries.get(), 10)
+
+    async def done(self, delivery: Delivery) -> TurnOutcome:
+        assert delivery.outcome == "submitted", delivery
+        assert delivery.submission is not None and delivery.submission.done is not None
+        return await asyncio.wait_for(delivery.submission.done, 20)
+
+
+def slack_config(llm_url: str, fake: FakeSlack, **slack: Any) -> Config:
+    """A config pointing the model at ``llm_url`` and Slack at ``fake``; ``slack`` overrides adapter keys."""
+    policy = {"answer": {"min_chars": 1, "min_interval_s": 0.05, "max_wait_s": 0.2}}
+    return parse_config(
+        {
+            "llm": {"provider": "custom", "base_url": llm_url, "model": "m", "max_rounds": 4, "max_retries": 0},
+            "gateway": {"admins": ["UADMIN"]},
+            "card": {"final_deadline_s": 15, "footer": False, "show_thought": False},
+            "adapters": {
+                "slack": {
+                    "enabled": True,
+                    "bot_token": BOT_TOKEN,
+                    "app_token": APP_TOKEN,
+                    "signing_secret": SIGNING_SECRET,
+                    "api_base_url": fake.api_url,
+                    "http_host": "127.0.0.1",
+                    "streaming": "edit",
+                    "policy": policy,
+                    **slack,
+                }
+            },
+        },
+        env={},
+    )
+
+
+async def slack_env(
+    tmp_path: Any,
+    *,
+    fake: FakeSlack | None = None,
+    http_port: int | None = None,
+    responder: Any = None,
+    access: Any = None,
+    **slack: Any,
+) -> AsyncIterator[Env]:
+    """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order."""
+    fake = fake or FakeSlack()
+    await fake.start()
+    llm_server = ScriptedLLMServer(responder=responder)
+    llm_url = await llm_server.start()
+    config = slack_config(llm_url, fake, **slack)
+    store = SqliteStore(tmp_path / "slack.db")
+    await store.open()
+    memory = Memory(store, max_history_tokens=6000, keep_recent_turns=4)
+    llm = LLMClient(config.llm, base_url=llm_url)
+    loop = ToolLoop(llm, ToolRegistry([find_server, inventory_lookup]), memory, max_rounds=4, system_prompt="sys")
+    extra = {"access": access} if access is not None else {}
+    gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, model_label="test", **extra)
+    deliveries: asyncio.Queue[Delivery] = asyncio.Queue()
+    adapter = SlackAdapter(config.adapters.slack, store=store, http_port=http_port, observer=deliveries.put_nowait)
+    await adapter.start(gateway)
+    try:
+        yield Env(fake, llm_server, store, gateway, adapter, config, deliveries)
+    finally:
+        await gateway.aclose()  # cards are finished while the adapter can still reach Slack
+        await adapter.stop()
+        await llm.aclose()
+        await store.close()
+        await llm_server.stop()
+        await fake.stop()
+
+
+def answer_of(markdown: str) -> str:
+    """The answer part of an edit-mode card: asker line and cursor removed."""
+    text = re.sub(r"^@\S+\n\n", "", markdown)
+    return text.replace("\n" + CURSOR, "").replace(CURSOR, "")
+
+
+def replies(env: Env, channel: str, thread_ts: str | None) -> list[Message]:
+    """The bot's messages in ``channel`` under ``thread_ts`` (None: top level), oldest first."""
+    return [m for m in env.fake.channel_messages(channel) if m.thread_ts == thread_ts]
+
+
+ANSWER = ("10.0.1.100 is web-1, a running Ubuntu host in dc1. It serves the storefront and has been up "
+          "for 41 days; its last deploy was on Monday and nothing looks wrong with it right now.")
+
+

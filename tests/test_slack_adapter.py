@@ -1,0 +1,368 @@
+"""The Slack adapter end to end: triggers, dedupe, the assistant pane, Stop, errors, HTTP mode and start-up.
+
+Real slack-bolt / slack-sdk against the fake Slack (Socket Mode envelopes over a
+real websocket, acks checked), the real gateway and tool loop, the scripted
+model server, SQLite in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from pydantic import SecretStr
+
+from adapters.slack import SlackAdapter, SlackStartError
+from adapters.slack.render import STOP_ACTION_ID
+from botgateway.scripted_server import Script
+from botgateway.stores.sqlite import SqliteStore
+from tests.fakes.slack import BOT_TOKEN, FakeSlack
+from tests.fakes.slack_env import ANSWER, Env, answer_of, replies, slack_config, slack_env
+
+
+@pytest.fixture
+async def env(tmp_path: Any) -> AsyncIterator[Env]:
+    async for e in slack_env(tmp_path):
+        yield e
+
+
+# --- triggers -----------------------------------------------------------------------------
+
+
+async def test_mention_is_answered_in_its_thread_progressively_with_exact_final_text(env: Env) -> None:
+    env.llm.enqueue(Script.text(ANSWER, chunk_size=4, delay_s=0.01))
+    event = env.fake.mention("which server is 10.0.1.100?", channel="C1")
+    delivery = await env.push(event)
+    outcome = await env.done(delivery)
+    assert outcome.outcome == "done"
+
+    [reply] = replies(env, "C1", event["ts"])
+    assert reply.markdown().startswith("@alice\n\n")  # who asked, by display name
+    assert answer_of(reply.markdown()) == ANSWER
+    assert reply.buttons() == []
+    placeholder, *live = [answer_of(v) for v in reply.versions]
+    assert "Thinking" in placeholder
+    assert len(live) >= 4, live  # several live updates, then the final one
+    for before, after in zip(live, live[1:]):
+        assert after.startswith(before) and len(after) > len(before)  # each update extends the last
+    assert live[-1] == ANSWER
+    assert len(env.fake.calls_of("chat.update")) >= 3
+    assert len(env.fake.calls_of("auth.test")) == 1  # identity checked once at start, not per event
+    # the question reached the model without the mention
+    assert env.llm.requests[0]["messages"][-1] == {"role": "user", "content": "which server is 10.0.1.100?"}
+
+
+async def test_ack_comes_before_any_slack_call_even_when_slack_is_slow(env: Env) -> None:
+    env.fake.latency_s = 1.5  # every Web API answer now takes 1.5 s
+    env.llm.enqueue(Script.text("slow but fine"))
+    event = env.fake.mention("anyone there?", channel="C1")
+    envelope = await env.fake.push(env.fake.event_payload(event))
+    await env.fake.wait_ack(envelope, timeout=1.0)  # acked before a single Slack call could answer
+    delivery = await env.next_delivery()
+    env.fake.latency_s = 0.0
+    outcome = await env.done(delivery)
+    assert outcome.answer == "slow but fine"
+
+
+async def test_direct_message_is_answered_in_the_dm(env: Env) -> None:
+    env.llm.enqueue(Script.text("Hi! web-1 is fine."))
+    delivery = await env.push(env.fake.message("is web-1 ok?", channel="D1", channel_type="im"))
+    outcome = await env.done(delivery)
+    assert outcome.answer == "Hi! web-1 is fine."
+    [reply] = env.fake.channel_messages("D1")
+    assert reply.thread_ts is None  # a plain DM is answered in the DM, not in a thread
+    assert answer_of(reply.markdown()) == "Hi! web-1 is fine."
+
+
+async def test_thread_follow_up_without_mention_uses_history(env: Env) -> None:
+    env.llm.enqueue(Script.text("10.0.1.100 is web-1."), Script.text("It runs Ubuntu 22.04."))
+    first = env.fake.mention("which server is 10.0.1.100?", channel="C1")
+    await env.done(await env.push(first))
+
+    follow = env.fake.message("and which OS does it run?", channel="C1", thread_ts=first["ts"])
+    outcome = await env.done(await env.push(follow))
+    assert outcome.answer == "It runs Ubuntu 22.04."
+    messages = env.llm.requests[1]["messages"]
+    assert {"role": "user", "content": "which server is 10.0.1.100?"} in messages
+    assert any(m["role"] == "assistant" and m.get("content") == "10.0.1.100 is web-1." for m in messages)
+    assert messages[-1] == {"role": "user", "content": "and which OS does it run?"}
+    assert [answer_of(m.markdown()) for m in replies(env, "C1", first["ts"])] == [
+        "10.0.1.100 is web-1.", "It runs Ubuntu 22.04."]
+
+    # a thread the bot never answered in, and a message to someone else, are left alone
+    other = await env.push(env.fake.message("unrelated chatter", channel="C1", thread_ts="999.000001"))
+    assert (other.outcome, other.reason) == ("ignored", "not a thread the bot answers in")
+    aside = await env.push(env.fake.message("<@U777> can you check?", channel="C1", thread_ts=first["ts"]))
+    assert (aside.outcome, aside.reason) == ("ignored", "addressed to someone else")
+    assert len(env.llm.requests) == 2
+
+
+async def test_follow_up_in_a_bot_thread_is_recognized_after_a_restart(tmp_path: Any) -> None:
+    # the first process answered in the thread; a new adapter finds the thread's history in the Store
+    async for env in slack_env(tmp_path):
+        env.llm.enqueue(Script.text("first answer"))
+        first = env.fake.mention("question one", channel="C1", ts="500.000001")
+        await env.done(await env.push(first))
+    async for env in slack_env(tmp_path):
+        env.llm.enqueue(Script.text("second answer"))
+        follow = env.fake.message("question two", channel="C1", thread_ts="500.000001")
+        outcome = await env.done(await env.push(follow))
+        assert outcome.answer == "second answer"
+        assert {"role": "user", "content": "question one"} in env.llm.requests[0]["messages"]
+
+
+async def test_retried_event_and_the_mention_echo_start_one_turn(env: Env) -> None:
+    env.llm.enqueue(Script.text("only once", delay_s=0.01))
+    event = env.fake.mention("hello?", channel="C1")
+    first = await env.push(event, event_id="Ev0001")
+    retried = await env.push(event, event_id="Ev0001", retry_attempt=1)  # Slack redelivers (new envelope)
+    assert retried.outcome == "duplicate"
+    # the same message also arrives as a plain ``message`` event, with its own event id
+    echo = env.fake.message(event["text"], channel="C1", ts=event["ts"])
+    echo_delivery = await env.push(echo, event_id="Ev0002")
+    assert echo_delivery.outcome == "ignored"
+    # and a redelivery of the mention under a new event id is caught by channel + ts
+    again = await env.push(event, event_id="Ev0003")
+    assert again.outcome == "duplicate"
+    await env.done(first)
+    assert len(env.llm.requests) == 1
+    assert len(replies(env, "C1", event["ts"])) == 1
+
+
+async def test_own_messages_edits_deletions_and_other_bots_are_ignored_but_acked(env: Env) -> None:
+    fake = env.fake
+    events = [
+        fake.message("my own answer", user=fake.bot_user_id, channel="D1", channel_type="im"),
+        fake.message("bot post", channel="D1", channel_type="im", bot_id=fake.bot_id, user=None),
+        fake.message("other bot", channel="D1", channel_type="im", bot_id="B999", subtype="bot_message"),
+        fake.message("", channel="D1", channel_type="im", subtype="message_changed",
+                     message={"text": "edited", "user": "U1"}),
+        fake.message("", channel="D1", channel_type="im", subtype="message_deleted", deleted_ts="1.2"),
+        {"type": "app_mention", "user": "U1", "text": "<@UBOT> hi", "ts": fake.new_ts(), "channel": "C1",
+         "bot_id": "B999"},
+        {"type": "reaction_added", "user": "U1", "reaction": "eyes", "item": {"type": "message", "channel": "C1", "ts": "1.1"}},
+    ]
+    outcomes = [await env.push(e) for e in events]
+    assert [(o.outcome, o.reason) for o in outcomes] == [
+        ("ignored", "from a bot"),
+        ("ignored", "from a bot"),
+        ("ignored", "subtype bot_message"),
+        ("ignored", "subtype message_changed"),
+        ("ignored", "subtype message_deleted"),
+        ("ignored", "from a bot"),
+        ("ignored", "event not used"),
+    ]
+    assert env.llm.requests == []
+    assert fake.calls_of("chat.postMessage") == []
+
+
+async def test_other_bots_are_answered_when_ignore_bots_is_off(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, ignore_bots=False):
+        env.llm.enqueue(Script.text("hello, fellow bot"))
+        own = await env.push(env.fake.message("mine", channel="D1", channel_type="im", bot_id=env.fake.bot_id))
+        assert own.outcome == "ignored"  # our own messages never
+        other = env.fake.message("status?", channel="D1", channel_type="im", bot_id="B999", user="U999")
+        outcome = await env.done(await env.push(other))
+        assert outcome.answer == "hello, fellow bot"
+
+
+async def test_assistant_pane_gets_suggested_prompts_and_a_status_while_working(env: Env) -> None:
+    fake = env.fake
+    started = {"type": "assistant_thread_started",
+               "assistant_thread": {"user_id": "U1", "channel_id": "D9", "thread_ts": "700.000001", "context": {}},
+               "event_ts": "700.000002"}
+    delivery = await env.push(started)
+    assert delivery.outcome == "handled"
+    [prompts] = fake.calls_of("assistant.threads.setSuggestedPrompts")
+    assert prompts.args["prompts"] == env.config.adapters.slack.suggested_prompts
+    assert prompts.args["thread_ts"] == "700.000001"
+
+    env.llm.enqueue(Script.text("Two servers are stopped.", delay_s=0.01))
+    outcome = await env.done(await env.push(
+        fake.message("List the stopped servers", channel="D9", channel_type="im", thread_ts="700.000001")))
+    assert outcome.answer == "Two servers are stopped."
+    [reply] = replies(env, "D9", "700.000001")
+    assert answer_of(reply.markdown()) == "Two servers are stopped."
+    await fake.wait_for(lambda: len(fake.calls_of("assistant.threads.setStatus")) == 2)
+    statuses = [c.args["status"] for c in fake.calls_of("assistant.threads.setStatus")]
+    assert statuses == ["is thinking…", ""]
+    # each assistant thread is its own conversation
+    env.llm.enqueue(Script.text("fresh"))
+    await env.done(await env.push(fake.message("new topic", channel="D9", channel_type="im", thread_ts="800.000001")))
+    assert {"role": "user", "content": "List the stopped servers"} not in env.llm.requests[-1]["messages"]
+
+
+# --- stop, errors, throttling ------------------------------------------------------------------
+
+
+async def test_stop_button_cancels_the_turn_for_the_asker_only(env: Env) -> None:
+    fake = env.fake
+    env.llm.enqueue(Script.text("x " * 400, chunk_size=2, delay_s=0.02))
+    event = fake.mention("write a long report", channel="C1", user="U1")
+    delivery = await env.push(event)
+    await fake.wait_for(lambda: any(m.buttons() for m in replies(env, "C1", event["ts"])))
+    [message] = replies(env, "C1", event["ts"])
+    [button] = message.buttons()
+    assert button["value"] == delivery.submission.turn_id  # type: ignore[union-attr]
+
+    press = fake.block_action(user="U2", channel="C1", message_ts=message.ts, action_id=STOP_ACTION_ID,
+                              value=button["value"], thread_ts=event["ts"])
+    envelope = await fake.push(press, type="interactive")
+    await fake.wait_ack(envelope)
+    refused = await env.next_delivery()
+    assert (refused.outcome, refused.reason) == ("ignored", "not_yours")
+    [note] = fake.ephemerals
+    assert note["user"] == "U2" and "Only the person who asked" in note["text"]
+    assert not delivery.submission.done.done()  # type: ignore[union-attr]
+
+    envelope = await fake.push(fake.block_action(user="U1", channel="C1", message_ts=message.ts,
+                                                 action_id=STOP_ACTION_ID, value=button["value"]), type="interactive")
+    await fake.wait_ack(envelope)
+    assert (await env.next_delivery()).reason == "stopped"
+    outcome = await env.done(delivery)
+    assert outcome.outcome == "stopped"
+    assert "Stopped" in message.markdown() and message.buttons() == []
+    assert len(answer_of(message.markdown())) < 800  # cut short
+    # pressing again after the end says so in plain words
+    envelope = await fake.push(fake.block_action(user="U1", channel="C1", message_ts=message.ts,
+                                                 action_id=STOP_ACTION_ID, value=button["value"]), type="interactive")
+    await fake.wait_ack(envelope)
+    assert (await env.next_delivery()).reason == "already_done"
+    assert "already finished" in fake.ephemerals[-1]["text"]
+
+
+async def test_typing_stop_in_the_thread_stops_a_native_stream(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, streaming="native"):
+        fake = env.fake
+        env.llm.enqueue(Script.text("y " * 400, chunk_size=2, delay_s=0.02))
+        event = fake.mention("write a long report", channel="C1", user="U1")
+        delivery = await env.push(event)
+        await fake.wait_for(lambda: any(m.text for m in replies(env, "C1", event["ts"])))
+        stop = await env.push(fake.message("stop", channel="C1", user="U1", thread_ts=event["ts"]))
+        assert stop.outcome == "submitted" and stop.submission is not None and stop.submission.status == "stopped"
+        outcome = await env.done(delivery)
+        assert outcome.outcome == "stopped"
+        [stream] = replies(env, "C1", event["ts"])
+        assert not stream.streaming and stream.text.rstrip().endswith("⏹ Stopped.")
+        assert len(env.llm.requests) == 1  # "stop" never reached the model
+
+
+async def test_refusal_and_failed_tool_are_explained_in_the_thread(tmp_path: Any) -> None:
+    async def only_u1(message: Any) -> str | None:
+        return None if message.ctx.user_id == "U1" else "only the on-call team may ask here"
+
+    async for env in slack_env(tmp_path, access=only_u1):
+        fake = env.fake
+        refused = fake.mention("give me root", channel="C1", user="U2")
+        delivery = await env.push(refused)
+        assert delivery.submission is not None and delivery.submission.status == "refused"
+        await asyncio.wait_for(delivery.submission.done, 10)  # type: ignore[arg-type]
+        [note] = replies(env, "C1", refused["ts"])
+        assert "only the on-call team may ask here" in note.markdown() and note.buttons() == []
+
+        env.llm.enqueue(Script.tool_calls([("c1", "inventory_lookup", {"region": "dc9"})]),
+                        Script.text("I could not reach the dc9 inventory."))
+        event = fake.mention("hosts in dc9?", channel="C1", user="U1")
+        await env.done(await env.push(event))
+        [card] = replies(env, "C1", event["ts"])
+        assert "❌ inventory_lookup" in card.markdown()
+        assert "not reachable" in card.markdown() and "Traceback" not in card.markdown()
+
+
+async def test_model_failure_is_shown_in_plain_words(env: Env) -> None:
+    env.llm.enqueue(Script.error(503, "upstream overloaded"))
+    event = env.fake.mention("anything?", channel="C1")
+    outcome = await env.done(await env.push(event))
+    assert outcome.outcome.startswith("failed")
+    [message] = replies(env, "C1", event["ts"])
+    shown = message.markdown() + message.text
+    assert "model could not be reached" in shown
+    assert "Traceback" not in shown and "Error(" not in shown and BOT_TOKEN not in shown
+
+
+# --- HTTP mode and start-up ------------------------------------------------------------------
+
+
+async def test_http_mode_accepts_a_valid_signature_and_rejects_an_invalid_one(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, mode="http", http_port=0):
+        fake = env.fake
+        env.llm.enqueue(Script.text("over HTTP"))
+        event = fake.mention("via events api", channel="C1")
+        body = json.dumps(fake.event_payload(event, event_id="EvHTTP1"))
+        async with aiohttp.ClientSession() as http:
+            bad = dict(fake.sign(body, secret="not-the-secret"))
+            async with http.post(env.adapter.http_url, data=body, headers=bad) as response:
+                assert response.status == 401
+            stale = fake.sign(body, timestamp=1_000_000_000)
+            async with http.post(env.adapter.http_url, data=body, headers=stale) as response:
+                assert response.status == 401
+            async with http.post(env.adapter.http_url, data=body, headers=fake.sign(body)) as response:
+                assert response.status == 200
+            delivery = await env.next_delivery()
+            retry = {**fake.sign(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+            async with http.post(env.adapter.http_url, data=body, headers=retry) as response:
+                assert response.status == 200
+            assert (await env.next_delivery()).outcome == "duplicate"
+            challenge = json.dumps({"type": "url_verification", "challenge": "c-123", "token": "t"})
+            async with http.post(env.adapter.http_url, data=challenge, headers=fake.sign(challenge)) as response:
+                assert response.status == 200 and "c-123" in await response.text()
+        outcome = await env.done(delivery)
+        assert outcome.answer == "over HTTP"
+        assert len(env.llm.requests) == 1  # the rejected requests never reached the model
+
+
+async def test_start_reports_bad_tokens_in_plain_words(tmp_path: Any) -> None:
+    async with FakeSlack() as fake:
+        store = SqliteStore(tmp_path / "s.db")
+        await store.open()
+        try:
+            config = slack_config("http://127.0.0.1:9/v1", fake, bot_token="xoxb-wrong")
+            with pytest.raises(SlackStartError, match="bot token was rejected") as info:
+                await SlackAdapter(config.adapters.slack, store=store).start(None)  # type: ignore[arg-type]
+            assert "xoxb-wrong" not in str(info.value)
+            config = slack_config("http://127.0.0.1:9/v1", fake, app_token="")
+            with pytest.raises(SlackStartError, match="xapp-"):
+                await SlackAdapter(config.adapters.slack, store=store).start(None)  # type: ignore[arg-type]
+            config = slack_config("http://127.0.0.1:9/v1", fake, app_token="xapp-wrong")
+            with pytest.raises(SlackStartError, match="app-level token was rejected"):
+                await SlackAdapter(config.adapters.slack, store=store).start(None)  # type: ignore[arg-type]
+            fake.socket_enabled = False
+            config = slack_config("http://127.0.0.1:9/v1", fake)
+            with pytest.raises(SlackStartError, match="Socket Mode connection"):
+                await SlackAdapter(config.adapters.slack, store=store, connect_timeout_s=0.5).start(None)  # type: ignore[arg-type]
+            config = slack_config("http://127.0.0.1:9/v1", fake, mode="http", signing_secret="")
+            with pytest.raises(SlackStartError, match="signing_secret"):
+                await SlackAdapter(config.adapters.slack, store=store, http_port=0).start(None)  # type: ignore[arg-type]
+            busy = SlackAdapter(config.adapters.slack.model_copy(update={"signing_secret": SecretStr("s")}),
+                                store=store, http_port=0)
+            await busy.start(None)  # type: ignore[arg-type]
+            try:
+                port = int(busy.http_url.split(":")[2].split("/")[0])
+                clash = SlackAdapter(busy.config, store=store, http_port=port)
+                with pytest.raises(SlackStartError, match="cannot listen"):
+                    await clash.start(None)  # type: ignore[arg-type]
+            finally:
+                await busy.stop()
+        finally:
+            await store.close()
+
+
+async def test_create_adapter_builds_from_the_runtime(tmp_path: Any) -> None:
+    from types import SimpleNamespace
+
+    from adapters.slack import create_adapter
+
+    async with FakeSlack() as fake:
+        store = SqliteStore(tmp_path / "s.db")
+        await store.open()
+        try:
+            config = slack_config("http://127.0.0.1:9/v1", fake)
+            adapter = create_adapter(config.adapters.slack, SimpleNamespace(store=store, config=config))
+            assert adapter.name == "slack" and adapter.sink.platform == "slack"
+            assert adapter.sink.max_chars == config.adapters.slack.max_live_bytes
+        finally:
+            await store.close()

@@ -1,0 +1,383 @@
+"""The Slack card sink against the fake Slack: edit mode, native streams, fallbacks and error mapping.
+
+The real slack_sdk ``AsyncWebClient`` talks to the fake over loopback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.base import CardGone, CardTarget, PermanentError, RateLimited, TooLong, TransientError
+from adapters.slack.render import STOP_ACTION_ID, card_text
+from adapters.slack.sink import SlackCardSink, window_limit
+from botgateway.card import CardSnapshot, Narration, ToolLine
+from botgateway.config import SlackConfig
+from tests.fakes.slack import BOT_TOKEN, FakeSlack, Window
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _config(fake: FakeSlack, **overrides: Any) -> SlackConfig:
+    return SlackConfig(bot_token=SecretStr(BOT_TOKEN), api_base_url=fake.api_url, **overrides)
+
+
+def _sink(fake: FakeSlack, *, token: str = BOT_TOKEN, clock: Clock | None = None, **overrides: Any) -> SlackCardSink:
+    client = AsyncWebClient(token=token, base_url=fake.api_url, timeout=5)
+    kwargs = {"clock": clock} if clock is not None else {}
+    return SlackCardSink(client, _config(fake, **overrides), **kwargs)
+
+
+def _target(channel: str = "C1", thread: str | None = "100.000001", turn: str = "turn-1", team: str = "T0001") -> CardTarget:
+    return CardTarget(platform="slack", chat_id=channel, thread_id=thread, turn_id=turn, user_id="U1",
+                      user_name="alice", is_group=True, workspace_id=team)
+
+
+def snap(status: str = "streaming", answer: str = "", blocks: tuple = (), **kw: Any) -> CardSnapshot:
+    return CardSnapshot(status=status, answer=answer, blocks=blocks, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as server:
+        yield server
+
+
+# --- edit mode -------------------------------------------------------------------------
+
+
+async def test_edit_mode_posts_placeholder_then_edits_and_finalizes_without_stop_button(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    target = _target()
+    handle = await sink.create(target, snap("working"))
+    [post] = fake.calls_of("chat.postMessage")
+    assert post.args["thread_ts"] == "100.000001"
+    message = fake.messages[("C1", handle.card_id)]
+    [button] = message.buttons()
+    assert button["action_id"] == STOP_ACTION_ID and button["value"] == "turn-1"
+    assert "Thinking" in message.markdown()
+
+    await sink.update(handle, snap("streaming", "Hello wor"))
+    assert message.markdown().startswith("Hello wor") and message.buttons()
+    final = snap("done", "Hello world.", footer="round 1/4 · 1.0 s")
+    await sink.finalize(handle, final)
+    assert message.markdown().startswith("Hello world.")
+    assert "round 1/4" in message.markdown()
+    assert message.buttons() == []  # the Stop button goes away with the live card
+    assert message.text == card_text(final)
+    assert [c.method for c in fake.calls] == ["chat.postMessage", "chat.update", "chat.update"]
+
+
+async def test_edit_mode_defuses_broadcast_mentions_and_escapes_text(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("done", "ping <!channel> & <b>"))
+    message = fake.messages[("C1", handle.card_id)]
+    assert "<!channel>" not in message.markdown()
+    assert "<!channel>" not in message.text and "&amp;" in message.text and "&lt;b&gt;" in message.text
+
+
+async def test_live_text_past_the_byte_limit_is_too_long(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit", max_live_bytes=600)
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "a" * 590))
+    with pytest.raises(TooLong):
+        await sink.update(handle, snap("streaming", "服" * 250))  # 250 characters, 750 bytes
+    assert len(fake.calls_of("chat.update")) == 1
+
+
+async def test_fallback_posts_the_whole_answer_as_new_thread_messages(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    short = "web-1 is running."
+    await sink.fallback(_target(thread="50.000001"), snap("done", short))
+    [one] = fake.thread("C1", "50.000001")
+    assert one.markdown() == short and one.buttons() == []
+    answer = " ".join(f"word{i}" for i in range(2500))  # past Slack's 12,000 characters per block
+    await sink.fallback(_target(), snap("done", answer))
+    posted = fake.thread("C1", "100.000001")
+    assert len(posted) == 2
+    assert all(m.buttons() == [] for m in posted)
+    joined = "".join(m.markdown() for m in posted)
+    assert joined.replace(" ", "") == answer.replace(" ", "")
+
+
+# --- error mapping ------------------------------------------------------------------------
+
+
+async def test_http_429_maps_to_rate_limited_with_retry_after(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    fake.fail("chat.update", "ratelimited", status=429, retry_after=7)
+    with pytest.raises(RateLimited) as info:
+        await sink.update(handle, snap("streaming", "x"))
+    assert info.value.retry_after == 7.0
+
+
+async def test_ratelimited_body_maps_to_rate_limited(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    fake.fail("chat.update", "ratelimited")
+    with pytest.raises(RateLimited) as info:
+        await sink.update(handle, snap("streaming", "x"))
+    assert info.value.retry_after is None
+
+
+async def test_fake_window_limits_answer_throttles_the_sink_understands(fake: FakeSlack) -> None:
+    fake.limits["chat.update"] = Window(2, 60.0)
+    fake.limit_style = "body"
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "a"))
+    await sink.update(handle, snap("streaming", "ab"))
+    with pytest.raises(RateLimited):
+        await sink.update(handle, snap("streaming", "abc"))
+    fake.limit_style = "http429"
+    with pytest.raises(RateLimited) as info:
+        await sink.update(handle, snap("streaming", "abcd"))
+    assert info.value.retry_after is not None and info.value.retry_after >= 1
+    assert len(fake.throttled("chat.update")) == 2
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "expected"),
+    [
+        ("message_not_found", 200, CardGone),
+        ("cant_update_message", 200, CardGone),
+        ("msg_too_long", 200, TooLong),
+        ("missing_scope", 200, PermanentError),
+        ("internal_error", 500, TransientError),
+        ("service_unavailable", 503, TransientError),
+    ],
+)
+async def test_slack_errors_map_to_typed_sink_errors(fake: FakeSlack, error: str, status: int, expected: type) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    fake.fail("chat.update", error, status=status)
+    with pytest.raises(expected):
+        await sink.update(handle, snap("streaming", "x"))
+
+
+async def test_html_error_page_and_dead_server_are_transient(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    fake.fail("chat.update", status=502, body="<html>bad gateway</html>")
+    with pytest.raises(TransientError):
+        await sink.update(handle, snap("streaming", "x"))
+    await fake.stop()
+    with pytest.raises(TransientError):
+        await sink.update(handle, snap("streaming", "xy"))
+
+
+async def test_rejected_token_is_permanent_and_never_echoed(fake: FakeSlack) -> None:
+    sink = _sink(fake, token="xoxb-wrong-secret-value", streaming="edit")
+    with pytest.raises(PermanentError) as info:
+        await sink.create(_target(), snap("working"))
+    assert "xoxb" not in str(info.value) and "invalid_auth" in str(info.value)
+
+
+async def test_unknown_message_is_card_gone(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    fake.messages.clear()  # deleted in Slack
+    with pytest.raises(CardGone):
+        await sink.finalize(handle, snap("done", "x"))
+
+
+# --- native streams ----------------------------------------------------------------------
+
+
+def _tool(call_id: str, status: str, summary: str = "") -> ToolLine:
+    return ToolLine(call_id=call_id, name="find_server", args_preview="ip=10.0.1.100", status=status,  # type: ignore[arg-type]
+                    duration_s=None if status == "running" else 0.4, summary=summary)
+
+
+async def test_native_stream_appends_deltas_and_task_updates(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    target = _target()
+    handle = await sink.create(target, snap("working"))
+    [start] = fake.calls_of("chat.startStream")
+    assert start.args["recipient_user_id"] == "U1" and start.args["recipient_team_id"] == "T0001"
+    assert sink.rate_key("update", target)[0] == "slack:T0001:stream"
+
+    narration = Narration(round=1, text="Let me check.")
+    await sink.update(handle, snap("working", blocks=(narration, _tool("c1", "running"))))
+    await sink.update(handle, snap("working", blocks=(narration, _tool("c1", "done", "1 match"))))
+    await sink.update(handle, snap("streaming", "It is ", blocks=(narration, _tool("c1", "done", "1 match"))))
+    await sink.update(handle, snap("streaming", "It is ", blocks=(narration, _tool("c1", "done", "1 match"))))  # nothing new
+    final = snap("done", "It is web-1.", blocks=(narration, _tool("c1", "done", "1 match")), footer="round 2/4")
+    await sink.finalize(handle, final)
+
+    message = fake.messages[("C1", handle.card_id)]
+    assert not message.streaming
+    assert message.text == "Let me check.\n\nIt is web-1."
+    assert message.tasks["c1"]["status"] == "complete" and message.tasks["c1"]["output"] == "1 match"
+    statuses = [c["status"] for c in message.chunks if c.get("type") == "task_update"]
+    assert statuses == ["in_progress", "complete"]
+    assert len(fake.calls_of("chat.appendStream")) == 3  # the unchanged snapshot made no call
+    assert any("round 2/4" in str(b) for b in message.stop_blocks)
+    # each version extends the previous one: progressive, never rewritten
+    for before, after in zip(message.versions, message.versions[1:]):
+        assert after.startswith(before)
+    assert fake.calls_of("chat.update") == []
+
+
+async def test_native_failure_note_is_appended_when_stopping(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "partial"))
+    await sink.finalize(handle, snap("failed", "partial", error="⚠️ The model could not be reached."))
+    message = fake.messages[("C1", handle.card_id)]
+    assert message.text == "partial\n\n⚠️ The model could not be reached."
+
+
+async def test_native_stream_error_falls_back_to_edit_mode_for_that_message(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    target = _target()
+    handle = await sink.create(target, snap("working"))
+    await sink.update(handle, snap("streaming", "Hello"))
+    fake.fail("chat.appendStream", "internal_error", status=500)
+    await sink.update(handle, snap("streaming", "Hello wor"))  # the stream breaks: same message, edited
+    message = fake.messages[("C1", handle.card_id)]
+    assert not message.streaming
+    assert message.markdown().startswith("Hello wor")
+    assert sink.rate_key("update", target)[0] == "slack:T0001:chat.update"
+    await sink.update(handle, snap("streaming", "Hello world"))
+    await sink.finalize(handle, snap("done", "Hello world!"))
+    assert message.markdown().startswith("Hello world!")
+    assert message.buttons() == []
+    assert [c.method for c in fake.calls[-2:]] == ["chat.update", "chat.update"]
+    # another card in the same workspace still streams natively (the failure was this message's)
+    other = await sink.create(_target(thread="200.000001", turn="turn-2"), snap("working"))
+    assert fake.messages[("C1", other.card_id)].stream
+
+
+async def test_native_text_that_cannot_be_appended_switches_to_edit(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "The answer is 4"))
+    await sink.finalize(handle, snap("done", "The answer is 5."))  # authoritative final text differs
+    message = fake.messages[("C1", handle.card_id)]
+    assert message.markdown().startswith("The answer is 5.")
+
+
+async def test_auto_mode_remembers_per_workspace_when_native_is_unavailable(fake: FakeSlack) -> None:
+    fake.streaming_enabled = False
+    sink = _sink(fake, streaming="auto")
+    first = await sink.create(_target(turn="t1"), snap("working"))
+    assert fake.messages[("C1", first.card_id)].stream is False
+    second = await sink.create(_target(turn="t2", thread="300.000001"), snap("working"))
+    assert fake.messages[("C1", second.card_id)].stream is False
+    assert len(fake.calls_of("chat.startStream")) == 1  # learned once, then straight to edit mode
+    assert not sink.native_available("T0001")
+    assert sink.native_available("T0002")
+    assert sink.rate_key("update", _target(turn="t3"))[0] == "slack:T0001:chat.update"
+
+
+async def test_native_needs_a_thread_and_queued_cards_use_edit(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    dm = await sink.create(_target(channel="D1", thread=None), snap("working"))
+    queued = await sink.create(_target(turn="t9"), snap("queued", error="⏳ Waiting…"))
+    assert fake.calls_of("chat.startStream") == []
+    assert fake.messages[("D1", dm.card_id)].thread_ts is None
+    assert "Waiting" in fake.messages[("C1", queued.card_id)].markdown()
+
+
+async def test_native_stream_rolls_over_after_the_configured_age(fake: FakeSlack) -> None:
+    clock = Clock()
+    sink = _sink(fake, streaming="native", stream_rollover_s=240, clock=clock)
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "part one, "))
+    clock.now += 241
+    await sink.update(handle, snap("streaming", "part one, part two, "))
+    await sink.update(handle, snap("streaming", "part one, part two, three"))
+    await sink.finalize(handle, snap("done", "part one, part two, three."))
+    streams = [m for m in fake.thread("C1", "100.000001") if m.stream]
+    assert len(streams) == 2
+    assert all(not m.streaming for m in streams)
+    assert streams[0].text == "part one, "
+    assert streams[1].text == "part two, three."
+    assert "".join(m.text for m in streams) == "part one, part two, three."
+
+
+async def test_native_throttle_propagates_and_the_retry_sends_the_text_once(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    handle = await sink.create(_target(), snap("working"))
+    fake.fail("chat.appendStream", "ratelimited", status=429, retry_after=2)
+    with pytest.raises(RateLimited):
+        await sink.update(handle, snap("streaming", "abc"))
+    await sink.update(handle, snap("streaming", "abcdef"))
+    await sink.finalize(handle, snap("done", "abcdef"))
+    assert fake.messages[("C1", handle.card_id)].text == "abcdef"
+
+
+# --- budgets --------------------------------------------------------------------------------
+
+
+def test_window_limit_never_exceeds_the_window_count() -> None:
+    for calls, window in [(50, 60.0), (20, 2.0), (100, 60.0), (2, 1.0), (3, 10.0)]:
+        limit = window_limit(calls, window)
+        assert limit.burst + limit.rate_per_s * window <= calls + 1e-9
+        assert limit.burst >= 1 and limit.rate_per_s > 0
+
+
+async def test_rate_keys_update_shared_per_workspace_post_per_channel(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit", update_rate_per_min=20, rate_window_s=2)
+    a, b = _target(channel="C1", turn="a"), _target(channel="C2", turn="b")
+    key_a, limit = sink.rate_key("update", a)
+    assert key_a == sink.rate_key("finalize", b)[0] == "slack:T0001:chat.update"
+    assert limit.burst + limit.rate_per_s * 2 <= 20
+    assert sink.rate_key("create", a)[0] != sink.rate_key("create", b)[0]
+    assert sink.rate_key("update", _target(team="T0002"))[0] != key_a
+
+
+# --- recovery after a restart -------------------------------------------------------------------
+
+
+async def test_recovered_cards_are_finalized_whether_streamed_or_edited(fake: FakeSlack) -> None:
+    from adapters.base import CardHandle
+
+    old = _sink(fake, streaming="native")
+    streamed = await old.create(_target(turn="t1"), snap("working"))
+    await old.update(streamed, snap("streaming", "half an ans"))
+    edited = await old.create(_target(channel="D1", thread=None, turn="t2"), snap("streaming", "half"))
+
+    new = _sink(fake, streaming="native")  # a new process knows only what the Store kept
+    note = snap("failed", error="⚠️ Interrupted because the bot restarted. Please ask again.")
+    for handle in (streamed, edited):
+        await new.finalize(CardHandle(card_id=handle.card_id, target=handle.target), note)
+    stream_msg = fake.messages[("C1", streamed.card_id)]
+    assert not stream_msg.streaming and stream_msg.text.endswith("Please ask again.")
+    edit_msg = fake.messages[("D1", edited.card_id)]
+    assert "Please ask again." in edit_msg.markdown() and edit_msg.buttons() == []
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def test_stream_pieces_put_narration_tasks_and_answer_in_time_order() -> None:
+    from adapters.slack.render import stream_pieces
+
+    snapshot = snap("streaming", "Answer <!here>", part=2,
+                    blocks=(Narration(round=1, text="Checking."), _tool("c1", "failed", "timed out")))
+    kinds = [(kind, piece if kind == "text" else piece["status"]) for kind, piece in stream_pieces(snapshot)]
+    assert kinds == [("text", "(continued, part 2)\n\n"), ("text", "Checking.\n\n"), ("task", "error"),
+                     ("text", "Answer @\u200bhere")]
+
+
+async def test_chinese_cards_get_a_chinese_stop_button(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="edit", locale="zh-CN")
+    target = CardTarget(platform="slack", chat_id="C1", thread_id="1.1", turn_id="t", user_id="U1",
+                        workspace_id="T0001", locale="zh-CN")
+    handle = await sink.create(target, snap("working", locale="zh-CN"))
+    message = fake.messages[("C1", handle.card_id)]
+    assert message.buttons()[0]["text"]["text"] == "停止"
+    assert "思考中" in message.markdown()

@@ -1,0 +1,132 @@
+"""Slack answers as they stream: native streams, edit mode, continuation messages and rate budgets.
+
+Same setup as ``test_slack_adapter.py``: real slack-bolt / slack-sdk against the
+fake Slack, the real gateway, card streamer and tool loop, the scripted model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from botgateway.scripted_server import Script
+from tests.fakes.slack import FakeSlack, Window
+from tests.fakes.slack_env import ANSWER, answer_of, replies, slack_env
+
+
+# --- streaming modes ------------------------------------------------------------------------
+
+
+async def test_native_streaming_with_tool_calls_as_task_updates(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, streaming="auto"):
+        env.llm.enqueue(
+            Script.tool_calls([("c1", "find_server", {"query": "10.0.1.100"})], text="Looking it up."),
+            Script.text(ANSWER, chunk_size=6, delay_s=0.01),
+        )
+        event = env.fake.mention("which server is 10.0.1.100?", channel="C1")
+        outcome = await env.done(await env.push(event))
+        assert outcome.outcome == "done"
+        [stream] = replies(env, "C1", event["ts"])
+        assert stream.stream and not stream.streaming
+        assert stream.text == "Looking it up.\n\n" + ANSWER
+        assert stream.tasks["c1"]["status"] == "complete"
+        statuses = [c["status"] for c in stream.chunks if c.get("type") == "task_update"]
+        assert statuses[0] == "in_progress" and statuses[-1] == "complete"
+        assert len(env.fake.calls_of("chat.appendStream")) >= 3
+        assert env.fake.calls_of("chat.update") == []
+
+
+async def test_native_stream_error_falls_back_to_editing_the_same_message(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, streaming="native"):
+        env.fake.fail("chat.appendStream", "internal_error", status=500)
+        env.llm.enqueue(Script.text(ANSWER, chunk_size=6, delay_s=0.01))
+        event = env.fake.mention("which server is 10.0.1.100?", channel="C1")
+        outcome = await env.done(await env.push(event))
+        assert outcome.outcome == "done"
+        [message] = replies(env, "C1", event["ts"])
+        assert message.stream and not message.streaming
+        assert answer_of(message.markdown()) == ANSWER
+        assert len(env.fake.calls_of("chat.update")) >= 2  # edited from the failure on
+        assert len(env.fake.calls_of("chat.appendStream")) == 1  # the failed one; no more stream calls
+
+
+async def test_auto_mode_uses_edit_mode_where_streaming_is_unavailable(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, fake=FakeSlack(streaming_enabled=False), streaming="auto"):
+        env.llm.enqueue(Script.text("first"), Script.text("second"))
+        one = env.fake.mention("q1", channel="C1")
+        two = env.fake.mention("q2", channel="C2")
+        await env.done(await env.push(one))
+        await env.done(await env.push(two))
+        assert len(env.fake.calls_of("chat.startStream")) == 1  # remembered for the workspace
+        assert [answer_of(m.markdown()) for m in replies(env, "C2", two["ts"])] == ["second"]
+
+
+@pytest.mark.parametrize("streaming", ["edit", "native"])
+async def test_long_answer_continues_in_a_new_thread_message(tmp_path: Any, streaming: str) -> None:
+    long_answer = " ".join(f"line {i} of the report is fine." for i in range(40))  # ~1,200 characters
+    async for env in slack_env(tmp_path, max_live_bytes=500, streaming=streaming):
+        env.llm.enqueue(Script.text(long_answer, chunk_size=20, delay_s=0.005))
+        event = env.fake.mention("report?", channel="C1")
+        await env.done(await env.push(event))
+        parts = replies(env, "C1", event["ts"])
+        assert len(parts) >= 3
+        assert all(p.stream == (streaming == "native") for p in parts)
+        assert all(len(answer_of(p.markdown()).encode()) <= 700 for p in parts)
+        words = " ".join(answer_of(p.markdown()) for p in parts).split()
+        body = [w for w in words if not w.startswith("(") and not w.endswith(")") and w not in {"↓)", "↓"}]
+        assert " ".join(w for w in body if w not in {"(continued", "in", "the", "next", "message", "part"}) == \
+            " ".join(w for w in long_answer.split() if w not in {"in", "the", "next", "message", "part"})
+
+
+
+async def test_throttled_chat_update_still_delivers_the_exact_final_text(tmp_path: Any) -> None:
+    fake = FakeSlack(limits={"chat.update": Window(3, 1.0)}, limit_style="body")
+    # the config claims more than the fake allows: the fake's ratelimited answers must be honoured
+    async for env in slack_env(tmp_path, fake=fake, update_rate_per_min=600, rate_window_s=60):
+        env.llm.enqueue(Script.text(ANSWER, chunk_size=3, delay_s=0.01))
+        event = env.fake.mention("q", channel="C1")
+        await env.done(await env.push(event))
+        assert env.fake.throttled("chat.update")  # the fake did push back
+        [message] = replies(env, "C1", event["ts"])
+        assert answer_of(message.markdown()) == ANSWER and message.buttons() == []
+
+
+async def test_http_429_on_every_live_update_still_delivers_the_final_answer(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, fake=FakeSlack(retry_after=1), update_rate_per_min=600):
+        env.fake.fail("chat.update", "ratelimited", status=429, retry_after=1, times=2)
+        env.llm.enqueue(Script.text(ANSWER, chunk_size=8, delay_s=0.01))
+        event = env.fake.mention("q", channel="C1")
+        await env.done(await env.push(event))
+        assert len(env.fake.throttled("chat.update")) == 2
+        [message] = replies(env, "C1", event["ts"])
+        assert answer_of(message.markdown()) == ANSWER
+
+
+async def test_five_concurrent_mentions_stay_within_the_chat_update_budget(tmp_path: Any) -> None:
+    """Acceptance: all cards of a workspace share chat.update; the fake never has to refuse one."""
+    fake = FakeSlack(limits={"chat.update": Window(20, 2.0)}, limit_style="http429")
+    answers = {f"C{i}": f"Answer {i}: " + " ".join(f"host-{i}-{n} is running." for n in range(25)) for i in range(1, 6)}
+
+    def respond(body: dict[str, Any]) -> Script:
+        # one script per question, whatever order the turns reach the model in
+        return Script.text(answers[body["messages"][-1]["content"]], chunk_size=4, delay_s=0.01)
+
+    async for env in slack_env(tmp_path, fake=fake, responder=respond, update_rate_per_min=20, rate_window_s=2):
+        events = {channel: env.fake.mention(channel, channel=channel) for channel in answers}
+        envelopes = [await env.fake.push(env.fake.event_payload(e)) for e in events.values()]
+        for envelope in envelopes:
+            await env.fake.wait_ack(envelope, timeout=3.0)
+        deliveries = [await env.next_delivery() for _ in envelopes]
+        outcomes = await asyncio.gather(*(env.done(d) for d in deliveries))
+        assert all(o.outcome == "done" for o in outcomes)
+        for channel, event in events.items():
+            [message] = replies(env, channel, event["ts"])
+            assert answer_of(message.markdown()) == answers[channel]
+        assert env.fake.throttled("chat.update") == []
+        assert env.fake.max_in_window("chat.update", 2.0) <= 20
+        # still progressive, just paced: every card showed live text between its placeholder and its final text
+        assert all(len(replies(env, c, e["ts"])[0].versions) >= 3 for c, e in events.items())
+
+
