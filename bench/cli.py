@@ -1,0 +1,50 @@
+"""``python -m bench`` (``make bench``): run the benchmark, print the table, write JSON and PNG."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from botgateway.config import ConfigError, load_config
+
+from bench.report import print_report, write_chart, write_json
+from bench.runner import run_benchmark
+from bench.settings import parse_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run; exit 0 when our policy passed (zero throttles, every final answer exact), 1 otherwise."""
+    settings = parse_settings(argv)
+    console = Console()
+    err = Console(stderr=True)
+    if settings.config:
+        try:
+            load_config(settings.config)
+        except ConfigError as exc:
+            err.print(f"--config {settings.config} is not usable:")
+            for problem in exc.problems:
+                err.print(f"  - {problem}", markup=False)
+            return 2
+    try:
+        report = asyncio.run(run_benchmark(settings, progress=lambda m: err.print(f"[dim]{m}[/]")))
+    except KeyboardInterrupt:
+        err.print("interrupted; no report written")
+        return 130
+    out = Path(settings.out)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    paths = [write_json(report, out / f"bench-{stamp}.json")]
+    try:
+        paths.append(write_chart(report, out / f"bench-{stamp}.png"))
+    except ImportError:
+        err.print("matplotlib is not installed: no chart (pip install 'botgateway[bench]')")
+    print_report(report, console, paths=paths)
+    return 0 if report["acceptance"].get("passed") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
