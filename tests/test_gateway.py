@@ -374,6 +374,7 @@ async def test_a_crashing_turn_still_ends_its_card_as_failed_in_plain_words(tmp_
         try:
             sub = await h.submit("hi")
             outcome = await asyncio.wait_for(sub.done, 10)
+            open_cards = await store.open_cards()
         finally:
             await gateway.aclose()
             await llm.aclose()
@@ -383,4 +384,4 @@ async def test_a_crashing_turn_still_ends_its_card_as_failed_in_plain_words(tmp_
     assert card.status == "failed" and "went wrong" in card.error
     assert "Traceback" not in card.error and "malformed" not in card.error
     assert sink.ops(sub.turn_id)[-1] == "finalize"
-    assert await store.open_cards() == []
+    assert open_cards == []

@@ -104,6 +104,7 @@ class SqliteStore:
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
         self._last_sweep = 0.0
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -118,6 +119,10 @@ class SqliteStore:
     async def _connect(self) -> aiosqlite.Connection:
         if self._db is not None:
             return self._db
+        if self._closed:
+            # Reopening lazily after close() would start a connection thread nobody closes,
+            # and that thread keeps the process from exiting.
+            raise StoreError("the SQLite store was used after it was closed (during shutdown); nothing was read or saved")
         where = self.path
         try:
             if self.path != ":memory:" and not self.path.startswith("file:"):
@@ -152,6 +157,7 @@ class SqliteStore:
     async def close(self) -> None:
         """Close the connection (idempotent)."""
         async with self._lock:
+            self._closed = True
             if self._db is not None:
                 db, self._db = self._db, None
                 await db.close()
