@@ -428,6 +428,32 @@ def _estimate_tokens(value: Any) -> int:
     return max(1, len(text) // 4)
 
 
+def is_summary_request(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """True for the history-compression request :mod:`botgateway.memory` sends."""
+    from botgateway.memory import SUMMARY_INSTRUCTION
+
+    opening = SUMMARY_INSTRUCTION.split(".", 1)[0]
+    return bool(messages) and messages[0].get("role") == "system" and str(messages[0].get("content", "")).startswith(opening)
+
+
+def compose_summary(messages: Sequence[Mapping[str, Any]]) -> str:
+    """A deterministic running summary: the previous one plus the questions asked and hosts named.
+
+    The demo model cannot condense prose, but it keeps what later questions rely on.
+    """
+    request = str(messages[-1].get("content", "")) if messages else ""
+    previous, _, transcript = request.partition("New part of the conversation:")
+    previous = previous.removeprefix("Previous summary:").strip()
+    lines = [] if previous in ("", "(none)") else [previous]
+    found = sorted(set(_IPV4.findall(transcript)))
+    if found:
+        lines.append("Addresses discussed: " + ", ".join(found))
+    questions = [line.removeprefix("User: ").strip() for line in transcript.splitlines() if line.startswith("User: ")]
+    if questions:
+        lines.append("Questions asked: " + "; ".join(q if len(q) <= 60 else q[:59] + "…" for q in questions[-10:]))
+    return "\n".join(lines) or "Nothing to keep from the earlier conversation."
+
+
 class DemoResponder:
     """Decides the demo model's streamed reply to one chat-completions request."""
 
@@ -471,6 +497,8 @@ class DemoResponder:
         from botgateway import scripted_server as ss
 
         messages = body.get("messages") or []
+        if is_summary_request(messages):
+            return ss.Script(chunks=[ss.role_chunk(), *ss.text_chunks(compose_summary(messages), size=64), ss.finish_chunk("stop")])
         question = _last_user_text(messages)
         zh = _zh(question)
         tools = offered_tools(body)

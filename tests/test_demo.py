@@ -227,3 +227,37 @@ def test_question_analysis_finds_ips_ids_and_known_hosts() -> None:
     assert lookup.hosts == ("db-master",)
     assert analyze_question("version 1.2.3 is out").queries == ()
     assert analyze_question("列出已停止的服务器").list_status == "stopped"
+
+
+async def test_demo_model_answers_history_compression_with_a_deterministic_summary(tmp_path) -> None:
+    """With no API key the demo model is also the summarizer: it keeps questions and addresses."""
+    from botgateway.config import parse_config
+    from botgateway.demo import DemoResponder
+    from botgateway.llm import LLMClient
+    from botgateway.memory import Memory
+    from botgateway.scripted_server import ScriptedLLMServer
+    from botgateway.stores.sqlite import SqliteStore
+
+    async with ScriptedLLMServer(responder=DemoResponder()) as server:
+        config = parse_config({"llm": {"provider": "custom", "base_url": server.base_url, "model": "demo"}})
+        llm = LLMClient(config.llm, base_url=server.base_url)
+        store = SqliteStore(tmp_path / "m.db")
+        try:
+            memory = Memory(store, max_history_tokens=200, keep_recent_turns=1, summarizer=llm.complete)
+            for i in range(4):
+                await memory.commit(
+                    "c",
+                    f"t{i}",
+                    [
+                        {"role": "user", "content": f"which server is 10.0.1.{100 + i}? " + "detail " * 40},
+                        {"role": "assistant", "content": "It is a host. " + "words " * 40},
+                    ],
+                )
+            history = await memory.history("c")
+        finally:
+            await llm.aclose()
+            await store.close()
+    summary = history[0]["content"]
+    assert "Addresses discussed: 10.0.1.100, 10.0.1.101" in summary
+    assert "Questions asked: which server is 10.0.1.100?" in summary
+    assert history[-2]["content"].startswith("which server is 10.0.1.103?")
