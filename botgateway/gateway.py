@@ -230,19 +230,28 @@ class Gateway:
         """Whether ``user_id`` may stop anyone's turn."""
         return bool(user_id) and user_id in self._config.gateway.admins
 
+    async def first_delivery(self, platform: str, message_id: str) -> bool:
+        """True the first time a platform delivers ``message_id`` (within the dedupe TTL).
+
+        Adapters call it for messages they answer themselves (an image-only note)
+        so a redelivery is not answered twice; :meth:`submit` calls it for questions.
+        """
+        if not message_id:
+            return True
+        try:
+            first = await self._store.claim(f"{platform}:{message_id}", self._config.memory.dedupe_ttl_s)
+        except Exception as exc:  # answering twice beats never answering
+            log.warning("gateway.dedupe_unavailable", error=type(exc).__name__, detail=str(exc)[:200])
+            return True
+        if not first:
+            log.info("gateway.duplicate", platform=platform, message_id=message_id)
+        return first
+
     async def submit(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> Submission:
         """Schedule ``msg`` and return at once; the turn runs in the gateway's own task."""
         locale = msg.target.locale
-        if msg.message_id:
-            key = f"{msg.platform}:{msg.message_id}"
-            try:
-                first = await self._store.claim(key, self._config.memory.dedupe_ttl_s)
-            except Exception as exc:  # answering twice beats never answering
-                log.warning("gateway.dedupe_unavailable", error=type(exc).__name__, detail=str(exc)[:200])
-                first = True
-            if not first:
-                log.info("gateway.duplicate", platform=msg.platform, message_id=msg.message_id)
-                return Submission("duplicate", "")
+        if not await self.first_delivery(msg.platform, msg.message_id):
+            return Submission("duplicate", "")
 
         if self._is_stop_word(msg.text):
             return await self._stop_from_message(msg, sink)

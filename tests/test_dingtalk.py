@@ -273,6 +273,10 @@ async def test_an_image_gets_a_polite_note_and_rich_text_keeps_its_text(make_env
     await env.fake.wait_for(lambda: len(env.fake.messages) == 1)
     assert "只能读文字" in env.fake.messages[0].text
     assert env.llm_server.requests == [] and env.cards() == []
+    # DingTalk redelivers when the bot is slow: the note is not sent twice.
+    await env.ask("", msgtype="picture", content={"downloadCode": "dl-1"}, msg_id="msgPicture")
+    await env.adapter.drain()
+    assert len(env.fake.messages) == 1
 
     env.llm_server.enqueue(Script.text("看到了文字部分。"))
     rich = {"richText": [{"text": "这台机器"}, {"downloadCode": "dl-2", "type": "picture"}, {"text": "是干什么的？"}]}

@@ -279,7 +279,8 @@ class DingTalkAdapter:
             },
         )
         if not parsed.text:
-            await self._note(target, note(self.config.locale, "images_ignored" if parsed.had_media else "empty_question"))
+            if await self._gateway.first_delivery(self.name, str(data.get("msgId") or "")):
+                await self._note(target, note(self.config.locale, "images_ignored" if parsed.had_media else "empty_question"))
             return None
         text = parsed.text
         if parsed.had_media:
