@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from botgateway.config import Config
+from botgateway.config import Config, ConfigError
 from botgateway.tooling import ToolRegistry
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from botgateway.memory import Memory
     from botgateway.store import Store
     from botgateway.streaming import RateBudget
+    from botgateway.telemetry import MetricsServer
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +70,8 @@ class Runtime:
     """Turn scheduling, dedupe and cards."""
     model_label: str
     """Shown in the card footer ("demo model" for the offline stand-in)."""
+    metrics: MetricsServer | None = None
+    """The ``/metrics`` endpoint, when ``metrics.enabled``."""
 
 
 @asynccontextmanager
@@ -118,7 +121,23 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             system_prompt=config.llm.system_prompt,
         )
         budget = RateBudget()
-        gateway = Gateway(loop=loop, store=store, budget=budget, config=config, model_label=model_label)
+        observers = []
+        metrics_server = None
+        if config.metrics.enabled:
+            from botgateway.telemetry import PrometheusTelemetry
+
+            telemetry = PrometheusTelemetry()
+            try:
+                metrics_server = telemetry.serve(config.metrics.host, config.metrics.port)
+            except OSError as exc:
+                raise ConfigError(
+                    [f"metrics.port: cannot serve metrics on {config.metrics.host}:{config.metrics.port} ({exc.strerror})"]
+                ) from None
+            stack.callback(metrics_server.close)
+            observers.append(telemetry)
+        gateway = Gateway(
+            loop=loop, store=store, budget=budget, config=config, model_label=model_label, observers=observers
+        )
         stack.push_async_callback(gateway.aclose)
         yield Runtime(
             config=config,
@@ -131,4 +150,5 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             budget=budget,
             gateway=gateway,
             model_label=model_label,
+            metrics=metrics_server,
         )

@@ -451,9 +451,11 @@ class MetricsConfig(Section):
     """Prometheus metrics."""
 
     enabled: bool = False
-    """Serve /metrics."""
-    port: int = Field(9464, ge=1, le=65535)
-    """Port of the metrics endpoint."""
+    """Serve Prometheus metrics on ``http://host:port/metrics``."""
+    host: str = "0.0.0.0"
+    """Listen address of the metrics endpoint."""
+    port: int = Field(9464, ge=0, le=65535)
+    """Port of the metrics endpoint (0 picks a free one)."""
 
 
 class Config(Section):

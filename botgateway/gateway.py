@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -37,8 +37,10 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.loop import ToolLoop
+from botgateway.metrics import CardMetrics
 from botgateway.store import AuditRecord, OpenCard, Store
 from botgateway.streaming import BufferPolicy, CardStreamer, RateBudget
+from botgateway.telemetry import TurnObserver
 from botgateway.tooling import ToolContext
 
 log = structlog.get_logger(__name__)
@@ -201,8 +203,10 @@ class Gateway:
         config: Config,
         access: AccessHook = allow_all,
         model_label: str = "",
+        observers: Sequence[TurnObserver] = (),
     ) -> None:
         self._loop = loop
+        self._observers = tuple(observers)
         self._store = store
         self._budget = budget
         self._config = config
@@ -566,6 +570,11 @@ class Gateway:
             await self._store.record_audit(record)
         except Exception as exc:
             log.warning("gateway.audit_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+        for observer in self._observers:
+            try:
+                observer.turn_ended(record, metrics if isinstance(metrics, CardMetrics) else None)
+            except Exception as exc:  # metrics must never cost an answer
+                log.warning("gateway.observer_failed", turn_id=turn.turn_id, error=type(exc).__name__)
 
     async def _finalize_orphan(self, card: OpenCard, sink: CardSink) -> bool:
         target = target_from_open_card(card)

@@ -1,0 +1,120 @@
+"""Prometheus metrics of turns, tools and cards.
+
+The gateway reports each finished turn to its :class:`TurnObserver`\\ s;
+:class:`PrometheusTelemetry` turns those reports into counters and histograms
+on a registry of its own (never the process-global one, so two runtimes in one
+process, as in tests, do not collide) and can serve them on ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from botgateway.metrics import CardMetrics
+from botgateway.store import AuditRecord
+
+log = structlog.get_logger(__name__)
+
+LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)
+"""Seconds; covers a fast card update up to a slow multi-round turn."""
+
+
+class TurnObserver(Protocol):
+    """Told about every finished turn (after its card is final)."""
+
+    def turn_ended(self, record: AuditRecord, card: CardMetrics | None) -> None:
+        """Record one turn; must not block or raise."""
+        ...
+
+
+class PrometheusTelemetry:
+    """Counters and histograms of turns, tool calls and card API calls."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        """The registry the metrics live in (served by :meth:`serve`)."""
+        self.turns = Counter(
+            "botgateway_turns", "Finished turns by platform and outcome.", ["platform", "outcome"], registry=self.registry
+        )
+        self.turn_seconds = Histogram(
+            "botgateway_turn_seconds", "Wall time of a turn.", ["platform"], buckets=LATENCY_BUCKETS, registry=self.registry
+        )
+        self.tokens = Counter(
+            "botgateway_llm_tokens", "Tokens used, by kind (prompt, completion).", ["kind"], registry=self.registry
+        )
+        self.tool_calls = Counter(
+            "botgateway_tool_calls", "Tool calls by tool and result.", ["tool", "ok"], registry=self.registry
+        )
+        self.card_calls = Counter(
+            "botgateway_card_api_calls", "Card API calls by platform and op.", ["platform", "op"], registry=self.registry
+        )
+        self.card_throttles = Counter(
+            "botgateway_card_throttles", "Card API calls the platform throttled.", ["platform"], registry=self.registry
+        )
+        self.card_fallbacks = Counter(
+            "botgateway_card_fallbacks", "Final answers delivered as a new message instead of on the card.", ["platform"],
+            registry=self.registry,
+        )
+        self.card_undelivered = Counter(
+            "botgateway_card_undelivered", "Turns whose final answer could not be delivered at all.", ["platform"],
+            registry=self.registry,
+        )
+        self.first_visible_seconds = Histogram(
+            "botgateway_card_first_visible_seconds", "First model token to first visible text on the card.", ["platform"],
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.final_delivery_seconds = Histogram(
+            "botgateway_card_final_delivery_seconds", "End of the turn to the final answer delivered.", ["platform"],
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+
+    def turn_ended(self, record: AuditRecord, card: CardMetrics | None) -> None:
+        """Record one finished turn and its card."""
+        platform = record.platform
+        self.turns.labels(platform, record.outcome.split(":", 1)[0]).inc()
+        self.turn_seconds.labels(platform).observe(record.duration_s)
+        self.tokens.labels("prompt").inc(record.prompt_tokens)
+        self.tokens.labels("completion").inc(record.completion_tokens)
+        for call in record.tool_calls:
+            # A call still running when the turn was stopped has no "ok" yet.
+            self.tool_calls.labels(str(call.get("name", "?")), str(call.get("ok", "stopped")).lower()).inc()
+        if card is None:
+            return
+        for op, count in card.api_calls.items():
+            self.card_calls.labels(platform, op).inc(count)
+        self.card_throttles.labels(platform).inc(card.throttles)
+        if card.fallback_used:
+            self.card_fallbacks.labels(platform).inc()
+        if not card.delivered:
+            self.card_undelivered.labels(platform).inc()
+        if card.first_token_to_visible_s is not None:
+            self.first_visible_seconds.labels(platform).observe(card.first_token_to_visible_s)
+        if card.final_delivery_s is not None:
+            self.final_delivery_seconds.labels(platform).observe(card.final_delivery_s)
+
+    def serve(self, host: str, port: int) -> MetricsServer:
+        """Serve ``/metrics`` on ``host:port`` in a daemon thread; ``port`` 0 picks a free one."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        log.info("metrics.serving", host=host, port=server.server_port)
+        return MetricsServer(server, thread)
+
+
+class MetricsServer:
+    """A running ``/metrics`` endpoint."""
+
+    def __init__(self, server: object, thread: object) -> None:
+        self._server = server
+        self._thread = thread
+
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        return int(self._server.server_port)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()  # type: ignore[attr-defined]
+        self._server.server_close()  # type: ignore[attr-defined]
