@@ -113,7 +113,7 @@ class ToolLoop:
         untouched.
         """
         turn_id = turn_id or uuid.uuid4().hex
-        saved = _bind(turn_id=turn_id, conversation_id=conversation_id)
+        saved = _bind(turn_id=turn_id, conversation=conversation_id)
         ended = False
         answer: list[str] = []
         try:
@@ -350,7 +350,7 @@ def _empty_answer_message(finish_reason: str | None) -> str:
     return "The model returned an empty answer; try again or rephrase the question"
 
 
-_BOUND_KEYS = ("turn_id", "conversation_id", "round")
+_BOUND_KEYS = ("turn_id", "conversation", "round")
 
 
 def _bind(**values: Any) -> dict[str, Any]:
