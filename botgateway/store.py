@@ -118,6 +118,14 @@ class Store(Protocol):
         """Append an audit record."""
         ...
 
+    async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
+        """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
+        ...
+
+    async def open(self) -> None:
+        """Connect and create what is missing; raises when the store is unusable."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...
