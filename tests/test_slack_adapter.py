@@ -21,7 +21,7 @@ from adapters.slack.render import STOP_ACTION_ID
 from botgateway.scripted_server import Script
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
-from tests.fakes.slack_env import ANSWER, Env, answer_of, replies, slack_config, slack_env
+from tests.fakes.slack_env import ANSWER, Env, answer_of, controls, replies, slack_config, slack_env
 
 
 @pytest.fixture
@@ -233,6 +233,46 @@ async def test_stop_button_cancels_the_turn_for_the_asker_only(env: Env) -> None
     await fake.wait_ack(envelope)
     assert (await env.next_delivery()).reason == "already_done"
     assert "already finished" in fake.ephemerals[-1]["text"]
+
+
+async def test_stop_control_of_a_native_stream_cancels_the_turn_for_the_asker_only(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, streaming="auto"):  # the default: native streaming where available
+        fake = env.fake
+        env.llm.enqueue(Script.text("z " * 400, chunk_size=2, delay_s=0.02))
+        event = fake.mention("write a long report", channel="C1", user="U1")
+        delivery = await env.push(event)
+        await fake.wait_for(lambda: len(controls(env, "C1", event["ts"])) == 1)
+        [control] = controls(env, "C1", event["ts"])
+        [stream] = [m for m in replies(env, "C1", event["ts"]) if m.stream]
+        assert stream.streaming and stream.buttons() == []
+        assert "Working on it" in str(control.blocks)
+        [button] = control.buttons()
+        assert button["action_id"] == STOP_ACTION_ID
+        assert button["value"] == delivery.submission.turn_id  # type: ignore[union-attr]
+
+        # someone else presses it: refused privately, the answer goes on
+        envelope = await fake.push(fake.block_action(user="U2", channel="C1", message_ts=control.ts,
+                                                     action_id=STOP_ACTION_ID, value=button["value"],
+                                                     thread_ts=event["ts"]), type="interactive")
+        await fake.wait_ack(envelope)
+        refused = await env.next_delivery()
+        assert (refused.outcome, refused.reason) == ("ignored", "not_yours")
+        [note] = fake.ephemerals
+        assert note["user"] == "U2" and note["thread_ts"] == event["ts"] and "Only the person who asked" in note["text"]
+        assert not delivery.submission.done.done() and stream.streaming  # type: ignore[union-attr]
+
+        # the asker presses it: the turn is cancelled and the stream ends as stopped
+        envelope = await fake.push(fake.block_action(user="U1", channel="C1", message_ts=control.ts,
+                                                     action_id=STOP_ACTION_ID, value=button["value"],
+                                                     thread_ts=event["ts"]), type="interactive")
+        await fake.wait_ack(envelope)
+        assert (await env.next_delivery()).reason == "stopped"
+        outcome = await env.done(delivery)
+        assert outcome.outcome == "stopped"
+        assert not stream.streaming and stream.text.rstrip().endswith("⏹ Stopped.")
+        assert len(stream.text) < 800  # cut short
+        assert controls(env, "C1", event["ts"]) == [] and [m.ts for m in fake.deleted] == [control.ts]
+        assert fake.calls_of("chat.update") == []  # the stream was never turned into an edited message
 
 
 async def test_typing_stop_in_the_thread_stops_a_native_stream(tmp_path: Any) -> None:

@@ -381,3 +381,126 @@ async def test_chinese_cards_get_a_chinese_stop_button(fake: FakeSlack) -> None:
     message = fake.messages[("C1", handle.card_id)]
     assert message.buttons()[0]["text"]["text"] == "停止"
     assert "思考中" in message.markdown()
+
+
+# --- the Stop control of native streams ---------------------------------------------------------
+
+
+def _controls(fake: FakeSlack, channel: str = "C1", thread: str = "100.000001") -> list[Any]:
+    return [m for m in fake.thread(channel, thread) if not m.stream and m.buttons()]
+
+
+async def test_native_stream_gets_a_stop_control_drawn_from_the_post_budget_and_deleted_at_the_end(fake: FakeSlack) -> None:
+    from botgateway.budget import RateBudget
+
+    budget = RateBudget()
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
+    sink = SlackCardSink(client, _config(fake, streaming="native"), budget=budget)
+    target = _target()
+    handle = await sink.create(target, snap("working"))
+    await fake.wait_for(lambda: len(_controls(fake)) == 1)
+    [control] = _controls(fake)
+    stream = fake.messages[("C1", handle.card_id)]
+    assert stream.streaming and stream.buttons() == []  # a live stream cannot carry the button itself
+    [button] = control.buttons()
+    assert (button["action_id"], button["value"]) == (STOP_ACTION_ID, "turn-1")
+    assert "Working on it" in str(control.blocks) and control.thread_ts == "100.000001"
+    assert budget.granted("slack:T0001:post:C1") == 1  # the channel's chat.postMessage bucket paid for it
+
+    await sink.update(handle, snap("streaming", "Hello"))
+    await sink.finalize(handle, snap("done", "Hello."))
+    assert _controls(fake) == [] and [m.ts for m in fake.deleted] == [control.ts]
+    assert stream.text == "Hello." and not stream.streaming
+    assert fake.calls_of("chat.update") == []
+    await sink.aclose()
+
+
+async def test_a_control_still_waiting_for_the_post_budget_is_never_posted(fake: FakeSlack) -> None:
+    from botgateway.budget import RateBudget
+
+    budget = RateBudget()
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
+    sink = SlackCardSink(client, _config(fake, streaming="native"), budget=budget)
+    key, limit = sink.rate_key("create", _target())
+    await budget.acquire(key, limit, "another-card")  # another card in the channel took the token…
+    budget.pause(key, 60)  # …and Slack asked us to slow down there
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "Quick"))
+    await sink.finalize(handle, snap("done", "Quick answer."))
+    assert budget.waiting("slack:T0001:post:C1") == 0  # the control gave up its place in line
+    assert fake.calls_of("chat.postMessage") == [] and fake.calls_of("chat.delete") == []
+    assert fake.messages[("C1", handle.card_id)].text == "Quick answer."
+    await sink.aclose()
+
+
+async def test_failing_to_post_the_control_does_not_stop_the_stream(fake: FakeSlack) -> None:
+    fake.fail("chat.postMessage", "restricted_action")
+    sink = _sink(fake, streaming="native")
+    handle = await sink.create(_target(), snap("working"))
+    await fake.wait_for(lambda: len(fake.calls_of("chat.postMessage")) == 1)
+    await sink.update(handle, snap("streaming", "Still "))
+    await sink.finalize(handle, snap("done", "Still streaming."))
+    assert fake.messages[("C1", handle.card_id)].text == "Still streaming."
+    assert _controls(fake) == [] and fake.calls_of("chat.delete") == []
+    await sink.aclose()
+
+
+async def test_throttled_control_post_is_retried(fake: FakeSlack) -> None:
+    fake.fail("chat.postMessage", "ratelimited", status=429, retry_after=0.05)
+    sink = _sink(fake, streaming="native")
+    await sink.create(_target(), snap("working"))
+    await fake.wait_for(lambda: len(_controls(fake)) == 1)
+    assert len(fake.throttled("chat.postMessage")) == 1
+    await sink.aclose()
+    assert _controls(fake) == []  # a card that never ended loses its control when the adapter stops
+
+
+async def test_one_control_serves_every_part_of_a_long_answer(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    target = _target()
+    first = await sink.create(target, snap("working"))
+    await fake.wait_for(lambda: len(_controls(fake)) == 1)
+    await sink.finalize(first, snap("done", "part one", continued=True))
+    assert len(_controls(fake)) == 1  # the answer goes on in the next part
+    second = await sink.create(target, snap("streaming", "part two", part=2))
+    await sink.finalize(second, snap("done", "part two.", part=2))
+    assert len(fake.calls_of("chat.postMessage")) == 1
+    assert _controls(fake) == [] and len(fake.deleted) == 1
+
+
+async def test_stream_turning_into_an_edited_message_drops_the_control_for_its_own_button(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    handle = await sink.create(_target(), snap("working"))
+    await fake.wait_for(lambda: len(_controls(fake)) == 1)
+    fake.fail("chat.appendStream", "internal_error", status=500)
+    await sink.update(handle, snap("streaming", "Hello"))
+    message = fake.messages[("C1", handle.card_id)]
+    assert [b["value"] for b in message.buttons()] == ["turn-1"]  # the edited card has the button now
+    assert _controls(fake) == [] and len(fake.deleted) == 1
+    await sink.finalize(handle, snap("done", "Hello!"))
+    assert message.buttons() == []
+
+
+async def test_control_that_cannot_be_deleted_loses_its_button(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native", locale="zh-CN")
+    target = CardTarget(platform="slack", chat_id="C1", thread_id="100.000001", turn_id="t", user_id="U1",
+                        workspace_id="T0001", locale="zh-CN")
+    handle = await sink.create(target, snap("working", locale="zh-CN"))
+    await fake.wait_for(lambda: len(_controls(fake)) == 1)
+    [control] = _controls(fake)
+    assert control.buttons()[0]["text"]["text"] == "停止" and "正在处理" in str(control.blocks)
+    fake.fail("chat.delete", "cant_delete_message")
+    await sink.finalize(handle, snap("done", "好的。", locale="zh-CN"))
+    assert control.buttons() == [] and "已经结束" in str(control.blocks)
+    assert fake.deleted == []
+
+
+async def test_fallback_takes_the_control_away(fake: FakeSlack) -> None:
+    sink = _sink(fake, streaming="native")
+    target = _target()
+    await sink.create(target, snap("working"))
+    await fake.wait_for(lambda: len(_controls(fake)) == 1)
+    fake.messages = {k: m for k, m in fake.messages.items() if not m.stream}  # the stream vanished
+    await sink.fallback(target, snap("done", "The answer, posted plainly."))
+    assert _controls(fake) == [] and len(fake.deleted) == 1
+    assert any(m.markdown() == "The answer, posted plainly." for m in fake.thread("C1", "100.000001"))

@@ -13,7 +13,7 @@ import pytest
 
 from botgateway.scripted_server import Script
 from tests.fakes.slack import FakeSlack, Window
-from tests.fakes.slack_env import ANSWER, answer_of, replies, slack_env
+from tests.fakes.slack_env import ANSWER, answer_of, controls, replies, slack_env
 
 
 # --- streaming modes ------------------------------------------------------------------------
@@ -36,6 +36,26 @@ async def test_native_streaming_with_tool_calls_as_task_updates(tmp_path: Any) -
         assert statuses[0] == "in_progress" and statuses[-1] == "complete"
         assert len(env.fake.calls_of("chat.appendStream")) >= 3
         assert env.fake.calls_of("chat.update") == []
+
+
+async def test_native_stream_shows_a_stop_control_while_live_and_removes_it_at_the_end(tmp_path: Any) -> None:
+    async for env in slack_env(tmp_path, streaming="auto", post_rate_per_s=10):
+        env.llm.enqueue(Script.text(ANSWER, chunk_size=6, delay_s=0.05))
+        event = env.fake.mention("which server is 10.0.1.100?", channel="C1")
+        delivery = await env.push(event)
+        await env.fake.wait_for(lambda: len(controls(env, "C1", event["ts"])) == 1)
+        [control] = controls(env, "C1", event["ts"])
+        assert control.buttons()[0]["value"] == delivery.submission.turn_id  # type: ignore[union-attr]
+        assert not delivery.submission.done.done()  # type: ignore[union-attr]  # shown while the answer is live
+        outcome = await env.done(delivery)
+        assert outcome.outcome == "done"
+        [stream] = replies(env, "C1", event["ts"])  # only the answer is left in the thread
+        assert stream.stream and stream.text == ANSWER and stream.buttons() == []
+        assert [m.ts for m in env.fake.deleted] == [control.ts]
+        assert len(env.fake.calls_of("chat.postMessage")) == 1 and len(env.fake.calls_of("chat.delete")) == 1
+        assert env.fake.calls_of("chat.update") == []
+        # the control was paid for from the channel's chat.postMessage budget, like the card itself
+        assert env.budget.granted("slack:T0001:post:C1") == 2
 
 
 async def test_native_stream_error_falls_back_to_editing_the_same_message(tmp_path: Any) -> None:

@@ -40,6 +40,7 @@ from botgateway.tooling import ToolContext
 if TYPE_CHECKING:
     from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
+    from botgateway.budget import RateBudget
     from botgateway.config import SlackConfig
     from botgateway.gateway import Gateway
     from botgateway.store import Store
@@ -98,8 +99,10 @@ class SlackAdapter:
         client: AsyncWebClient | None = None,
         observer: Callable[[Delivery], None] | None = None,
         connect_timeout_s: float = 30.0,
+        budget: RateBudget | None = None,
     ) -> None:
-        """``http_port`` overrides ``config.http_port`` (0 picks a free port); ``observer`` sees every :class:`Delivery`."""
+        """``http_port`` overrides ``config.http_port`` (0 picks a free port); ``observer`` sees every :class:`Delivery`;
+        ``budget`` is the gateway's rate budget (Stop controls of native streams share its per-channel post bucket)."""
         self.config = config
         self._store = store
         self._policy = policy
@@ -110,7 +113,7 @@ class SlackAdapter:
             base_url=config.api_base_url,
             timeout=15,
         )
-        self.sink = SlackCardSink(self.client, config)
+        self.sink = SlackCardSink(self.client, config, budget=budget)
         """The card sink every Slack answer is streamed through."""
         self.http_url = ""
         """``http://host:port/path`` of the events endpoint once started in HTTP mode."""
@@ -180,6 +183,7 @@ class SlackAdapter:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await self.sink.aclose()
 
     async def _start_socket(self) -> None:
         app_token = self.config.app_token.get_secret_value()

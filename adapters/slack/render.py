@@ -4,7 +4,9 @@ Edit mode shows the whole card in one ``markdown`` block (Slack renders
 standard Markdown there) with a plain ``text`` fallback for notifications and
 screen readers, plus a Stop button while the card is live. Native streams can
 only append, so :func:`stream_pieces` linearizes a snapshot into text and
-``task_update`` chunks that the sink sends as deltas.
+``task_update`` chunks that the sink sends as deltas; a streaming message
+cannot carry a button, so its Stop button lives in a small companion message
+(:func:`control_blocks`) that is deleted when the answer ends.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ MAX_TEXT_FALLBACK = 3_000
 _STRINGS: dict[str, dict[str, str]] = {
     "en": {
         "stop": "Stop",
+        "working": "⏳ Working on it…",
+        "control_done": "This answer has finished.",
         "not_yours": "Only the person who asked (or an admin) can stop this answer.",
         "already_done": "That answer has already finished.",
         "thinking_status": "is thinking…",
@@ -34,6 +38,8 @@ _STRINGS: dict[str, dict[str, str]] = {
     },
     "zh-CN": {
         "stop": "停止",
+        "working": "⏳ 正在处理…",
+        "control_done": "这个回答已经结束。",
         "not_yours": "只有提问者（或管理员）可以停止这个回答。",
         "already_done": "这个回答已经结束了。",
         "thinking_status": "正在思考…",
@@ -88,6 +94,19 @@ def stop_button(turn_id: str, locale: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+def control_blocks(turn_id: str, locale: str) -> list[dict[str, Any]]:
+    """The companion message of a native stream: a "working" note and the Stop button for ``turn_id``."""
+    return [
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": text_for(locale, "working")}]},
+        stop_button(turn_id, locale),
+    ]
+
+
+def control_done_blocks(locale: str) -> list[dict[str, Any]]:
+    """What a companion message shows when it cannot be deleted: the note, no button."""
+    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": text_for(locale, "control_done")}]}]
 
 
 def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "") -> list[dict[str, Any]]:

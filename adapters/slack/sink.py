@@ -5,6 +5,15 @@ the answer is appended as markdown, tool calls as ``task_update`` chunks. A
 stream older than ``stream_rollover_s`` is stopped and continued in a new one.
 Any stream error turns that message into an edit-mode message.
 
+A streaming message cannot carry blocks until ``chat.stopStream``, so a native
+stream gets its Stop button from a small *control* message posted below it in
+the thread (a "working" note and the same Stop button as edit mode). It is
+posted in the background once the per-channel ``chat.postMessage`` budget
+allows (an answer that ends first never gets one) and deleted with
+``chat.delete`` when the answer ends, is stopped, fails, falls back or turns
+into an edit-mode message (which carries its own button). When it cannot be
+posted the answer still streams; "stop" typed in the thread still works.
+
 *edit*: a placeholder ``chat.postMessage``, then ``chat.update`` with a
 ``markdown`` block and a plain ``text`` fallback, and a Stop button while live.
 
@@ -45,8 +54,11 @@ from adapters.slack.render import (
     card_blocks,
     card_markdown,
     card_text,
+    control_blocks,
+    control_done_blocks,
     stream_closing,
     stream_pieces,
+    text_for,
 )
 from botgateway.card import CardSnapshot
 from botgateway.render import split_parts
@@ -54,6 +66,7 @@ from botgateway.render import split_parts
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
+    from botgateway.budget import RateBudget
     from botgateway.config import SlackConfig
 
 log = structlog.get_logger(__name__)
@@ -75,6 +88,15 @@ _NATIVE_UNAVAILABLE = {
     "team_not_allowed", "access_denied",
 }
 """``chat.startStream`` errors meaning streaming is not available in this workspace (auto mode remembers)."""
+
+_DELETE_RATE_PER_MIN = 50.0
+"""``chat.delete`` is Tier 3 (50+ per minute per workspace)."""
+
+_CONTROL_WAIT_S = 5.0
+"""How long ending a card waits for its Stop control to go away before carrying on (it still goes, in the background)."""
+
+_CONTROL_ATTEMPTS = 3
+"""Tries per control call when Slack throttles it."""
 
 
 def window_limit(calls: float, window_s: float) -> RateLimit:
@@ -159,21 +181,29 @@ class SlackCardSink:
         config: SlackConfig,
         *,
         clock: Callable[[], float] = time.monotonic,
+        budget: RateBudget | None = None,
     ) -> None:
+        """``budget`` is the gateway's :class:`~botgateway.budget.RateBudget`: Stop controls of native
+        streams draw from the same per-channel ``chat.postMessage`` bucket as the cards (None: unpaced)."""
         self._client = client
         self._config = config
         self._clock = clock
+        self._budget = budget
         self.max_chars = config.max_live_bytes
         """Live answer text per message; past it the answer continues in a new thread message."""
         window = config.rate_window_s
         self._update_limit = window_limit(config.update_rate_per_min, window)
         self._append_limit = window_limit(config.append_rate_per_min, window)
         self._post_limit = RateLimit(rate_per_s=config.post_rate_per_s, burst=1)
+        self._delete_limit = window_limit(_DELETE_RATE_PER_MIN, window)
         self._native_unavailable: set[str] = set()
         # Mode per live card, so rate_key names the bucket the next call really uses.
         self._modes: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._converted: OrderedDict[tuple[str, str], CardHandle] = OrderedDict()
+        # Stop controls of native streams, per card (one per turn, kept across continuation parts).
+        self._controls: OrderedDict[tuple[str, str, str, str], _Control] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- budgets ----------------------------------------------------------------
 
@@ -198,6 +228,8 @@ class SlackCardSink:
             try:
                 handle = await self._start_stream(target, snapshot)
                 self._remember(target, "native")
+                if not snapshot.final:
+                    self._open_control(target)
                 return handle
             except RateLimited:
                 raise
@@ -227,9 +259,11 @@ class SlackCardSink:
             try:
                 await self._stop_stream(stream, snapshot)
                 self._streams.pop(_stream_key(handle), None)
-                return handle
             except _StreamBroken as exc:
                 return await self._to_edit(handle, snapshot, str(exc))
+            if not snapshot.continued:  # a continued part: the next part of the same answer keeps the control
+                await self._close_control(handle.target)
+            return handle
         if handle.data.get("mode") is None:
             # Recovered after a restart: we do not know how the message was made; a stream must be stopped.
             try:
@@ -241,6 +275,8 @@ class SlackCardSink:
         self._check_size(snapshot)
         handle = self._edit_handle(handle)
         await self._edit(handle, snapshot)
+        if not snapshot.continued:
+            await self._close_control(handle.target)
         return handle
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
@@ -261,6 +297,18 @@ class SlackCardSink:
                 unfurl_links=False,
                 unfurl_media=False,
             )
+        if not snapshot.continued:
+            await self._close_control(target)
+
+    async def aclose(self) -> None:
+        """Take away Stop controls of cards that never ended and wait for control calls still running."""
+        for key in list(self._controls):
+            self._retire_later(self._controls.pop(key))
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=_CONTROL_WAIT_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
     # --- edit mode -----------------------------------------------------------------
 
@@ -312,6 +360,7 @@ class SlackCardSink:
             await self._client.chat_stopStream(channel=channel, ts=ts)
         except Exception as exc:  # already stopped or expired: editing may still work
             log.debug("slack.stop_stream_ignored", error=slack_error_code(exc) or type(exc).__name__)
+        await self._close_control(handle.target)  # the edited message carries its own Stop button
         edited = CardHandle(card_id=handle.card_id, target=handle.target, data={"mode": "edit", "channel": channel, "ts": ts})
         self._converted[_stream_key(handle)] = edited
         while len(self._converted) > 10_000:
@@ -413,6 +462,133 @@ class SlackCardSink:
         )
         stream.commit()
 
+    # --- the Stop control of a native stream --------------------------------------------
+
+    def _open_control(self, target: CardTarget) -> None:
+        """Post the Stop control for ``target``'s stream in the background (once per card)."""
+        key = _card_key(target)
+        if not self._config.stop_button or not target.turn_id or not target.thread_id or key in self._controls:
+            return
+        control = _Control(channel=target.chat_id, thread_ts=target.thread_id, target=target)
+        self._controls[key] = control
+        while len(self._controls) > 10_000:  # cards that were never finalized
+            self._retire_later(self._controls.popitem(last=False)[1])
+        control.task = self._spawn(self._post_control(control))
+
+    async def _close_control(self, target: CardTarget) -> None:
+        """Take the card's Stop control away; waits a little for it, never raises."""
+        control = self._controls.pop(_card_key(target), None)
+        if control is None:
+            return
+        task = self._retire_later(control)
+        # asyncio.wait never cancels the task: if this call is cancelled or times out, the control still goes.
+        await asyncio.wait({task}, timeout=_CONTROL_WAIT_S)
+
+    def _retire_later(self, control: _Control) -> asyncio.Task[None]:
+        control.ending = True
+        return self._spawn(self._retire(control))
+
+    async def _retire(self, control: _Control) -> None:
+        post = control.task
+        if post is not None and not post.done():
+            if not control.posting and not control.ts:
+                post.cancel()  # still waiting for a post token: the control is simply never posted
+            # A post in flight (or just landed) deletes its own message: it sees ``ending``.
+            await asyncio.wait({post})
+            return
+        if control.ts:
+            await self._delete_control(control)
+
+    async def _post_control(self, control: _Control) -> None:
+        target = control.target
+        key, limit = self.rate_key("create", target)
+        owner = f"slack-control:{target.turn_id}"
+        try:
+            for attempt in range(_CONTROL_ATTEMPTS):
+                if self._budget is not None:
+                    await self._budget.acquire(key, limit, owner)
+                if control.ending:
+                    return  # the answer ended while we waited for the budget: no call at all
+                control.posting = True
+                try:
+                    response = await self._client.chat_postMessage(
+                        channel=control.channel,
+                        thread_ts=control.thread_ts,
+                        text=text_for(target.locale, "working"),
+                        blocks=control_blocks(target.turn_id, target.locale),
+                        unfurl_links=False,
+                        unfurl_media=False,
+                    )
+                except Exception as exc:
+                    error = classify(exc)
+                    if isinstance(error, RateLimited) and attempt + 1 < _CONTROL_ATTEMPTS:
+                        await self._throttled(key, error)
+                        continue
+                    log.warning("slack.stop_control_failed", turn_id=target.turn_id, channel=control.channel,
+                                error=str(error), note="the answer streams without a Stop button; 'stop' in the thread still works")
+                    return
+                finally:
+                    control.posting = False
+                control.ts = str(response.get("ts") or "")
+                control.channel = str(response.get("channel") or control.channel)
+                log.debug("slack.stop_control_posted", turn_id=target.turn_id, ts=control.ts)
+                if control.ending:
+                    await self._delete_control(control)
+                return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("slack.stop_control_crashed", turn_id=target.turn_id)
+
+    async def _delete_control(self, control: _Control) -> None:
+        """Delete the control message; if Slack will not, at least take its button away."""
+        target = control.target
+        team = target.workspace_id or "-"
+        owner = f"slack-control:{target.turn_id}"
+        try:
+            await self._paced(f"slack:{team}:chat.delete", self._delete_limit, owner,
+                              self._client.chat_delete, channel=control.channel, ts=control.ts)
+            log.debug("slack.stop_control_deleted", turn_id=target.turn_id, ts=control.ts)
+            return
+        except CardGone:
+            return  # someone deleted it already
+        except Exception as exc:
+            log.info("slack.stop_control_delete_failed", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
+        try:
+            await self._paced(f"slack:{team}:chat.update", self._update_limit, owner, self._client.chat_update,
+                              channel=control.channel, ts=control.ts, text=text_for(target.locale, "control_done"),
+                              blocks=control_done_blocks(target.locale))
+        except Exception as exc:  # a stale button only earns its presser an "already finished" note
+            log.warning("slack.stop_control_left", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
+
+    async def _paced(self, key: str, limit: RateLimit, owner: str, fn: Any, **kwargs: Any) -> Any:
+        """One call through the shared budget, retried when Slack throttles it; other errors are typed and raised."""
+        for attempt in range(_CONTROL_ATTEMPTS):
+            if self._budget is not None:
+                await self._budget.acquire(key, limit, owner)
+            try:
+                return await fn(**kwargs)
+            except Exception as exc:
+                error = classify(exc)
+                if not isinstance(error, RateLimited) or attempt + 1 >= _CONTROL_ATTEMPTS:
+                    raise error from None
+                await self._throttled(key, error)
+        raise AssertionError("unreachable")
+
+    async def _throttled(self, key: str, error: RateLimited) -> None:
+        """Slack throttled a control call: pause the shared bucket (every caller would be throttled too)."""
+        pause = error.retry_after if error.retry_after and error.retry_after > 0 else 1.0
+        if self._budget is not None:
+            self._budget.pause(key, pause)
+        else:
+            await asyncio.sleep(min(pause, _CONTROL_WAIT_S))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
     async def _stream_call(self, method: str, fn: Any, *, workspace_id: str = "", **kwargs: Any) -> str:
         """Call a stream method; throttling propagates, anything else breaks the stream."""
         try:
@@ -488,6 +664,24 @@ class _Stream:
         if self._pending is not None:
             self.sent, self.tasks = self._pending
             self._pending = None
+
+
+class _Control:
+    """The Stop control message of one native stream (mutable; owned by the sink)."""
+
+    def __init__(self, *, channel: str, thread_ts: str, target: CardTarget) -> None:
+        self.channel = channel
+        self.thread_ts = thread_ts
+        self.target = target
+        """The card the control stops (its turn id is the button's value)."""
+        self.ts = ""
+        """The control message once posted."""
+        self.task: asyncio.Task[None] | None = None
+        """The background post."""
+        self.posting = False
+        """True while ``chat.postMessage`` is in flight (it cannot be taken back, only deleted after)."""
+        self.ending = False
+        """The card ended: do not post; delete what was posted."""
 
 
 def _recipient_team(target: CardTarget) -> str | None:

@@ -11,7 +11,8 @@ behaves like Slack where it matters for the card pipeline:
   ``ok:false, error: ratelimited`` bodies or HTTP 429 with ``Retry-After``;
 * ``fail(method, ...)`` injects errors (``ok:false`` codes, HTTP 5xx);
 * ``chat.startStream`` / ``appendStream`` / ``stopStream`` keep the streamed
-  markdown and task updates of a message;
+  markdown and task updates of a message; ``chat.delete`` removes a message
+  (kept in :attr:`FakeSlack.deleted`);
 * ``apps.connections.open`` hands out a ``ws://127.0.0.1:…`` URL served here;
   :meth:`FakeSlack.push` sends an envelope and :meth:`FakeSlack.wait_ack`
   waits for the app's acknowledgement of that ``envelope_id``.
@@ -165,6 +166,8 @@ class FakeSlack:
         """False refuses websocket connections (a proxy that blocks them)."""
         self.calls: list[Call] = []
         self.messages: dict[tuple[str, str], Message] = {}
+        self.deleted: list[Message] = []
+        """Messages removed with ``chat.delete``, in order."""
         self.ephemerals: list[dict[str, Any]] = []
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
@@ -492,6 +495,13 @@ class FakeSlack:
             msg.blocks = list(blocks)
         msg.versions.append(msg.markdown())
         return {"channel": msg.channel, "ts": msg.ts, "text": text}
+
+    def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        msg = self.messages.pop((str(args.get("channel")), str(args.get("ts"))), None)
+        if msg is None:
+            return "message_not_found"
+        self.deleted.append(msg)
+        return {"channel": msg.channel, "ts": msg.ts}
 
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any] | str:
         self.ephemerals.append(args)

@@ -55,6 +55,7 @@ class Env:
 
     fake: FakeSlack
     llm: ScriptedLLMServer
+    budget: RateBudget
     store: SqliteStore
     gateway: Gateway
     adapter: SlackAdapter
@@ -126,12 +127,14 @@ async def slack_env(
     llm = LLMClient(config.llm, base_url=llm_url)
     loop = ToolLoop(llm, ToolRegistry([find_server, inventory_lookup]), memory, max_rounds=4, system_prompt="sys")
     extra = {"access": access} if access is not None else {}
-    gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, model_label="test", **extra)
+    budget = RateBudget()  # one per process, as in ``botgateway run``: cards and Stop controls share it
+    gateway = Gateway(loop=loop, store=store, budget=budget, config=config, model_label="test", **extra)
     deliveries: asyncio.Queue[Delivery] = asyncio.Queue()
-    adapter = SlackAdapter(config.adapters.slack, store=store, http_port=http_port, observer=deliveries.put_nowait)
+    adapter = SlackAdapter(config.adapters.slack, store=store, http_port=http_port, observer=deliveries.put_nowait,
+                           budget=budget)
     await adapter.start(gateway)
     try:
-        yield Env(fake, llm_server, store, gateway, adapter, config, deliveries)
+        yield Env(fake, llm_server, budget, store, gateway, adapter, config, deliveries)
     finally:
         await gateway.aclose()  # cards are finished while the adapter can still reach Slack
         await adapter.stop()
@@ -145,6 +148,11 @@ def answer_of(markdown: str) -> str:
     """The answer part of an edit-mode card: asker line and cursor removed."""
     text = re.sub(r"^@\S+\n\n", "", markdown)
     return text.replace("\n" + CURSOR, "").replace(CURSOR, "")
+
+
+def controls(env: Env, channel: str, thread_ts: str) -> list[Message]:
+    """Stop controls of native streams in a thread: plain bot messages with a Stop button."""
+    return [m for m in replies(env, channel, thread_ts) if not m.stream and m.buttons()]
 
 
 def replies(env: Env, channel: str, thread_ts: str | None) -> list[Message]:
