@@ -1,7 +1,7 @@
 """The orchestrator: serves the fakes, runs each strategy in a fresh worker process, builds the report.
 
 The scripted model (:class:`~botgateway.scripted_server.ScriptedLLMServer`)
-and the fake card API (:class:`~bench.card_api.FakeCardApi`) run here, in this
+and the fake card API (:class:`~botgateway.testing.card_api.FakeCardAPI`) run here, in this
 process's event loop; each strategy's pipeline runs in its own subprocess
 (:mod:`bench.worker`). So the worker's CPU time and peak RSS are the
 pipeline's alone, and every strategy starts from a fresh process, fresh
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from botgateway.scripted_server import ScriptedLLMServer
+from botgateway.testing.card_api import FakeCardAPI
 
 from bench.analysis import acceptance, analyze_strategy
-from bench.card_api import FakeCardApi
 from bench.model import make_answers, make_responder
 from bench.settings import BenchSettings
 
@@ -101,7 +101,17 @@ def _tail(path: Path, lines: int = 15) -> str:
 async def run_strategy(settings: BenchSettings, strategy: str, answers: list[str], tmp: Path, index: int) -> dict[str, Any]:
     """Serve fresh fakes, run ``strategy`` in a worker, and analyze what happened."""
     low, high = settings.latency_ms
-    api = FakeCardApi(qps=settings.qps, burst=settings.effective_server_burst, latency_ms=(low, high), seed=settings.seed + index)
+    api = FakeCardAPI(
+        rate_per_s=settings.qps,
+        burst=settings.effective_server_burst,
+        one_bucket=True,  # one budget for the whole app, like DingTalk's card API
+        retry_after_s=1.0,
+        latency_s=low / 1000.0,
+        jitter_s=(high - low) / 1000.0,
+        max_text=8000,
+        keep_bodies=False,  # thousands of calls: keep the numbers, not every rendered card
+        seed=settings.seed + index,
+    )
     llm = ScriptedLLMServer(responder=make_responder(settings, answers), model="bench-model")
     card_url = await api.start()
     llm_url = await llm.start()

@@ -28,6 +28,7 @@ import aiohttp
 import structlog
 
 from adapters.base import CardTarget, RateLimit
+from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.card import CardState
 from botgateway.config import BufferPolicyConfig, CardConfig, LLMConfig, MemoryConfig, load_config
@@ -37,9 +38,9 @@ from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
 from botgateway.stores import open_store
 from botgateway.streaming import BufferPolicy, CardStreamer
+from botgateway.testing.card_api import HttpCardSink
 from botgateway.tooling import ToolContext, ToolRegistry
 
-from bench.card_api import HttpCardSink
 from bench.model import make_lookup_tool, user_text
 from bench.settings import BenchSettings
 
@@ -164,12 +165,18 @@ async def run_strategy(settings: BenchSettings, strategy: str, llm_url: str, car
         loop = ToolLoop(llm, tools, memory, max_rounds=settings.tool_rounds + 1, system_prompt="You are a benchmark.")
         connector = aiohttp.TCPConnector(limit=0, force_close=False)
         session = aiohttp.ClientSession(connector=connector)
+        # One budget for every call of the app, as the fake (and DingTalk's card API) counts them.
         sink = HttpCardSink(
             card_url,
-            session,
-            RateLimit(rate_per_s=settings.qps, burst=settings.client_burst),
+            session=session,
+            rate=RateLimit(rate_per_s=settings.qps, burst=settings.client_burst),
+            one_bucket=True,
+            platform="benchcard",
+            app_key="bench-app",
         )
         budget = RateBudget() if strategy != "every-chunk" else None
+        # Cards closed after a fallback delivery; whatever still runs at the end is cancelled.
+        background = BackgroundTasks()
         traces = [TurnTrace(turn=i, turn_id=f"{strategy}-{i}") for i in range(settings.turns)]
 
         async def one(trace: TurnTrace) -> None:
@@ -190,7 +197,9 @@ async def run_strategy(settings: BenchSettings, strategy: str, llm_url: str, car
                 model_label="bench model",
                 asker=target.user_name,
             )
-            streamer = CardStreamer(sink, target, policy=policy, budget=budget, state=state, final_deadline_s=deadline)
+            streamer = CardStreamer(
+                sink, target, policy=policy, budget=budget, state=state, final_deadline_s=deadline, background=background
+            )
             ctx = ToolContext(user_id=target.user_id, platform=sink.platform, conversation_id=f"conv-{trace.turn}", chat_id=target.chat_id, is_group=True)
             if settings.ramp_s:
                 # Simulated arrival time of this question, not synchronization.
@@ -216,6 +225,7 @@ async def run_strategy(settings: BenchSettings, strategy: str, llm_url: str, car
         finally:
             wall = time.monotonic() - wall_before
             cpu = _cpu_s() - cpu_before
+            await background.aclose()
             await session.close()
             await llm.aclose()
             await store.close()

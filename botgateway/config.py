@@ -202,6 +202,9 @@ class CardConfig(Section):
     """Show round n/N · tokens · elapsed."""
     final_deadline_s: float = Field(30.0, gt=0)
     """How long the final update is retried before it is delivered as a new message."""
+    late_close_s: float = Field(300.0, ge=0)
+    """After such a fallback, how long the card itself keeps being closed in the background
+    (ending with a note pointing at the message); 0 leaves it to start-up recovery."""
 
 
 SessionScope = Literal["thread", "chat", "user"]
@@ -291,7 +294,7 @@ class SlackConfig(AdapterBase):
     rate_window_s: float = Field(60.0, gt=0)
     """The window the ``*_per_min`` budgets are counted over (Slack counts per minute; tests shrink it)."""
     stop_button: bool = True
-    """Show a Stop button on the live message (edit mode)."""
+    """Show a Stop button while an answer is live (edit mode: on the message; native: in a control message below it)."""
     status_text: str = ""
     """Assistant-pane status while working (empty: "is thinking…" in the card's language)."""
     max_live_bytes: int = Field(3500, ge=500)

@@ -26,6 +26,7 @@ import structlog
 from adapters.base import CardHandle, CardSink, CardTarget
 from botgateway import render
 from botgateway.access import AccessHook, allow_all
+from botgateway.background import BackgroundTasks
 from botgateway.card import CardSnapshot, CardState
 from botgateway.config import Config, SessionScope
 from botgateway.events import (
@@ -164,6 +165,8 @@ class _Turn:
         self.task: asyncio.Task[None] | None = None
         self.stop_note = ""
         self.running = False
+        self.stop_requested = False
+        self.entered = False
         self.started_at = time.time()
         self.tool_calls: dict[str, dict[str, Any]] = {}
         self.prompt_tokens = 0
@@ -216,6 +219,8 @@ class Gateway:
         self._conversations: dict[str, list[_Turn]] = {}
         self._turns: dict[str, _Turn] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._background = BackgroundTasks()
+        """Cards being closed after a fallback delivery; cancelled at shutdown (recovery closes them next start)."""
         self._closing = False
 
     # --- public API -------------------------------------------------------------
@@ -368,6 +373,9 @@ class Gateway:
             if pending:
                 log.warning("gateway.close_timeout", unfinished=len(pending))
                 await asyncio.wait(pending, timeout=2)
+                # finish() shields the final delivery from its caller: end it here, or it outlives us
+                await asyncio.gather(*(t.streamer.aclose() for t in turns if t.task in pending), return_exceptions=True)
+        await self._background.aclose()
 
     # --- internals ---------------------------------------------------------------
 
@@ -406,6 +414,8 @@ class Gateway:
             state=state,
             final_deadline_s=card.final_deadline_s,
             store=self._store,
+            late_close_s=card.late_close_s,
+            background=self._background,
         )
         return _Turn(msg, turn_id, sink, state, streamer)
 
@@ -413,8 +423,12 @@ class Gateway:
         if note is None:
             note = "" if not stopped_by or stopped_by == turn.user_id else render.t(turn.msg.target.locale, "stopped_by", asker=stopped_by)
         turn.stop_note = note
+        # The flag backs up the cancellation: an await that completes at the same moment may absorb it.
+        turn.stop_requested = True
         log.info("gateway.stopping", turn_id=turn.turn_id, by=stopped_by or "gateway")
-        if turn.task is not None and not turn.task.done():
+        # A task cancelled before its first step never runs its body, so its card would
+        # never be finished; until then the flag alone stops it.
+        if turn.task is not None and not turn.task.done() and turn.entered:
             turn.task.cancel()
 
     async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
@@ -456,6 +470,7 @@ class Gateway:
         task.add_done_callback(self._side_tasks.discard)
 
     async def _run(self, turn: _Turn) -> None:
+        turn.entered = True
         msg = turn.msg
         metrics: Any = None
         started = time.monotonic()
@@ -468,6 +483,8 @@ class Gateway:
             try:
                 try:
                     await turn.streamer.start()
+                    if turn.stop_requested:
+                        raise asyncio.CancelledError
                     if not turn.go.is_set():
                         await turn.go.wait()
                         turn.state.mark_started()
@@ -476,7 +493,11 @@ class Gateway:
                         turn.running = True
                         started = time.monotonic()
                         turn.started_at = time.time()
+                        if turn.stop_requested:
+                            raise asyncio.CancelledError
                         async for event in self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id):
+                            if turn.stop_requested:
+                                raise asyncio.CancelledError
                             turn.observe(event)
                             await turn.streamer.feed(event)
                 except asyncio.CancelledError:

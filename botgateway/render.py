@@ -49,6 +49,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "partial_note": "(partial answer)",
         "continued": "(continued in the next message ↓)",
         "continuation": "(continued, part {part})",
+        "answer_below": "↓ The full answer was posted as a new message below.",
         "asker": "@{asker}",
     },
     "zh-CN": {
@@ -75,6 +76,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "partial_note": "（部分回答）",
         "continued": "（接下一条消息 ↓）",
         "continuation": "（续，第 {part} 部分）",
+        "answer_below": "↓ 完整回答已作为新消息发在下方。",
         "asker": "@{asker}",
     },
 }

@@ -13,7 +13,12 @@ It decides *when* the card changes, never *what* it says (that is
   are retried with jittered exponential backoff;
 - a long answer continues in a new card (part 2, 3…) instead of being cut;
 - the final snapshot is retried until ``final_deadline_s``, then delivered
-  through ``sink.fallback``. A final answer is never lost.
+  through ``sink.fallback``. A final answer is never lost;
+- a card whose answer went out as a fallback message is still closed, in the
+  background (for ``late_close_s``, with backoff, through the same budget):
+  it ends final with a short note pointing at the message below, so no card
+  keeps spinning. Its open-card record leaves the Store only once it is final;
+  if closing never succeeds, start-up recovery closes it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from adapters.base import (
     TooLong,
     TransientError,
 )
+from botgateway import render
+from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.card import CardSnapshot, CardState, Narration, Phase
 from botgateway.config import BufferPolicyConfig
@@ -130,6 +137,11 @@ class CardStreamer:
     final snapshot, returns :class:`CardMetrics`). ``finish`` is idempotent and
     safe after the turn was cancelled; cancelling ``finish`` itself does not
     stop the final delivery.
+
+    When the final answer had to go out through the fallback, ``finish``
+    returns once it did, and the card itself is closed in a background task
+    (tracked by ``background`` when given): :meth:`wait_closed` waits for it,
+    :meth:`aclose` (shutdown) cancels it.
     """
 
     def __init__(
@@ -146,6 +158,10 @@ class CardStreamer:
         backoff_base_s: float = 0.25,
         backoff_max_s: float = 5.0,
         start_timeout_s: float = 3.0,
+        late_close_s: float = 300.0,
+        late_backoff_base_s: float = 2.0,
+        late_backoff_max_s: float = 60.0,
+        background: BackgroundTasks | None = None,
     ) -> None:
         self.sink = sink
         self.target = target
@@ -161,6 +177,12 @@ class CardStreamer:
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
         self._start_timeout_s = start_timeout_s
+        self.late_close_s = late_close_s
+        """After a fallback delivery, how long the card keeps being closed in the background (0: never)."""
+        self._late_backoff_base_s = late_backoff_base_s
+        self._late_backoff_max_s = late_backoff_max_s
+        self._background = background
+        self._late_tasks: list[asyncio.Task[bool]] = []
         self._throttle_streak = 0
         self._capacity = max(int(sink.max_chars), MIN_PART_CHARS)
         # The card being streamed and what earlier parts already showed.
@@ -170,6 +192,7 @@ class CardStreamer:
         self._part_offset = 0
         self._part_epoch = 0
         self._gone = False
+        self._vanished = False  # the platform said the card no longer exists (not just "cannot update")
         self._open_ids: list[str] = []
         # Pacing.
         self._phase: Phase = state.phase
@@ -206,7 +229,10 @@ class CardStreamer:
             return
         self._worker = asyncio.create_task(self._run(), name=f"card-streamer:{self._owner}")
         try:
-            await asyncio.wait_for(self._created.wait(), self._start_timeout_s)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (a user's
+            # stop) that arrives just as the card is created.
+            async with asyncio.timeout(self._start_timeout_s):
+                await self._created.wait()
         except TimeoutError:
             log.info("card.create_slow", platform=self.target.platform, waited_s=self._start_timeout_s)
 
@@ -253,6 +279,37 @@ class CardStreamer:
         # Shielded: a cancelled caller must not abort the delivery of the final answer.
         await asyncio.shield(self._worker)
         return self.metrics
+
+    @property
+    def closing(self) -> bool:
+        """True while a card of this turn is being closed in the background (after a fallback delivery)."""
+        return any(not task.done() for task in self._late_tasks)
+
+    async def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait for the background closing of cards whose answer went out as a fallback.
+
+        True when every such card ended final (or there was none); False when
+        closing gave up, was cancelled, or ``timeout`` passed first.
+        """
+        tasks = list(self._late_tasks)
+        if not tasks:
+            return True
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
+        if pending:
+            return False
+        return all(not task.cancelled() and task.exception() is None and task.result() for task in done)
+
+    async def aclose(self) -> None:
+        """Cancel whatever this streamer still runs (final delivery, background closing) and wait for it.
+
+        For shutdown, after :meth:`finish`. A card not final by then keeps its
+        open-card record in the Store, so start-up recovery closes it.
+        """
+        tasks = [t for t in (self._worker, *self._late_tasks) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- pacing -------------------------------------------------------------
 
@@ -349,6 +406,7 @@ class CardStreamer:
         self._part += 1
         self._handle = None
         self._gone = False
+        self._vanished = False
 
     def _capped_view(self) -> CardSnapshot:
         """The current part, its answer cut to fit one card (the rest shows in the next part)."""
@@ -438,6 +496,7 @@ class CardStreamer:
         else:
             log.warning("card.live_updates_stopped", platform=self.target.platform, reason=outcome)
             self._gone = True
+            self._vanished = outcome == "gone"
 
     async def _roll_over(self, part_answer: str) -> None:
         """Close the current card at a clean split point and open the next part."""
@@ -489,7 +548,10 @@ class CardStreamer:
                     if self._shrink(cut):
                         continue
                     # Even a minimal part is refused (huge tool lines?): send it as plain messages.
-                    outcome = "fallback" if await self._fallback(snapshot) else "lost"
+                    sent = await self._fallback(snapshot)
+                    outcome = "fallback" if sent else "lost"
+                    if self._handle is not None and not self._vanished:
+                        self._close_later(self._handle, snapshot, delivered=sent)
                 delivered = delivered and outcome != "lost"
                 if last:
                     break
@@ -532,11 +594,93 @@ class CardStreamer:
                 return "too_long"
             if outcome == "gone":
                 await self._forget_open(handle)
+                handle = None
             log.warning("card.finalize_failed", platform=self.target.platform, part=snapshot.part, reason=outcome)
-        elif handle is not None:
+        elif handle is not None and self._vanished:
             # The card vanished during live updates: nothing left to finalize.
             await self._forget_open(handle)
-        return "fallback" if await self._fallback(snapshot) else "lost"
+            handle = None
+        sent = await self._fallback(snapshot)
+        if handle is not None:
+            # The answer went out another way, but the card still shows its live state: close it later.
+            self._close_later(handle, snapshot, delivered=sent)
+        return "fallback" if sent else "lost"
+
+    # --- closing a card after a fallback delivery ---------------------------------
+
+    def _close_later(self, handle: CardHandle, snapshot: CardSnapshot, *, delivered: bool) -> None:
+        """Finalize ``handle``'s card in the background: with a note pointing at the fallback
+        message when that went out, else with ``snapshot`` itself (the answer, one more chance)."""
+        if self.late_close_s <= 0:
+            return  # the open-card record stays: start-up recovery closes the card
+        closing = self._note_view(snapshot) if delivered else snapshot
+        task = asyncio.create_task(self._close_late(handle, closing), name=f"card-close:{self._owner}:{handle.card_id}")
+        self._late_tasks.append(task)
+        if self._background is not None:
+            self._background.track(task)
+
+    @staticmethod
+    def _note_view(snapshot: CardSnapshot) -> CardSnapshot:
+        """The card's closing content: final, no answer, a note that the answer is in the message below."""
+        note = render.t(snapshot.locale, "answer_below")
+        return replace(
+            snapshot,
+            status=snapshot.status if snapshot.final else "done",
+            answer="",
+            thought="",
+            continued=False,
+            error=f"{snapshot.error}\n\n{note}" if snapshot.error else note,
+            seq=snapshot.seq + 1,
+        )
+
+    async def _close_late(self, handle: CardHandle, snapshot: CardSnapshot) -> bool:
+        """Retry finalizing ``handle`` with backoff for ``late_close_s``; True once the card is final.
+
+        Every attempt draws from the shared budget at priority, like any final
+        update. The open-card record is removed only once the card is final
+        (or the platform says it is gone); when this gives up, the record stays
+        for start-up recovery.
+        """
+        give_up_at = time.monotonic() + self.late_close_s
+        attempt = 0
+        outcome = "timeout"
+        closed = False
+        log.info("card.close_scheduled", platform=self.target.platform, turn_id=self.target.turn_id, card_id=handle.card_id)
+        while True:
+            # The platform just refused this card for final_deadline_s: give it a moment before each try.
+            delay = self._backoff(attempt, base=self._late_backoff_base_s, cap=self._late_backoff_max_s)
+            remaining = give_up_at - time.monotonic()
+            if remaining <= 0:
+                break
+            await asyncio.sleep(min(delay, remaining))
+            attempt += 1
+
+            async def finalize(current: CardSnapshot = snapshot) -> None:
+                await self.sink.finalize(handle, current)
+
+            # Each attempt gets a full final deadline (budget wait and call), even the last one.
+            deadline = time.monotonic() + max(self.final_deadline_s, 1.0)
+            outcome = await self._call("finalize", finalize, snapshot, deadline=deadline, retry=False)
+            if outcome in ("ok", "gone"):
+                # "gone": deleted, or already final (an earlier finalize that timed out here did land).
+                await self._forget_open(handle)
+                closed = True
+                break
+            if outcome == "too_long" and snapshot.blocks:
+                snapshot = replace(snapshot, blocks=())  # the note alone, then
+                continue
+            if outcome in ("too_long", "failed"):
+                break  # refused for good: retrying the same call cannot help
+        # Giving up leaves the open-card record in the Store: start-up recovery closes the card.
+        (log.info if closed else log.warning)(
+            "card.closed_late" if closed else "card.close_gave_up",
+            platform=self.target.platform,
+            turn_id=self.target.turn_id,
+            card_id=handle.card_id,
+            attempts=attempt,
+            outcome=outcome,
+        )
+        return closed
 
     async def _fallback(self, snapshot: CardSnapshot) -> bool:
         """Send ``snapshot`` as plain message(s), split to fit; True when all of it went out."""
@@ -575,9 +719,11 @@ class CardStreamer:
 
     # --- one sink call, paced and retried -------------------------------------
 
-    def _backoff(self, attempt: int) -> float:
-        """Jittered exponential backoff: base·2^attempt, capped, times 0.5–1.0."""
-        raw = min(self._backoff_max_s, self._backoff_base_s * (2 ** max(attempt, 0)))
+    def _backoff(self, attempt: int, *, base: float | None = None, cap: float | None = None) -> float:
+        """Jittered exponential backoff: base·2^attempt, capped, times 0.5–1.0 (the live/final pacing by default)."""
+        base = self._backoff_base_s if base is None else base
+        cap = self._backoff_max_s if cap is None else cap
+        raw = min(cap, base * (2 ** max(attempt, 0)))
         return raw * random.uniform(0.5, 1.0)
 
     async def _acquire(self, op: CardOp, *, deadline: float | None, interruptible: bool) -> bool | None:

@@ -17,13 +17,23 @@ import pytest
 from rich.console import Console
 
 from bench.analysis import analyze_strategy, percentile
-from bench.card_api import ApiCall, CardRecord, FakeCardApi
 from bench.model import make_answers
 from bench.report import print_report, write_chart, write_json
 from bench.runner import run_benchmark
 from bench.settings import STRATEGIES, BenchSettings, parse_settings
+from botgateway.testing.card_api import CallRecord, FakeCard, FakeCardAPI
 
 SUMMARY_KEYS = {"p50", "p99", "max", "n"}
+
+
+def _card(answer: str, finalized_at: float) -> FakeCard:
+    snapshot = {"part": 1, "answer": answer, "status": "done"}
+    return FakeCard("c1", {"turn_id": "ours-0"}, snapshot, answer, finalized_at=finalized_at)
+
+
+def _call(op: str, arrived: float, status: int, answered: float, answer_len: int, has_output: bool) -> CallRecord:
+    return CallRecord(op, "c1", arrived, turn_id="ours-0", answer_len=answer_len, has_output=has_output,
+                      status=status, answered_at=answered)  # fmt: skip
 STRATEGY_KEYS = {
     "turns", "wall_s", "first_visible_s", "staleness_s", "ask_to_card_s", "final_latency_s",
     "api_calls", "api_calls_accepted", "api_calls_per_turn", "throttled", "delivered", "delivery_rate",
@@ -98,12 +108,12 @@ async def test_small_run_reports_every_strategy_and_ours_delivers_exactly(small_
 
 def test_staleness_is_per_character_delay_from_generation_to_visibility() -> None:
     """Two characters generated at t=1 and t=2, shown together at t=3: delays 2 s and 1 s."""
-    api = FakeCardApi()
-    api.cards["c1"] = CardRecord(card_id="c1", turn_id="ours-0", part=1, answer="ab", status="done", finalized_at=3.0)
+    api = FakeCardAPI()
+    api.cards["c1"] = _card("ab", finalized_at=3.0)
     api.calls += [
-        ApiCall("create", "ours-0", "c1", 0.0, 200, 0.5, 0, False),
-        ApiCall("update", "ours-0", "c1", 2.5, 429, None, 2, True),
-        ApiCall("finalize", "ours-0", "c1", 2.9, 200, 3.0, 2, True),
+        _call("create", 0.0, 200, 0.5, 0, False),
+        _call("update", 2.5, 429, 2.6, 2, True),  # throttled: never visible
+        _call("finalize", 2.9, 200, 3.0, 2, True),
     ]
     trace = {
         "turn": 0, "turn_id": "ours-0", "started_at": 0.0, "first_output_at": 1.0,
@@ -122,9 +132,9 @@ def test_staleness_is_per_character_delay_from_generation_to_visibility() -> Non
 
 
 def test_a_card_showing_other_text_is_not_delivered() -> None:
-    api = FakeCardApi()
-    api.cards["c1"] = CardRecord(card_id="c1", turn_id="ours-0", part=1, answer="a", status="done", finalized_at=3.0)
-    api.calls.append(ApiCall("finalize", "ours-0", "c1", 2.9, 200, 3.0, 1, True))
+    api = FakeCardAPI()
+    api.cards["c1"] = _card("a", finalized_at=3.0)
+    api.calls.append(_call("finalize", 2.9, 200, 3.0, 1, True))
     trace = {
         "turn": 0, "turn_id": "ours-0", "started_at": 0.0, "first_output_at": 1.0,
         "answer_deltas": [[1.0, 2]], "chunks": 1, "ended_at": 2.0, "outcome": "done",

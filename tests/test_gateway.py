@@ -385,3 +385,49 @@ async def test_a_crashing_turn_still_ends_its_card_as_failed_in_plain_words(tmp_
     assert "Traceback" not in card.error and "malformed" not in card.error
     assert sink.ops(sub.turn_id)[-1] == "finalize"
     assert open_cards == []
+
+
+async def test_shutdown_cancels_closing_a_card_whose_answer_went_out_as_a_message(tmp_path) -> None:
+    async with ScriptedLLMServer() as server:
+        config = parse_config(
+            {
+                "llm": {"provider": "custom", "base_url": server.base_url, "model": "m", "max_rounds": 4},
+                "card": {"final_deadline_s": 0.3, "late_close_s": 600},
+            },
+            env={},
+        )
+        store = SqliteStore(tmp_path / "gw.db")
+        await store.open()
+        memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
+        llm = LLMClient(config.llm, base_url=server.base_url)
+        loop = ToolLoop(llm, ToolRegistry([find_server]), memory, max_rounds=4, system_prompt="sys")
+        gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config)
+        sink = FlakySink()  # no card can be finalized: every answer goes out as a plain message
+        h = Harness(server, store, memory, gateway, sink, BufferPolicy.from_config(), config)
+        try:
+            server.enqueue(Script.text("web-1 it is"))
+            sub = await h.submit("which server?")
+            outcome = await asyncio.wait_for(sub.done, 10)
+            assert outcome.outcome == "done" and [s.answer for s in sink.fallbacks()] == ["web-1 it is"]
+            # The card is still being closed in the background, so it is still on record.
+            assert [c.turn_id for c in await store.open_cards()] == [sub.turn_id]
+            await asyncio.wait_for(gateway.aclose(), 5)  # shutdown does not wait out late_close_s
+            assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("card-close")]
+            left = await store.open_cards()
+        finally:
+            await gateway.aclose()
+            await llm.aclose()
+            await store.close()
+    assert [c.turn_id for c in left] == [sub.turn_id]  # left for start-up recovery to close
+
+
+async def test_stop_while_the_card_is_being_created_stops_before_the_model_is_asked(tmp_path) -> None:
+    async for h in _harness(tmp_path, ScriptedLLMServer()):
+        h.sink = RecordingSink(latency_s=0.2)
+        h.server.enqueue(Script.text("should never be streamed"))
+        sub = await h.submit("hi")
+        assert await h.gateway.stop_turn(sub.turn_id, "alice")
+        outcome = await asyncio.wait_for(sub.done, 10)
+        assert outcome.outcome == "stopped"
+        assert h.server.requests == []
+        assert h.sink.card_for(sub.turn_id).status == "stopped"

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from adapters.base import CardTarget, RateLimit
+from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.card import CardState
 from botgateway.config import BufferPolicyConfig, PhasePolicy
@@ -24,7 +25,7 @@ from botgateway.events import (
 )
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.streaming import BufferPolicy, CardStreamer, PhaseRule
-from tests.fakes.card_api import FakeCardAPI, HttpCardSink
+from botgateway.testing.card_api import FakeCardAPI, HttpCardSink
 
 FAST = RateLimit(rate_per_s=1000.0, burst=100)
 """A budget that never gets in the way (for tests about something else)."""
@@ -42,6 +43,8 @@ def streamer(
     deadline: float = 5.0,
     store: SqliteStore | None = None,
     unpaced: bool = False,
+    late_close_s: float = 10.0,
+    background: BackgroundTasks | None = None,
 ) -> CardStreamer:
     return CardStreamer(
         sink,
@@ -53,6 +56,10 @@ def streamer(
         store=store,
         backoff_base_s=0.02,
         backoff_max_s=0.2,
+        late_close_s=late_close_s,
+        late_backoff_base_s=0.02,
+        late_backoff_max_s=0.1,
+        background=background,
     )
 
 
@@ -254,9 +261,10 @@ async def test_final_deadline_passes_then_fallback_message_delivers() -> None:
         await card.feed(AnswerDelta("the answer"))
         await card.feed(TurnDone(TurnResult("the answer is 42")))
         metrics = await card.finish()
+        await card.aclose()  # the card itself is never finalized here: stop trying
     assert len(api.calls_of("finalize")) >= 2  # retried, not given up at once
-    assert [m["snapshot"]["answer"] for m in api.messages] == ["the answer is 42"]
-    assert "the answer is 42" in api.messages[0]["text"]
+    assert [m.answer for m in api.messages] == ["the answer is 42"]
+    assert "the answer is 42" in api.messages[0].text
     assert metrics.fallback_used and metrics.delivered
 
 
@@ -276,9 +284,104 @@ async def test_card_gone_stops_live_updates_and_falls_back_at_the_end() -> None:
     assert len(api.calls_of("update")) == 1  # no more live updates once the card is gone
     assert api.calls_of("finalize") == []
     assert len(api.messages) == 1
-    assert api.messages[0]["snapshot"]["answer"] == "The answer is 42, and here is why."
-    assert api.messages[0]["snapshot"]["status"] == "done"
+    assert api.messages[0].answer == "The answer is 42, and here is why."
+    assert api.messages[0].status == "done"
     assert metrics.fallback_used and metrics.delivered
+
+
+# --- no card spins forever: closing the card after a fallback delivery -----------
+
+NOTE = {"en": "The full answer was posted as a new message below.", "zh-CN": "完整回答已作为新消息发在下方"}
+
+
+@pytest.mark.parametrize("locale", ["en", "zh-CN"])
+async def test_card_left_live_by_a_fallback_is_closed_later_with_a_note(tmp_path, locale: str) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    try:
+        async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+            api.fail("finalize", 500, times=10_000)  # the platform cannot finalize cards for a while
+            card = streamer(sink, deadline=0.3, store=store, state=CardState(locale=locale))
+            await card.start()
+            card_id = card.handle.card_id
+            await card.feed(RoundStarted(1, 8))
+            await card.feed(AnswerDelta("the answer"))
+            await api.wait_for(lambda a: any(c.answer == "the answer" for c in a.calls_of("update")))
+            await card.feed(TurnDone(TurnResult("the answer is 42")))
+            metrics = await card.finish()
+            # The answer arrived, as a new message…
+            assert [m.answer for m in api.messages] == ["the answer is 42"]
+            assert metrics.fallback_used and metrics.delivered
+            # …while the card still shows its live state and stays on record, being closed in the background.
+            assert card.closing and not api.cards[card_id].finalized
+            tried = len(api.calls_of("finalize"))
+            await api.wait_for(lambda a: len(a.calls_of("finalize")) >= tried + 2)  # late attempts, failing
+            assert not api.cards[card_id].finalized
+            assert [c.card_id for c in await store.open_cards()] == [card_id]
+            api.clear_failures("finalize")  # the platform recovers
+            assert await card.wait_closed(timeout=5)
+            assert not card.closing
+        shown = api.cards[card_id]
+        assert shown.finalized and shown.status == "done" and shown.answer == ""
+        assert NOTE[locale] in shown.text and "▌" not in shown.text
+        assert shown.seq > api.calls_of("update")[-1].body["snapshot"]["seq"]
+        assert api.messages[0].visible_at <= shown.finalized_at
+        assert await store.open_cards() == []  # removed only now that the card is final
+    finally:
+        await store.close()
+
+
+async def test_card_that_cannot_be_closed_stays_on_record_for_start_up_recovery(tmp_path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    try:
+        async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+            api.fail("finalize", 503, times=10_000)
+            card = streamer(sink, deadline=0.2, store=store, late_close_s=0.6)
+            await card.start()
+            await card.feed(AnswerDelta("ok"))
+            await card.feed(TurnDone(TurnResult("ok")))
+            await card.finish()
+            assert await card.wait_closed(timeout=5) is False  # gave up after late_close_s
+            tried = len(api.calls_of("finalize"))
+        assert tried >= 3 and api.messages[0].answer == "ok"
+        assert [c.turn_id for c in await store.open_cards()] == ["t1"]
+    finally:
+        await store.close()
+
+
+async def test_closing_after_a_lost_fallback_puts_the_answer_on_the_card(tmp_path) -> None:
+    async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+        api.fail("finalize", 500, times=10_000)
+        api.fail("fallback", 500, times=10_000)
+        card = streamer(sink, deadline=0.2)
+        await card.start()
+        await card.feed(AnswerDelta("the answer"))
+        await card.feed(TurnDone(TurnResult("the answer is 42")))
+        metrics = await card.finish()
+        assert not metrics.delivered and api.messages == []
+        api.clear_failures()
+        assert await card.wait_closed(timeout=5)
+    shown = api.cards_for("t1")[0]
+    assert shown.finalized and shown.answer == "the answer is 42" and shown.status == "done"
+
+
+async def test_shutdown_cancels_background_closing_and_keeps_the_record(tmp_path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    background = BackgroundTasks()
+    try:
+        async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+            api.fail("finalize", 500, times=10_000)
+            card = streamer(sink, deadline=0.2, store=store, late_close_s=600, background=background)
+            await card.start()
+            await card.feed(TurnDone(TurnResult("bye")))
+            await card.finish()
+            assert card.closing and len(background) == 1
+            await asyncio.wait_for(background.aclose(), 5)  # does not wait the 600 s out
+            assert not card.closing and len(background) == 0
+            assert await card.wait_closed() is False
+            assert background.spawn(asyncio.sleep(0)) is None  # closed: starts nothing more
+        assert len(await store.open_cards()) == 1  # start-up recovery closes it
+    finally:
+        await store.close()
 
 
 # --- continuation parts ------------------------------------------------------------
