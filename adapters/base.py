@@ -78,6 +78,21 @@ class RateLimited(SinkError):
         """Seconds the platform asked us to wait, when it said."""
 
 
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds in a ``Retry-After`` header (delay-seconds form), or ``None`` when absent or unusable.
+
+    Negative, non-finite and non-numeric values are ignored rather than trusted:
+    ``float("inf")`` would pause a budget forever.
+    """
+    if value is None:
+        return None
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None  # NaN fails the comparison too
+
+
 class TransientError(SinkError):
     """A failure worth retrying with backoff (5xx, connection reset, timeout)."""
 

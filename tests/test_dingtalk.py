@@ -189,6 +189,19 @@ async def test_group_mention_streams_a_card_with_the_exact_final_answer(make_env
     assert env.fake.messages == [], "a card turn sends no extra message"
 
 
+async def test_an_undeliverable_card_still_gets_the_answer_out_as_one_markdown_reply(make_env):
+    env = await make_env()
+    env.fake.undeliverable_spaces.add(f"dtv1.card//IM_GROUP.{GROUP}")
+    env.llm_server.enqueue(Script.text(ANSWER, chunk_size=6, delay_s=0.005))
+    msg_id, _ = await env.ask("10.0.1.100 是哪台机器？", staff_id="staff001")
+    outcome = await env.finished(msg_id)
+    assert outcome.outcome == "done"
+    [card] = env.cards()
+    assert not card.delivered and card.updates == [], "nothing is streamed into a card nobody sees"
+    [reply] = env.fake.messages
+    assert ANSWER in reply.text
+
+
 async def test_direct_chat_gets_a_card_in_the_robot_space(make_env):
     env = await make_env()
     env.llm_server.enqueue(Script.text("你好，我是运维助手。"))

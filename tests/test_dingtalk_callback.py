@@ -90,3 +90,17 @@ async def test_invalid_and_skewed_callbacks_are_rejected_before_the_body_is_used
     status, _ = await _post(session, url, {}, payload)
     assert status == 401
     assert received == []
+
+
+async def test_a_port_in_use_fails_the_start_with_a_plain_reason(server):
+    url, *_ = server
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+
+    async def ignore(payload: dict[str, Any]) -> None:
+        pass
+
+    second = CallbackServer(secret=SECRET, on_message=ignore, host="127.0.0.1", port=port)
+    with pytest.raises(ValueError, match="http_port") as info:
+        await second.start()
+    assert "Traceback" not in str(info.value) and str(port) in str(info.value)
+    await second.stop()  # closing after a failed start is harmless

@@ -149,6 +149,14 @@ async def test_direct_chat_card_goes_to_the_robot_space_of_the_staff_id(fake, ap
     assert "@王五" not in body["cardData"]["cardParamMap"]["content"], "no asker line in a 1:1 chat"
 
 
+async def test_a_card_created_but_not_delivered_is_a_permanent_error(fake, api):
+    card, _ = sinks(api)
+    fake.undeliverable_spaces.add(f"dtv1.card//IM_GROUP.{GROUP}")
+    with pytest.raises(PermanentError, match="could not deliver") as info:
+        await card.create(group_target(fake), WORKING)
+    assert "机器人不在群内" in str(info.value) and fake.client_secret not in str(info.value)
+
+
 async def test_failed_turn_finalizes_with_is_error(fake, api):
     card, _ = sinks(api)
     handle = await card.create(group_target(fake), WORKING)
@@ -239,6 +247,15 @@ async def test_markdown_reply_uses_the_openapi_once_the_webhook_expired(fake, ap
         ("oto", "staff7", "sampleMarkdown"),
     ]
     assert DONE.answer in fake.messages[0].text and "**@李四**" in fake.messages[0].text
+
+
+async def test_a_skipped_1to1_recipient_is_an_error_not_a_silent_success(fake, api):
+    _, markdown = sinks(api)
+    fake.invalid_staff.add("staff8")
+    direct = CardTarget(platform="dingtalk", chat_id="cidD", user_id="staff8", is_group=False, locale="zh-CN", extra={"mode": "markdown"})
+    with pytest.raises(PermanentError, match="not a valid recipient"):
+        await markdown.finalize(await markdown.create(direct, WORKING), DONE)
+    assert fake.messages == []
 
 
 async def test_a_refused_webhook_falls_back_to_the_openapi(fake, api):

@@ -122,6 +122,16 @@ async def test_http_429_maps_to_rate_limited_with_retry_after(fake: FakeSlack) -
     assert info.value.retry_after == 7.0
 
 
+@pytest.mark.parametrize("header", [float("inf"), -3.0])
+async def test_an_unusable_retry_after_is_not_trusted(fake: FakeSlack, header: float) -> None:
+    sink = _sink(fake, streaming="edit")
+    handle = await sink.create(_target(), snap("working"))
+    fake.fail("chat.update", "ratelimited", status=429, retry_after=header)  # a broken proxy's header
+    with pytest.raises(RateLimited) as info:
+        await sink.update(handle, snap("streaming", "x"))
+    assert info.value.retry_after is None  # the streamer's own backoff applies, not a pause forever
+
+
 async def test_ratelimited_body_maps_to_rate_limited(fake: FakeSlack) -> None:
     sink = _sink(fake, streaming="edit")
     handle = await sink.create(_target(), snap("working"))
@@ -306,6 +316,39 @@ async def test_native_stream_rolls_over_after_the_configured_age(fake: FakeSlack
     assert streams[0].text == "part one, "
     assert streams[1].text == "part two, three."
     assert "".join(m.text for m in streams) == "part one, part two, three."
+
+
+async def test_a_rollover_throttled_after_the_old_stream_stopped_resumes_in_a_new_stream(fake: FakeSlack) -> None:
+    clock = Clock()
+    sink = _sink(fake, streaming="native", stream_rollover_s=240, clock=clock)
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "part one, "))
+    clock.now += 241
+    fake.fail("chat.startStream", "ratelimited", status=429, retry_after=1)  # the old stream is already stopped
+    with pytest.raises(RateLimited):
+        await sink.update(handle, snap("streaming", "part one, part two, "))
+    await sink.update(handle, snap("streaming", "part one, part two, "))  # the streamer's retry
+    await sink.finalize(handle, snap("done", "part one, part two, three."))
+    streams = [m for m in fake.thread("C1", "100.000001") if m.stream]
+    assert [m.text for m in streams] == ["part one, ", "part two, three."]
+    assert not any(m.streaming for m in streams)
+    assert fake.calls_of("chat.update") == []  # still a stream, not an edited message
+    assert [c.error for c in fake.calls_of("chat.stopStream")].count("message_not_in_streaming_state") == 0
+
+
+async def test_a_final_right_after_a_throttled_rollover_still_streams_the_rest(fake: FakeSlack) -> None:
+    clock = Clock()
+    sink = _sink(fake, streaming="native", stream_rollover_s=240, clock=clock)
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "part one, "))
+    clock.now += 241
+    fake.fail("chat.startStream", "ratelimited", status=429, retry_after=1)
+    with pytest.raises(RateLimited):
+        await sink.update(handle, snap("streaming", "part one, part two, "))
+    await sink.finalize(handle, snap("done", "part one, part two."))
+    streams = [m for m in fake.thread("C1", "100.000001") if m.stream]
+    assert [m.text for m in streams] == ["part one, ", "part two."]
+    assert not any(m.streaming for m in streams) and fake.calls_of("chat.update") == []
 
 
 async def test_native_throttle_propagates_and_the_retry_sends_the_text_once(fake: FakeSlack) -> None:

@@ -365,15 +365,22 @@ async def test_credentials_come_from_the_sdks_environment_variables(
 
 
 async def test_missing_credentials_are_reported_without_probing_anything(
-    aliyun: FakeAliyun, toolsets: list[Toolset], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    aliyun: FakeAliyun, tencent: FakeTencent, toolsets: list[Toolset], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    for name in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_ECS_METADATA"):
+    for name in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_ECS_METADATA",
+                 "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY", "TENCENTCLOUD_ROLE_NAME"):
         monkeypatch.delenv(name, raising=False)
     registry = await make(
-        toolsets, aliyun=CloudProviderConfig(enabled=True, accounts=[CloudAccount(regions=["cn-hangzhou"], endpoint=aliyun.endpoint)])
+        toolsets,
+        aliyun=CloudProviderConfig(enabled=True, accounts=[CloudAccount(regions=["cn-hangzhou"], endpoint=aliyun.endpoint)]),
+        tencent=CloudProviderConfig(enabled=True, accounts=[CloudAccount(regions=["ap-guangzhou"], endpoint=tencent.endpoint)]),
     )
     out = await registry.execute("search_ecs_by_ip", {"ip": "172.16.1.11"}, CTX)
     assert not out.ok
     assert "Alibaba Cloud: no credentials: set access_key_id/access_key_secret, ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET" in out.content
     assert aliyun.calls() == []
+    out = await registry.execute("search_cvm_by_ip", {"ip": "10.66.0.12"}, CTX)
+    assert not out.ok
+    assert "Tencent Cloud: no credentials: set access_key_id/access_key_secret, TENCENTCLOUD_SECRET_ID/KEY" in out.content
+    assert tencent.calls() == []

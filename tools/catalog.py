@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-
-from botgateway.config import ConfigError, ToolsConfig
 from pydantic import TypeAdapter, ValidationError
 
+from botgateway.config import ConfigError, ToolsConfig
 from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
 from tools.mcp import Backoff, McpManager

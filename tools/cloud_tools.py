@@ -112,10 +112,10 @@ def find_server_tool(providers: Sequence[Provider], *, timeout_s: float | None) 
             if _LOOKS_LIKE_IP.fullmatch(text):
                 raise ToolError(f"{text!r} is not a valid IP address; check the digits (each part is 0-255)") from None
         by_id = [p for p in providers if p.owns_id(text)]
-        parts = []
-        if by_id:
-            parts.append(await _search(by_id, ServerQuery("id", text)))
-        parts.append(await _search(providers, ServerQuery("list", name=text, limit=50)))
+        # The id lookup and the name search are independent: ask both at once.
+        searches = [_search(by_id, ServerQuery("id", text))] if by_id else []
+        searches.append(_search(providers, ServerQuery("list", name=text, limit=50)))
+        parts = await asyncio.gather(*searches)
         return SearchResult.merge(f"'{text}' (instance id or name)", parts, limit=50)
 
     find_server.__doc__ = f"""Find servers by IP address, instance id or part of the name, across every provider ({labels}).

@@ -212,7 +212,11 @@ class DingTalkAdapter:
         if self._callback is not None:
             await self._callback.stop()
         if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
+            # Handing a message to the gateway is quick; one stuck longer (a hung store) must not outlive the adapter.
+            _, stuck = await asyncio.wait(list(self._tasks), timeout=10)
+            for task in stuck:
+                task.cancel()
+            await asyncio.gather(*stuck, return_exceptions=True)
         # Cards of running turns are finished by the gateway after we stop receiving;
         # they still need the OpenAPI session, so it closes once they are done.
         pending = [s.done for _, s in self.submissions if s.done is not None and not s.done.done()]

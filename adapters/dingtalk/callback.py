@@ -96,9 +96,15 @@ class CallbackServer:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        sockets = getattr(site._server, "sockets", None) or []  # aiohttp exposes the bound port only here
-        port = sockets[0].getsockname()[1] if sockets else self._port
+        try:
+            await site.start()
+        except OSError as exc:
+            await self.stop()
+            raise ValueError(
+                f"cannot listen on {self._host}:{self._port} for DingTalk callbacks ({exc.strerror or exc}); "
+                "change adapters.dingtalk.http_port"
+            ) from None
+        port = self._runner.addresses[0][1]
         self.url = f"http://{self._host}:{port}{self._path}"
         log.info("dingtalk.callback_listening", url=self.url)
         return self.url

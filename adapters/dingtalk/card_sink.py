@@ -13,7 +13,7 @@ import uuid
 
 import structlog
 
-from adapters.base import CardHandle, CardOp, CardTarget, RateLimit, RateLimited
+from adapters.base import CardHandle, CardOp, CardTarget, PermanentError, RateLimit, RateLimited
 from adapters.dingtalk.markdown_sink import MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card
@@ -24,6 +24,16 @@ log = structlog.get_logger(__name__)
 
 PACING = 0.9
 """Fraction of the configured QPS actually used: arrival jitter must not push a second over the limit."""
+
+
+def undelivered(answer: object) -> str | None:
+    """Why ``createAndDeliver`` did not deliver the card (HTTP 200 with a failed ``deliverResults`` entry), else None."""
+    result = answer.get("result") if isinstance(answer, dict) else None
+    results = result.get("deliverResults") if isinstance(result, dict) else None
+    for item in results if isinstance(results, list) else ():
+        if isinstance(item, dict) and item.get("success") is False:
+            return str(item.get("errorMsg") or "delivery failed")[:200]
+    return None
 
 
 def open_space_id(target: CardTarget) -> str:
@@ -89,10 +99,18 @@ class DingTalkCardSink:
             body["imRobotOpenSpaceModel"] = {"supportForward": True}
             body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": self._robot_code}
         try:
-            await self._api.create_and_deliver(body)
+            answer = await self._api.create_and_deliver(body)
         except RateLimited as exc:
             self._throttled(exc)
             raise
+        refused = undelivered(answer)
+        if refused is not None:
+            # The card exists but nobody sees it, and streaming into it would still succeed:
+            # a permanent error makes the streamer send the answer as a markdown message instead.
+            raise PermanentError(
+                f"DingTalk created the card but could not deliver it to {body['openSpaceId']} ({refused}); "
+                "check that the robot is in the group and the app may send cards there"
+            )
         return CardHandle(card_id=out_track_id, target=target, data={"mode": "card"})
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from adapters.base import CardGone, CardHandle, CardOp, CardTarget, RateLimit
+from adapters.base import CardGone, CardHandle, CardOp, CardTarget, PermanentError, RateLimit, RateLimited
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_reply
 from botgateway.card import CardSnapshot
@@ -69,7 +69,15 @@ class MarkdownSender:
         if target.is_group:
             await self._api.send_group_markdown(self._robot_code, target.chat_id, title, text)
         else:
-            await self._api.send_user_markdown(self._robot_code, [target.user_id], title, text)
+            answer = await self._api.send_user_markdown(self._robot_code, [target.user_id], title, text)
+            # batchSend answers HTTP 200 even when it sent nothing: the lists say who was skipped.
+            if isinstance(answer, dict) and target.user_id in (answer.get("flowControlledStaffIdList") or []):
+                raise RateLimited(None, "DingTalk robot 1:1 message: the user is flow-controlled, try again shortly")
+            if isinstance(answer, dict) and target.user_id in (answer.get("invalidStaffIdList") or []):
+                raise PermanentError(
+                    "DingTalk robot 1:1 message: the user is not a valid recipient for this robot "
+                    "(outside the app's visible range?)"
+                )
         return "openapi"
 
 

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
+from multidict import CIMultiDict
 import structlog
 
-from adapters.base import CardGone, PermanentError, RateLimited, TransientError
+from adapters.base import CardGone, PermanentError, RateLimited, TransientError, parse_retry_after
 
 log = structlog.get_logger(__name__)
 
@@ -177,7 +178,8 @@ class DingTalkOpenAPI:
             async with self.session().request(
                 method, url, data=json.dumps(body, ensure_ascii=False).encode(), headers=headers, timeout=self._timeout
             ) as resp:
-                return resp.status, await self._json(resp), dict(resp.headers)
+                # case-insensitive: a proxy or HTTP/2 hop may lower-case "Retry-After"
+                return resp.status, await self._json(resp), CIMultiDict(resp.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise TransientError(f"DingTalk {what}: {type(exc).__name__}") from None
 
@@ -195,13 +197,9 @@ class DingTalkOpenAPI:
         if status == 429 or (status == 403 and any(c in code for c in QPS_LIMIT_CODES)):
             # DingTalk counts calls per second: without a Retry-After, one second
             # is the wait that reaches a fresh window (shorter ones get throttled again).
-            retry_after: float | None = QPS_WINDOW_S
-            raw = headers.get("Retry-After")
-            if raw:
-                try:
-                    retry_after = max(0.0, float(raw))
-                except ValueError:
-                    retry_after = QPS_WINDOW_S
+            retry_after = parse_retry_after(headers.get("Retry-After"))
+            if retry_after is None:
+                retry_after = QPS_WINDOW_S
             raise RateLimited(retry_after, f"DingTalk throttled {what} ({code or status})")
         if status >= 500:
             raise TransientError(f"DingTalk {what}: HTTP {status} {code}".rstrip())

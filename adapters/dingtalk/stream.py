@@ -45,6 +45,7 @@ class BotMessageHandler(ChatbotHandler):
         self._receive = receive
 
     async def process(self, callback: CallbackMessage) -> tuple[int, str]:
+        """Hand the payload over and ack OK (a payload ``receive`` cannot take is acked as a system error)."""
         data = callback.data if isinstance(callback.data, dict) else {}
         try:
             self._receive(data)
@@ -79,7 +80,8 @@ class StreamConnection(DingTalkStreamClient):
         self._stopping = False
         self.register_callback_handler(ChatbotMessage.TOPIC, BotMessageHandler(receive))
 
-    def open_connection(self) -> dict[str, Any] | None:  # the SDK's blocking opener must not be used
+    def open_connection(self) -> dict[str, Any] | None:
+        """Refused: the SDK's opener blocks the event loop with ``requests``; use :meth:`open_connection_async`."""
         raise RuntimeError("use await StreamConnection.open_connection_async()")
 
     async def open_connection_async(self) -> dict[str, Any]:
@@ -116,10 +118,12 @@ class StreamConnection(DingTalkStreamClient):
         self.pre_start()
         backoff = 1.0
         while not self._stopping:
+            ticket = ""
             try:
                 connection = first or await self.open_connection_async()
                 first = None
-                uri = f'{connection["endpoint"]}?ticket={quote_plus(connection["ticket"])}'
+                ticket = str(connection["ticket"])
+                uri = f'{connection["endpoint"]}?ticket={quote_plus(ticket)}'
                 async with websockets.connect(uri, max_size=None) as websocket:
                     self.websocket = websocket
                     self.connections += 1
@@ -135,7 +139,9 @@ class StreamConnection(DingTalkStreamClient):
                 log.error("dingtalk.stream_refused", reason=str(exc))
                 backoff = self._max_backoff_s
             except Exception as exc:
-                log.warning("dingtalk.stream_dropped", error=type(exc).__name__, detail=str(exc)[:200])
+                # websockets puts the URI (with its one-time ticket) into some messages.
+                detail = str(exc).replace(quote_plus(ticket), "***").replace(ticket, "***") if ticket else str(exc)
+                log.warning("dingtalk.stream_dropped", error=type(exc).__name__, detail=detail[:200])
             finally:
                 self.connected.clear()
             if self._stopping:
@@ -160,5 +166,8 @@ class StreamConnection(DingTalkStreamClient):
         websocket = self.websocket
         if websocket is not None:
             await websocket.close()
-        for task in list(self._frame_tasks):
+        tasks = list(self._frame_tasks)
+        for task in tasks:
             task.cancel()
+        # Awaited so no frame task outlives the adapter (they only ack and hand over, so this is quick).
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -48,6 +48,7 @@ from adapters.base import (
     SinkError,
     TooLong,
     TransientError,
+    parse_retry_after,
 )
 from adapters.slack.render import (
     MAX_MARKDOWN_CHARS,
@@ -132,13 +133,7 @@ def classify(exc: BaseException) -> SinkError:
         headers = getattr(response, "headers", None) or {}
         code = slack_error_code(exc)
         if status == 429 or code == "ratelimited":
-            retry_after: float | None = None
-            raw = _header(headers, "Retry-After")
-            if raw:
-                try:
-                    retry_after = float(raw)
-                except ValueError:
-                    retry_after = None
+            retry_after = parse_retry_after(_header(headers, "Retry-After"))
             return RateLimited(retry_after, f"slack throttled the call ({code or status})")
         if code in _GONE:
             return CardGone(f"the message can no longer be updated ({code})")
@@ -257,7 +252,7 @@ class SlackCardSink:
         stream = self._stream_of(handle)
         if stream is not None:
             try:
-                await self._stop_stream(stream, snapshot)
+                await self._stop_stream(stream, handle.target, snapshot)
                 self._streams.pop(_stream_key(handle), None)
             except _StreamBroken as exc:
                 return await self._to_edit(handle, snapshot, str(exc))
@@ -398,17 +393,7 @@ class SlackCardSink:
 
     async def _start_stream(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
         stream = _Stream(channel=target.chat_id, ts="", started=self._clock())
-        chunks = stream.chunks_for(snapshot)
-        stream.ts = await self._stream_call(
-            "chat.startStream",
-            self._client.chat_startStream,
-            channel=target.chat_id,
-            thread_ts=target.thread_id,
-            recipient_team_id=_recipient_team(target),
-            recipient_user_id=target.user_id or None,
-            chunks=chunks or None,
-            workspace_id=target.workspace_id,
-        )
+        stream.ts = await self._open_stream(target, stream.chunks_for(snapshot))
         stream.commit()
         handle = CardHandle(card_id=stream.ts, target=target, data={"mode": "native", "channel": target.chat_id, "ts": stream.ts})
         self._streams[_stream_key(handle)] = stream
@@ -428,23 +413,36 @@ class SlackCardSink:
 
     async def _rollover(self, stream: _Stream, target: CardTarget, chunks: list[dict[str, Any]]) -> None:
         """Slack expires long streams: stop this one and continue in a new message in the thread."""
-        await self._stream_call("chat.stopStream", self._client.chat_stopStream, channel=stream.channel, ts=stream.ts)
+        if stream.live:
+            await self._stream_call("chat.stopStream", self._client.chat_stopStream, channel=stream.channel, ts=stream.ts)
+            # Remembered, so a retry after a throttled startStream does not stop the stopped stream again.
+            stream.live = False
         old = stream.ts
-        stream.ts = await self._stream_call(
+        stream.ts = await self._open_stream(target, chunks)
+        stream.live = True
+        stream.started = self._clock()
+        stream.commit()
+        log.info("slack.stream_rolled_over", old_ts=old, new_ts=stream.ts)
+
+    async def _open_stream(self, target: CardTarget, chunks: list[dict[str, Any]]) -> str:
+        """``chat.startStream`` in ``target``'s thread with the first ``chunks``; returns the new message's ts."""
+        return await self._stream_call(
             "chat.startStream",
             self._client.chat_startStream,
             channel=target.chat_id,
             thread_ts=target.thread_id,
             recipient_team_id=_recipient_team(target),
             recipient_user_id=target.user_id or None,
-            chunks=chunks,
+            chunks=chunks or None,
             workspace_id=target.workspace_id,
         )
-        stream.started = self._clock()
-        stream.commit()
-        log.info("slack.stream_rolled_over", old_ts=old, new_ts=stream.ts)
 
-    async def _stop_stream(self, stream: _Stream, snapshot: CardSnapshot) -> None:
+    async def _stop_stream(self, stream: _Stream, target: CardTarget, snapshot: CardSnapshot) -> None:
+        if not stream.live:
+            # A rollover was throttled after its old message stopped: the rest goes into a new one.
+            stream.ts = await self._open_stream(target, [])
+            stream.live = True
+            stream.started = self._clock()
         chunks = stream.chunks_for(snapshot)
         note, blocks = stream_closing(snapshot)
         if note:
@@ -620,6 +618,8 @@ class _Stream:
         self.ts = ts
         """The current stream message (changes on rollover)."""
         self.started = started
+        self.live = True
+        """False between stopping the old message of a rollover and starting the new one."""
         self.sent = ""
         """The text appended so far (narration and answer, linearized)."""
         self.tasks: dict[str, str] = {}

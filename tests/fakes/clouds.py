@@ -47,6 +47,7 @@ class Rendezvous:
         self._cond = threading.Condition()
 
     def arrive(self, name: str) -> None:
+        """Note that ``name`` was asked, then block (in the server thread) until every fake was, or the timeout."""
         with self._cond:
             self.arrived.add(name)
             if self.arrived >= self.expected:
@@ -124,6 +125,7 @@ class FakeCloud:
         self.stop()
 
     def record(self, entry: dict[str, Any]) -> None:
+        """Remember one request (thread-safe: the server handles requests on several threads)."""
         with self._lock:
             self.requests.append(entry)
 

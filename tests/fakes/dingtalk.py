@@ -45,13 +45,17 @@ class Call:
     """One HTTP call the fake received."""
 
     method: str
+    """HTTP method."""
     path: str
+    """Request path (no query)."""
     body: Any
+    """Decoded JSON body (``None`` when it was not JSON)."""
     at: float
     """``time.monotonic()`` at arrival."""
     status: int = 0
     """The status the fake answered."""
     token: str | None = None
+    """The ``x-acs-dingtalk-access-token`` it carried."""
 
 
 @dataclass
@@ -65,10 +69,15 @@ class FakeCard:
     updates: list[dict[str, Any]] = field(default_factory=list)
     """Accepted streaming bodies, in order."""
     finalized: bool = False
+    """An ``isFinalize`` update was accepted."""
     error: bool = False
+    """The final update carried ``isError``."""
+    delivered: bool = True
+    """False when ``createAndDeliver`` reported the delivery as failed (nobody sees the card)."""
 
     @property
     def space_id(self) -> str:
+        """The ``openSpaceId`` the card was delivered to."""
         return str(self.create_body.get("openSpaceId", ""))
 
 
@@ -111,6 +120,11 @@ class FakeDingTalk:
         self.tokens_issued: list[str] = []
         self.connections_opened = 0
         self.expired_sessions: set[str] = set()
+        self.undeliverable_spaces: set[str] = set()
+        """``openSpaceId``s where ``createAndDeliver`` creates the card but cannot deliver it (robot not in the group)."""
+        self.invalid_staff: set[str] = set()
+        """Staff ids ``oToMessages/batchSend`` skips as invalid (HTTP 200, nothing sent), like users outside the app's range."""
+        """``openSpaceId``s where ``createAndDeliver`` creates the card but cannot deliver it (robot not in the group)."""
         self._valid_tokens: set[str] = set()
         self._tickets: set[str] = set()
         self._failures: dict[str, collections.deque[FailureKind]] = collections.defaultdict(collections.deque)
@@ -125,6 +139,7 @@ class FakeDingTalk:
     # --- lifecycle -----------------------------------------------------------------
 
     async def start(self) -> str:
+        """Serve on an ephemeral loopback port; returns the base URL (OpenAPI and stream gateway alike)."""
         app = web.Application()
         app.router.add_post("/v1.0/gateway/connections/open", self._open_connection)
         app.router.add_get("/connect", self._websocket)
@@ -143,6 +158,7 @@ class FakeDingTalk:
         return self.base_url
 
     async def stop(self) -> None:
+        """Close the websocket and the server."""
         if self._ws is not None and not self._ws.closed:
             await self._ws.close()
         if self._runner is not None:
@@ -205,6 +221,7 @@ class FakeDingTalk:
     # --- stream gateway --------------------------------------------------------------
 
     async def wait_connected(self, timeout: float = 10.0) -> None:
+        """Wait until a stream client has a websocket open."""
         await asyncio.wait_for(self._ws_connected.wait(), timeout)
 
     async def push_bot_message(self, data: dict[str, Any], *, frame_id: str | None = None) -> str:
@@ -363,10 +380,13 @@ class FakeDingTalk:
         card = FakeCard(body["outTrackId"], body, content=next(iter(param_map.values()), ""))
         self.cards[card.out_track_id] = card
         await self._notify()
-        return web.json_response({
-            "success": True,
-            "result": {"outTrackId": card.out_track_id, "deliverResults": [{"spaceId": space, "success": True, "carrierId": f"c{len(self.cards)}"}]},
-        })
+        if space in self.undeliverable_spaces:
+            # Like DingTalk: HTTP 200, the instance exists, only the delivery result says it failed.
+            card.delivered = False
+            delivery = {"spaceId": space, "spaceType": "IM_GROUP", "success": False, "errorMsg": "机器人不在群内"}
+        else:
+            delivery = {"spaceId": space, "success": True, "carrierId": f"c{len(self.cards)}"}
+        return web.json_response({"success": True, "result": {"outTrackId": card.out_track_id, "deliverResults": [delivery]}})
 
     async def _streaming(self, request: web.Request) -> web.Response:
         call, failed = await self._begin(request, card=True)
@@ -425,9 +445,12 @@ class FakeDingTalk:
             call.status = 400
             return web.json_response({"code": "invalidParameter", "message": "robotCode, userIds and msgKey are required"}, status=400)
         title, text = self._markdown(body["msgKey"], json.loads(body.get("msgParam") or "{}"))
-        self.messages.append(SentMessage("oto", ",".join(body["userIds"]), body["msgKey"], title, text, body))
+        invalid = [u for u in body["userIds"] if u in self.invalid_staff]
+        valid = [u for u in body["userIds"] if u not in self.invalid_staff]
+        if valid:
+            self.messages.append(SentMessage("oto", ",".join(valid), body["msgKey"], title, text, body))
         await self._notify()
-        return web.json_response({"processQueryKey": f"q{len(self.messages)}", "invalidStaffIdList": [], "flowControlledStaffIdList": []})
+        return web.json_response({"processQueryKey": f"q{len(self.messages)}", "invalidStaffIdList": invalid, "flowControlledStaffIdList": []})
 
     async def _session_webhook(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import time
 import uuid
 from collections import defaultdict, deque
@@ -433,7 +434,8 @@ class FakeSlack:
             if len(accepted) >= window.calls:
                 retry = max(0.05, window.seconds - (call.at - accepted[0]))
                 if self.limit_style == "http429":
-                    return self._reply(call, error="ratelimited", status=429, headers={"Retry-After": f"{retry:.0f}" if retry >= 1 else "1"})
+                    # Whole seconds, rounded up like Slack's: rounding down would invite a retry that is throttled again.
+                    return self._reply(call, error="ratelimited", status=429, headers={"Retry-After": str(math.ceil(retry))})
                 return self._reply(call, error="ratelimited")
             accepted.append(call.at)
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)

@@ -72,9 +72,11 @@ class Env:
         return await self.next_delivery()
 
     async def next_delivery(self) -> Delivery:
+        """The adapter's next :class:`Delivery` (fails after 10 s instead of hanging)."""
         return await asyncio.wait_for(self.deliveries.get(), 10)
 
     async def done(self, delivery: Delivery) -> TurnOutcome:
+        """Wait for the submitted turn's card to be final and return the outcome."""
         assert delivery.outcome == "submitted", delivery
         assert delivery.submission is not None and delivery.submission.done is not None
         return await asyncio.wait_for(delivery.submission.done, 20)

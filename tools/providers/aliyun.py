@@ -9,13 +9,23 @@ per region, merged. Pages are walked with ``MaxResults``/``NextToken``.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import CloudProvider, Page, ServerQuery, as_tuple, first, short_reason, split_endpoint
+from tools.providers.base import (
+    CloudProvider,
+    NoCredentials,
+    Page,
+    ServerQuery,
+    as_tuple,
+    credential_chain_configured,
+    first,
+    resolve_keys,
+    short_reason,
+    split_endpoint,
+)
 from tools.server import Server
 
 SDK_MODULES = ("alibabacloud_ecs20140526", "alibabacloud_tea_openapi")
@@ -25,7 +35,6 @@ _API_STATUS = {"running": "Running", "stopped": "Stopped", "starting": "Starting
 
 _PERMISSION = re.compile(r"^(Forbidden|NoPermission|Unauthorized|InvalidOperation\.NotAuthorized)", re.I)
 _CREDENTIALS = re.compile(r"^(InvalidAccessKeyId|SignatureDoesNotMatch|IncompleteSignature|InvalidSecurityToken|InvalidAccessKeySecret)", re.I)
-
 
 
 class AliyunProvider(CloudProvider):
@@ -41,8 +50,9 @@ class AliyunProvider(CloudProvider):
         from alibabacloud_tea_openapi.models import Config
 
         scheme, host = split_endpoint(account.endpoint)
-        key_id = account.access_key_id.get_secret_value() or os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_ID", "")
-        secret = account.access_key_secret.get_secret_value() or os.environ.get("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "")
+        key_id, secret, token = resolve_keys(
+            account, "ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN"
+        )
         options: dict[str, Any] = {
             "region_id": region,
             "endpoint": host or f"ecs.{region}.aliyuncs.com",
@@ -52,16 +62,14 @@ class AliyunProvider(CloudProvider):
         }
         if key_id and secret:
             options.update(access_key_id=key_id, access_key_secret=secret)
-            token = os.environ.get("ALIBABA_CLOUD_SECURITY_TOKEN") if not account.access_key_id.get_secret_value() else None
             if token:
                 options["security_token"] = token
-        elif _credential_chain_configured():
+        elif credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES):
             # The SDK's default chain: credentials file, ECS RAM role, OIDC role.
             from alibabacloud_credentials.client import Client as CredentialClient
 
             options["credential"] = CredentialClient()
         else:
-            # Without any hint the chain would probe the ECS metadata service on every call.
             raise NoCredentials(
                 "no credentials: set access_key_id/access_key_secret, ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET, "
                 "or ALIBABA_CLOUD_ECS_METADATA (RAM role name)"
@@ -127,8 +135,7 @@ class AliyunProvider(CloudProvider):
         )
 
     def classify(self, exc: Exception) -> str:
-        if isinstance(exc, NoCredentials):
-            return str(exc)
+        """A short reason for an ECS SDK error (``TeaException`` codes such as ``Forbidden.RAM``)."""
         code = str(getattr(exc, "code", "") or "")
         message = str(getattr(exc, "message", "") or "")
         if _PERMISSION.match(code):
@@ -148,22 +155,11 @@ class AliyunProvider(CloudProvider):
         return short_reason(code or name, "" if code else message)
 
 
-class NoCredentials(Exception):
-    """No key in the config or environment, and no other credential source configured."""
-
-
 _CHAIN_ENV = (
     "ALIBABA_CLOUD_ECS_METADATA", "ALIBABA_CLOUD_ROLE_ARN", "ALIBABA_CLOUD_OIDC_TOKEN_FILE",
     "ALIBABA_CLOUD_CREDENTIALS_FILE", "ALIBABA_CLOUD_PROFILE", "ALIBABA_CLOUD_CREDENTIALS_URI",
 )
+"""Environment variables that give the SDK's default credential chain something to find."""
 
-
-def _credential_chain_configured() -> bool:
-    """Whether the SDK's default credential chain has something to find besides plain keys."""
-    if any(os.environ.get(name) for name in _CHAIN_ENV):
-        return True
-    home = os.path.expanduser("~")
-    return any(
-        os.path.exists(os.path.join(home, *parts))
-        for parts in ((".alibabacloud", "credentials.ini"), (".alibabacloud", "credentials"), (".aliyun", "config.json"))
-    )
+_CHAIN_FILES = ((".alibabacloud", "credentials.ini"), (".alibabacloud", "credentials"), (".aliyun", "config.json"))
+"""Credential files (under ``~``) the chain reads."""

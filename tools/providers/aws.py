@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import CloudProvider, Page, ServerQuery, as_tuple, short_reason
+from tools.providers.base import CloudProvider, Page, ServerQuery, as_tuple, short_reason, tag_filter
 from tools.server import Server
 
 SDK_MODULES = ("boto3",)
@@ -78,8 +78,7 @@ class AwsProvider(CloudProvider):
         if query.status in _API_STATUS:
             filters.append({"Name": "instance-state-name", "Values": [_API_STATUS[query.status]]})
         if query.tag:
-            key, sep, value = query.tag.partition("=")
-            filters.append({"Name": f"tag:{key.strip()}", "Values": [value.strip()]} if sep else {"Name": "tag-key", "Values": [key.strip()]})
+            filters.append(tag_filter(query.tag))
         return [{"Filters": filters} if filters else {}]
 
     def fetch_page(self, client: Any, region: str, request: Mapping[str, Any], token: Any) -> Page:

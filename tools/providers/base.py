@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import re
 import time
 from abc import ABC, abstractmethod
@@ -151,6 +152,13 @@ class ProviderCallError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class NoCredentials(ProviderCallError):
+    """No key in the config or environment, and no other credential source configured.
+
+    Raised before any call, so a host without credentials never probes a metadata service.
+    """
 
 
 class CloudProvider(ABC):
@@ -401,6 +409,39 @@ def short_reason(code: str, message: str = "", *, limit: int = 140) -> str:
     text = f"{code}: {message}" if code and message else (code or message or "unknown error")
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def resolve_keys(account: CloudAccount, id_env: str, secret_env: str, token_env: str) -> tuple[str, str, str | None]:
+    """(key id, secret, session token): the account's keys, else the SDK's usual environment variables.
+
+    A session token from the environment belongs to the environment's keys, so it
+    is only used when the keys came from there too.
+    """
+    configured = account.access_key_id.get_secret_value()
+    key_id = configured or os.environ.get(id_env, "")
+    secret = account.access_key_secret.get_secret_value() or os.environ.get(secret_env, "")
+    token = None if configured else (os.environ.get(token_env) or None)
+    return key_id, secret, token
+
+
+def credential_chain_configured(env_names: Iterable[str], home_files: Iterable[tuple[str, ...]]) -> bool:
+    """Whether an SDK's default credential chain has something to find besides plain keys.
+
+    Checked first because an unconfigured chain ends by probing the instance
+    metadata service, which hangs on every call outside the cloud.
+    """
+    if any(os.environ.get(name) for name in env_names):
+        return True
+    home = os.path.expanduser("~")
+    return any(os.path.exists(os.path.join(home, *parts)) for parts in home_files)
+
+
+def tag_filter(tag: str) -> dict[str, Any]:
+    """The ``Filters`` entry for ``key=value`` (``tag:key``) or a bare ``key`` (``tag-key``); EC2 and CVM agree."""
+    key, sep, value = tag.partition("=")
+    if sep:
+        return {"Name": f"tag:{key.strip()}", "Values": [value.strip()]}
+    return {"Name": "tag-key", "Values": [key.strip()]}
 
 
 def require_sdk(modules: Iterable[str], provider: type[CloudProvider], section: str) -> None:

@@ -9,13 +9,24 @@ so an address lookup is two requests per region. Pages are walked with
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import CloudProvider, Page, ServerQuery, as_tuple, first, short_reason, split_endpoint
+from tools.providers.base import (
+    CloudProvider,
+    NoCredentials,
+    Page,
+    ServerQuery,
+    as_tuple,
+    credential_chain_configured,
+    first,
+    resolve_keys,
+    short_reason,
+    split_endpoint,
+    tag_filter,
+)
 from tools.server import Server
 
 SDK_MODULES = ("tencentcloud.cvm", "tencentcloud.common")
@@ -47,19 +58,20 @@ class TencentProvider(CloudProvider):
         from tencentcloud.cvm.v20170312 import cvm_client
 
         scheme, host = split_endpoint(account.endpoint)
-        secret_id = account.access_key_id.get_secret_value() or os.environ.get("TENCENTCLOUD_SECRET_ID", "")
-        secret_key = account.access_key_secret.get_secret_value() or os.environ.get("TENCENTCLOUD_SECRET_KEY", "")
+        secret_id, secret_key, token = resolve_keys(
+            account, "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY", "TENCENTCLOUD_SESSION_TOKEN"
+        )
+        cred: Any = None
         if secret_id and secret_key:
-            token = os.environ.get("TENCENTCLOUD_SESSION_TOKEN") if not account.access_key_id.get_secret_value() else None
-            cred: Any = credential.Credential(secret_id, secret_key, token)
-        elif _credential_chain_configured():
+            cred = credential.Credential(secret_id, secret_key, token)
+        elif credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES):
             # The SDK's default chain: profile file, CVM role, TKE OIDC.
             cred = credential.DefaultCredentialProvider().get_credential()
-            if cred is None:
-                raise _NoCredentials()
-        else:
-            # Without any hint the chain would probe the CVM metadata service on every call.
-            raise _NoCredentials()
+        if cred is None:
+            raise NoCredentials(
+                "no credentials: set access_key_id/access_key_secret, TENCENTCLOUD_SECRET_ID/KEY, "
+                "or a ~/.tencentcloud/credentials profile"
+            )
         http = HttpProfile(
             protocol=scheme or "https",
             endpoint=host or "cvm.tencentcloudapi.com",
@@ -79,11 +91,7 @@ class TencentProvider(CloudProvider):
         if query.status in _API_STATUS:
             filters.append({"Name": "instance-state", "Values": [_API_STATUS[query.status]]})
         if query.tag:
-            key, sep, value = query.tag.partition("=")
-            if sep:
-                filters.append({"Name": f"tag:{key.strip()}", "Values": [value.strip()]})
-            else:
-                filters.append({"Name": "tag-key", "Values": [key.strip()]})
+            filters.append(tag_filter(query.tag))
         return [{"Filters": filters} if filters else {}]
 
     def fetch_page(self, client: Any, region: str, request: Mapping[str, Any], token: Any) -> Page:
@@ -91,7 +99,7 @@ class TencentProvider(CloudProvider):
 
         offset = int(token or 0)
         body = dict(request)
-        if "InstanceIds" not in body:  # InstanceIds and Offset/Limit do not mix
+        if "InstanceIds" not in body:  # one id answers in one page
             body.update(Offset=offset, Limit=self.page_size)
         req = models.DescribeInstancesRequest()
         req.from_json_string(json.dumps(body))
@@ -127,8 +135,7 @@ class TencentProvider(CloudProvider):
         )
 
     def classify(self, exc: Exception) -> str:
-        if isinstance(exc, _NoCredentials):
-            return str(exc)
+        """A short reason for a CVM SDK error (``TencentCloudSDKException`` codes such as ``AuthFailure.*``)."""
         code = ""
         message = ""
         if hasattr(exc, "get_code"):
@@ -147,19 +154,8 @@ class TencentProvider(CloudProvider):
         return short_reason(code or type(exc).__name__, message if not code else "")
 
 
-class _NoCredentials(Exception):
-    def __init__(self) -> None:
-        super().__init__(
-            "no credentials: set access_key_id/access_key_secret, TENCENTCLOUD_SECRET_ID/KEY, "
-            "or a ~/.tencentcloud/credentials profile"
-        )
-
-
 _CHAIN_ENV = ("TENCENTCLOUD_CREDENTIALS_FILE", "TKE_ROLE_ARN", "TKE_WEB_IDENTITY_TOKEN_FILE", "TENCENTCLOUD_ROLE_NAME")
+"""Environment variables that give the SDK's default credential chain something to find."""
 
-
-def _credential_chain_configured() -> bool:
-    """Whether the SDK's default credential chain has something to find besides plain keys."""
-    if any(os.environ.get(name) for name in _CHAIN_ENV):
-        return True
-    return os.path.exists(os.path.join(os.path.expanduser("~"), ".tencentcloud", "credentials"))
+_CHAIN_FILES = ((".tencentcloud", "credentials"),)
+"""Credential files (under ``~``) the chain reads."""
