@@ -17,6 +17,7 @@ import itertools
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -334,6 +335,7 @@ class TerminalAdapter:
         self._current: str | None = None
         self._quit = asyncio.Event()
         self._gateway: Gateway | None = None
+        self._stopping: set[asyncio.Task[bool]] = set()
         self.user_id = _local_user()
         self.ended = asyncio.Event()
         """Set when the chat has ended (the user quit, or :meth:`stop`); ``botgateway run`` then shuts down."""
@@ -357,8 +359,14 @@ class TerminalAdapter:
         self._quit.set()
         if self._task is not None and not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop() itself was cancelled: do not swallow that
+            except Exception as exc:
+                log.warning("terminal.chat_failed", error=type(exc).__name__)
         self.sink.close()
         self.ended.set()
 
@@ -400,6 +408,9 @@ class TerminalAdapter:
         quit_ = asyncio.ensure_future(self._quit.wait())
         try:
             await asyncio.wait({read, quit_}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            read.cancel()  # else its reader on stdin outlives the chat
+            raise
         finally:
             quit_.cancel()
         if read.done():
@@ -413,7 +424,7 @@ class TerminalAdapter:
         gateway, turn_id = self._gateway, self._current
         if turn_id is not None and gateway is not None:
             self.console.print(" [yellow]stopping…[/]")
-            asyncio.ensure_future(gateway.stop_turn(turn_id, self.user_id))
+            _keep(self._stopping, gateway.stop_turn(turn_id, self.user_id))
         else:
             self._quit.set()
 
@@ -447,8 +458,13 @@ class TerminalAdapter:
             self.console.print(table)
         elif command == "/clear":
             if self.runtime is not None:
-                await self.runtime.memory.clear(self.conversation_id)
-                self.console.print("[green]History cleared.[/] The next question starts a fresh conversation.")
+                try:
+                    await self.runtime.memory.clear(self.conversation_id)
+                except Exception as exc:  # a store problem must not end the session
+                    log.warning("terminal.clear_failed", error=type(exc).__name__)
+                    self.console.print("[red]Could not clear the history[/] (the store is unavailable); try again later.")
+                else:
+                    self.console.print("[green]History cleared.[/] The next question starts a fresh conversation.")
             else:
                 self.console.print("[yellow]No memory to clear here.[/]")
         else:
@@ -471,6 +487,13 @@ class TerminalAdapter:
                 await asyncio.shield(submission.done)
         finally:
             self._current = None
+
+
+def _keep(tasks: set[asyncio.Task[Any]], coro: Coroutine[Any, Any, Any]) -> None:
+    """Run ``coro`` from a signal handler; the event loop holds tasks only weakly, so ``tasks`` keeps it alive."""
+    task = asyncio.get_running_loop().create_task(coro)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 def _local_user() -> str:
@@ -504,11 +527,12 @@ async def render_ask(runtime: Runtime, question: str, *, conversation_id: str = 
         return 1
     loop = asyncio.get_running_loop()
     interrupted = False
+    stopping: set[asyncio.Task[bool]] = set()
 
     def on_sigint() -> None:
         nonlocal interrupted
         interrupted = True
-        asyncio.ensure_future(runtime.gateway.stop_turn(submission.turn_id, user))
+        _keep(stopping, runtime.gateway.stop_turn(submission.turn_id, user))
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)

@@ -80,11 +80,18 @@ async def _run_worker(settings: BenchSettings, strategy: str, llm_url: str, card
             stdout=asyncio.subprocess.DEVNULL, stderr=stderr,
         )  # fmt: skip
         try:
-            code = await asyncio.wait_for(proc.wait(), timeout=settings.worker_timeout_s)
+            async with asyncio.timeout(settings.worker_timeout_s):
+                code = await proc.wait()
         except TimeoutError:
             proc.kill()
             await proc.wait()
             raise WorkerFailed(f"{strategy}: worker did not finish within {settings.worker_timeout_s:g} s{_tail(errors)}") from None
+        except BaseException:
+            # Ctrl-C of `make bench`: the worker must not outlive us, hammering fakes that are gone.
+            if proc.returncode is None:
+                proc.kill()
+                await asyncio.shield(proc.wait())
+            raise
     if code != 0 or not result.exists():
         raise WorkerFailed(f"{strategy}: worker exited with code {code}{_tail(errors)}")
     return json.loads(result.read_text())

@@ -119,6 +119,9 @@ class RateBudget:
                 queue.remove(future)
                 if not queue:
                     del line[owner]
+                if not bucket.waiters and not bucket.urgent:
+                    # Nobody left in line: let a dispatcher sleeping out a long pause end now, not then.
+                    bucket.wake.set()
             elif future.done() and not future.cancelled():
                 # The token was granted as we were cancelled: give it back.
                 bucket.tokens += 1.0
@@ -188,4 +191,5 @@ class RateBudget:
                 delay = (1.0 - bucket.tokens) / max(bucket.limit.rate_per_s, 1e-9)
             bucket.wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(bucket.wake.wait(), timeout=max(delay, 0.001))
+                async with asyncio.timeout(max(delay, 0.001)):
+                    await bucket.wake.wait()

@@ -14,6 +14,7 @@ cancels its handler tasks when its socket drops). Whatever happens to the turn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -23,7 +24,7 @@ from typing import Any, Literal, TypeAlias
 
 import structlog
 
-from adapters.base import CardHandle, CardSink, CardTarget
+from adapters.base import CardHandle, CardSink, CardTarget, RateLimited, TransientError
 from botgateway import render
 from botgateway.access import AccessHook, allow_all
 from botgateway.background import BackgroundTasks
@@ -45,6 +46,13 @@ from botgateway.telemetry import TurnObserver
 from botgateway.tooling import ToolContext
 
 log = structlog.get_logger(__name__)
+
+RECOVER_ATTEMPTS = 3
+"""Tries to finalize one left-open card at start-up when the platform throttles or fails transiently."""
+RECOVER_BACKOFF_S = 0.5
+"""First wait between those tries (doubled each time; a throttle's Retry-After wins)."""
+RECOVER_MAX_WAIT_S = 10.0
+"""A throttle asking for a longer wait than this ends the tries: start-up does not stall on an old card."""
 
 SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused"]
 
@@ -167,6 +175,7 @@ class _Turn:
         self.running = False
         self.stop_requested = False
         self.entered = False
+        self.finishing = False
         self.started_at = time.time()
         self.tool_calls: dict[str, dict[str, Any]] = {}
         self.prompt_tokens = 0
@@ -311,8 +320,8 @@ class Gateway:
         and the conversation's history is left as it was before the turn.
         """
         turn = self._turns.get(turn_id)
-        if turn is None or turn.done.done():
-            return False
+        if turn is None or turn.done.done() or turn.finishing:
+            return False  # unknown, or the answer is complete and its card being finalized
         if user_id != turn.user_id and not self.is_admin(user_id):
             log.info("gateway.stop_refused", turn_id=turn_id, user=user_id)
             return False
@@ -330,8 +339,8 @@ class Gateway:
         """Finalize cards a previous process left streaming; returns how many were closed.
 
         Each card is finalized as failed with a short "interrupted, please ask
-        again" note. A card the sink cannot finalize (deleted, expired) is
-        forgotten. Cards of platforms without a sink here are left for the
+        again" note, retried a few times when throttled or failing transiently.
+        A card the sink still cannot finalize (deleted, expired) is forgotten. Cards of platforms without a sink here are left for the
         process that serves them. ``older_than_s`` spares fresh cards (several
         replicas sharing one Redis store).
         """
@@ -375,6 +384,10 @@ class Gateway:
                 await asyncio.wait(pending, timeout=2)
                 # finish() shields the final delivery from its caller: end it here, or it outlives us
                 await asyncio.gather(*(t.streamer.aclose() for t in turns if t.task in pending), return_exceptions=True)
+        for turn in turns:
+            # A task cancelled before its first step never resolved its future: nobody may wait forever.
+            if not turn.done.done():
+                turn.done.set_result(TurnOutcome(turn.turn_id, "stopped", turn.answer, turn.state.snapshot()))
         await self._background.aclose()
 
     # --- internals ---------------------------------------------------------------
@@ -427,8 +440,9 @@ class Gateway:
         turn.stop_requested = True
         log.info("gateway.stopping", turn_id=turn.turn_id, by=stopped_by or "gateway")
         # A task cancelled before its first step never runs its body, so its card would
-        # never be finished; until then the flag alone stops it.
-        if turn.task is not None and not turn.task.done() and turn.entered:
+        # never be finished; until then the flag alone stops it. Once the card is being
+        # finalized, a cancel would only make ``done`` resolve before the card is final.
+        if turn.task is not None and not turn.task.done() and turn.entered and not turn.finishing:
             turn.task.cancel()
 
     async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
@@ -495,11 +509,14 @@ class Gateway:
                         turn.started_at = time.time()
                         if turn.stop_requested:
                             raise asyncio.CancelledError
-                        async for event in self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id):
-                            if turn.stop_requested:
-                                raise asyncio.CancelledError
-                            turn.observe(event)
-                            await turn.streamer.feed(event)
+                        # aclosing: leaving the loop early (a stop) ends the turn's stream and tool calls now.
+                        events = self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id)
+                        async with contextlib.aclosing(events):
+                            async for event in events:
+                                if turn.stop_requested:
+                                    raise asyncio.CancelledError
+                                turn.observe(event)
+                                await turn.streamer.feed(event)
                 except asyncio.CancelledError:
                     task = asyncio.current_task()
                     if task is not None:
@@ -513,6 +530,7 @@ class Gateway:
                     failed = TurnFailed(reason="internal", message=_text(msg.target.locale, "crashed"), partial_answer=partial)
                     turn.observe(failed)
                     await self._feed_quietly(turn, failed)
+                turn.finishing = True
                 metrics = await turn.streamer.finish()
             except asyncio.CancelledError:
                 # cancelled again while finishing (shutdown): the streamer still delivers the final
@@ -528,7 +546,8 @@ class Gateway:
                 outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
                 log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
                 try:
-                    await asyncio.wait_for(self._audit(turn, outcome, time.monotonic() - started), timeout=5)
+                    async with asyncio.timeout(5):
+                        await self._audit(turn, outcome, time.monotonic() - started)
                 except (asyncio.CancelledError, TimeoutError):
                     log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
                 if not turn.done.done():
@@ -602,15 +621,31 @@ class Gateway:
         snapshot = CardSnapshot(status="failed", error=_text(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
         handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
         ok = False
-        try:
-            key, limit = sink.rate_key("finalize", target)
-            await self._budget.acquire(key, limit, owner=f"recover-{card.card_id}")
-            await sink.finalize(handle, snapshot)
-            ok = True
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error=type(exc).__name__)
+        key, limit = sink.rate_key("finalize", target)
+        for attempt in range(RECOVER_ATTEMPTS):
+            try:
+                await self._budget.acquire(key, limit, owner=f"recover-{card.card_id}", priority=True)
+                await sink.finalize(handle, snapshot)
+                ok = True
+                break
+            except asyncio.CancelledError:
+                raise
+            except (RateLimited, TransientError) as exc:
+                # A restart often meets a throttled platform: a card dropped here would spin forever.
+                if isinstance(exc, RateLimited):
+                    wait = exc.retry_after or RECOVER_BACKOFF_S * 2**attempt
+                    if wait > RECOVER_MAX_WAIT_S:
+                        log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error="throttled", retry_after=wait)
+                        break  # start-up must not wait minutes for one old card
+                    self._budget.pause(key, wait)
+                elif attempt + 1 < RECOVER_ATTEMPTS:
+                    await asyncio.sleep(RECOVER_BACKOFF_S * 2**attempt)
+                log.info("gateway.recover_card_retry", platform=card.platform, card_id=card.card_id, error=type(exc).__name__)
+            except Exception as exc:
+                log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error=type(exc).__name__)
+                break
+        else:
+            log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error="retries exhausted")
         try:
             await self._store.remove_open_card(card.platform, card.card_id)
         except Exception as exc:

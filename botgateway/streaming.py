@@ -48,10 +48,10 @@ from botgateway import render
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.card import CardSnapshot, CardState, Narration, Phase
-from botgateway.config import BufferPolicyConfig
+from botgateway.config import BufferPolicyConfig, PhasePolicy
 from botgateway.events import AnswerDelta, ThoughtDelta, ToolCallFinished, ToolCallStarted, TurnEvent
 from botgateway.metrics import CardMetrics
-from botgateway.render import split_point
+from botgateway.render import split_parts, split_point
 from botgateway.store import OpenCard, Store
 
 __all__ = ["BufferPolicy", "CardMetrics", "CardStreamer", "PhaseRule", "RateBudget"]
@@ -92,11 +92,9 @@ class BufferPolicy:
         """The policy of an adapter's ``policy:`` section (defaults: the product's reference policy)."""
         config = config or BufferPolicyConfig()
 
-        def rule(section: object) -> PhaseRule:
+        def rule(section: PhasePolicy) -> PhaseRule:
             return PhaseRule(
-                min_chars=section.min_chars,  # type: ignore[attr-defined]
-                min_interval_s=section.min_interval_s,  # type: ignore[attr-defined]
-                max_wait_s=section.max_wait_s,  # type: ignore[attr-defined]
+                min_chars=section.min_chars, min_interval_s=section.min_interval_s, max_wait_s=section.max_wait_s
             )
 
         return cls(thinking=rule(config.thinking), tool=rule(config.tool), answer=rule(config.answer))
@@ -485,7 +483,8 @@ class CardStreamer:
             self._want_flush = True
             delay = self._backoff(self._live_attempts - 1)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._finishing.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await self._finishing.wait()
             self._wake.set()
         elif outcome == "too_long":
             if self._shrink(len(part_answer)):
@@ -691,7 +690,7 @@ class CardStreamer:
         while pieces:
             piece = pieces[0]
             if len(piece.answer) > capacity:
-                chunks = _split(piece.answer, capacity)
+                chunks = split_parts(piece.answer, capacity)
                 pieces[:1] = [
                     replace(piece, answer=chunk, continued=i < len(chunks) - 1 or piece.continued,
                             blocks=piece.blocks if i == 0 else (), footer=piece.footer if i == len(chunks) - 1 else "")
@@ -786,7 +785,10 @@ class CardStreamer:
             # Live calls get the final deadline too, so a hung request cannot freeze the card.
             remaining = self.final_deadline_s if deadline is None else max(deadline - time.monotonic(), 0.001)
             try:
-                await asyncio.wait_for(make_call(), timeout=remaining)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (shutdown)
+                # that arrives as the call completes, and the worker would carry on.
+                async with asyncio.timeout(remaining):
+                    await make_call()
             except RateLimited as exc:
                 self.metrics.throttles += 1
                 self._throttle_streak += 1
@@ -884,9 +886,3 @@ def _target_dict(target: CardTarget) -> dict[str, object]:
         data = {f.name: getattr(target, f.name) for f in fields(target)}
         data["extra"] = {k: v for k, v in target.extra.items() if isinstance(v, (str, int, float, bool, type(None)))}
     return data
-
-
-def _split(text: str, max_chars: int) -> list[str]:
-    from botgateway.render import split_parts
-
-    return split_parts(text, max_chars)

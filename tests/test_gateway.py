@@ -25,7 +25,7 @@ from botgateway.store import OpenCard
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.streaming import BufferPolicy, RateBudget
 from botgateway.tooling import ToolContext, ToolRegistry, tool
-from tests.fakes.gateway import FlakySink, RecordingSink
+from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
 
 
 @tool
@@ -311,6 +311,16 @@ async def test_recovery_drops_a_card_whose_finalize_fails(h: Harness) -> None:
     assert await h.store.open_cards() == []
 
 
+async def test_recovery_honours_a_throttle_and_still_closes_the_card(h: Harness) -> None:
+    target = {"platform": "test", "chat_id": "c", "turn_id": "t", "locale": "en"}
+    await h.store.add_open_card(OpenCard("test", "card-1", "t", target, time.time()))
+    sink = ThrottledFinalizeSink(throttles=2)
+    assert await h.gateway.recover_open_cards({"test": sink}) == 1
+    assert sink.throttled == 2
+    assert sink.cards["card-1"].status == "failed" and "ask again" in sink.cards["card-1"].error
+    assert await h.store.open_cards() == []
+
+
 async def test_shutdown_stops_running_turns_and_finalizes_their_cards(h: Harness) -> None:
     h.server.enqueue(Script.text("y " * 500, chunk_size=4, delay_s=0.02))
     sub = await h.submit("long")
@@ -431,3 +441,23 @@ async def test_stop_while_the_card_is_being_created_stops_before_the_model_is_as
         assert outcome.outcome == "stopped"
         assert h.server.requests == []
         assert h.sink.card_for(sub.turn_id).status == "stopped"
+
+
+async def test_a_stop_after_the_answer_is_complete_waits_for_the_final_card(tmp_path) -> None:
+    async for h in _harness(tmp_path, ScriptedLLMServer()):
+        sink = GatedFinalizeSink()
+        h.sink = sink
+        h.server.enqueue(Script.text("the whole answer"))
+        sub = await h.submit("hi")
+        await asyncio.wait_for(sink.finalizing.wait(), 10)
+        # The answer is complete and its card is being finalized: too late to stop, and
+        # `done` must not resolve while the card still shows its live state.
+        assert await h.gateway.stop_turn(sub.turn_id, "alice") is False
+        stop = await h.submit("stop")
+        assert not sub.done.done()
+        sink.release.set()
+        outcome = await asyncio.wait_for(sub.done, 10)
+        assert outcome.outcome == "done"
+        card = sink.card_for(sub.turn_id)
+        assert card.status == "done" and card.answer == "the whole answer"
+        assert stop.status == "stopped"

@@ -567,6 +567,25 @@ async def test_budget_pause_holds_every_owner_and_cancel_leaves_the_line() -> No
     assert budget.granted("k") == 2
 
 
+async def test_budget_dispatcher_ends_when_its_last_waiter_leaves_a_long_pause() -> None:
+    budget = RateBudget()
+    limit = RateLimit(rate_per_s=1.0, burst=1)
+    await budget.acquire("slow", limit, "a")
+    budget.pause("slow", 60.0)  # a Slack Retry-After: nobody should sit out this minute
+    waiter = asyncio.create_task(budget.acquire("slow", limit, "b"))
+    await until(lambda: budget.waiting("slow") == 1)
+
+    def dispatchers() -> list[asyncio.Task[object]]:
+        return [t for t in asyncio.all_tasks() if t.get_name() == "rate-budget:slow" and not t.done()]
+
+    assert dispatchers()
+    waiter.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiter
+    await until(lambda: not dispatchers(), timeout=2.0)  # not stuck for the rest of the pause
+    assert budget.waiting("slow") == 0 and budget.granted("slow") == 1
+
+
 async def test_budget_is_fair_between_two_cards_on_one_key() -> None:
     # A card streaming on every chunk and a quiet card share a slow bucket: the quiet card still gets through.
     async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=RateLimit(10.0, 1)) as sink:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -63,6 +62,7 @@ from adapters.base import (
     RateLimited,
     TooLong,
     TransientError,
+    parse_retry_after,
 )
 from botgateway.card import CardSnapshot, Narration
 from botgateway.render import render_markdown
@@ -708,7 +708,8 @@ class HttpCardSink:
             return payload
         code = str(payload.get("code", ""))
         if status == 429 or (status == 403 and "qpslimit" in code.lower()):
-            retry_after = _seconds(retry_header) if retry_header else _seconds(payload.get("retry_after"))
+            raw = retry_header or payload.get("retry_after")
+            retry_after = parse_retry_after(None if raw is None else str(raw))
             raise RateLimited(retry_after, f"card API throttled ({status}{' ' + code if code else ''})")
         if status in (404, 410):
             raise CardGone(f"card not found ({status})")
@@ -738,11 +739,3 @@ class HttpCardSink:
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """``POST /messages``."""
         await self._request("POST", "/messages", self._body(target, snapshot))
-
-
-def _seconds(value: Any) -> float | None:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None

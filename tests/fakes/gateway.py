@@ -7,7 +7,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapters.base import CardGone, CardHandle, CardOp, CardTarget, RateLimit, TransientError
+from adapters.base import CardGone, CardHandle, CardOp, CardTarget, RateLimit, RateLimited, TransientError
 from botgateway.card import CardSnapshot
 
 
@@ -22,7 +22,7 @@ class Call:
 
 
 class RecordingSink:
-    """A CardSink that records calls; ``gone`` card ids raise CardGone, ``fail_finalize`` raises TransientError."""
+    """A CardSink that records calls and lets tests await them; card ids in ``gone`` raise CardGone."""
 
     def __init__(self, platform: str = "test", *, max_chars: int = 10_000, latency_s: float = 0.0) -> None:
         self.platform = platform
@@ -95,3 +95,33 @@ class FlakySink(RecordingSink):
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         raise TransientError("boom")
+
+
+class GatedFinalizeSink(RecordingSink):
+    """Holds every finalize until ``release`` is set; ``finalizing`` is set once one is waiting."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.finalizing = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        self.finalizing.set()
+        await self.release.wait()
+        return await super().finalize(handle, snapshot)
+
+
+class ThrottledFinalizeSink(RecordingSink):
+    """Answers the first ``throttles`` finalize calls with a throttle (Retry-After ``retry_after``)."""
+
+    def __init__(self, throttles: int, retry_after: float = 0.05) -> None:
+        super().__init__()
+        self.throttles = throttles
+        self.retry_after = retry_after
+        self.throttled = 0
+
+    async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        if self.throttled < self.throttles:
+            self.throttled += 1
+            raise RateLimited(self.retry_after)
+        return await super().finalize(handle, snapshot)
