@@ -8,7 +8,7 @@ concrete tool at import time.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from botgateway.config import Config, ConfigError
-from botgateway.tooling import ToolRegistry
+from botgateway.tooling import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from botgateway.gateway import Gateway
@@ -44,6 +44,11 @@ def resolve(path: str) -> Any:
     """Import ``module:attribute``."""
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
+    """``tools`` in a registry with the configured default timeout and result size cap."""
+    return ToolRegistry(tools, default_timeout_s=config.tools.default_timeout_s, max_result_chars=config.tools.max_result_chars)
 
 
 @dataclass
@@ -90,11 +95,8 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
 
         toolset = await resolve(TOOLSET_FACTORY)(config.tools)
         stack.push_async_callback(toolset.aclose)
-        registry = ToolRegistry(
-            toolset.tools,
-            default_timeout_s=config.tools.default_timeout_s,
-            max_result_chars=config.tools.max_result_chars,
-        )
+        registry = tool_registry(config, toolset.tools)
+        toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
 
         base_url: str | None = None
         model_label = config.llm.resolved_model

@@ -11,7 +11,7 @@ failed.
 
 from __future__ import annotations
 
-import getpass
+import asyncio
 import json
 import sys
 import time
@@ -23,6 +23,7 @@ import structlog
 
 from botgateway.config import Config
 from botgateway.events import (
+    AnswerDelta,
     RoundStarted,
     ToolCallFinished,
     ToolCallStarted,
@@ -33,7 +34,7 @@ from botgateway.events import (
     UsageReported,
     event_to_dict,
 )
-from botgateway.tooling import ToolContext
+from botgateway.tooling import ToolContext, local_user
 
 __all__ = ["run_ask"]
 
@@ -50,8 +51,11 @@ class _Tally:
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     round: int = 0
+    answer: list[str] = field(default_factory=list)
+    """Answer text of the current round, reported if the turn is interrupted."""
 
     def apply(self, event: TurnEvent) -> None:
+        """Fold one event into the tally."""
         if isinstance(event, ToolCallStarted):
             self.calls[event.call_id] = {
                 "call_id": event.call_id,
@@ -69,6 +73,9 @@ class _Tally:
             self.usage = self.usage + Usage(event.prompt_tokens, event.completion_tokens)
         elif isinstance(event, RoundStarted):
             self.round = event.round
+            self.answer.clear()
+        elif isinstance(event, AnswerDelta):
+            self.answer.append(event.text)
 
 
 def _usage_dict(usage: Usage) -> dict[str, int]:
@@ -84,8 +91,13 @@ def _emit(out: TextIO, obj: dict[str, Any]) -> None:
     out.flush()
 
 
-async def run_ask(config: Config, question: str, *, json_mode: bool, conversation_id: str = "cli") -> int:
-    """Run one turn for ``question`` and print it; returns the exit status (1 when the turn failed)."""
+async def run_ask(config: Config, question: str, *, json_mode: bool, conversation_id: str = "cli", new: bool = False) -> int:
+    """Run one turn for ``question`` and print it; returns the exit status (1 when the turn failed).
+
+    ``new`` forgets the conversation's history first. When the command is
+    interrupted (Ctrl-C), ``--json`` still ends with a result line (reason
+    ``cancelled``) before the interruption propagates.
+    """
     from botgateway.app import build_runtime
 
     out, err = sys.stdout, sys.stderr
@@ -106,14 +118,17 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
     final: TurnDone | TurnFailed | None = None
     try:
         async with build_runtime(config) as runtime:
+            if new:
+                await runtime.memory.clear(conversation_id)
             if not json_mode and out.isatty():
                 # On a terminal, draw the same live card a chat platform gets; piped output stays plain.
                 from adapters.terminal import render_ask
 
                 return await render_ask(runtime, question, conversation_id=conversation_id)
+            user = local_user()
             ctx = ToolContext(
-                user_id=_login(),
-                user_name=_login(),
+                user_id=user,
+                user_name=user,
                 platform="cli",
                 conversation_id=conversation_id,
                 chat_id=conversation_id,
@@ -127,12 +142,19 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
                     _print_progress(event, err)
                 if isinstance(event, (TurnDone, TurnFailed)):
                     final = event
+    except asyncio.CancelledError:
+        # Ctrl-C: a script reading --json still gets its result line (and the exit status is 130).
+        if json_mode:
+            ending = final or TurnFailed("cancelled", "interrupted before the turn ended", partial_answer="".join(tally.answer))
+            _emit(out, _result_line(ending, tally, elapsed()))
+        raise
     except Exception as exc:  # start-up problems (store, tools, endpoint) in plain words, never a traceback
         if final is not None:
             # The turn ended; only shutting the runtime down failed. Report the turn as it was.
             log.warning("ask_shutdown_failed", error=type(exc).__name__)
             return _report(final, tally, json_mode, elapsed())
         log.error("ask_failed", error=type(exc).__name__)
+        log.debug("ask_failed.traceback", exc_info=True)  # a bug of ours is diagnosable with log.level: debug
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         if json_mode:
             _emit(out, {"kind": "result", "ok": False, "answer": "", "tool_calls": list(tally.calls.values()), "usage": _usage_dict(tally.usage), "error": {"reason": "internal", "message": message}, "t": elapsed()})
@@ -208,10 +230,3 @@ def _print_progress(event: TurnEvent, err: TextIO) -> None:
     elif isinstance(event, ToolCallFinished):
         mark = "✓" if event.ok else "✗"
         print(f"{mark} {event.name}: {event.summary} ({event.duration_s:.1f} s)", file=err, flush=True)
-
-
-def _login() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in some containers
-        return "cli"

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from botgateway.config import Config, ConfigError, load_config
 
 EXIT_OK = 0
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", help="the question, in quotes")
     ask.add_argument("--json", action="store_true", help="print one JSON object per event, then the result")
     ask.add_argument("--conversation", default="cli", help="conversation id, to ask follow-ups (default: cli)")
+    ask.add_argument("--new", action="store_true", help="forget the conversation's history first, then ask")
     _config_arg(ask)
 
     check = sub.add_parser("check-config", help="validate the configuration and print every problem")
@@ -89,7 +92,7 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if command == "ask":
         from botgateway.ask import run_ask
 
-        return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation)
+        return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new)
     if command == "run":
         from botgateway.runner import run
 
@@ -121,8 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from botgateway.logs import configure_logging, secret_values
 
-    configure_logging(_log_config_for(args.command, config), secrets=secret_values(config))
     try:
+        configure_logging(_log_config_for(args.command, config), secrets=secret_values(config))
         return asyncio.run(_dispatch(args, config))
     except ConfigError as exc:
         _print_config_problems(exc)
@@ -133,16 +136,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`botgateway ask … | head`); stop quietly like other CLI tools.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
+    except Exception as exc:
+        # Last line of defence against a bug of ours: one plain line for the operator; the
+        # traceback only at debug level, since for ask/tools the log is this same stderr.
+        log = structlog.get_logger(__name__)
+        log.error("command_crashed", command=args.command, error=type(exc).__name__)
+        log.debug("command_crashed.traceback", exc_info=True)
+        detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        print(f"botgateway {args.command}: {detail} (log.level: debug logs the traceback)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _log_config_for(command: str, config: Config) -> Any:
     """Interactive commands keep the terminal for the card: logs go to a file unless one is set."""
-    if command in ("chat", "ask", "tools") and not config.log.file:
-        if command == "chat" or (command == "run" and config.adapters.terminal.enabled):
-            return config.log.model_copy(update={"file": "data/botgateway.log"})
-        return config.log.model_copy(update={"level": "warning"}) if config.log.level == "info" else config.log
-    if command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty() and not config.log.file:
+    if config.log.file:
+        return config.log
+    terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
+    if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
+    if command in ("ask", "tools") and config.log.level == "info":
+        # One-shot commands print their own outcome; routine info lines would only bury it.
+        return config.log.model_copy(update={"level": "warning"})
     return config.log
 
 

@@ -29,7 +29,7 @@ class ConfigError(Exception):
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, values are validated on assignment."""
+    """Base of every config section: unknown keys are errors, defaults are validated too, and a loaded config is immutable."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
 
@@ -120,7 +120,10 @@ class LLMConfig(Section):
             return self.model
         if self.resolved_provider == "demo":
             return "botgateway-demo"
-        return PROVIDER_PRESETS.get(self.resolved_provider, ("", ""))[1]
+        preset_url, preset_model = PROVIDER_PRESETS.get(self.resolved_provider, ("", ""))
+        if self.provider == "auto" and self.base_url and self.base_url.rstrip("/") != preset_url:
+            return ""  # someone else's endpoint: OpenAI's default model would only earn a 404 there
+        return preset_model
 
     @model_validator(mode="after")
     def _check_complete(self) -> LLMConfig:
@@ -130,6 +133,8 @@ class LLMConfig(Section):
         if provider not in KEYLESS_PROVIDERS and not self.api_key.get_secret_value() and self.provider != "auto":
             raise ValueError(f"provider {provider!r} needs api_key; set it with ${{ENV_VAR}} or use provider: demo")
         if provider != "demo" and not self.resolved_model:
+            if self.provider == "auto" and self.base_url:
+                raise ValueError("llm.base_url is set but llm.model is not; set llm.model to a model that endpoint serves")
             raise ValueError(f"provider {provider!r} has no default model; set llm.model (for Doubao/Ark: the endpoint id)")
         return self
 
@@ -291,6 +296,8 @@ class SlackConfig(AdapterBase):
     """chat.postMessage budget per channel."""
     append_rate_per_min: float = Field(100.0, gt=0)
     """chat.appendStream budget per workspace (Tier 4)."""
+    start_stream_rate_per_min: float = Field(20.0, gt=0)
+    """chat.startStream budget per workspace (Tier 2): new native streams, their continuation parts and rollovers."""
     rate_window_s: float = Field(60.0, gt=0)
     """The window the ``*_per_min`` budgets are counted over (Slack counts per minute; tests shrink it)."""
     stop_button: bool = True
@@ -306,6 +313,17 @@ class SlackConfig(AdapterBase):
         """A bot token plus the app token (socket) or signing secret (http)."""
         second = self.app_token if self.mode == "socket" else self.signing_secret
         return bool(self.bot_token.get_secret_value() and second.get_secret_value())
+
+    @model_validator(mode="after")
+    def _enabled_needs_credentials(self) -> SlackConfig:
+        if self.enabled is True and not self.has_credentials():
+            second = "app_token" if self.mode == "socket" else "signing_secret"
+            missing = [name for name in ("bot_token", second) if not getattr(self, name).get_secret_value()]
+            raise ValueError(
+                f"enabled: true but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty "
+                f"(mode: {self.mode}); set {'it' if len(missing) == 1 else 'them'} with ${{ENV_VAR}}, or use enabled: auto"
+            )
+        return self
 
 
 class DingTalkConfig(AdapterBase):
@@ -349,6 +367,16 @@ class DingTalkConfig(AdapterBase):
     def has_credentials(self) -> bool:
         """The app's client id and secret."""
         return bool(self.client_id and self.client_secret.get_secret_value())
+
+    @model_validator(mode="after")
+    def _enabled_needs_credentials(self) -> DingTalkConfig:
+        if self.enabled is True and not self.has_credentials():
+            missing = [name for name, value in (("client_id", self.client_id), ("client_secret", self.client_secret.get_secret_value())) if not value]
+            raise ValueError(
+                f"enabled: true but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty; "
+                f"set {'it' if len(missing) == 1 else 'them'} with ${{ENV_VAR}}, or use enabled: auto"
+            )
+        return self
 
 
 class AdaptersConfig(Section):
@@ -411,7 +439,7 @@ class McpServerConfig(Section):
     """stdio transport: the command to start."""
     args: list[str] = Field(default_factory=list)
     """stdio transport: its arguments."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, SecretStr] = Field(default_factory=dict)
     """stdio transport: extra environment."""
     url: str | None = None
     """streamable-HTTP transport: the server URL."""
@@ -531,6 +559,10 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
+_MAY_HOLD_SECRET = re.compile(r"secret|token|key|passw|auth|headers|env|url", re.IGNORECASE)
+"""Paths whose wrong values are not echoed in error messages: they may be (part of) a credential."""
+
+
 def format_errors(error: ValidationError) -> list[str]:
     """One line per problem: dotted key path, what is wrong, and a hint."""
     problems = []
@@ -548,7 +580,7 @@ def format_errors(error: ValidationError) -> list[str]:
             problems.append(f"{path}: required key is missing")
         else:
             got = item.get("input")
-            shown = "" if isinstance(got, (dict, list)) or "secret" in path.lower() or "token" in path.lower() or "key" in path.lower() else f" (got {got!r})"
+            shown = "" if isinstance(got, (dict, list)) or _MAY_HOLD_SECRET.search(path) else f" (got {got!r})"
             msg = item["msg"].removeprefix("Value error, ")
             problems.append(f"{path or '<root>'}: {msg}{shown}")
     return problems

@@ -5,7 +5,9 @@ because only we know when a retry is safe: connection errors, HTTP 408/409/429
 and 5xx that happen *before the first token* are retried with bounded
 exponential backoff honouring ``Retry-After``; once text has streamed, a
 failure raises :class:`LLMInterrupted` carrying the partial text and is never
-retried (a retry would repeat the text on the user's card).
+retried (a retry would repeat the text on the user's card). Usage is asked for
+with ``stream_options``; an endpoint that rejects that option is asked again
+without it (and never again), since usage is optional and the answer is not.
 
 Every failure is an :class:`LLMError` whose message is plain words, names the
 config key to check, and never contains the API key.
@@ -115,6 +117,7 @@ class LLMClient:
         self.model = config.resolved_model or "default"
         """The model name sent with each request."""
         self._secret = config.api_key.get_secret_value()
+        self._ask_usage = True  # cleared for good when the endpoint rejects stream_options
         self._backoff_base_s = backoff_base_s
         self._client = openai.AsyncOpenAI(
             # Keyless endpoints (Ollama, vLLM, the demo) still get a placeholder: the SDK insists on one.
@@ -171,6 +174,12 @@ class LLMClient:
             except (openai.APIError, OSError) as exc:
                 await _close(sdk_stream)
                 status = getattr(exc, "status_code", None)
+                if status in (400, 422) and "stream_options" in request and "stream_options" in self._provider_message(exc):
+                    # An OpenAI-compatible server that does not know stream_options: usage is optional, the answer is not.
+                    log.warning("llm_stream_options_rejected", status=status)
+                    self._ask_usage = False
+                    request.pop("stream_options")
+                    continue
                 retryable = isinstance(exc, (openai.APIConnectionError, OSError)) or status in RETRYABLE_STATUS
                 if retryable and attempt < self.config.max_retries:
                     wait = self._backoff(attempt, exc)
@@ -188,6 +197,19 @@ class LLMClient:
                 message = self._describe(exc, attempts=attempt + 1)
                 log.warning("llm_unavailable", status=status, error=type(exc).__name__, attempts=attempt + 1)
                 raise LLMUnavailable(message, status=status) from None
+            except ValueError as exc:
+                # The SDK could not parse a chunk: a proxy or server that only looks OpenAI-compatible.
+                await _close(sdk_stream)
+                log.warning("llm_malformed_stream", error=type(exc).__name__)
+                raise LLMUnavailable(
+                    f"The model service at {_host(self.base_url)} sent a stream that is not valid "
+                    "OpenAI-compatible JSON; check that llm.base_url is the service's OpenAI-compatible …/v1 URL"
+                ) from None
+            except BaseException:
+                # Stopped (user stop, shutdown) while the model was still thinking: hang up now, so the
+                # provider stops generating (and billing) and the pooled connection is not left streaming.
+                await _close(sdk_stream)
+                raise
             break
 
         log.debug("llm_first_token", round=round, wait_s=round_s(time.monotonic() - started), attempts=attempt + 1)
@@ -220,6 +242,13 @@ class LLMClient:
             raise LLMInterrupted(
                 message, partial_text=assembler.text, partial_reasoning=assembler.reasoning, status=status
             ) from None
+        except ValueError as exc:
+            log.warning("llm_malformed_stream", error=type(exc).__name__, chunks=assembler.chunks)
+            raise LLMInterrupted(
+                "The model service sent a malformed chunk mid-answer; the partial answer is kept. Ask again to retry",
+                partial_text=assembler.text,
+                partial_reasoning=assembler.reasoning,
+            ) from None
         finally:
             await _close(sdk_stream)
         yield assembler.finish()
@@ -248,8 +277,9 @@ class LLMClient:
             "model": self.model,
             "messages": list(messages),
             "stream": True,
-            "stream_options": {"include_usage": True},
         }
+        if self._ask_usage:
+            request["stream_options"] = {"include_usage": True}
         if tools:
             request["tools"] = list(tools)
             if tool_choice:

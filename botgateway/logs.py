@@ -27,7 +27,7 @@ import structlog
 from pydantic import SecretBytes, SecretStr
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from botgateway.config import LogConfig
+from botgateway.config import ConfigError, LogConfig
 
 __all__ = ["MASK", "RedactSecrets", "bind_turn", "configure_logging", "redact_text", "secret_values"]
 
@@ -178,6 +178,17 @@ def bind_turn(**fields: Any) -> Iterator[None]:
 
 _HANDLER_MARK = "_botgateway_handler"
 
+
+def _open_log_file(file: str) -> TextIO:
+    """Open ``log.file`` for appending, creating its folder; a path we cannot write is a config problem."""
+    path = Path(file).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - owned by the handler
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        raise ConfigError([f"log.file: cannot write the log file {str(path)!r} ({reason}); set log.file to a writable path"]) from None
+
 # Transport libraries that log every frame or header block at DEBUG; they stay at INFO.
 _CHATTY_LOGGERS = ("httpcore", "hpack", "websockets", "urllib3", "asyncio")
 
@@ -190,14 +201,13 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None, secret
         stream: Where to write; defaults to ``config.file`` (appended) or stderr.
         secrets: Exact values to mask wherever they appear (see :func:`secret_values`).
 
-    Calling it again replaces the previous set-up (tests, ``reload``).
+    Calling it again replaces the previous set-up (tests, ``reload``). Raises
+    :class:`~botgateway.config.ConfigError` when ``config.file`` cannot be written.
     """
     owned = False
     if stream is None:
         if config.file:
-            path = Path(config.file).expanduser()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            stream = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - owned by the handler
+            stream = _open_log_file(config.file)
             owned = True
         else:
             stream = sys.stderr

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
@@ -41,6 +42,7 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.llm import ChatModel, LLMError, LLMInterrupted
+from botgateway.stores import StoreError
 from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
 
 __all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note"]
@@ -113,7 +115,7 @@ class ToolLoop:
         untouched.
         """
         turn_id = turn_id or uuid.uuid4().hex
-        saved = _bind(turn_id=turn_id, conversation=conversation_id)
+        saved = _bind(turn_id=turn_id, conversation=conversation_id, user=ctx.user_id or None, platform=ctx.platform or None)
         ended = False
         answer: list[str] = []
         try:
@@ -145,12 +147,15 @@ class ToolLoop:
             raise
         except Exception as exc:
             log.exception("history_load_failed")
-            yield TurnFailed("internal", f"Could not read the conversation history ({type(exc).__name__}); try again")
+            # A store error says what to check (and never holds a password); anything else is a bug of ours.
+            detail = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
+            yield TurnFailed("internal", f"Could not read the conversation history ({detail}); try again")
             return
 
         user_message = {"role": "user", "content": user_text}
         turn_messages: list[dict[str, Any]] = [user_message]
         records: list[ToolCallRecord] = []
+        used_ids: set[str] = set()
         usage = Usage()
         specs = self.tools.specs()
         log.info("turn_started", history_messages=len(history), tools=len(specs))
@@ -199,7 +204,7 @@ class ToolLoop:
                 usage = usage + assembled.usage
                 yield UsageReported(assembled.usage.prompt_tokens, assembled.usage.completion_tokens)
 
-            calls = assembled.tool_calls
+            calls = _unique_ids(assembled.tool_calls, used_ids, round_no)
             if calls and last_round:
                 # Out of rounds and the model still wants tools: close in plain words.
                 note = max_rounds_note(self.max_rounds)
@@ -286,7 +291,7 @@ class ToolLoop:
                         raise RuntimeError("the tool was cancelled")
                     outcome = task.result()
                 except Exception as exc:  # execute() never raises; a broken registry must not end the turn
-                    log.error("tool_execute_crashed", tool=calls[position].name, error=repr(exc))
+                    log.error("tool_execute_crashed", tool=calls[position].name, error=repr(exc), exc_info=exc)
                     outcome = ToolOutcome(False, f"Error: {type(exc).__name__}", f"failed: {type(exc).__name__}", 0.0)
                 log.info(
                     "tool_finished",
@@ -342,6 +347,23 @@ class ToolLoop:
         )
 
 
+def _unique_ids(calls: Sequence[AssembledToolCall], used: set[str], round_no: int) -> tuple[AssembledToolCall, ...]:
+    """The calls with ids unique within the turn (``used`` is updated).
+
+    Some self-hosted gateways number calls per round (``call_0`` every round); the
+    card, the turn result and ``ask --json`` key calls by id, so a repeat gets a suffix.
+    """
+    unique = []
+    for call in calls:
+        call_id, n = call.call_id, 1
+        while call_id in used:
+            n += 1
+            call_id = f"{call.call_id}_r{round_no}" + (f"_{n}" if n > 2 else "")
+        used.add(call_id)
+        unique.append(call if call_id == call.call_id else replace(call, call_id=call_id))
+    return tuple(unique)
+
+
 def _empty_answer_message(finish_reason: str | None) -> str:
     if finish_reason == "content_filter":
         return "The model service withheld the answer (content filter); try rephrasing the question"
@@ -350,14 +372,14 @@ def _empty_answer_message(finish_reason: str | None) -> str:
     return "The model returned an empty answer; try again or rephrase the question"
 
 
-_BOUND_KEYS = ("turn_id", "conversation", "round")
+_BOUND_KEYS = ("turn_id", "conversation", "user", "platform", "round")
 
 
 def _bind(**values: Any) -> dict[str, Any]:
-    """Bind log context for the turn; returns what was bound before so it can be restored."""
+    """Bind log context for the turn (``None`` values are skipped); returns what was bound before so it can be restored."""
     before = structlog.contextvars.get_contextvars()
     saved = {key: before.get(key, _MISSING) for key in _BOUND_KEYS}
-    structlog.contextvars.bind_contextvars(**values)
+    structlog.contextvars.bind_contextvars(**{key: value for key, value in values.items() if value is not None})
     return saved
 
 

@@ -96,7 +96,7 @@ async def _recover(runtime: Runtime, adapters: list[_Adapter]) -> None:
     try:
         await runtime.gateway.recover_open_cards(_sinks(adapters), older_than_s=grace)
     except Exception as exc:  # recovery is best effort; it must not keep the bot from starting
-        log.error("gateway.recover_failed", error=type(exc).__name__)
+        log.error("gateway.recover_failed", error=type(exc).__name__, exc_info=True)
 
 
 def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
@@ -121,12 +121,12 @@ async def _shutdown(runtime: Runtime, adapters: list[_Adapter]) -> None:
     try:
         await runtime.gateway.aclose()
     except Exception as exc:
-        log.error("gateway.close_failed", error=type(exc).__name__)
+        log.error("gateway.close_failed", error=type(exc).__name__, exc_info=True)
     for adapter in reversed(adapters):
         try:
             await asyncio.wait_for(adapter.stop(), timeout=10)
         except Exception as exc:
-            log.warning("adapter.stop_failed", adapter=adapter.name, error=type(exc).__name__)
+            log.warning("adapter.stop_failed", adapter=adapter.name, error=type(exc).__name__, exc_info=not isinstance(exc, TimeoutError))
     log.info("botgateway.stopped")
 
 

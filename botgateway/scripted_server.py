@@ -343,6 +343,8 @@ class ScriptedLLMServer:
         """Chat requests received in total (not capped)."""
         self.request_headers: list[dict[str, str]] = []
         """The headers of each request in ``requests`` (same order)."""
+        self.client_disconnects = 0
+        """Streams the client hung up on before the script ended (stop buttons, timeouts, cancellation)."""
         self._arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._site: web.TCPSite | None = None
@@ -396,6 +398,15 @@ class ScriptedLLMServer:
         async with asyncio.timeout(timeout):
             async with self._arrived:
                 await self._arrived.wait_for(lambda: self.request_count >= count)
+
+    async def wait_for_disconnects(self, count: int, timeout: float = 10.0) -> None:
+        """Wait until the client has hung up on at least ``count`` streams (raises ``TimeoutError``).
+
+        The server notices a hang-up when it next writes, so the script must keep sending.
+        """
+        async with asyncio.timeout(timeout):
+            async with self._arrived:
+                await self._arrived.wait_for(lambda: self.client_disconnects >= count)
 
     # handlers
 
@@ -484,7 +495,9 @@ class ScriptedLLMServer:
             await response.write_eof()
         except ConnectionError:
             # The client went away (stop button, timeout); nothing left to send.
-            pass
+            self.client_disconnects += 1
+            async with self._arrived:
+                self._arrived.notify_all()
         return response
 
     def _fold(self, body: dict[str, Any], script: Script, number: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ read and recover from.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import inspect
 import json
 import re
@@ -19,7 +20,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, get_type_hints, runtime_checkable
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,14 @@ class Tool(Protocol):
         ...
 
 
+def local_user() -> str:
+    """The login name of whoever runs a command here (``cli`` where the system has none, as in some containers)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return "cli"
+
+
 PermissionHook = Callable[[Tool, ToolContext], Awaitable[str | None]]
 """Returns ``None`` to allow the call, or the reason it is refused."""
 
@@ -101,23 +113,36 @@ class ToolOutcome:
 # --- the @tool decorator -------------------------------------------------------
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$", re.IGNORECASE)
+_OTHER_HEADER = re.compile(
+    r"^(Returns?|Yields?|Raises|Examples?|Notes?|Warnings?|See Also|References|Todo|Attributes):\s*$", re.IGNORECASE
+)
 _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into its description and per-argument text."""
+    """Split a Google-style docstring into its description and per-argument text.
+
+    Other sections (``Returns:``, ``Raises:``, ``Examples:``…) are for the
+    programmer, not the model, and are left out of both.
+    """
     lines = inspect.cleandoc(doc or "").splitlines()
     description: list[str] = []
     params: dict[str, str] = {}
     in_args = False
+    in_other = False
     current: str | None = None
     for line in lines:
         if _ARGS_HEADER.match(line):
-            in_args = True
+            in_args, in_other = True, False
+            continue
+        if _OTHER_HEADER.match(line):
+            in_args, in_other = False, True
+            continue
+        if in_other:
             continue
         if in_args:
             if line and not line.startswith((" ", "\t")) and line.rstrip().endswith(":"):
-                in_args = False  # next section (Returns:, Raises:)
+                in_args, in_other = False, True  # a section we do not know by name
                 continue
             match = _ARG_LINE.match(line)
             if match and (line.startswith((" ", "\t")) or current is None or not line.strip()):
@@ -149,29 +174,36 @@ def format_validation_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-class _TTLCache:
-    """A small cache of tool outputs keyed on normalized arguments."""
+class TTLCache:
+    """Values kept for ``ttl_s`` seconds, keyed on anything hashable (tool outputs, provider answers).
 
-    def __init__(self, ttl_s: float, max_entries: int = 256) -> None:
+    A TTL of 0 or less caches nothing. When full, the entry closest to expiry makes room.
+    """
+
+    def __init__(self, ttl_s: float, *, max_entries: int = 256, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl = ttl_s
         self._max = max_entries
-        self._data: dict[str, tuple[float, ToolOutput]] = {}
+        self._clock = clock
+        self._data: dict[Any, tuple[float, Any]] = {}
 
-    def get(self, key: str) -> ToolOutput | None:
+    def get(self, key: Any) -> Any | None:
+        """The live value for ``key``, or ``None``."""
         hit = self._data.get(key)
         if hit is None:
             return None
         expires, value = hit
-        if expires < time.monotonic():
+        if expires < self._clock():
             del self._data[key]
             return None
         return value
 
-    def put(self, key: str, value: ToolOutput) -> None:
+    def put(self, key: Any, value: Any) -> None:
+        """Remember ``value`` for the TTL (no-op when the TTL is 0)."""
+        if self._ttl <= 0:
+            return
         if len(self._data) >= self._max:
-            oldest = min(self._data, key=lambda k: self._data[k][0])
-            del self._data[oldest]
-        self._data[key] = (time.monotonic() + self._ttl, value)
+            del self._data[min(self._data, key=lambda k: self._data[k][0])]
+        self._data[key] = (self._clock() + self._ttl, value)
 
 
 class FunctionTool:
@@ -193,7 +225,7 @@ class FunctionTool:
         self.description = description or doc_description or self.name
         self.timeout_s = timeout_s
         self._summarize = summarize
-        self._cache = _TTLCache(cache_ttl_s) if cache_ttl_s else None
+        self._cache = TTLCache(cache_ttl_s) if cache_ttl_s else None
         self._context_param: str | None = None
 
         hints = get_type_hints(fn, include_extras=True)
@@ -227,7 +259,11 @@ class FunctionTool:
         """Validate, consult the cache, run the function and normalize its output."""
         validated = self.validate(arguments)
         kwargs = {k: getattr(validated, k) for k in type(validated).model_fields}
-        key = json.dumps(validated.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        scope: dict[str, Any] = validated.model_dump(mode="json")
+        if self._context_param:
+            # A tool that looks at who asks may answer differently per asker: never serve one user's result to another.
+            scope = {"args": scope, "asker": [ctx.platform, ctx.user_id, sorted(ctx.roles)]}
+        key = json.dumps(scope, sort_keys=True, ensure_ascii=False)
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
             return hit
         if self._context_param:
@@ -369,7 +405,7 @@ class ToolRegistry:
         def failed(reason: str, arguments: dict[str, Any] | None = None) -> ToolOutcome:
             return ToolOutcome(
                 ok=False,
-                content=f"Error: {reason}",
+                content=cap_text(f"Error: {reason}", self.max_result_chars),
                 summary=_short(reason, 120),
                 duration_s=time.monotonic() - started,
                 arguments=arguments or {},
@@ -393,7 +429,14 @@ class ToolRegistry:
             known = ", ".join(self._tools) or "none"
             return failed(f"unknown tool {name!r}; available tools: {known}", arguments)
 
-        refusal = await self.permission(tool, ctx)
+        try:
+            refusal = await self.permission(tool, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A broken policy must refuse, never allow, and never end the turn.
+            log.error("tool.permission_check_failed", tool=name, error=type(exc).__name__, exc_info=True)
+            return failed("not allowed: the permission check failed", arguments)
         if refusal is not None:
             return failed(f"not allowed: {refusal}", arguments)
 
@@ -407,7 +450,8 @@ class ToolRegistry:
             return failed(str(exc) or type(exc).__name__, arguments)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a tool bug must not end the turn
+        except Exception as exc:  # a tool bug must not end the turn, but it must reach the log with its traceback
+            log.error("tool.crashed", tool=name, error=type(exc).__name__, exc_info=True)
             return failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, arguments)
 
         return ToolOutcome(

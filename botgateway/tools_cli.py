@@ -8,7 +8,6 @@ as in the composition root, so the core never imports ``tools`` at import time.
 
 from __future__ import annotations
 
-import getpass
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,16 +16,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from botgateway.app import TOOLSET_FACTORY, resolve, tool_registry
 from botgateway.config import Config
-from botgateway.tooling import ToolContext, ToolRegistry
+from botgateway.tooling import ToolContext, local_user
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-TOOLSET_FACTORY = "tools.catalog:build_toolset"
-"""Where the concrete tools are built from ``config.tools``."""
-
 
 class ArgumentSyntaxError(ValueError):
     """A ``--arg`` that is not ``KEY=VALUE``."""
@@ -53,18 +49,7 @@ def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 async def _build(config: Config) -> Any:
-    from importlib import import_module
-
-    module, _, attr = TOOLSET_FACTORY.partition(":")
-    return await getattr(import_module(module), attr)(config.tools)
-
-
-def _registry(config: Config, toolset: Any) -> ToolRegistry:
-    return ToolRegistry(
-        toolset.tools,
-        default_timeout_s=config.tools.default_timeout_s,
-        max_result_chars=config.tools.max_result_chars,
-    )
+    return await resolve(TOOLSET_FACTORY)(config.tools)
 
 
 def _signature(parameters: Mapping[str, Any]) -> str:
@@ -119,7 +104,8 @@ async def tools_call(config: Config, name: str, args: list[str], *, console: Con
     toolset = await _build(config)
     try:
         _report_problems(err, toolset)
-        registry = _registry(config, toolset)
+        registry = tool_registry(config, toolset.tools)
+        toolset.attach(registry)
         if registry.get(name) is None:
             reason = (getattr(toolset, "unavailable", {}) or {}).get(name)
             invalid = toolset.check_unavailable_arguments(name, arguments) if reason else None
@@ -133,7 +119,8 @@ async def tools_call(config: Config, name: str, args: list[str], *, console: Con
                 known = ", ".join(registry.names) or "none"
                 err.print(Text(f"error: unknown tool {name!r}; available tools: {known}", style="red"))
             return EXIT_USAGE
-        ctx = ToolContext(user_id=_whoami(), user_name=_whoami(), platform="cli", conversation_id="cli")
+        user = local_user()
+        ctx = ToolContext(user_id=user, user_name=user, platform="cli", conversation_id="cli")
         outcome = await registry.execute(name, arguments, ctx)
     finally:
         await toolset.aclose()
@@ -144,10 +131,3 @@ async def tools_call(config: Config, name: str, args: list[str], *, console: Con
     out.print(Text(f"✓ {name}: {outcome.summary} ({outcome.duration_s:.2f} s)", style="green"))
     out.print(Text(outcome.content), soft_wrap=True)
     return EXIT_OK
-
-
-def _whoami() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in some containers
-        return "cli"

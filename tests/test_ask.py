@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from botgateway.scripted_server import Script, ScriptedLLMServer
+from botgateway.scripted_server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "tools" / "sample_inventory.yaml"
@@ -133,3 +134,49 @@ async def test_ask_unusable_key_exits_1_with_plain_words(tmp_path: Path, server:
     assert stdout == ""
     assert "The model service rejected the API key (HTTP 401); check llm.api_key" in stderr
     assert "Traceback" not in stderr
+
+
+async def test_ask_new_forgets_the_earlier_conversation(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    server.enqueue(Script.text("First answer."), Script.text("Follow-up answer."), Script.text("Fresh answer."))
+    config = write_config(tmp_path, server.base_url)
+    assert (await ask(tmp_path, config, "first"))[0] == 0
+    assert (await ask(tmp_path, config, "follow-up"))[0] == 0
+    code, stdout, stderr = await ask(tmp_path, config, "fresh", "--new")
+    assert code == 0, stderr and stdout == "Fresh answer.\n"
+    assert [m["content"] for m in server.requests[1]["messages"][1:]] == ["first", "First answer.", "follow-up"]
+    assert [m["content"] for m in server.requests[2]["messages"][1:]] == ["fresh"]
+
+
+async def test_ask_with_an_unwritable_log_file_says_so_plainly(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    config = write_config(tmp_path, server.base_url)
+    (tmp_path / "a-folder").mkdir()
+    config.write_text(config.read_text(encoding="utf-8") + f"log:\n  file: {tmp_path / 'a-folder'}\n", encoding="utf-8")
+    code, stdout, stderr = await ask(tmp_path, config, "question")
+    assert code == 1 and stdout == ""
+    assert "log.file: cannot write the log file" in stderr
+    assert "Traceback" not in stderr
+    assert server.requests == []
+
+
+async def test_ctrl_c_during_ask_json_still_ends_with_a_result_line(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("Half an answer"), Pause(60), *text_chunks(" never")]))
+    executable = Path(sys.executable).parent / "botgateway"
+    command = [str(executable)] if executable.exists() else [sys.executable, "-m", "botgateway.cli"]
+    proc = await asyncio.create_subprocess_exec(
+        *command, "ask", "question", "--json", "-c", str(write_config(tmp_path, server.base_url)),
+        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        # The test runner may ignore SIGINT; the child must get Python's default Ctrl-C handling.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+    )
+    assert proc.stdout is not None
+    lines: list[dict[str, Any]] = []
+    async with asyncio.timeout(30):
+        while "".join(line.get("text", "") for line in lines if line["kind"] == "answer_delta") != "Half an answer":
+            lines.append(json.loads(await proc.stdout.readline()))
+        proc.send_signal(signal.SIGINT)
+        rest, stderr = await proc.communicate()  # not stuck behind the 60 s pause
+    result = json.loads(rest.decode().splitlines()[-1])
+    assert proc.returncode == 130
+    assert result["kind"] == "result" and result["ok"] is False
+    assert result["error"]["reason"] == "cancelled" and result["answer"] == "Half an answer"
+    assert "Traceback" not in stderr.decode()

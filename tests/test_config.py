@@ -129,13 +129,28 @@ def test_secrets_never_appear_in_error_messages() -> None:
         {
             "llm": {"provider": "openai", "api_key": "sk-topsecret-abc123", "max_rounds": 0},
             "adapters": {"dingtalk": {"client_secret": 987654321987}, "slack": {"bot_token": ["xoxb-topsecret-9"]}},
+            "tools": {"mcp": [{"name": "m", "url": "http://127.0.0.1:1/mcp", "headers": {"X-Custom": 424242424242}}]},
         }
     )
     joined = "\n".join(problems)
+    assert "tools.mcp[0].headers.X-Custom:" in joined and "424242424242" not in joined
     assert "adapters.dingtalk.client_secret:" in joined
     assert "adapters.slack.bot_token:" in joined
     assert "llm.max_rounds:" in joined
     assert "topsecret" not in joined and "987654321987" not in joined
+
+
+def test_an_adapter_enabled_without_its_credentials_is_a_config_problem() -> None:
+    problems = problems_of(
+        {"adapters": {"slack": {"enabled": True, "bot_token": "xoxb-1"}, "dingtalk": {"enabled": True, "client_id": "ding1"}}}
+    )
+    assert "adapters.slack: enabled: true but app_token is empty (mode: socket); set it with ${ENV_VAR}, or use enabled: auto" in problems
+    assert "adapters.dingtalk: enabled: true but client_secret is empty; set it with ${ENV_VAR}, or use enabled: auto" in problems
+    # auto just stays off without credentials; http mode needs the signing secret instead of the app token.
+    config = parse_config({"adapters": {"slack": {"enabled": "auto"}, "dingtalk": {}}}, env={})
+    assert not config.adapters.slack.active and not config.adapters.dingtalk.active
+    [problem] = problems_of({"adapters": {"slack": {"enabled": True, "mode": "http"}}})
+    assert "bot_token and signing_secret are empty (mode: http)" in problem
 
 
 # --- providers ---------------------------------------------------------------------------
@@ -194,6 +209,11 @@ def test_auto_is_the_demo_without_a_key_and_openai_compatible_with_one() -> None
     assert keyed.resolved_provider == "openai" and keyed.resolved_base_url == "https://api.openai.com/v1"
     local = parse_config({"llm": {"base_url": "http://127.0.0.1:8000/v1", "model": "m"}}, env={}).llm
     assert local.resolved_provider != "demo" and local.resolved_base_url == "http://127.0.0.1:8000/v1"
+    # Someone else's endpoint without a model: say so now instead of sending OpenAI's model name there.
+    [problem] = problems_of({"llm": {"base_url": "http://127.0.0.1:11434/v1", "api_key": "${LLM_API_KEY:-}"}})
+    assert problem.startswith("llm:") and "llm.model" in problem
+    openai_url = parse_config({"llm": {"base_url": "https://api.openai.com/v1/", "api_key": "sk-k123456"}}, env={}).llm
+    assert openai_url.resolved_model == "gpt-4o-mini"
 
 
 # --- botgateway check-config ---------------------------------------------------------------

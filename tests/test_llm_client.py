@@ -59,6 +59,14 @@ def client_for(server: ScriptedLLMServer, **overrides: Any) -> LLMClient:
     return LLMClient(llm_config(server.base_url, **overrides), backoff_base_s=0.01)
 
 
+@pytest.fixture
+async def client(server: ScriptedLLMServer) -> AsyncIterator[LLMClient]:
+    """A client of ``server`` with the test defaults (quick timeouts and backoff)."""
+    llm = client_for(server)
+    yield llm
+    await llm.aclose()
+
+
 # --- the request ---------------------------------------------------------------------------
 
 
@@ -101,13 +109,9 @@ QUIRK_SCRIPTS = {
 
 
 @pytest.mark.parametrize("quirk", sorted(QUIRK_SCRIPTS))
-async def test_text_quirks_through_the_sdk(server: ScriptedLLMServer, quirk: str) -> None:
+async def test_text_quirks_through_the_sdk(server: ScriptedLLMServer, client: LLMClient, quirk: str) -> None:
     server.enqueue(Script(chunks=QUIRK_SCRIPTS[quirk]))
-    client = client_for(server)
-    try:
-        parts, result = await collect(client)
-    finally:
-        await client.aclose()
+    parts, result = await collect(client)
     assert result.text == "answer"
     assert "".join(p.text for p in parts if isinstance(p, TextPart)) == "answer"
     if quirk != "empty_choices_and_null_tool_calls":
@@ -131,13 +135,9 @@ CALLS = [("call_a", "search_ecs_by_ip", {"ip": "10.0.0.1"}), ("call_b", "search_
     ],
     ids=["interleaved", "one-char-fragments", "no-index", "no-index-interleaved-ids", "all-index-0", "repeated-id-name", "index0-repeated-inline"],
 )
-async def test_tool_call_quirks_through_the_sdk(server: ScriptedLLMServer, quirks: dict[str, Any]) -> None:
+async def test_tool_call_quirks_through_the_sdk(server: ScriptedLLMServer, client: LLMClient, quirks: dict[str, Any]) -> None:
     server.enqueue(Script.tool_calls(CALLS, text="Checking both clouds.", **quirks))
-    client = client_for(server)
-    try:
-        parts, result = await collect(client)
-    finally:
-        await client.aclose()
+    parts, result = await collect(client)
     assert [(c.call_id, c.name, c.arguments) for c in result.tool_calls] == [(i, n, a) for i, n, a in CALLS]
     assert all(c.parse_error is None for c in result.tool_calls)
     assert result.text == "Checking both clouds."
@@ -145,13 +145,9 @@ async def test_tool_call_quirks_through_the_sdk(server: ScriptedLLMServer, quirk
     assert result.usage == Usage(30, 15)
 
 
-async def test_usage_never_reported(server: ScriptedLLMServer) -> None:
+async def test_usage_never_reported(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.text("no usage here", usage=None))
-    client = client_for(server)
-    try:
-        _, result = await collect(client)
-    finally:
-        await client.aclose()
+    _, result = await collect(client)
     assert result.usage is None
     assert result.text == "no usage here"
 
@@ -184,13 +180,9 @@ async def test_retry_after_is_capped_by_retry_max_wait(server: ScriptedLLMServer
     assert len(server.requests) == 2
 
 
-async def test_5xx_retried_until_success(server: ScriptedLLMServer) -> None:
+async def test_5xx_retried_until_success(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.error(503, "overloaded"), Script.error(502, "bad gateway"), Script.text("recovered"))
-    client = client_for(server)
-    try:
-        _, result = await collect(client)
-    finally:
-        await client.aclose()
+    _, result = await collect(client)
     assert result.text == "recovered"
     assert len(server.requests) == 3
     assert server.requests[0] == server.requests[2]  # the same request, replayed
@@ -210,52 +202,36 @@ async def test_5xx_gives_up_after_max_retries_with_plain_message(server: Scripte
     assert "Traceback" not in info.value.message
 
 
-async def test_disconnect_before_first_token_is_retried(server: ScriptedLLMServer) -> None:
+async def test_disconnect_before_first_token_is_retried(server: ScriptedLLMServer, client: LLMClient) -> None:
     # The connection drops after the role chunk: nothing reached the user, so a retry is safe.
     server.enqueue(Script.text("never shown").with_options(disconnect_after=1), Script.text("second try"))
-    client = client_for(server)
-    try:
-        parts, result = await collect(client)
-    finally:
-        await client.aclose()
+    parts, result = await collect(client)
     assert result.text == "second try"
     assert "".join(p.text for p in parts if isinstance(p, TextPart)) == "second try"
     assert len(server.requests) == 2
 
 
-async def test_401_is_not_retried_and_names_the_key_setting(server: ScriptedLLMServer) -> None:
+async def test_401_is_not_retried_and_names_the_key_setting(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.error(401, f"Incorrect API key provided: {TEST_API_KEY}", code="invalid_api_key"), Script.text("unused"))
-    client = client_for(server)
-    try:
-        with pytest.raises(LLMUnavailable) as info:
-            await collect(client)
-    finally:
-        await client.aclose()
+    with pytest.raises(LLMUnavailable) as info:
+        await collect(client)
     assert len(server.requests) == 1
     assert info.value.message == "The model service rejected the API key (HTTP 401); check llm.api_key"
 
 
-async def test_400_shows_the_provider_reason_without_the_key(server: ScriptedLLMServer) -> None:
+async def test_400_shows_the_provider_reason_without_the_key(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.error(400, f"This model's maximum context length is 8192 tokens (key {TEST_API_KEY})"))
-    client = client_for(server)
-    try:
-        with pytest.raises(LLMUnavailable) as info:
-            await collect(client)
-    finally:
-        await client.aclose()
+    with pytest.raises(LLMUnavailable) as info:
+        await collect(client)
     assert len(server.requests) == 1
     assert "maximum context length" in info.value.message
     assert TEST_API_KEY not in info.value.message and "***" in info.value.message
 
 
-async def test_404_names_the_model(server: ScriptedLLMServer) -> None:
+async def test_404_names_the_model(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.error(404, "The model `gpt-9` does not exist"))
-    client = client_for(server)
-    try:
-        with pytest.raises(LLMUnavailable) as info:
-            await collect(client)
-    finally:
-        await client.aclose()
+    with pytest.raises(LLMUnavailable) as info:
+        await collect(client)
     assert "'scripted-model'" in info.value.message and "llm.model" in info.value.message
 
 
@@ -328,15 +304,11 @@ async def test_idle_timeout_mid_answer(server: ScriptedLLMServer) -> None:
     assert len(server.requests) == 1
 
 
-async def test_error_event_mid_stream(server: ScriptedLLMServer) -> None:
+async def test_error_event_mid_stream(server: ScriptedLLMServer, client: LLMClient) -> None:
     error = '{"error": {"message": "upstream overloaded", "type": "server_error"}}'
     server.enqueue(Script(chunks=[role_chunk(), *text_chunks("Half an "), error]))
-    client = client_for(server)
-    try:
-        with pytest.raises(LLMInterrupted) as info:
-            await collect(client)
-    finally:
-        await client.aclose()
+    with pytest.raises(LLMInterrupted) as info:
+        await collect(client)
     assert info.value.partial_text == "Half an "
     assert "upstream overloaded" in info.value.message
 
@@ -344,25 +316,17 @@ async def test_error_event_mid_stream(server: ScriptedLLMServer) -> None:
 # --- complete() ----------------------------------------------------------------------------------
 
 
-async def test_complete_returns_the_answer_without_thought(server: ScriptedLLMServer) -> None:
+async def test_complete_returns_the_answer_without_thought(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script(chunks=[role_chunk(), *think_chunks("summarize", "Earlier: asked about web-1."), finish_chunk()]))
-    client = client_for(server)
-    try:
-        summary = await client.complete([{"role": "user", "content": "summarize this"}])
-    finally:
-        await client.aclose()
+    summary = await client.complete([{"role": "user", "content": "summarize this"}])
     assert summary == "Earlier: asked about web-1."
     assert "tools" not in server.requests[0]
 
 
-async def test_complete_raises_plain_error(server: ScriptedLLMServer) -> None:
+async def test_complete_raises_plain_error(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.error(401, "bad key"))
-    client = client_for(server)
-    try:
-        with pytest.raises(LLMUnavailable, match="llm.api_key"):
-            await client.complete([{"role": "user", "content": "x"}])
-    finally:
-        await client.aclose()
+    with pytest.raises(LLMUnavailable, match="llm.api_key"):
+        await client.complete([{"role": "user", "content": "x"}])
 
 
 # --- the server itself ---------------------------------------------------------------------------
@@ -386,13 +350,9 @@ async def test_models_endpoint_and_responder() -> None:
             await sdk.close()
 
 
-async def test_no_script_is_a_clear_400(server: ScriptedLLMServer) -> None:
-    client = client_for(server)
-    try:
-        with pytest.raises(LLMUnavailable, match="no script"):
-            await collect(client)
-    finally:
-        await client.aclose()
+async def test_no_script_is_a_clear_400(server: ScriptedLLMServer, client: LLMClient) -> None:
+    with pytest.raises(LLMUnavailable, match="no script"):
+        await collect(client)
 
 
 async def test_non_streaming_request_gets_the_folded_script(server: ScriptedLLMServer) -> None:
@@ -455,3 +415,45 @@ async def test_many_concurrent_streams() -> None:
             await client.aclose()
     assert all(final.text == answer for _, final in results)
     assert srv.request_count == 60
+
+
+async def test_cancel_before_the_first_token_hangs_up_at_once(server: ScriptedLLMServer, client: LLMClient) -> None:
+    # A model "thinking" for a long time (keep-alive chunks carry no token) when the user presses stop.
+    server.enqueue(Script(chunks=[role_chunk(), *[empty_chunk() for _ in range(500)], *text_chunks("late")], delay_s=0.02))
+    task = asyncio.create_task(collect(client))
+    await server.wait_for_requests(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The connection is closed now, not when the 10 s stream would have ended.
+    await server.wait_for_disconnects(1, timeout=5)
+    assert len(server.requests) == 1
+
+
+async def test_malformed_chunks_are_plain_errors_before_and_after_the_first_token(server: ScriptedLLMServer, client: LLMClient) -> None:
+    server.enqueue(Script(chunks=[role_chunk(), "{not json"]), Script(chunks=[role_chunk(), *text_chunks("Half an "), "{not json"]))
+    with pytest.raises(LLMUnavailable) as before:
+        await collect(client)
+    assert "not valid OpenAI-compatible JSON" in before.value.message and "llm.base_url" in before.value.message
+    with pytest.raises(LLMInterrupted) as after:
+        await collect(client)
+    assert after.value.partial_text == "Half an " and "malformed" in after.value.message
+    assert len(server.requests) == 2  # neither was retried
+
+
+async def test_an_endpoint_rejecting_stream_options_is_asked_again_without_them() -> None:
+    def strict_server(body: dict[str, Any]) -> Script:
+        # What older vLLM builds and some Azure API versions answer.
+        if "stream_options" in body:
+            return Script.error(400, "Unrecognized request argument supplied: stream_options")
+        return Script.text("answered", usage=None)
+
+    async with ScriptedLLMServer(responder=strict_server) as strict:
+        other = client_for(strict, max_retries=0)
+        try:
+            _, first = await collect(other)
+            _, second = await collect(other)
+        finally:
+            await other.aclose()
+    assert first.text == second.text == "answered" and first.usage is None
+    assert ["stream_options" in body for body in strict.requests] == [True, False, False]  # remembered

@@ -189,6 +189,9 @@ async def test_parallel_interleaved_calls_run_concurrently_and_results_return_in
     assert [r.call_id for r in done.result.tool_calls] == ["call_A", "call_B"]
     assert done.result.usage == Usage(300, 30) and done.result.rounds == 2
     assert seen_log_context and seen_log_context[0]["turn_id"] and seen_log_context[0]["round"] == 1
+    assert seen_log_context[0]["conversation"] == "conv"
+    assert seen_log_context[0]["user"] == "U1" and seen_log_context[0]["platform"] == "cli"
+    assert "turn_id" not in structlog.contextvars.get_contextvars()  # restored once the turn ended
 
     history = await harness.memory.history("conv")
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool", "assistant"]
@@ -215,6 +218,26 @@ async def test_missing_call_ids_are_assigned_and_matched(harness: Harness) -> No
     follow_up = harness.server.requests[1]["messages"]
     assert [c["id"] for c in follow_up[-3]["tool_calls"]] == ["call_1_1", "call_1_2"]
     assert [(m["tool_call_id"], m["content"]) for m in follow_up[-2:]] == [("call_1_1", "a answers"), ("call_1_2", "b answers")]
+
+
+async def test_call_ids_a_provider_reuses_across_rounds_are_made_unique(harness: Harness) -> None:
+    runs: list[int] = []
+    harness.registry.add(_counting_tool(runs))
+    # A self-hosted gateway that numbers calls per round: "call_0" in every round.
+    harness.server.enqueue(
+        Script.tool_calls([("call_0", "probe", {"step": 1})]),
+        Script.tool_calls([("call_0", "probe", {"step": 2})]),
+        Script.text("Both probes are fine."),
+    )
+    events = await harness.run("probe twice")
+    assert runs == [1, 2]
+    assert [e.call_id for e in of(events, ToolCallStarted)] == ["call_0", "call_0_r2"]
+    assert [e.call_id for e in of(events, ToolCallFinished)] == ["call_0", "call_0_r2"]
+    done = events[-1]
+    assert isinstance(done, TurnDone) and [r.call_id for r in done.result.tool_calls] == ["call_0", "call_0_r2"]
+    third = harness.server.requests[2]["messages"]
+    assert [m["tool_call_id"] for m in third if m["role"] == "tool"] == ["call_0", "call_0_r2"]
+    assert third[-2]["tool_calls"][0]["id"] == "call_0_r2" and third[-1]["content"] == "step 2 ok"
 
 
 # --- tool failures go back to the model ------------------------------------------------------------
@@ -491,4 +514,13 @@ async def test_unreadable_history_fails_the_turn_in_plain_words(harness: Harness
     (failed,) = events
     assert isinstance(failed, TurnFailed) and failed.reason == "internal"
     assert "conversation history" in failed.message
+    assert harness.server.requests == []
+
+
+async def test_a_store_failure_says_what_to_check(harness: Harness) -> None:
+    await harness.store.close()  # a real store that can no longer be used
+    events = [e async for e in harness.loop().run_turn("conv", "hi", CTX)]
+    (failed,) = events
+    assert isinstance(failed, TurnFailed) and failed.reason == "internal"
+    assert failed.message.startswith("Could not read the conversation history (the SQLite store was used after it was closed")
     assert harness.server.requests == []

@@ -370,3 +370,16 @@ async def test_open_store_picks_redis_and_hides_the_password_when_unreachable() 
     message = str(info.value)
     assert "hunter2secret" not in message
     assert "127.0.0.1:1" in message and "memory.redis_url" in message
+
+
+async def test_sqlite_sweep_caps_the_audit_log(tmp_path: Path) -> None:
+    now = [1_000_000.0]
+    store = SqliteStore(tmp_path / "s.db", audit_max_len=3, sweep_interval_s=10, clock=lambda: now[0])
+    try:
+        for n in range(6):
+            await store.record_audit(AuditRecord(f"t{n}", "slack", "C1", "U1", f"q{n}", "done"))
+        now[0] += 60  # the next write sweeps
+        await store.record_audit(AuditRecord("t6", "slack", "C1", "U1", "q6", "done"))
+        assert [r.turn_id for r in await store.audit_records(limit=100)] == ["t4", "t5", "t6"]
+    finally:
+        await store.close()

@@ -85,6 +85,7 @@ class SqliteStore:
     Args:
         path: The database file (``:memory:`` for a throw-away store). Its folder is created.
         history_ttl_s: Conversations idle longer than this are forgotten; ``None`` keeps them.
+        audit_max_len: The sweep keeps only this many newest audit records (as the Redis store caps its stream).
         sweep_interval_s: How often writes also delete expired claims and idle conversations.
         clock: Wall clock in Unix seconds (injected so tests can move time).
     """
@@ -94,11 +95,13 @@ class SqliteStore:
         path: str | Path,
         *,
         history_ttl_s: float | None = None,
+        audit_max_len: int = 100_000,
         sweep_interval_s: float = 600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = str(path)
         self.history_ttl_s = history_ttl_s
+        self.audit_max_len = audit_max_len
         self.sweep_interval_s = sweep_interval_s
         self._clock = clock
         self._db: aiosqlite.Connection | None = None
@@ -219,6 +222,8 @@ class SqliteStore:
             return
         self._last_sweep = now
         await db.execute("DELETE FROM claims WHERE expires_at <= ?", (now,))
+        # A bot answering for months must not grow the file without bound.
+        await db.execute("DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?", (self.audit_max_len,))
         cutoff = self._idle_before()
         if cutoff is not None:
             await db.execute(
