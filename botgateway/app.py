@@ -138,7 +138,13 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             stack.callback(metrics_server.close)
             observers.append(telemetry)
         gateway = Gateway(
-            loop=loop, store=store, budget=budget, config=config, model_label=model_label, observers=observers
+            loop=loop,
+            store=store,
+            budget=budget,
+            config=config,
+            model_label=model_label,
+            observers=observers,
+            clear_history=memory.clear,
         )
         stack.push_async_callback(gateway.aclose)
         yield Runtime(

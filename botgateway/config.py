@@ -226,6 +226,8 @@ class GatewayConfig(Section):
     """Platform user ids allowed to stop anyone's turn."""
     stop_words: list[str] = Field(default_factory=lambda: ["stop", "停止", "/stop"])
     """A message that is exactly one of these stops the asker's running turn."""
+    clear_words: list[str] = Field(default_factory=lambda: ["/clear", "/new", "新对话", "清空对话"])
+    """A message that is exactly one of these starts a new conversation (forgets its history)."""
 
 
 # --- adapters -------------------------------------------------------------------

@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -54,7 +54,7 @@ RECOVER_BACKOFF_S = 0.5
 RECOVER_MAX_WAIT_S = 10.0
 """A throttle asking for a longer wait than this ends the tries: start-up does not stall on an old card."""
 
-SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused"]
+SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared"]
 
 _TEXTS: dict[str, dict[str, str]] = {
     "en": {
@@ -66,6 +66,9 @@ _TEXTS: dict[str, dict[str, str]] = {
         "interrupted": "Interrupted because the bot restarted. Please ask again.",
         "crashed": "Something went wrong on our side while answering. Please ask again.",
         "refused": "Sorry, I can't answer this: {reason}",
+        "cleared": "🧹 Started a new conversation: earlier questions here are forgotten.",
+        "clear_busy": "An answer is still running here; say \"stop\" or wait for it before starting a new conversation.",
+        "clear_failed": "Could not clear the conversation ({reason}); please try again.",
     },
     "zh-CN": {
         "queue_full": "这里还有 {n} 个问题在排队回答，请稍后再问，或发送“停止”。",
@@ -76,8 +79,17 @@ _TEXTS: dict[str, dict[str, str]] = {
         "interrupted": "机器人重启，回答被中断，请重新提问。",
         "crashed": "回答时出现内部错误，请重新提问。",
         "refused": "抱歉，无法回答：{reason}",
+        "cleared": "🧹 已开始新对话：之前的问题不再作为上下文。",
+        "clear_busy": "这里还有回答在进行，请先发送“停止”或等它结束，再开始新对话。",
+        "clear_failed": "清空对话失败（{reason}），请重试。",
     },
 }
+
+
+def _matches(text: str, words: Sequence[str]) -> bool:
+    """Whether ``text`` is exactly one of ``words`` (case and trailing punctuation ignored)."""
+    normalized = text.strip().strip("!.。！ ").casefold()
+    return bool(normalized) and normalized in {w.casefold() for w in words}
 
 
 def _text(locale: str, key: str, **values: Any) -> str:
@@ -216,8 +228,10 @@ class Gateway:
         access: AccessHook = allow_all,
         model_label: str = "",
         observers: Sequence[TurnObserver] = (),
+        clear_history: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._loop = loop
+        self._clear_history = clear_history
         self._observers = tuple(observers)
         self._store = store
         self._budget = budget
@@ -273,6 +287,9 @@ class Gateway:
 
         if self._is_stop_word(msg.text):
             return await self._stop_from_message(msg, sink)
+
+        if self._clear_history is not None and _matches(msg.text, self._config.gateway.clear_words):
+            return await self._clear_from_message(msg, sink)
 
         if self._closing:
             return self._refuse(msg, sink, _text(locale, "shutting_down"))
@@ -393,8 +410,21 @@ class Gateway:
     # --- internals ---------------------------------------------------------------
 
     def _is_stop_word(self, text: str) -> bool:
-        normalized = text.strip().strip("!.。！ ").casefold()
-        return bool(normalized) and normalized in {w.casefold() for w in self._config.gateway.stop_words}
+        return _matches(text, self._config.gateway.stop_words)
+
+    async def _clear_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
+        """Forget the conversation's history, unless a turn is still using it."""
+        assert self._clear_history is not None
+        locale = msg.target.locale
+        if self._conversations.get(msg.conversation_id):
+            return self._refuse(msg, sink, _text(locale, "clear_busy"))
+        try:
+            await self._clear_history(msg.conversation_id)
+        except Exception as exc:
+            log.warning("gateway.clear_failed", conversation=msg.conversation_id, error=type(exc).__name__)
+            return self._refuse(msg, sink, _text(locale, "clear_failed", reason=type(exc).__name__))
+        log.info("gateway.cleared", conversation=msg.conversation_id, user=msg.ctx.user_id)
+        return self._refuse(msg, sink, _text(locale, "cleared"), status="cleared", as_answer=True)
 
     def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> _Turn:
         turn_id = uuid.uuid4().hex[:16]
@@ -457,10 +487,15 @@ class Gateway:
             self._cancel(turn, stopped_by=user)
         return Submission("stopped", mine[0].turn_id, mine[0].done)
 
-    def _refuse(self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused") -> Submission:
-        """Tell the asker ``note`` as a plain message, in the background."""
+    def _refuse(
+        self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused", as_answer: bool = False
+    ) -> Submission:
+        """Tell the asker ``note`` as a plain message, in the background (as a neutral answer or as an error)."""
         done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        snapshot = CardSnapshot(status="failed", error=note, locale=msg.target.locale)
+        if as_answer:
+            snapshot = CardSnapshot(status="done", answer=note, locale=msg.target.locale)
+        else:
+            snapshot = CardSnapshot(status="failed", error=note, locale=msg.target.locale)
 
         async def deliver() -> None:
             try:

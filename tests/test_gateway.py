@@ -78,7 +78,9 @@ async def _harness(tmp_path, server: ScriptedLLMServer, *, access: Any = None, *
     llm = LLMClient(config.llm, base_url=base_url)
     loop = ToolLoop(llm, ToolRegistry([find_server]), memory, max_rounds=4, system_prompt="sys")
     extra = {"access": access} if access is not None else {}
-    gw = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, model_label="test model", **extra)
+    gw = Gateway(
+        loop=loop, store=store, budget=RateBudget(), config=config, model_label="test model", clear_history=memory.clear, **extra
+    )
     policy = BufferPolicy.from_config(config.adapters.terminal.policy)
     try:
         yield Harness(server, store, memory, gw, RecordingSink(), policy, config)
@@ -461,3 +463,30 @@ async def test_a_stop_after_the_answer_is_complete_waits_for_the_final_card(tmp_
         card = sink.card_for(sub.turn_id)
         assert card.status == "done" and card.answer == "the whole answer"
         assert stop.status == "stopped"
+
+
+async def test_clear_word_starts_a_new_conversation_but_not_while_a_turn_runs(tmp_path) -> None:
+    gate = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Script:
+        if _user_texts(body)[-1] == "second?":
+            await gate.wait()  # keep the second turn running while "新对话" arrives
+        return Script.text("an answer")
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(responder=responder)):
+        first = await h.submit("first?")
+        await asyncio.wait_for(first.done, 10)
+
+        cleared = await h.submit("/clear")
+        assert cleared.status == "cleared"
+        await asyncio.wait_for(cleared.done, 10)
+        assert "new conversation" in h.sink.fallbacks()[-1].answer
+
+        second = await h.submit("second?")
+        await h.server.wait_for_requests(2)
+        busy = await h.submit("新对话")
+        assert busy.status == "refused" and "still running" in busy.message
+        gate.set()
+        await asyncio.wait_for(second.done, 10)
+        # the second question went to the model without the first: history was cleared
+        assert _user_texts(h.server.requests[-1]) == ["second?"]
