@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import itertools
 import os
 import signal
@@ -35,7 +34,7 @@ from adapters.base import CardHandle, CardGone, CardOp, CardTarget, RateLimit
 from botgateway.card import CardSnapshot, Narration
 from botgateway.config import TerminalConfig
 from botgateway.render import CURSOR, close_open_fence, t, tool_line_text
-from botgateway.tooling import ToolContext
+from botgateway.tooling import ToolContext, local_user
 
 if TYPE_CHECKING:
     from botgateway.app import Runtime
@@ -336,7 +335,7 @@ class TerminalAdapter:
         self._quit = asyncio.Event()
         self._gateway: Gateway | None = None
         self._stopping: set[asyncio.Task[bool]] = set()
-        self.user_id = _local_user()
+        self.user_id = local_user()
         self.ended = asyncio.Event()
         """Set when the chat has ended (the user quit, or :meth:`stop`); ``botgateway run`` then shuts down."""
 
@@ -496,13 +495,6 @@ def _keep(tasks: set[asyncio.Task[Any]], coro: Coroutine[Any, Any, Any]) -> None
     task.add_done_callback(tasks.discard)
 
 
-def _local_user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "local"
-
-
 def create_adapter(config: TerminalConfig, runtime: Runtime) -> TerminalAdapter:
     """The terminal adapter for ``botgateway run`` (the chat starts only on a terminal)."""
     return TerminalAdapter(config, runtime)
@@ -518,7 +510,7 @@ async def render_ask(runtime: Runtime, question: str, *, conversation_id: str = 
 
     config = runtime.config.adapters.terminal
     sink = TerminalSink(console or Console())
-    user = _local_user()
+    user = local_user()
     target = CardTarget(platform=PLATFORM, chat_id="ask", user_id=user, user_name=user, locale=config.locale)
     ctx = ToolContext(user_id=user, user_name=user, platform="cli", chat_id="ask")
     msg = InboundMessage(PLATFORM, "", conversation_id, question, target, ctx)
