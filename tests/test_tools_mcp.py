@@ -6,13 +6,18 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
+from collections.abc import Callable
 
-from botgateway.config import InventoryConfig, McpServerConfig, ToolsConfig
+import pytest
+import structlog
+
+from botgateway.config import ConfigError, InventoryConfig, McpServerConfig, ToolsConfig, parse_config
+from botgateway.logs import secret_values
 from botgateway.tooling import ToolContext, ToolRegistry
 from tools.catalog import build_toolset
 from tools.mcp import Backoff, McpManager, namespaced_name
@@ -45,6 +50,13 @@ async def http_server() -> AsyncIterator[str]:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
+    """Wait until ``condition()`` holds, yielding to the loop between checks; fail after ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.02)
 
 
 class FakeClock:
@@ -241,3 +253,109 @@ async def test_duplicate_server_names_are_a_config_error() -> None:
     assert caught.value.problems == [
         "tools.mcp[1].name: 'ops' is already used by another MCP server (names namespace their tools)"
     ]
+
+
+# --- servers that are down at start-up ---------------------------------------------------------
+
+
+async def test_a_server_down_at_start_up_is_retried_and_its_tools_join_the_live_registry(tmp_path: Path) -> None:
+    marker = tmp_path / "refuse"
+    marker.write_text("x")  # the server exits at once while this file exists
+    config = stdio("late", env={"FAKE_MCP_REFUSE_IF_EXISTS": str(marker)}, deny=["drop_*"])
+    with structlog.testing.capture_logs() as logs:
+        toolset = await build_toolset(
+            tools_config(config, stdio("early")),
+            mcp_backoff=Backoff(initial_s=0.05, max_s=0.2),
+            mcp_connect_timeout_s=20,
+        )
+        try:
+            assert any("'late' is unavailable" in p for p in toolset.problems)
+            registry = ToolRegistry(toolset.tools)
+            toolset.attach(registry)
+            assert "early__echo" in registry.names
+            assert not any(n.startswith("late__") for n in registry.names)
+            missing = await registry.execute("late__echo", {"text": "hi"}, CTX)
+            assert not missing.ok and "unknown tool" in missing.content
+
+            # Still refused: the background retries keep failing without disturbing the rest.
+            assert toolset.mcp is not None and toolset.mcp.retrying == ["late"]
+            connection = toolset.mcp.connection("late")
+            assert connection is not None
+            await until(lambda: connection.retry_delay_s >= 0.2)  # several attempts failed, backing off
+            assert (await registry.execute("early__echo", {"text": "ok"}, CTX)).ok
+
+            marker.unlink()
+            await until(lambda: "late__echo" in registry.names)
+            echo = await registry.execute("late__echo", {"text": "late but here"}, CTX)
+            assert echo.ok and echo.content == "echo: late but here"
+            assert "late__drop_database" not in registry.names  # the deny list applies to late tools too
+            assert toolset.get("late__echo") is not None
+            assert toolset.mcp.retrying == []
+
+            # A registry attached after the server came up gets its tools at once.
+            later = ToolRegistry()
+            toolset.attach(later)
+            assert {"late__echo", "early__echo"} <= set(later.names)
+        finally:
+            await toolset.aclose()
+    late = [e for e in logs if e["event"] == "mcp.connected_late"]
+    assert len(late) == 1 and late[0]["server"] == "late" and "late__echo" in late[0]["tools"]
+
+
+async def test_closing_stops_the_start_up_retries() -> None:
+    missing = McpServerConfig(name="missing", command="/nonexistent/bin/mcp-server")
+    manager = McpManager([missing], backoff=Backoff(initial_s=30, max_s=60))
+    await manager.start()
+    assert manager.retrying == ["missing"] and manager.tools == []
+    await asyncio.wait_for(manager.aclose(), 10)  # cancels the task sleeping through its back-off
+    assert manager.retrying == []
+
+
+# --- secrets in the server's environment -------------------------------------------------------
+
+
+async def test_env_values_are_secret_but_reach_the_server() -> None:
+    token = "ghp_topsecret0123456789"
+    server = {"name": "gh", "command": sys.executable, "args": [FAKE, "stdio"], "env": {"FAKE_MCP_GREETING": token}}
+    config = parse_config({"tools": {"mcp": [server]}}, env={})
+    shown = (repr(config), str(config), repr(config.tools.mcp[0]), config.model_dump_json(), str(config.model_dump()))
+    for text in shown:
+        assert token not in text
+    assert token in secret_values(config)  # so the log redaction masks it
+
+    # A mistake elsewhere in the same server, and a malformed env value: the problems never show the values.
+    bad = {"name": "gh", "command": "x", "timeout_s": 0, "env": {"GITHUB_TOKEN": token, "PIN": 424242424242}}
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"tools": {"mcp": [bad]}}, env={})
+    joined = "\n".join(caught.value.problems)
+    assert "tools.mcp[0].timeout_s:" in joined and "tools.mcp[0].env.PIN:" in joined
+    assert token not in joined and "424242424242" not in joined
+
+    toolset = await build_toolset(config.tools)
+    try:
+        greeting = await ToolRegistry(toolset.tools).execute("gh__greeting", {}, CTX)
+        assert greeting.ok and greeting.content == token  # the real value is what the process gets
+    finally:
+        await toolset.aclose()
+
+
+def test_check_config_never_prints_env_values(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "tools:\n"
+        "  mcp:\n"
+        "    - name: github\n"
+        "      command: github-mcp-server\n"
+        "      timeout_s: -1\n"
+        "      env:\n"
+        "        GITHUB_TOKEN: ghp_never_print_me_42\n"
+        "        RETRIES: [1, 2]\n",
+        encoding="utf-8",
+    )
+    script = Path(sys.executable).parent / "botgateway"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "botgateway.cli"]
+    result = subprocess.run([*command, "check-config", "-c", str(bad)], capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "tools.mcp[0].timeout_s:" in output and "tools.mcp[0].env.RETRIES:" in output
+    assert "ghp_never_print_me_42" not in output and "Traceback" not in output

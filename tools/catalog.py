@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from botgateway.config import ConfigError, ToolsConfig
 from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
-from tools.mcp import Backoff, McpManager
+from tools.mcp import Backoff, McpManager, ToolSink
 from tools.providers.base import CloudProvider, Provider, require_sdk
 
 log = structlog.get_logger(__name__)
@@ -36,7 +36,7 @@ class Toolset:
     lookup_tools: list[str]
     """The per-provider IP lookup tool names, in provider order."""
     problems: list[str] = field(default_factory=list)
-    """Non-fatal start-up problems (an MCP server that did not start)."""
+    """Non-fatal start-up problems (an MCP server that did not start; it is retried in the background)."""
     unavailable: dict[str, str] = field(default_factory=dict)
     """Known tool names that are not offered, with the reason (provider not configured)."""
     provider_objects: list[Provider] = field(default_factory=list, repr=False)
@@ -47,6 +47,24 @@ class Toolset:
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if offered."""
         return next((t for t in self.tools if t.name == name), None)
+
+    def add(self, tool: Tool) -> None:
+        """Offer ``tool`` (an MCP server's, once it is up); one of the same name is replaced."""
+        for i, known in enumerate(self.tools):
+            if known.name == tool.name:
+                self.tools[i] = tool
+                return
+        self.tools.append(tool)
+
+    def attach(self, registry: ToolSink) -> None:
+        """Have tools of MCP servers that come up after start-up added to ``registry`` as they do.
+
+        The composition root calls this right after building the registry from
+        :attr:`tools`; tools already known are (re)added at once, so nothing
+        that came up in between is lost.
+        """
+        if self.mcp is not None:
+            self.mcp.attach(registry)
 
     def check_unavailable_arguments(self, name: str, arguments: Mapping[str, Any]) -> str | None:
         """Validate arguments of a known but unconfigured lookup tool, so a typo is named before the config."""
@@ -155,7 +173,8 @@ async def build_toolset(
     if config.mcp:
         manager = McpManager(config.mcp, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
         try:
-            toolset.tools.extend(await manager.start())
+            await manager.start()
+            manager.attach(toolset)
         except BaseException:
             await manager.aclose()
             await toolset.aclose()

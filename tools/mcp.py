@@ -8,7 +8,9 @@ once and restarted on the next call; a call in flight when it dies fails with
 a tool error the model can read. Failed reconnects back off exponentially, and
 during the back-off calls fail fast instead of hanging. Nothing here ever
 raises out of the gateway: a server that cannot start is logged and reported
-in :attr:`McpManager.problems`, the other servers still work.
+in :attr:`McpManager.problems`, the other servers still work, and it is
+retried in the background with the same back-off; once it answers, its tools
+are added to the live registry (:meth:`McpManager.attach`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
 
 from botgateway.config import McpServerConfig
-from botgateway.tooling import ToolContext, ToolError, ToolOutput
+from botgateway.tooling import Tool, ToolContext, ToolError, ToolOutput
 
 log = structlog.get_logger(__name__)
 
@@ -183,6 +185,16 @@ class McpConnection:
         """True while a session is up."""
         return self._client is not None
 
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held while (re)connecting, so a call and a background retry never connect at once."""
+        return self._lock
+
+    @property
+    def retry_delay_s(self) -> float:
+        """How long to wait before the next attempt after the failures so far (0 after none)."""
+        return self.backoff.delay(self._failures)
+
     async def wait_down(self) -> None:
         """Return once the current session has ended (the server exited or was closed)."""
         await self._down.wait()
@@ -194,7 +206,8 @@ class McpConnection:
         from mcp.client.streamable_http import streamable_http_client
 
         if self.config.command:
-            params = StdioServerParameters(command=self.config.command, args=list(self.config.args), env=dict(self.config.env) or None)
+            env = {key: value.get_secret_value() for key, value in self.config.env.items()}
+            params = StdioServerParameters(command=self.config.command, args=list(self.config.args), env=env or None)
             return stdio_client(params)
         from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -303,9 +316,11 @@ class McpConnection:
         return self._scrub(text)
 
     def _scrub(self, text: str) -> str:
-        """Keep header secrets and URL query strings out of messages."""
-        for value in self.config.headers.values():
-            secret = value.get_secret_value()
+        """Keep header and env secrets and URL query strings out of messages."""
+        secrets = [v.get_secret_value() for v in self.config.headers.values()]
+        # Env holds flags and paths as well as tokens; masking very short values would only mangle the text.
+        secrets += [v.get_secret_value() for v in self.config.env.values() if len(v.get_secret_value()) >= 6]
+        for secret in sorted(secrets, key=len, reverse=True):
             if secret:
                 text = text.replace(secret, "***")
         if self.config.url and "?" in self.config.url:
@@ -425,8 +440,21 @@ class McpTool:
         return await self.connection.call(self.remote_name, arguments)
 
 
+class ToolSink(Protocol):
+    """Where tools of a server that came up late are offered (a :class:`~botgateway.tooling.ToolRegistry`)."""
+
+    def add(self, tool: Tool) -> None:
+        """Offer ``tool``; one of the same name is replaced."""
+        ...
+
+
 class McpManager:
-    """Every configured MCP server; :meth:`start` never raises for a bad server."""
+    """Every configured MCP server; :meth:`start` never raises for a bad server.
+
+    A server that fails at start-up is retried in the background with the
+    connection's back-off until it comes up or :meth:`aclose` is called; its
+    tools are then offered to every sink given to :meth:`attach`.
+    """
 
     def __init__(
         self,
@@ -440,38 +468,95 @@ class McpManager:
             McpConnection(c, connect_timeout_s=connect_timeout_s, backoff=backoff, clock=clock) for c in configs
         ]
         self.tools: list[McpTool] = []
+        """Every tool offered so far: those of start-up, then those of servers that came up late."""
         self.problems: list[str] = []
-        """One line per server that failed to start."""
+        """One line per server that failed to start (kept after a late start, as the start-up record)."""
+        self._taken: set[str] = set()
+        self._sinks: list[ToolSink] = []
+        self._retries: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def retrying(self) -> list[str]:
+        """Names of the servers that failed at start-up and are still being retried."""
+        return [name for name, task in self._retries.items() if not task.done()]
 
     async def start(self) -> list[McpTool]:
-        """Connect to every server concurrently and build their tools."""
+        """Connect to every server concurrently and build their tools; retry the failed ones in the background."""
         results = await asyncio.gather(*(self._start_one(c) for c in self.connections))
-        taken: set[str] = set()
         for connection, ok in zip(self.connections, results, strict=True):
-            if not ok:
-                continue
-            for definition in connection.tools:
-                if not allowed(definition.name, connection.config):
-                    continue
-                name = namespaced_name(connection.name, definition.name, taken)
-                taken.add(name)
-                self.tools.append(McpTool(connection, definition, name))
-        return self.tools
+            if ok:
+                self._build_tools(connection)
+            else:
+                self._retries[connection.name] = asyncio.create_task(
+                    self._retry_start(connection), name=f"mcp-retry-{connection.name}"
+                )
+        return list(self.tools)
 
     async def _start_one(self, connection: McpConnection) -> bool:
         try:
             await connection.connect()
             return True
         except McpUnavailable:
-            # Its tools are unknown, so none are offered until the gateway restarts.
             self.problems.append(f"MCP server {connection.name!r} is unavailable: {connection.last_error}")
-            log.error("mcp_start_failed", server=connection.name, reason=connection.last_error)
+            log.error(
+                "mcp_start_failed",
+                server=connection.name,
+                reason=connection.last_error,
+                retry_in_s=connection.retry_delay_s,
+            )
             return False
+
+    def _build_tools(self, connection: McpConnection) -> list[McpTool]:
+        built = []
+        for definition in connection.tools:
+            if not allowed(definition.name, connection.config):
+                continue
+            name = namespaced_name(connection.name, definition.name, self._taken)
+            self._taken.add(name)
+            built.append(McpTool(connection, definition, name))
+        self.tools.extend(built)
+        return built
+
+    async def _retry_start(self, connection: McpConnection) -> None:
+        """Reconnect a server that failed at start-up, backing off, until it answers."""
+        # No attempt limit: a remote server may be down for hours, and the back-off caps the cost
+        # at one attempt per ``backoff.max_s``; aclose() cancels this task.
+        while True:
+            await asyncio.sleep(connection.retry_delay_s)
+            try:
+                async with connection.lock:
+                    await connection.connect()
+            except McpUnavailable:
+                continue  # connect() logged it and counted the failure, which lengthens the next wait
+            except Exception:  # a bug of ours must not end the retries silently, nor the gateway
+                log.exception("mcp_retry_crashed", server=connection.name)
+                continue
+            break
+        tools = self._build_tools(connection)
+        log.info("mcp.connected_late", server=connection.name, tools=[t.name for t in tools])
+        for sink in self._sinks:
+            self._offer(sink, tools)
+
+    def _offer(self, sink: ToolSink, tools: Sequence[McpTool]) -> None:
+        for tool in tools:
+            try:
+                sink.add(tool)
+            except Exception:  # one broken sink must not keep the tools from the others
+                log.exception("mcp_offer_failed", tool=tool.name)
+
+    def attach(self, sink: ToolSink) -> None:
+        """Offer every tool to ``sink`` now, and tools of servers that come up later as they do."""
+        self._sinks.append(sink)
+        self._offer(sink, self.tools)
 
     def connection(self, name: str) -> McpConnection | None:
         """The connection of server ``name``."""
         return next((c for c in self.connections if c.name == name), None)
 
     async def aclose(self) -> None:
-        """Close every session."""
+        """Stop the start-up retries, then close every session."""
+        retries = list(self._retries.values())
+        for task in retries:
+            task.cancel()
+        await asyncio.gather(*retries, return_exceptions=True)
         await asyncio.gather(*(c.aclose() for c in self.connections), return_exceptions=True)
