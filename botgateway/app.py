@@ -32,6 +32,9 @@ log = structlog.get_logger(__name__)
 TOOLSET_FACTORY = "tools.catalog:build_toolset"
 """Where the concrete tools are built from ``config.tools``."""
 
+TOOLSET_CHECK = "tools.catalog:check_toolset"
+"""Where ``config.tools`` is checked without connecting to anything (``check-config``)."""
+
 ADAPTER_FACTORIES = {
     "terminal": "adapters.terminal:create_adapter",
     "slack": "adapters.slack:create_adapter",

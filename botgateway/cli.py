@@ -81,6 +81,24 @@ def _load(path: str | None) -> Config:
     return load_config(Path(path) if path else None)
 
 
+def _check_config(config: Config, source: str) -> int:
+    """Beyond the schema: the tools' own checks (inventory file, cloud SDKs, MCP commands)."""
+    from botgateway.app import TOOLSET_CHECK, resolve
+    from botgateway.logs import configure_logging, secret_values
+
+    # Only the verdict goes to the terminal; the tools' progress logs would bury it.
+    configure_logging(config.log.model_copy(update={"level": "error", "file": None}), secrets=secret_values(config))
+    try:
+        problems = asyncio.run(resolve(TOOLSET_CHECK)(config.tools))
+    except Exception as exc:  # a broken extra must not turn check-config into a traceback
+        problems = [f"tools: could not be checked ({type(exc).__name__}: {exc})"]
+    if problems:
+        _print_config_problems(ConfigError(problems, source))
+        return EXIT_FAILED
+    print("OK")
+    return EXIT_OK
+
+
 def _print_config_problems(error: ConfigError) -> None:
     print(f"{error.source}: {len(error.problems)} problem(s):", file=sys.stderr)
     for problem in error.problems:
@@ -119,8 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_config_problems(exc)
         return EXIT_FAILED
     if args.command == "check-config":
-        print("OK")
-        return EXIT_OK
+        return _check_config(config, args.config or "config.yaml")
 
     from botgateway.logs import configure_logging, secret_values
 

@@ -268,3 +268,19 @@ def test_check_config_reports_missing_variables_and_files_plainly(tmp_path: Path
     missing = _cli("check-config", "-c", str(tmp_path / "nope.yaml"))
     assert missing.returncode != 0
     assert "not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_check_config_runs_the_tools_own_checks(tmp_path: Path) -> None:
+    bad = tmp_path / "tools.yaml"
+    bad.write_text(
+        "tools:\n"
+        f"  inventory: {{path: {tmp_path / 'missing.yaml'}}}\n"
+        "  mcp:\n"
+        "    - {name: k8s, command: no-such-mcp-binary-xyz}\n",
+        encoding="utf-8",
+    )
+    result = _cli("check-config", "-c", str(bad))
+    assert result.returncode == 1
+    assert "tools.inventory.path:" in result.stderr and "does not exist" in result.stderr
+    assert "tools.mcp[0].command: 'no-such-mcp-binary-xyz' is not an executable on PATH" in result.stderr
+    assert "OK" not in result.stdout and "Traceback" not in result.stderr

@@ -9,6 +9,7 @@ MCP server that cannot start is only reported in :attr:`Toolset.problems`.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +137,25 @@ def build_providers(config: ToolsConfig) -> list[Provider]:
     if problems:
         raise ConfigError(problems, source="tools")
     return providers
+
+
+async def check_toolset(config: ToolsConfig) -> list[str]:
+    """Problems that would stop the tools from being built, found without calling any cloud or MCP server.
+
+    ``botgateway check-config`` reports them next to the schema problems.
+    """
+    problems: list[str] = []
+    try:
+        providers = build_providers(config)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        providers = []
+    for provider in providers:
+        await provider.aclose()
+    for i, server in enumerate(config.mcp):
+        if server.command and shutil.which(server.command) is None:
+            problems.append(f"tools.mcp[{i}].command: {server.command!r} is not an executable on PATH")
+    return problems
 
 
 def unavailable_reasons(config: ToolsConfig, enabled: Sequence[str]) -> dict[str, str]:

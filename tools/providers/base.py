@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar
 import structlog
 
 from botgateway.config import CloudAccount, CloudProviderConfig, ConfigError
+from botgateway.tooling import TTLCache
 from tools.server import ProviderFailure, SearchResult, Server
 
 log = structlog.get_logger(__name__)
@@ -106,36 +107,6 @@ class Provider(Protocol):
 V = TypeVar("V")
 
 
-class TTLCache:
-    """Answers kept for ``ttl_s`` seconds, keyed on anything hashable."""
-
-    def __init__(self, ttl_s: float, *, max_entries: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl_s
-        self._max = max_entries
-        self._clock = clock
-        self._data: dict[Any, tuple[float, Any]] = {}
-
-    def get(self, key: Any) -> Any | None:
-        """The live value for ``key``, or ``None``."""
-        if self._ttl <= 0:
-            return None
-        hit = self._data.get(key)
-        if hit is None:
-            return None
-        if hit[0] < self._clock():
-            del self._data[key]
-            return None
-        return hit[1]
-
-    def put(self, key: Any, value: Any) -> None:
-        """Remember ``value`` (no-op when the TTL is 0)."""
-        if self._ttl <= 0:
-            return
-        if len(self._data) >= self._max:
-            del self._data[min(self._data, key=lambda k: self._data[k][0])]
-        self._data[key] = (self._clock() + self._ttl, value)
-
-
 @dataclass(frozen=True)
 class Page:
     """One page of a provider's answer."""
@@ -179,7 +150,7 @@ class CloudProvider(ABC):
         if page_size is not None:
             self.page_size = page_size
         self.timeout_s = config.timeout_s
-        self._cache = TTLCache(config.cache_ttl_s)
+        self._cache = TTLCache(config.cache_ttl_s, max_entries=1024)
         pairs = sum(max(1, len(a.regions)) for a in config.accounts)
         # Several requests per region (one per address filter) may run at once.
         self._executor = ThreadPoolExecutor(max_workers=min(32, 3 * pairs + 1), thread_name_prefix=f"bg-{self.name}")
