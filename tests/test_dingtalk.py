@@ -213,6 +213,33 @@ async def test_direct_chat_gets_a_card_in_the_robot_space(make_env):
     assert "@王五" not in card.content
 
 
+async def test_direct_chat_without_a_staff_id_gets_one_markdown_reply_instead_of_a_card(make_env):
+    """External users (and some org setups) send no senderStaffId: IM_ROBOT.{staffId} cannot address them."""
+    env = await make_env()
+    env.llm_server.enqueue(
+        Script.tool_calls([("c1", "find_host", {"ip": "10.0.1.100"})]),
+        Script.text(ANSWER, chunk_size=6, delay_s=0.005),
+    )
+    msg_id, _ = await env.ask("10.0.1.100 是哪台机器？", group=False, conversation_id="cidExternal01==",
+                              staff_id=None, nick="外部用户")
+    outcome = await env.finished(msg_id)
+    assert outcome.outcome == "done"
+    assert env.fake.card_calls() == [] and env.fake.cards == {}, "no card call at all"
+    [reply] = env.fake.messages
+    assert reply.via == "webhook" and reply.chat == "cidExternal01==" and reply.msg_key == "markdown"
+    assert ANSWER in reply.text and "find_host" in reply.text
+    assert "at" not in reply.body, "a 1:1 reply mentions nobody"
+    assert await env.store.open_cards() == []
+
+    # the same chat with a staff id still gets its card: the choice is per turn
+    env.llm_server.enqueue(Script.text("好的。"))
+    msg_id, _ = await env.ask("谢谢", group=False, conversation_id="cidExternal01==", staff_id="staff010")
+    await env.finished(msg_id)
+    [card] = env.fake.cards_in("dtv1.card//IM_ROBOT.staff010")
+    assert card.finalized and "好的。" in card.content
+    assert len(env.fake.messages) == 1
+
+
 async def test_a_redelivered_message_is_answered_once(make_env):
     env = await make_env()
     env.llm_server.enqueue(Script.text("只回答一次。", delay_s=0.02))

@@ -382,6 +382,98 @@ async def test_rate_keys_update_shared_per_workspace_post_per_channel(fake: Fake
     assert sink.rate_key("update", _target(team="T0002"))[0] != key_a
 
 
+def _budgeted(fake: FakeSlack, budget: Any, clock: Clock | None = None, **overrides: Any) -> SlackCardSink:
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
+    kwargs = {"clock": clock} if clock is not None else {}
+    return SlackCardSink(client, _config(fake, stop_button=False, **overrides), budget=budget, **kwargs)
+
+
+async def test_native_creates_draw_the_workspace_start_stream_budget(fake: FakeSlack) -> None:
+    from botgateway.budget import RateBudget
+
+    budget = RateBudget()
+    sink = _budgeted(fake, budget, streaming="auto", start_stream_rate_per_min=20, rate_window_s=2)
+    a, b = _target(channel="C1", turn="a"), _target(channel="C2", turn="b")
+    key, limit = sink.rate_key("create", a)
+    assert key == sink.rate_key("create", b)[0] == "slack:T0001:chat.startStream"  # Tier 2, per workspace
+    assert limit.burst + limit.rate_per_s * 2 <= 20
+    assert sink.rate_key("create", _target(thread=None))[0] == "slack:T0001:post:C1"  # no thread: a placeholder
+    assert sink.rate_key("fallback", a)[0] == "slack:T0001:post:C1"
+    # the streamer drew the token for a stream: the sink takes none itself
+    await sink.create(a, snap("working"))
+    assert budget.granted("slack:T0001:chat.startStream") == 0 and budget.granted("slack:T0001:post:C1") == 0
+
+    # auto mode learns the workspace cannot stream: creates are budgeted as placeholders from then on
+    fake.streaming_enabled = False
+    c = _target(channel="C3", turn="c")
+    assert sink.rate_key("create", c)[0] == "slack:T0001:chat.startStream"
+    handle = await sink.create(c, snap("working"))
+    assert not fake.messages[("C3", handle.card_id)].stream
+    assert budget.granted("slack:T0001:post:C3") == 1  # the placeholder that replaced the refused stream paid for itself
+    assert sink.rate_key("create", _target(channel="C4", turn="d"))[0] == "slack:T0001:post:C4"
+
+
+async def test_a_queued_card_pays_for_its_placeholder_and_retries_use_the_post_budget(fake: FakeSlack) -> None:
+    from botgateway.budget import RateBudget
+
+    budget = RateBudget()
+    sink = _budgeted(fake, budget, streaming="native")
+    target = _target(turn="q")
+    assert sink.rate_key("create", target)[0] == "slack:T0001:chat.startStream"  # budgeted as a stream…
+    fake.fail("chat.postMessage", "ratelimited", status=429, retry_after=0.2)
+    with pytest.raises(TransientError):  # …so a throttled placeholder pauses the post bucket, not the stream one
+        await sink.create(target, snap("queued", error="⏳ Waiting…"))
+    assert budget.paused_for("slack:T0001:post:C1") > 0
+    assert budget.paused_for("slack:T0001:chat.startStream") == 0
+    # the streamer's retry is budgeted as what the card became
+    assert sink.rate_key("create", target)[0] == "slack:T0001:post:C1"
+    handle = await sink.create(target, snap("queued", error="⏳ Waiting…"))
+    assert budget.granted("slack:T0001:post:C1") == 1  # drawn once by the sink, not again on the retry
+    assert "Waiting" in fake.messages[("C1", handle.card_id)].markdown()
+    assert fake.calls_of("chat.startStream") == []
+
+
+async def test_rollover_draws_the_start_stream_budget_itself(fake: FakeSlack) -> None:
+    from botgateway.budget import RateBudget
+
+    budget = RateBudget()
+    clock = Clock()
+    sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240)
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "part one, "))
+    assert budget.granted("slack:T0001:chat.startStream") == 0
+    clock.now += 241
+    # the streamer pays an append for this update; the new stream needs a chat.startStream token
+    assert sink.rate_key("update", _target())[0] == "slack:T0001:stream"
+    await sink.update(handle, snap("streaming", "part one, part two, "))
+    assert budget.granted("slack:T0001:chat.startStream") == 1
+    await sink.finalize(handle, snap("done", "part one, part two, three."))
+    streams = [m for m in fake.thread("C1", "100.000001") if m.stream]
+    assert [m.text for m in streams] == ["part one, ", "part two, three."]
+
+
+async def test_a_throttled_rollover_pauses_the_start_stream_bucket_not_the_append_bucket(fake: FakeSlack) -> None:
+    from botgateway.budget import RateBudget
+
+    budget = RateBudget()
+    clock = Clock()
+    # a short window: the paused bucket restarts empty and refills at the window's pace
+    sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240, rate_window_s=2)
+    handle = await sink.create(_target(), snap("working"))
+    await sink.update(handle, snap("streaming", "part one, "))
+    clock.now += 241
+    fake.fail("chat.startStream", "ratelimited", status=429, retry_after=0.2)
+    with pytest.raises(TransientError):
+        await sink.update(handle, snap("streaming", "part one, part two, "))
+    assert budget.paused_for("slack:T0001:chat.startStream") > 0
+    assert budget.paused_for("slack:T0001:stream") == 0  # other answers keep streaming
+    await sink.finalize(handle, snap("done", "part one, part two."))  # waits out the pause, then streams the rest
+    streams = [m for m in fake.thread("C1", "100.000001") if m.stream]
+    assert [m.text for m in streams] == ["part one, ", "part two."]
+    assert budget.granted("slack:T0001:chat.startStream") == 2
+    assert len(fake.throttled("chat.startStream")) == 1 and fake.calls_of("chat.update") == []
+
+
 # --- recovery after a restart -------------------------------------------------------------------
 
 
@@ -464,7 +556,7 @@ async def test_a_control_still_waiting_for_the_post_budget_is_never_posted(fake:
     budget = RateBudget()
     client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
     sink = SlackCardSink(client, _config(fake, streaming="native"), budget=budget)
-    key, limit = sink.rate_key("create", _target())
+    key, limit = sink.rate_key("fallback", _target())  # the channel's chat.postMessage bucket
     await budget.acquire(key, limit, "another-card")  # another card in the channel took the token…
     budget.pause(key, 60)  # …and Slack asked us to slow down there
     handle = await sink.create(_target(), snap("working"))

@@ -54,8 +54,10 @@ async def test_native_stream_shows_a_stop_control_while_live_and_removes_it_at_t
         assert [m.ts for m in env.fake.deleted] == [control.ts]
         assert len(env.fake.calls_of("chat.postMessage")) == 1 and len(env.fake.calls_of("chat.delete")) == 1
         assert env.fake.calls_of("chat.update") == []
-        # the control was paid for from the channel's chat.postMessage budget, like the card itself
-        assert env.budget.granted("slack:T0001:post:C1") == 2
+        # the control was paid for from the channel's chat.postMessage budget, the stream from the workspace's
+        # chat.startStream budget
+        assert env.budget.granted("slack:T0001:post:C1") == 1
+        assert env.budget.granted("slack:T0001:chat.startStream") == 1
 
 
 async def test_native_stream_error_falls_back_to_editing_the_same_message(tmp_path: Any) -> None:
@@ -150,3 +152,35 @@ async def test_five_concurrent_mentions_stay_within_the_chat_update_budget(tmp_p
         assert all(len(replies(env, c, e["ts"])[0].versions) >= 3 for c, e in events.items())
 
 
+
+
+async def test_concurrent_native_answers_stay_within_the_start_stream_budget(tmp_path: Any) -> None:
+    """chat.startStream is Tier 2 (about 20 a minute per workspace): more answers at once than that queue for it.
+
+    Scaled down like the chat.update test: the fake allows 4 starts per second, the bot budgets 4 per 1 s window,
+    and 8 questions arrive in 8 channels at once (their chat.postMessage buckets would let them all start together).
+    """
+    fake = FakeSlack(limits={"chat.startStream": Window(4, 1.0)}, limit_style="http429")
+    channels = [f"C{i}" for i in range(1, 9)]
+    answers = {c: f"Answer for {c}: " + " ".join(f"host-{c}-{n} is running." for n in range(8)) for c in channels}
+
+    def respond(body: dict[str, Any]) -> Script:
+        return Script.text(answers[body["messages"][-1]["content"]], chunk_size=6, delay_s=0.01)
+
+    async for env in slack_env(tmp_path, fake=fake, responder=respond, streaming="native",
+                               start_stream_rate_per_min=4, rate_window_s=1):
+        events = {channel: env.fake.mention(channel, channel=channel) for channel in channels}
+        envelopes = [await env.fake.push(env.fake.event_payload(e)) for e in events.values()]
+        for envelope in envelopes:
+            await env.fake.wait_ack(envelope, timeout=3.0)
+        deliveries = [await env.next_delivery() for _ in envelopes]
+        outcomes = await asyncio.gather(*(env.done(d) for d in deliveries))
+        assert all(o.outcome == "done" for o in outcomes)
+        for channel, event in events.items():
+            [stream] = [m for m in replies(env, channel, event["ts"]) if m.stream]
+            assert stream.text == answers[channel] and not stream.streaming
+        assert env.fake.throttled("chat.startStream") == []  # the fake never had to refuse a start
+        assert len(env.fake.calls_of("chat.startStream")) == len(channels)
+        assert env.fake.max_in_window("chat.startStream", 1.0) <= 4
+        assert env.budget.granted("slack:T0001:chat.startStream") == len(channels)
+        assert env.fake.calls_of("chat.update") == []  # every answer streamed natively, none fell back to editing

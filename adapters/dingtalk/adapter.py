@@ -4,7 +4,9 @@ A message is acked at once; parsing and submitting happen in a task the
 adapter owns, and the turn itself runs in the gateway's task, so neither a
 slow platform call nor a dropped stream socket can cancel an answer. Each turn
 gets an AI card when a template is configured and the app is not degraded by
-throttling, else one markdown reply.
+throttling, else one markdown reply. A 1:1 sender without a staff id (external
+users) always gets the markdown reply: the robot's 1:1 card space is addressed
+by staff id.
 """
 
 from __future__ import annotations
@@ -258,7 +260,9 @@ class DingTalkAdapter:
             return None
         if is_group and data.get("isInAtList") is False:
             return None  # group chatter that does not address the bot
-        user_id = str(data.get("senderStaffId") or data.get("senderId") or "")
+        staff_id = str(data.get("senderStaffId") or "")
+        # External users (and some org setups) come without a staff id; senderId still tells askers apart.
+        user_id = staff_id or str(data.get("senderId") or "")
         user_name = str(data.get("senderNick") or "")
         parsed = message_text(data)
         webhook = str(data.get("sessionWebhook") or "")
@@ -267,6 +271,12 @@ class DingTalkAdapter:
             log.warning("dingtalk.webhook_ignored", reason="not under oapi_base_url")
             webhook = ""
         mode = "card" if self.sink.card is not None and not self.monitor.degraded else "markdown"
+        if mode == "card" and not is_group and not staff_id:
+            # A 1:1 card goes to dtv1.card//IM_ROBOT.{staffId}, which a senderId cannot fill;
+            # this turn replies in markdown through the session webhook instead.
+            mode = "markdown"
+            log.info("dingtalk.card_needs_staff_id", msg_id=data.get("msgId"), conversation=conversation,
+                     note="1:1 sender has no senderStaffId; answering with a markdown reply")
         target = CardTarget(
             platform=self.name,
             chat_id=conversation,

@@ -20,6 +20,14 @@ posted the answer still streams; "stop" typed in the thread still works.
 ``streaming: auto`` tries native first and remembers, per workspace, when
 Slack says native streaming is not available there.
 
+Budgets: ``chat.postMessage`` per channel (placeholders, fallbacks, Stop
+controls), ``chat.update`` per workspace, ``chat.startStream`` per workspace
+(Tier 2, about 20 a minute: new streams, continuation parts and rollovers) and
+``chat.appendStream`` / ``stopStream`` per workspace. :meth:`SlackCardSink.rate_key`
+names the bucket of the call the streamer is about to make; when the sink ends
+up making a different call (a queued card that cannot stream, native streaming
+refused, a stream rolled over) it takes that call's token itself.
+
 Slack answers are mapped onto the typed sink errors; pacing, coalescing and
 retries are the streamer's job.
 """
@@ -30,8 +38,8 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import structlog
@@ -71,6 +79,8 @@ if TYPE_CHECKING:
     from botgateway.config import SlackConfig
 
 log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
 
 _GONE = {
     "message_not_found", "cant_update_message", "edit_window_closed", "thread_not_found",
@@ -179,7 +189,8 @@ class SlackCardSink:
         budget: RateBudget | None = None,
     ) -> None:
         """``budget`` is the gateway's :class:`~botgateway.budget.RateBudget`: Stop controls of native
-        streams draw from the same per-channel ``chat.postMessage`` bucket as the cards (None: unpaced)."""
+        streams draw from the same per-channel ``chat.postMessage`` bucket as the cards, and stream
+        rollovers from the workspace's ``chat.startStream`` bucket (None: unpaced)."""
         self._client = client
         self._config = config
         self._clock = clock
@@ -189,6 +200,7 @@ class SlackCardSink:
         window = config.rate_window_s
         self._update_limit = window_limit(config.update_rate_per_min, window)
         self._append_limit = window_limit(config.append_rate_per_min, window)
+        self._start_limit = window_limit(config.start_stream_rate_per_min, window)
         self._post_limit = RateLimit(rate_per_s=config.post_rate_per_s, burst=1)
         self._delete_limit = window_limit(_DELETE_RATE_PER_MIN, window)
         self._native_unavailable: set[str] = set()
@@ -207,21 +219,44 @@ class SlackCardSink:
         return workspace_id not in self._native_unavailable
 
     def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
-        """``chat.postMessage`` per channel; ``chat.update`` (or stream appends) per workspace, shared by all cards."""
+        """The bucket of the call ``op`` makes next for ``target``.
+
+        Creating a card: ``chat.startStream`` per workspace when it will stream
+        natively, else ``chat.postMessage`` per channel (fallbacks too). Updates:
+        ``chat.update`` or stream appends per workspace, shared by all cards.
+        """
         team = target.workspace_id or "-"
+        if op == "create" and self._planned_create_mode(target) == "native":
+            return self._start_key(target), self._start_limit
         if op in ("create", "fallback"):
-            return f"slack:{team}:post:{target.chat_id}", self._post_limit
+            return self._post_key(target), self._post_limit
         if self._modes.get(_card_key(target), self._initial_mode(target)) == "native":
             return f"slack:{team}:stream", self._append_limit
         return f"slack:{team}:chat.update", self._update_limit
+
+    def _post_key(self, target: CardTarget) -> str:
+        return f"slack:{target.workspace_id or '-'}:post:{target.chat_id}"
+
+    def _start_key(self, target: CardTarget) -> str:
+        return f"slack:{target.workspace_id or '-'}:chat.startStream"
+
+    def _planned_create_mode(self, target: CardTarget) -> str:
+        """The mode ``rate_key("create")`` budgets for: the card's mode so far, else its workspace's.
+
+        The snapshot is not known yet, so a queued card (which never streams) is
+        budgeted as a stream on its first try; :meth:`create` then pays for the
+        placeholder itself, and the card's retries and later parts use what it became.
+        """
+        return self._modes.get(_card_key(target)) or self._initial_mode(target)
 
     # --- CardSink -----------------------------------------------------------------
 
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
         """Start a native stream (when possible) or post the placeholder message."""
+        planned = self._planned_create_mode(target)
         if self._initial_mode(target, snapshot) == "native":
             try:
-                handle = await self._start_stream(target, snapshot)
+                handle = await self._start_stream(target, snapshot, paid=planned == "native")
                 self._remember(target, "native")
                 if not snapshot.final:
                     self._open_control(target)
@@ -231,7 +266,10 @@ class SlackCardSink:
             except _StreamBroken as exc:
                 log.info("slack.stream_unavailable", team=target.workspace_id, reason=str(exc))
         self._remember(target, "edit")
-        return await self._post(target, snapshot)
+        if planned == "edit":
+            return await self._post(target, snapshot)
+        return await self._on_own_budget(self._post_key(target), self._post_limit, target,
+                                         lambda: self._post(target, snapshot))
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Show ``snapshot``: append the new part to the stream, or edit the message."""
@@ -391,9 +429,10 @@ class SlackCardSink:
         while len(self._modes) > 10_000:  # cards that were never finalized
             self._modes.popitem(last=False)
 
-    async def _start_stream(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
+    async def _start_stream(self, target: CardTarget, snapshot: CardSnapshot, *, paid: bool) -> CardHandle:
+        """Open the card's stream; ``paid``: the streamer drew this ``chat.startStream`` token already."""
         stream = _Stream(channel=target.chat_id, ts="", started=self._clock())
-        stream.ts = await self._open_stream(target, stream.chunks_for(snapshot))
+        stream.ts = await self._open_stream(target, stream.chunks_for(snapshot), paid=paid)
         stream.commit()
         handle = CardHandle(card_id=stream.ts, target=target, data={"mode": "native", "channel": target.chat_id, "ts": stream.ts})
         self._streams[_stream_key(handle)] = stream
@@ -418,29 +457,39 @@ class SlackCardSink:
             # Remembered, so a retry after a throttled startStream does not stop the stopped stream again.
             stream.live = False
         old = stream.ts
-        stream.ts = await self._open_stream(target, chunks)
+        # The streamer paid for an append; the new stream is a chat.startStream of the workspace's own budget.
+        stream.ts = await self._open_stream(target, chunks, paid=False)
         stream.live = True
         stream.started = self._clock()
         stream.commit()
         log.info("slack.stream_rolled_over", old_ts=old, new_ts=stream.ts)
 
-    async def _open_stream(self, target: CardTarget, chunks: list[dict[str, Any]]) -> str:
-        """``chat.startStream`` in ``target``'s thread with the first ``chunks``; returns the new message's ts."""
-        return await self._stream_call(
-            "chat.startStream",
-            self._client.chat_startStream,
-            channel=target.chat_id,
-            thread_ts=target.thread_id,
-            recipient_team_id=_recipient_team(target),
-            recipient_user_id=target.user_id or None,
-            chunks=chunks or None,
-            workspace_id=target.workspace_id,
-        )
+    async def _open_stream(self, target: CardTarget, chunks: list[dict[str, Any]], *, paid: bool) -> str:
+        """``chat.startStream`` in ``target``'s thread with the first ``chunks``; returns the new message's ts.
+
+        ``paid``: the streamer drew the token from the ``chat.startStream`` bucket; else the sink draws it.
+        """
+
+        def start() -> Awaitable[str]:
+            return self._stream_call(
+                "chat.startStream",
+                self._client.chat_startStream,
+                channel=target.chat_id,
+                thread_ts=target.thread_id,
+                recipient_team_id=_recipient_team(target),
+                recipient_user_id=target.user_id or None,
+                chunks=chunks or None,
+                workspace_id=target.workspace_id,
+            )
+
+        if paid:
+            return await start()
+        return await self._on_own_budget(self._start_key(target), self._start_limit, target, start)
 
     async def _stop_stream(self, stream: _Stream, target: CardTarget, snapshot: CardSnapshot) -> None:
         if not stream.live:
             # A rollover was throttled after its old message stopped: the rest goes into a new one.
-            stream.ts = await self._open_stream(target, [])
+            stream.ts = await self._open_stream(target, [], paid=False)
             stream.live = True
             stream.started = self._clock()
         chunks = stream.chunks_for(snapshot)
@@ -499,7 +548,7 @@ class SlackCardSink:
 
     async def _post_control(self, control: _Control) -> None:
         target = control.target
-        key, limit = self.rate_key("create", target)
+        key, limit = self._post_key(target), self._post_limit
         owner = f"slack-control:{target.turn_id}"
         try:
             for attempt in range(_CONTROL_ATTEMPTS):
@@ -580,6 +629,24 @@ class SlackCardSink:
             self._budget.pause(key, pause)
         else:
             await asyncio.sleep(min(pause, _CONTROL_WAIT_S))
+
+    async def _on_own_budget(self, key: str, limit: RateLimit, target: CardTarget,
+                             call: Callable[[], Awaitable[_T]]) -> _T:
+        """Make ``call``, whose bucket ``key`` is not the one the streamer drew from for this sink call.
+
+        The token is drawn here. When Slack throttles the call, this bucket is paused
+        and the throttle comes back as a :class:`TransientError`: the streamer retries
+        without pausing its own bucket, which Slack did not throttle, and the retry
+        waits here for this one. Without a shared budget the throttle goes to the caller as is.
+        """
+        if self._budget is None:
+            return await call()
+        await self._budget.acquire(key, limit, f"slack-card:{target.turn_id}", priority=True)
+        try:
+            return await call()
+        except RateLimited as error:
+            self._budget.pause(key, error.retry_after if error.retry_after and error.retry_after > 0 else 1.0)
+            raise TransientError(f"{error}; waiting for that budget before trying again") from None
 
     def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.create_task(coro)

@@ -478,7 +478,7 @@ def bot_message(
     msg_id: str | None = None,
     conversation_id: str = "cidGroup001==",
     group: bool = True,
-    staff_id: str = "staff001",
+    staff_id: str | None = "staff001",
     nick: str = "张三",
     webhook: str = "",
     webhook_expires_ms: int | None = None,
@@ -486,7 +486,10 @@ def bot_message(
     content: dict[str, Any] | None = None,
     robot_code: str = "dingfakeappkey",
 ) -> dict[str, Any]:
-    """A bot-message payload as DingTalk sends it (the ``data`` of a CALLBACK frame)."""
+    """A bot-message payload as DingTalk sends it (the ``data`` of a CALLBACK frame).
+
+    ``staff_id=None`` leaves ``senderStaffId`` out, as for external users: only the opaque ``senderId`` is sent.
+    """
     now_ms = int(time.time() * 1000)
     data: dict[str, Any] = {
         "conversationId": conversation_id,
@@ -495,16 +498,17 @@ def bot_message(
         "msgId": msg_id or f"msg{secrets.token_hex(8)}",
         "senderNick": nick,
         "isAdmin": False,
-        "senderStaffId": staff_id,
         "sessionWebhookExpiredTime": webhook_expires_ms if webhook_expires_ms is not None else now_ms + 90 * 60 * 1000,
         "createAt": now_ms,
         "senderCorpId": "dingcorp",
         "conversationType": "2" if group else "1",
-        "senderId": f"$:LWCP_v1:${staff_id}",
+        "senderId": f"$:LWCP_v1:${staff_id or 'external-' + secrets.token_hex(4)}",
         "sessionWebhook": webhook,
         "robotCode": robot_code,
         "msgtype": msgtype,
     }
+    if staff_id is not None:
+        data["senderStaffId"] = staff_id
     if group:
         data["conversationTitle"] = "运维群"
         data["isInAtList"] = True

@@ -7,7 +7,9 @@ behaves like Slack where it matters for the card pipeline:
 * messages live in a small store, so ``chat.update`` of an unknown ts answers
   ``message_not_found`` and tests can read the final text of each message;
 * per-method rate limits (a sliding window of N accepted calls per W seconds,
-  scoped per workspace or per channel like Slack's tiers) answer either
+  scoped per workspace or per channel like Slack's tiers: ``chat.update`` Tier 3,
+  ``chat.startStream`` Tier 2, ``chat.appendStream`` Tier 4, ``chat.postMessage``
+  per channel; tests pass scaled-down windows) answer either
   ``ok:false, error: ratelimited`` bodies or HTTP 429 with ``Retry-After``;
 * ``fail(method, ...)`` injects errors (``ok:false`` codes, HTTP 5xx);
 * ``chat.startStream`` / ``appendStream`` / ``stopStream`` keep the streamed
