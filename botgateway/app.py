@@ -150,6 +150,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             clear_history=memory.clear,
         )
         stack.push_async_callback(gateway.aclose)
+        await gateway.start()  # heartbeats before any adapter can open a card
         yield Runtime(
             config=config,
             store=store,

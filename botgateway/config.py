@@ -228,6 +228,21 @@ class GatewayConfig(Section):
     """A message that is exactly one of these stops the asker's running turn."""
     clear_words: list[str] = Field(default_factory=lambda: ["/clear", "/new", "新对话", "清空对话"])
     """A message that is exactly one of these starts a new conversation (forgets its history)."""
+    heartbeat_s: float = Field(10.0, gt=0)
+    """How often a running process tells the store it is alive (its open cards are then left alone)."""
+    instance_ttl_s: float = Field(30.0, gt=0)
+    """A process silent this long counts as crashed: other processes finalize its open cards."""
+    recover_interval_s: float = Field(30.0, gt=0)
+    """How often a running process looks for cards left open by a crashed process."""
+
+    @model_validator(mode="after")
+    def _ttl_outlives_heartbeats(self) -> GatewayConfig:
+        if self.instance_ttl_s <= self.heartbeat_s:
+            raise ValueError(
+                f"instance_ttl_s ({self.instance_ttl_s:g}) must be longer than heartbeat_s ({self.heartbeat_s:g}), "
+                "or live processes would look crashed between heartbeats; use about three heartbeats"
+            )
+        return self
 
 
 # --- adapters -------------------------------------------------------------------

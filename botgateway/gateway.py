@@ -9,6 +9,11 @@ Different conversations run concurrently, up to a process-wide ceiling.
 Each turn runs in a task the gateway owns, never in the caller's (DingTalk's SDK
 cancels its handler tasks when its socket drops). Whatever happens to the turn
 (done, failed, stopped, crashed, shutdown) its card is finished.
+
+If the whole process dies, its cards stay on record as open, owned by its
+instance id. While running, every gateway sends heartbeats to the store and
+periodically finalizes the open cards whose owner has stopped sending them,
+so a crashed replica's cards are closed by the replicas still running.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ RECOVER_BACKOFF_S = 0.5
 """First wait between those tries (doubled each time; a throttle's Retry-After wins)."""
 RECOVER_MAX_WAIT_S = 10.0
 """A throttle asking for a longer wait than this ends the tries: start-up does not stall on an old card."""
+RECOVER_CLAIM_TTL_S = 120.0
+"""One replica claims an orphaned card before closing it; others retry it only after this long."""
 
 SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared"]
 
@@ -229,7 +236,10 @@ class Gateway:
         model_label: str = "",
         observers: Sequence[TurnObserver] = (),
         clear_history: Callable[[str], Awaitable[None]] | None = None,
+        instance_id: str | None = None,
     ) -> None:
+        self.instance_id = instance_id or uuid.uuid4().hex
+        """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._loop = loop
         self._clear_history = clear_history
         self._observers = tuple(observers)
@@ -245,6 +255,9 @@ class Gateway:
         self._background = BackgroundTasks()
         """Cards being closed after a fallback delivery; cancelled at shutdown (recovery closes them next start)."""
         self._closing = False
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._beating = True
 
     # --- public API -------------------------------------------------------------
 
@@ -352,28 +365,61 @@ class Gateway:
             return None
         return await asyncio.shield(turn.done)
 
-    async def recover_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> int:
-        """Finalize cards a previous process left streaming; returns how many were closed.
+    async def start(self) -> None:
+        """Tell the store this process is live, now and every ``gateway.heartbeat_s`` until :meth:`aclose`.
 
-        Each card is finalized as failed with a short "interrupted, please ask
-        again" note, retried a few times when throttled or failing transiently.
-        A card the sink still cannot finalize (deleted, expired) is forgotten. Cards of platforms without a sink here are left for the
-        process that serves them. ``older_than_s`` spares fresh cards (several
-        replicas sharing one Redis store).
+        Other processes leave a live process's open cards alone. Call it before
+        the adapters start, so that no card is created by an unannounced process.
+        Idempotent.
+        """
+        if self._heartbeat is not None or self._closing:
+            return
+        await self._beat()
+        self._heartbeat = asyncio.create_task(self._beat_forever(), name=f"gateway-heartbeat-{self.instance_id[:8]}")
+
+    def watch_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> None:
+        """Run :meth:`recover_open_cards` every ``gateway.recover_interval_s`` until :meth:`aclose`.
+
+        So the cards of a replica that crashed while this one keeps running are
+        closed without waiting for a restart. Calling it again replaces the sinks.
+        """
+        if self._closing:
+            return
+        if self._watcher is not None:
+            self._watcher.cancel()
+        self._watcher = asyncio.create_task(
+            self._watch(dict(sinks), older_than_s), name=f"gateway-recovery-{self.instance_id[:8]}"
+        )
+
+    async def recover_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> int:
+        """Finalize cards left streaming by a process that is gone; returns how many were closed.
+
+        A card is an orphan when its owner (the process that streams it) no
+        longer sends heartbeats; a card without an owner (written by an older
+        release) when it is older than ``older_than_s``. This process's own cards
+        are never touched. Each orphan is finalized as failed with a short
+        "interrupted, please ask again" note, retried a few times when throttled
+        or failing transiently. A card the sink still cannot finalize (deleted,
+        expired) is forgotten. Cards of platforms without a sink here are left
+        for the process that serves them.
         """
         try:
             cards = await self._store.open_cards()
         except Exception as exc:
             log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
             return 0
+        # Read after the cards: a process beats before it creates any card, so every owner seen above is listed if live.
+        live = await self._live_owners(cards)
         now = time.time()
         closed = 0
         for card in cards:
-            if card.turn_id in self._turns or now - card.created_at < older_than_s:
+            if not self._orphaned(card, live, now, older_than_s):
                 continue
             sink = sinks.get(card.platform)
             if sink is None:
                 log.info("gateway.recover_skipped", platform=card.platform, card_id=card.card_id, reason="adapter not running")
+                continue
+            if not await self._claim_orphan(card):
                 continue
             if await self._finalize_orphan(card, sink):
                 closed += 1
@@ -384,6 +430,7 @@ class Gateway:
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
         self._closing = True
+        await _cancel_task(self._watcher)
         turns = list(self._turns.values())
         for turn in turns:
             if not turn.done.done():
@@ -406,8 +453,68 @@ class Gateway:
             if not turn.done.done():
                 turn.done.set_result(TurnOutcome(turn.turn_id, "stopped", turn.answer, turn.state.snapshot()))
         await self._background.aclose()
+        # Last: a card still open now is an orphan that the other processes may close.
+        if self._heartbeat is not None:
+            heartbeat, self._heartbeat = self._heartbeat, None
+            await _cancel_task(heartbeat)
+            try:
+                async with asyncio.timeout(5):
+                    await self._store.forget_instance(self.instance_id)
+            except Exception as exc:  # the heartbeat then simply expires
+                log.warning("gateway.forget_instance_failed", error=type(exc).__name__)
 
     # --- internals ---------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        try:
+            await self._store.heartbeat(self.instance_id, self._config.gateway.instance_ttl_s)
+        except Exception as exc:
+            # Logged once per outage: the beat is retried every heartbeat_s anyway.
+            if self._beating:
+                log.warning("gateway.heartbeat_failed", error=type(exc).__name__, detail=str(exc)[:200])
+            self._beating = False
+            return
+        if not self._beating:
+            log.info("gateway.heartbeat_restored")
+        self._beating = True
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.gateway.heartbeat_s)
+            await self._beat()
+
+    async def _watch(self, sinks: Mapping[str, CardSink], older_than_s: float) -> None:
+        while True:
+            await asyncio.sleep(self._config.gateway.recover_interval_s)
+            try:
+                await self.recover_open_cards(sinks, older_than_s=older_than_s)
+            except Exception as exc:  # the next round tries again
+                log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
+
+    async def _live_owners(self, cards: Sequence[OpenCard]) -> set[str] | None:
+        """The live process ids, when some card has another owner; None when the store cannot tell."""
+        if not any(card.owner and card.owner != self.instance_id for card in cards):
+            return set()
+        try:
+            return await self._store.live_instances()
+        except Exception as exc:
+            log.warning("gateway.liveness_unknown", error=type(exc).__name__, detail=str(exc)[:200])
+            return None
+
+    def _orphaned(self, card: OpenCard, live: set[str] | None, now: float, older_than_s: float) -> bool:
+        if card.turn_id in self._turns or card.owner == self.instance_id:
+            return False
+        if card.owner:
+            # When liveness is unknown (store hiccup), sparing a card beats closing a live answer.
+            return live is not None and card.owner not in live
+        return now - card.created_at >= older_than_s
+
+    async def _claim_orphan(self, card: OpenCard) -> bool:
+        """Whether this process should close ``card`` (several replicas may find the same orphan at once)."""
+        try:
+            return await self._store.claim(f"recover:{card.platform}:{card.card_id}", RECOVER_CLAIM_TTL_S)
+        except Exception:
+            return True  # closing a card twice beats leaving it spinning
 
     def _is_stop_word(self, text: str) -> bool:
         return _matches(text, self._config.gateway.stop_words)
@@ -459,6 +566,7 @@ class Gateway:
             store=self._store,
             late_close_s=card.late_close_s,
             background=self._background,
+            instance_id=self.instance_id,
         )
         return _Turn(msg, turn_id, sink, state, streamer)
 
@@ -686,6 +794,14 @@ class Gateway:
         except Exception as exc:
             log.warning("gateway.recover_forget_failed", card_id=card.card_id, error=type(exc).__name__)
         return ok
+
+
+async def _cancel_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` and wait until it has ended."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    await asyncio.wait([task])  # unlike ``await task``, a cancellation of the caller still propagates
 
 
 def target_from_open_card(card: OpenCard) -> CardTarget:

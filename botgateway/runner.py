@@ -2,10 +2,11 @@
 
 ``run`` builds the runtime, starts every adapter ``config.yaml`` enables (by
 import path, so the core never imports a platform SDK), finalizes cards a
-previous process left open, and runs until SIGINT/SIGTERM — or until the user
-leaves the terminal chat. Shutdown is graceful: running turns are stopped and
-their cards finalized as stopped (while the adapters can still reach their
-platforms), then the adapters stop and the store closes.
+crashed process left open (at start, then periodically while running), and
+runs until SIGINT/SIGTERM — or until the user leaves the terminal chat.
+Shutdown is graceful: running turns are stopped and their cards finalized as
+stopped (while the adapters can still reach their platforms), then the
+adapters stop and the store closes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ ADAPTER_ORDER = ("terminal", "slack", "dingtalk")
 """The adapters ``run`` knows, in start order."""
 
 REDIS_RECOVERY_GRACE_S = 600.0
-"""With a shared Redis store, cards younger than this may belong to another replica's running turn."""
+"""With a shared Redis store, an ownerless card (recorded without an instance id) younger than this may be another replica's."""
 
 
 class _Adapter(Protocol):
@@ -92,11 +93,15 @@ def _sinks(adapters: list[_Adapter]) -> dict[str, CardSink]:
 
 
 async def _recover(runtime: Runtime, adapters: list[_Adapter]) -> None:
+    """Close the cards crashed processes left open, now and periodically while running."""
+    # Cards record their owner's instance id and are closed once it stops beating; ownerless ones need the age rule.
     grace = REDIS_RECOVERY_GRACE_S if runtime.config.memory.store == "redis" else 0.0
+    sinks = _sinks(adapters)
     try:
-        await runtime.gateway.recover_open_cards(_sinks(adapters), older_than_s=grace)
+        await runtime.gateway.recover_open_cards(sinks, older_than_s=grace)
     except Exception as exc:  # recovery is best effort; it must not keep the bot from starting
         log.error("gateway.recover_failed", error=type(exc).__name__, exc_info=True)
+    runtime.gateway.watch_open_cards(sinks, older_than_s=grace)
 
 
 def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:

@@ -1,7 +1,8 @@
 """The ``Store`` protocol: everything the gateway must not lose across a restart.
 
 Conversation history (committed one whole turn at a time), dedupe keys with a
-TTL, open cards (so a restart finalizes them instead of leaving spinners) and
+TTL, open cards (so a restart finalizes them instead of leaving spinners),
+heartbeats of the live gateway processes (whose cards are not orphans) and
 audit records. SQLite (:mod:`botgateway.stores.sqlite`) is the embedded
 default; Redis (:mod:`botgateway.stores.redis`) serves several replicas.
 """
@@ -44,6 +45,12 @@ class OpenCard:
     """JSON-ready description of where the card lives (enough for the adapter to finalize it)."""
     created_at: float
     """Unix time the card was created."""
+    owner: str = ""
+    """Instance id of the gateway process streaming the card; empty when unknown (then the age rule applies).
+
+    Recovery spares a card whose owner is live (see :meth:`Store.live_instances`)
+    and closes it once that owner stops sending heartbeats.
+    """
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,18 @@ class Store(Protocol):
 
     async def open_cards(self, platform: str | None = None) -> list[OpenCard]:
         """Cards still open (all platforms when ``platform`` is None)."""
+        ...
+
+    async def heartbeat(self, instance_id: str, ttl_s: float) -> None:
+        """Mark the gateway process ``instance_id`` live for the next ``ttl_s`` seconds."""
+        ...
+
+    async def live_instances(self) -> set[str]:
+        """Ids of the gateway processes whose last heartbeat has not expired."""
+        ...
+
+    async def forget_instance(self, instance_id: str) -> None:
+        """Drop ``instance_id``'s heartbeat at once (a clean shutdown), so its cards count as orphaned."""
         ...
 
     async def record_audit(self, record: AuditRecord) -> None:

@@ -140,6 +140,9 @@ class CardStreamer:
     returns once it did, and the card itself is closed in a background task
     (tracked by ``background`` when given): :meth:`wait_closed` waits for it,
     :meth:`aclose` (shutdown) cancels it.
+
+    With a ``store``, the card is on record as open (owned by ``instance_id``,
+    the gateway process) until it is final, so recovery can close it after a crash.
     """
 
     def __init__(
@@ -160,6 +163,7 @@ class CardStreamer:
         late_backoff_base_s: float = 2.0,
         late_backoff_max_s: float = 60.0,
         background: BackgroundTasks | None = None,
+        instance_id: str = "",
     ) -> None:
         self.sink = sink
         self.target = target
@@ -169,6 +173,8 @@ class CardStreamer:
         self.state = state
         self.final_deadline_s = final_deadline_s
         self.store = store
+        self.instance_id = instance_id
+        """The gateway process streaming this card, recorded as the open card's owner."""
         self.metrics = CardMetrics()
         """Filled in as the turn runs; also returned by :meth:`finish`."""
         self._owner = owner or f"{target.platform}:{target.chat_id}:{target.turn_id}:{id(self):x}"
@@ -862,6 +868,7 @@ class CardStreamer:
                     turn_id=self.target.turn_id,
                     target=_target_dict(handle.target),
                     created_at=time.time(),
+                    owner=self.instance_id,
                 )
             )
             self._open_ids.append(handle.card_id)

@@ -490,3 +490,84 @@ async def test_clear_word_starts_a_new_conversation_but_not_while_a_turn_runs(tm
         await asyncio.wait_for(second.done, 10)
         # the second question went to the model without the first: history was cleared
         assert _user_texts(h.server.requests[-1]) == ["second?"]
+
+
+# --- several replicas: owner-aware recovery ----------------------------------------------------
+
+REPLICA = {"heartbeat_s": 0.05, "instance_ttl_s": 0.5, "recover_interval_s": 0.05}
+
+
+async def _until(read: Any, holds: Any, timeout: float = 10.0) -> None:
+    """Poll ``await read()`` until ``holds(value)``; the timeout only proves "not stuck"."""
+    async with asyncio.timeout(timeout):
+        while not holds(await read()):
+            await asyncio.sleep(0.02)
+
+
+async def test_recovery_spares_live_owners_and_closes_dead_ones_and_old_ownerless_cards(h: Harness) -> None:
+    target = {"platform": "test", "chat_id": "chat-9", "user_id": "alice", "locale": "en"}
+    now = time.time()
+    await h.store.heartbeat("replica-live", 60)
+    await h.store.add_open_card(OpenCard("test", "live-owner", "t1", target, now - 3600, owner="replica-live"))
+    await h.store.add_open_card(OpenCard("test", "dead-owner", "t2", target, now, owner="replica-crashed"))
+    await h.store.add_open_card(OpenCard("test", "fresh-ownerless", "t3", target, now))
+    await h.store.add_open_card(OpenCard("test", "old-ownerless", "t4", target, now - 3600))
+    await h.store.add_open_card(OpenCard("test", "mine", "t5", target, now - 3600, owner=h.gateway.instance_id))
+
+    assert await h.gateway.recover_open_cards({"test": h.sink}, older_than_s=600) == 2
+    assert sorted(h.sink.cards) == ["dead-owner", "old-ownerless"]
+    assert all(card.status == "failed" and "ask again" in card.error for card in h.sink.cards.values())
+    assert sorted(c.card_id for c in await h.store.open_cards()) == ["fresh-ownerless", "live-owner", "mine"]
+
+
+async def test_a_replica_closes_the_cards_of_a_replica_that_stopped_beating(tmp_path) -> None:
+    gate = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Script:
+        await gate.wait()  # replica A's turn stays mid-answer until the test ends
+        return Script.text("never shown")
+
+    # Two gateways on one SQLite file, as two processes would be.
+    async for a in _harness(tmp_path, ScriptedLLMServer(responder=responder), **REPLICA):
+        async for b in _harness(tmp_path, ScriptedLLMServer(), **REPLICA):
+            try:
+                await a.gateway.start()
+                await b.gateway.start()
+                assert await b.store.live_instances() == {a.gateway.instance_id, b.gateway.instance_id}
+                sub = await a.submit("a long question")
+                await a.server.wait_for_requests(1)
+                [card] = await b.store.open_cards()
+                assert card.owner == a.gateway.instance_id and card.turn_id == sub.turn_id
+
+                # While A beats, B's recovery (on demand and periodic) leaves A's card alone.
+                b.gateway.watch_open_cards({"test": b.sink})
+                assert await b.gateway.recover_open_cards({"test": b.sink}) == 0
+                stale = {"platform": "test", "chat_id": "chat-9", "locale": "en"}
+                for marker in ("marker-1", "marker-2"):
+                    # An ownerless left-over card: B's next periodic pass closes it, so once the second
+                    # is closed, at least one whole pass has looked at A's card.
+                    await b.store.add_open_card(OpenCard("test", marker, marker, stale, time.time() - 60))
+                    await b.sink.wait_for(lambda m=marker: m in b.sink.cards)
+                assert card.card_id not in b.sink.cards
+                assert card.card_id in [c.card_id for c in await b.store.open_cards()]
+
+                # A crashes: it can no longer beat (its store is gone), and its heartbeat expires.
+                await a.store.close()
+                await b.sink.wait_for(lambda: card.card_id in b.sink.cards, timeout=10)
+                final = b.sink.cards[card.card_id]
+                assert final.status == "failed" and "ask again" in final.error
+                assert b.sink.targets[card.card_id].turn_id == sub.turn_id
+                await _until(lambda: b.store.open_cards(), lambda cards: cards == [])  # forgotten once final
+                assert await b.store.live_instances() == {b.gateway.instance_id}
+            finally:
+                gate.set()
+
+
+async def test_a_clean_shutdown_withdraws_the_heartbeat(tmp_path) -> None:
+    async for h in _harness(tmp_path, ScriptedLLMServer(), **REPLICA):
+        await h.gateway.start()
+        assert await h.store.live_instances() == {h.gateway.instance_id}
+        await h.gateway.aclose()
+        assert await h.store.live_instances() == set()
+        await h.gateway.start()  # a closed gateway does not come back to life
+        assert await h.store.live_instances() == set()

@@ -20,6 +20,7 @@ from botgateway.config import MemoryConfig
 from botgateway.store import AuditRecord, OpenCard, Store, StoredTurn
 from botgateway.stores import StoreError, open_store
 from botgateway.stores.redis import RedisStore
+from botgateway.stores._codec import decode_card
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 
@@ -244,6 +245,44 @@ async def test_open_cards_are_listed_filtered_and_removed(store: Store) -> None:
     await store.remove_open_card("slack", "never-added")
     assert await store.open_cards() == [ding]
     assert await store.open_cards("slack") == []
+
+
+async def test_an_open_card_keeps_its_owner_and_old_records_read_as_ownerless(make_store: StoreFactory) -> None:
+    owned = OpenCard("slack", "C1:2.0", "t1", {"channel": "C1"}, 5.0, owner="instance-a")
+    await (await make_store()).add_open_card(owned)
+    assert await (await make_store()).open_cards() == [owned]
+    # a record written before cards had owners
+    legacy = decode_card('{"platform":"slack","card_id":"C1:1.0","turn_id":"t0","target":{},"created_at":1.0}')
+    assert legacy.owner == ""
+
+
+# --- liveness ---------------------------------------------------------------------
+
+
+async def test_heartbeats_are_shared_between_replicas_and_forgotten_on_shutdown(make_store: StoreFactory) -> None:
+    first, second = await make_store(), await make_store()
+    assert await first.live_instances() == set()
+    await first.heartbeat("instance-a", 60)
+    await second.heartbeat("instance-b", 60)
+    await second.heartbeat("instance-b", 60)  # beating again keeps one entry
+    assert await first.live_instances() == {"instance-a", "instance-b"}
+    await first.forget_instance("instance-a")
+    await first.forget_instance("never-beat")
+    assert await second.live_instances() == {"instance-b"}
+
+
+async def test_an_instance_that_stops_beating_expires_and_a_beat_extends_it(make_store: StoreFactory) -> None:
+    store = await make_store()
+    await store.heartbeat("silent", 0.3)
+    await store.heartbeat("steady", 60)
+    assert await store.live_instances() == {"silent", "steady"}
+    deadline = time.monotonic() + 10  # generous: only proves the heartbeat does expire
+    while "silent" in await store.live_instances():
+        assert time.monotonic() < deadline, "heartbeat never expired"
+        await asyncio.sleep(0.05)
+    assert await store.live_instances() == {"steady"}
+    await store.heartbeat("silent", 60)  # the process came back
+    assert await (await make_store()).live_instances() == {"silent", "steady"}
 
 
 # --- audit ------------------------------------------------------------------------

@@ -52,6 +52,7 @@ def encode_card(card: OpenCard) -> str:
             "turn_id": card.turn_id,
             "target": dict(card.target),
             "created_at": card.created_at,
+            "owner": card.owner,
         }
     )
 
@@ -65,6 +66,7 @@ def decode_card(text: str | bytes) -> OpenCard:
         turn_id=str(data.get("turn_id", "")),
         target=data.get("target") or {},
         created_at=float(data.get("created_at") or 0.0),
+        owner=str(data.get("owner") or ""),
     )
 
 

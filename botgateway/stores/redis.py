@@ -7,6 +7,7 @@ keys of one conversation live in the same Redis Cluster slot):
 - ``conv:{<id>}:turns`` — HASH turn id → turn JSON;
 - ``dedupe:<key>`` — STRING set with ``SET NX PX`` (the TTL is Redis's own);
 - ``open_cards`` — HASH ``["platform","card_id"]`` → card JSON;
+- ``instances`` — ZSET gateway instance id → heartbeat expiry (Redis's own clock, in ms);
 - ``audit`` — STREAM of audit records (capped, approximately, at ``audit_max_len``).
 
 Multi-key writes run as Lua scripts, which Redis executes atomically, so two
@@ -89,6 +90,22 @@ end
 return out
 """
 
+# KEYS: instances. ARGV: ttl_ms, instance_id. Redis's clock, so replicas' clock skew does not matter.
+_BEAT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
+return 1
+"""
+
+# KEYS: instances. Returns the ids whose heartbeat has not expired.
+_LIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+inf')
+"""
+
 
 class RedisStore:
     """:class:`~botgateway.store.Store` on Redis, shared by several replicas.
@@ -128,6 +145,8 @@ class RedisStore:
         self._append = self._redis.register_script(_APPEND)
         self._replace = self._redis.register_script(_REPLACE)
         self._load = self._redis.register_script(_LOAD)
+        self._beat = self._redis.register_script(_BEAT)
+        self._live = self._redis.register_script(_LIVE)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.safe_url!r}, prefix={self.prefix!r})"
@@ -228,6 +247,26 @@ class RedisStore:
         if platform is not None:
             cards = [card for card in cards if card.platform == platform]
         return sorted(cards, key=lambda card: (card.created_at, card.card_id))
+
+    # --- liveness -----------------------------------------------------------------
+
+    def _instances_key(self) -> str:
+        return f"{self.prefix}instances"
+
+    async def heartbeat(self, instance_id: str, ttl_s: float) -> None:
+        """Mark the gateway process ``instance_id`` live for the next ``ttl_s`` seconds."""
+        async with self._errors():
+            await self._beat(keys=[self._instances_key()], args=[max(1, math.ceil(ttl_s * 1000)), instance_id])
+
+    async def live_instances(self) -> set[str]:
+        """Ids of the gateway processes whose last heartbeat has not expired."""
+        async with self._errors():
+            return set(await self._live(keys=[self._instances_key()]))
+
+    async def forget_instance(self, instance_id: str) -> None:
+        """Drop ``instance_id``'s heartbeat at once (a clean shutdown)."""
+        async with self._errors():
+            await self._redis.zrem(self._instances_key(), instance_id)
 
     # --- audit --------------------------------------------------------------------
 

@@ -68,6 +68,10 @@ CREATE TABLE IF NOT EXISTS open_cards (
     body TEXT NOT NULL,
     PRIMARY KEY (platform, card_id)
 );
+CREATE TABLE IF NOT EXISTS instances (
+    instance_id TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     turn_id TEXT NOT NULL,
@@ -360,6 +364,35 @@ class SqliteStore:
             (platform, platform),
         )
         return [decode_card(row[0]) for row in rows]
+
+    # --- liveness -----------------------------------------------------------------
+
+    async def heartbeat(self, instance_id: str, ttl_s: float) -> None:
+        """Mark the gateway process ``instance_id`` live for the next ``ttl_s`` seconds."""
+        now = self._clock()
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute("DELETE FROM instances WHERE expires_at <= ?", (now,))
+            await db.execute(
+                "INSERT INTO instances (instance_id, expires_at) VALUES (?, ?) "
+                "ON CONFLICT (instance_id) DO UPDATE SET expires_at = excluded.expires_at",
+                (instance_id, now + ttl_s),
+            )
+
+        await self._transaction(work)
+
+    async def live_instances(self) -> set[str]:
+        """Ids of the gateway processes whose last heartbeat has not expired."""
+        rows = await self._fetchall("SELECT instance_id FROM instances WHERE expires_at > ?", (self._clock(),))
+        return {row[0] for row in rows}
+
+    async def forget_instance(self, instance_id: str) -> None:
+        """Drop ``instance_id``'s heartbeat at once (a clean shutdown)."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute("DELETE FROM instances WHERE instance_id = ?", (instance_id,))
+
+        await self._transaction(work)
 
     # --- audit --------------------------------------------------------------------
 
