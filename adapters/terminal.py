@@ -66,7 +66,7 @@ def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableTyp
     if snapshot.status == "queued":
         note = snapshot.error
         if not note:
-            position = getattr(snapshot, "queue_position", 0)
+            position = snapshot.queue_position
             note = t(locale, "queued_position", position=position) if position else t(locale, "queued")
         rows.append(Text(note, style="yellow"))
     else:
@@ -87,7 +87,7 @@ def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableTyp
         elif snapshot.status == "working" and not snapshot.thought:
             label = t(locale, "working") if snapshot.blocks else t(locale, "thinking")
             rows.append(Spinner("dots", text=Text(label, style="cyan")))
-        if getattr(snapshot, "continued", False):
+        if snapshot.continued:
             rows.append(Text(t(locale, "continued"), style="dim"))
         if snapshot.final and snapshot.error:
             rows.append(Text(snapshot.error, style="red" if snapshot.status == "failed" else "yellow"))
@@ -162,7 +162,7 @@ class TerminalSink:
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
         """Start drawing a new card."""
         card_id = f"t{next(self._ids)}"
-        self._cards[card_id] = _LiveCard(snapshot, title=self._title(target, snapshot))
+        self._cards[card_id] = _LiveCard(snapshot, title=self._title(target))
         self._redraw()
         return CardHandle(card_id=card_id, target=target)
 
@@ -187,7 +187,7 @@ class TerminalSink:
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Print ``snapshot`` as a new card (notes, refusals, undeliverable finals)."""
-        self._print(card_renderable(snapshot, title=self._title(target, snapshot)))
+        self._print(card_renderable(snapshot, title=self._title(target)))
 
     def close(self) -> None:
         """Stop the live area (cards still open are left as last drawn)."""
@@ -197,7 +197,7 @@ class TerminalSink:
 
     # drawing
 
-    def _title(self, target: CardTarget, snapshot: CardSnapshot) -> str:
+    def _title(self, target: CardTarget) -> str:
         if target.is_group and target.user_name:
             return f"botgateway · {target.user_name}"
         return "botgateway"

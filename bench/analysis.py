@@ -66,7 +66,7 @@ def _char_times(steps: Iterable[tuple[float, int]], length: int) -> list[float |
     return out
 
 
-def _visible_steps(api: FakeCardAPI, turn_id: str, calls: list[Any]) -> list[tuple[float, int]]:
+def _visible_steps(calls: list[Any]) -> list[tuple[float, int]]:
     """(time, answer characters visible) for the turn, from its accepted calls, in time order."""
     per_card: dict[str, int] = {}
     steps = []
@@ -129,7 +129,7 @@ def analyze_strategy(
         if len(deltas) >= 2 and deltas[-1][0] > deltas[0][0]:
             gen_rates.append(deltas[-1][1] / (deltas[-1][0] - deltas[0][0]))
         generated = _char_times(deltas, len(expected))
-        visible = _char_times(_visible_steps(api, turn_id, calls), len(expected))
+        visible = _char_times(_visible_steps(calls), len(expected))
         for gen_at, seen_at in zip(generated, visible):
             if gen_at is None:
                 continue

@@ -190,24 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_settings(argv: Sequence[str] | None = None) -> BenchSettings:
     """Settings from command-line flags (exits with a usage message on bad input, as argparse does)."""
-    ns = build_parser().parse_args(argv)
+    parser = build_parser()
+    ns = parser.parse_args(argv)
     if ns.config and not Path(ns.config).is_file():
-        build_parser().error(f"--config {ns.config}: no such file")
-    return BenchSettings(
-        turns=ns.turns,
-        ramp_s=ns.ramp_s,
-        qps=ns.qps,
-        server_burst=ns.server_burst,
-        tokens_per_s=ns.tokens_per_s,
-        chunk_chars=ns.chunk_chars,
-        tool_rounds=ns.tool_rounds,
-        tool_ms=ns.tool_ms,
-        answer_chars=tuple(ns.answer_chars),
-        latency_ms=tuple(ns.latency_ms),
-        final_deadline_s=ns.final_deadline_s,
-        strategies=tuple(ns.strategies),
-        seed=ns.seed,
-        config=ns.config,
-        out=ns.out,
-        worker_timeout_s=ns.worker_timeout_s,
-    )
+        parser.error(f"--config {ns.config}: no such file")
+    # Every flag's dest is the field it sets.
+    return BenchSettings.from_dict(vars(ns))

@@ -109,7 +109,7 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
     if not question.strip():
         message = "the question is empty; usage: botgateway ask \"which server is 10.0.1.100?\""
         if json_mode:
-            _emit(out, {"kind": "result", "ok": False, "answer": "", "tool_calls": [], "usage": _usage_dict(Usage()), "error": {"reason": "usage", "message": message}, "t": elapsed()})
+            _emit(out, _result_line(TurnFailed("usage", message), _Tally(), elapsed()))
         else:
             print(f"botgateway ask: {message}", file=err)
         return EXIT_FAILED
@@ -157,7 +157,7 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
         log.debug("ask_failed.traceback", exc_info=True)  # a bug of ours is diagnosable with log.level: debug
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         if json_mode:
-            _emit(out, {"kind": "result", "ok": False, "answer": "", "tool_calls": list(tally.calls.values()), "usage": _usage_dict(tally.usage), "error": {"reason": "internal", "message": message}, "t": elapsed()})
+            _emit(out, _result_line(TurnFailed("internal", message), tally, elapsed()))
         else:
             print(f"botgateway ask: {message}", file=err)
         return EXIT_FAILED

@@ -157,7 +157,7 @@ class TurnOutcome:
     """The final (or partial) answer text."""
     snapshot: CardSnapshot | None = None
     """The last snapshot the card was given."""
-    metrics: Any = None
+    metrics: CardMetrics | None = None
     """The streamer's per-turn card metrics, when a card was streamed."""
 
 
@@ -180,10 +180,9 @@ class Submission:
 class _Turn:
     """One scheduled turn: its card, its task and its bookkeeping."""
 
-    def __init__(self, msg: InboundMessage, turn_id: str, sink: CardSink, state: CardState, streamer: CardStreamer) -> None:
+    def __init__(self, msg: InboundMessage, turn_id: str, state: CardState, streamer: CardStreamer) -> None:
         self.msg = msg
         self.turn_id = turn_id
-        self.sink = sink
         self.state = state
         self.streamer = streamer
         self.user_id = msg.ctx.user_id or msg.target.user_id
@@ -191,7 +190,6 @@ class _Turn:
         self.done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[None] | None = None
         self.stop_note = ""
-        self.running = False
         self.stop_requested = False
         self.entered = False
         self.finishing = False
@@ -568,7 +566,7 @@ class Gateway:
             background=self._background,
             instance_id=self.instance_id,
         )
-        return _Turn(msg, turn_id, sink, state, streamer)
+        return _Turn(msg, turn_id, state, streamer)
 
     def _cancel(self, turn: _Turn, *, stopped_by: str, note: str | None = None) -> None:
         if note is None:
@@ -629,7 +627,7 @@ class Gateway:
     async def _run(self, turn: _Turn) -> None:
         turn.entered = True
         msg = turn.msg
-        metrics: Any = None
+        metrics: CardMetrics | None = None
         started = time.monotonic()
         with structlog.contextvars.bound_contextvars(
             conversation=msg.conversation_id,
@@ -647,7 +645,6 @@ class Gateway:
                         turn.state.mark_started()
                         await turn.streamer.refresh()
                     async with self._slots:
-                        turn.running = True
                         started = time.monotonic()
                         turn.started_at = time.time()
                         if turn.stop_requested:
@@ -720,20 +717,15 @@ class Gateway:
 
     async def _refresh(self, turn: _Turn) -> None:
         """Push a state change that did not come from an event (queue position)."""
-        refresh = getattr(turn.streamer, "refresh", None)
-        if refresh is None:
-            return
         try:
-            await refresh()
+            await turn.streamer.refresh()
         except Exception as exc:
             log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
 
     async def _audit(self, turn: _Turn, outcome: TurnOutcome, duration_s: float) -> None:
         msg = turn.msg
         metrics = outcome.metrics
-        extra: dict[str, Any] = {}
-        if metrics is not None:
-            extra["card"] = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(getattr(metrics, "__dict__", {}))
+        extra: dict[str, Any] = {"card": metrics.to_dict()} if metrics is not None else {}
         record = AuditRecord(
             turn_id=turn.turn_id,
             platform=msg.platform,
@@ -755,7 +747,7 @@ class Gateway:
             log.warning("gateway.audit_failed", turn_id=turn.turn_id, error=type(exc).__name__)
         for observer in self._observers:
             try:
-                observer.turn_ended(record, metrics if isinstance(metrics, CardMetrics) else None)
+                observer.turn_ended(record, metrics)
             except Exception as exc:  # metrics must never cost an answer
                 log.warning("gateway.observer_failed", turn_id=turn.turn_id, error=type(exc).__name__)
 

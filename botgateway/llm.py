@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import openai
 import structlog
 
-from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart, TextPart
+from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart
 from botgateway.config import LLMConfig
 
 __all__ = [
@@ -255,14 +255,11 @@ class LLMClient:
 
     async def complete(self, messages: Sequence[dict[str, Any]]) -> str:
         """A whole answer without tools (used for summaries); raises :class:`LLMError`."""
-        text: list[str] = []
         async with aclosing(self.stream(messages)) as parts:
             async for item in parts:
-                if isinstance(item, TextPart):
-                    text.append(item.text)
-                elif isinstance(item, AssembledRound):
+                if isinstance(item, AssembledRound):
                     return item.text
-        return "".join(text)
+        raise AssertionError("unreachable: stream() ends with the assembled round or raises")  # pragma: no cover
 
     # --- helpers -----------------------------------------------------------------
 

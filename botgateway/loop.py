@@ -20,7 +20,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
+from contextlib import ExitStack, aclosing
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.llm import ChatModel, LLMError, LLMInterrupted
+from botgateway.logs import bind_turn
 from botgateway.stores import StoreError
 from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
 
@@ -115,29 +116,32 @@ class ToolLoop:
         untouched.
         """
         turn_id = turn_id or uuid.uuid4().hex
-        saved = _bind(turn_id=turn_id, conversation=conversation_id, user=ctx.user_id or None, platform=ctx.platform or None)
         ended = False
         answer: list[str] = []
-        try:
-            async with aclosing(self._turn(conversation_id, user_text, ctx, turn_id)) as events:
-                async for event in events:
-                    if isinstance(event, RoundStarted):
-                        answer.clear()
-                    elif isinstance(event, AnswerDelta):
-                        answer.append(event.text)
-                    ended = isinstance(event, (TurnDone, TurnFailed))
-                    yield event
-        except Exception as exc:
-            # A bug of ours must still end the turn with one plain-words event, never a traceback.
-            log.exception("turn_crashed")
-            if not ended:
-                yield TurnFailed(
-                    "internal",
-                    f"Something went wrong on our side ({type(exc).__name__}); the details are in the log",
-                    partial_answer="".join(answer),
-                )
-        finally:
-            _restore(saved)
+        # bind_turn restores by value, not by reset token: safe when the generator is closed from another context.
+        with (
+            bind_turn(turn_id=turn_id, conversation=conversation_id, user=ctx.user_id or None, platform=ctx.platform or None),
+            ExitStack() as round_context,
+        ):
+            try:
+                async with aclosing(self._turn(conversation_id, user_text, ctx, turn_id)) as events:
+                    async for event in events:
+                        if isinstance(event, RoundStarted):
+                            answer.clear()
+                            round_context.enter_context(bind_turn(round=event.round))
+                        elif isinstance(event, AnswerDelta):
+                            answer.append(event.text)
+                        ended = isinstance(event, (TurnDone, TurnFailed))
+                        yield event
+            except Exception as exc:
+                # A bug of ours must still end the turn with one plain-words event, never a traceback.
+                log.exception("turn_crashed")
+                if not ended:
+                    yield TurnFailed(
+                        "internal",
+                        f"Something went wrong on our side ({type(exc).__name__}); the details are in the log",
+                        partial_answer="".join(answer),
+                    )
 
     async def _turn(self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str) -> AsyncIterator[TurnEvent]:
         started = time.monotonic()
@@ -161,7 +165,6 @@ class ToolLoop:
         log.info("turn_started", history_messages=len(history), tools=len(specs))
 
         for round_no in range(1, self.max_rounds + 1):
-            structlog.contextvars.bind_contextvars(round=round_no)
             last_round = round_no == self.max_rounds
             # The last allowed round still sees the tool definitions (history holds tool
             # calls, and some providers insist on matching definitions) but may not call them.
@@ -370,23 +373,3 @@ def _empty_answer_message(finish_reason: str | None) -> str:
     if finish_reason == "length":
         return "The model ran out of tokens before answering (llm.max_tokens); raise it or ask a narrower question"
     return "The model returned an empty answer; try again or rephrase the question"
-
-
-_BOUND_KEYS = ("turn_id", "conversation", "user", "platform", "round")
-
-
-def _bind(**values: Any) -> dict[str, Any]:
-    """Bind log context for the turn (``None`` values are skipped); returns what was bound before so it can be restored."""
-    before = structlog.contextvars.get_contextvars()
-    saved = {key: before.get(key, _MISSING) for key in _BOUND_KEYS}
-    structlog.contextvars.bind_contextvars(**{key: value for key, value in values.items() if value is not None})
-    return saved
-
-
-def _restore(saved: dict[str, Any]) -> None:
-    # Set/unset by value, not by reset token: the generator may be closed from another context.
-    structlog.contextvars.unbind_contextvars(*[k for k, v in saved.items() if v is _MISSING])
-    structlog.contextvars.bind_contextvars(**{k: v for k, v in saved.items() if v is not _MISSING})
-
-
-_MISSING = object()

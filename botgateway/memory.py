@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -65,9 +66,9 @@ _CJK_RANGES = (
 )
 
 
-def _is_cjk(char: str) -> bool:
-    code = ord(char)
-    return any(low <= code <= high for low, high in _CJK_RANGES)
+# One character class: history() estimates every stored character on each turn, so a
+# per-character Python loop would block the event loop for tens of milliseconds.
+_CJK = re.compile("[" + "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in _CJK_RANGES) + "]")
 
 
 def estimate_text_tokens(text: str) -> int:
@@ -79,7 +80,7 @@ def estimate_text_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    cjk = sum(1 for char in text if _is_cjk(char))
+    cjk = len(_CJK.findall(text))
     return cjk + math.ceil((len(text) - cjk) / CHARS_PER_TOKEN)
 
 
@@ -137,10 +138,10 @@ TOOL_RESULT_CHARS = 1500
 """Tool output longer than this is cut in the transcript sent to the summarizer."""
 
 
-def summary_turn(text: str, *, turn_id: str | None = None, created_at: float | None = None) -> StoredTurn:
+def summary_turn(text: str, *, created_at: float | None = None) -> StoredTurn:
     """The stored turn that stands for summarized older turns."""
     return StoredTurn(
-        turn_id=turn_id or f"summary-{uuid.uuid4().hex[:16]}",
+        turn_id=f"summary-{uuid.uuid4().hex[:16]}",
         messages=(
             {"role": "user", "content": f"{SUMMARY_HEADER}\n{text}"},
             {"role": "assistant", "content": SUMMARY_ACK},

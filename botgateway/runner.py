@@ -49,12 +49,9 @@ def _say(text: str) -> None:
 
 def enabled_adapters(config: Config) -> list[tuple[str, Any]]:
     """``(name, adapter config)`` of every enabled adapter, in start order."""
-    return [(name, getattr(config.adapters, name)) for name in ADAPTER_ORDER if _is_enabled(getattr(config.adapters, name))]
-
-
-def _is_enabled(adapter_config: Any) -> bool:
-    # ``enabled: auto`` starts the adapter only when its credentials are set (``AdapterBase.active``)
-    return bool(adapter_config.active)
+    # ``active``: ``enabled: auto`` starts an adapter only when its credentials are set.
+    adapters = [(name, getattr(config.adapters, name)) for name in ADAPTER_ORDER]
+    return [(name, adapter_config) for name, adapter_config in adapters if adapter_config.active]
 
 
 async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_Adapter], list[str]]:

@@ -388,11 +388,6 @@ class ScriptedLLMServer:
         """Queue scripts; each request takes the next one before the responder is asked."""
         self._queue.extend(scripts)
 
-    @property
-    def pending(self) -> int:
-        """Queued scripts not yet played."""
-        return len(self._queue)
-
     async def wait_for_requests(self, count: int, timeout: float = 10.0) -> None:
         """Wait until at least ``count`` chat requests have arrived (raises ``TimeoutError``)."""
         async with asyncio.timeout(timeout):

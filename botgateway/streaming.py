@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Literal, TypeAlias
+from typing import Literal
 
 import structlog
 
@@ -114,9 +114,6 @@ class BufferPolicy:
     def rule(self, phase: Phase) -> PhaseRule:
         """The rule of ``phase``."""
         return {"thinking": self.thinking, "tool": self.tool, "answer": self.answer}[phase]
-
-
-_Outcome: TypeAlias = Literal["ok", "too_long", "gone", "failed", "timeout", "interrupted"]
 
 
 def _visible(snapshot: CardSnapshot) -> bool:

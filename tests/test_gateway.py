@@ -124,6 +124,8 @@ async def test_turn_runs_to_a_done_card_with_tool_line_footer_and_audit(h: Harne
     assert [a.outcome for a in audits] == ["done"]
     assert audits[0].user_id == "alice" and audits[0].tool_calls[0]["name"] == "find_server"
     assert audits[0].tool_calls[0]["ok"] is True
+    card_metrics = audits[0].extra["card"]  # the streamer's metrics ride along in the audit record
+    assert card_metrics["delivered"] is True and card_metrics["total_calls"] == len(ops)
 
 
 async def test_redelivered_message_is_dropped(h: Harness) -> None:

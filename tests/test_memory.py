@@ -113,6 +113,7 @@ def contents(messages: list[Message]) -> str:
 def test_estimate_counts_cjk_per_character_and_other_text_per_four() -> None:
     assert estimate_text_tokens("") == 0
     assert estimate_text_tokens("你好世界") == 4
+    assert estimate_text_tokens("한국𠀀ｘ") == 4  # Hangul, CJK ext. B (beyond the BMP), full-width forms
     assert estimate_text_tokens("abcdefgh") == 2
     assert estimate_text_tokens("abcdefghi") == 3
     assert estimate_text_tokens("服务器 web-01 在哪？") == 6 + 2  # 服务器在哪？ one each; " web-01 " is 8 chars

@@ -120,14 +120,14 @@ async def test_retried_event_and_the_mention_echo_start_one_turn(env: Env) -> No
     event = env.fake.mention("hello?", channel="C1")
     first = await env.push(event, event_id="Ev0001")
     retried = await env.push(event, event_id="Ev0001", retry_attempt=1)  # Slack redelivers (new envelope)
-    assert retried.outcome == "duplicate"
+    assert (retried.outcome, retried.reason) == ("duplicate", "retried delivery")  # caught by its event id
     # the same message also arrives as a plain ``message`` event, with its own event id
     echo = env.fake.message(event["text"], channel="C1", ts=event["ts"])
     echo_delivery = await env.push(echo, event_id="Ev0002")
     assert echo_delivery.outcome == "ignored"
     # and a redelivery of the mention under a new event id is caught by channel + ts
     again = await env.push(event, event_id="Ev0003")
-    assert again.outcome == "duplicate"
+    assert (again.outcome, again.reason) == ("duplicate", "same channel and ts")
     await env.done(first)
     assert len(env.llm.requests) == 1
     assert len(replies(env, "C1", event["ts"])) == 1
@@ -346,7 +346,8 @@ async def test_http_mode_accepts_a_valid_signature_and_rejects_an_invalid_one(tm
             retry = {**fake.sign(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
             async with http.post(env.adapter.http_url, data=body, headers=retry) as response:
                 assert response.status == 200
-            assert (await env.next_delivery()).outcome == "duplicate"
+            retried = await env.next_delivery()
+            assert (retried.outcome, retried.reason) == ("duplicate", "retried delivery")
             challenge = json.dumps({"type": "url_verification", "challenge": "c-123", "token": "t"})
             async with http.post(env.adapter.http_url, data=challenge, headers=fake.sign(challenge)) as response:
                 assert response.status == 200 and "c-123" in await response.text()

@@ -6,7 +6,6 @@ fake Slack, the real gateway, card streamer and tool loop, the scripted model.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -137,11 +136,7 @@ async def test_five_concurrent_mentions_stay_within_the_chat_update_budget(tmp_p
 
     async for env in slack_env(tmp_path, fake=fake, responder=respond, update_rate_per_min=20, rate_window_s=2):
         events = {channel: env.fake.mention(channel, channel=channel) for channel in answers}
-        envelopes = [await env.fake.push(env.fake.event_payload(e)) for e in events.values()]
-        for envelope in envelopes:
-            await env.fake.wait_ack(envelope, timeout=3.0)
-        deliveries = [await env.next_delivery() for _ in envelopes]
-        outcomes = await asyncio.gather(*(env.done(d) for d in deliveries))
+        outcomes = await env.answer_all(events.values())
         assert all(o.outcome == "done" for o in outcomes)
         for channel, event in events.items():
             [message] = replies(env, channel, event["ts"])
@@ -170,11 +165,7 @@ async def test_concurrent_native_answers_stay_within_the_start_stream_budget(tmp
     async for env in slack_env(tmp_path, fake=fake, responder=respond, streaming="native",
                                start_stream_rate_per_min=4, rate_window_s=1):
         events = {channel: env.fake.mention(channel, channel=channel) for channel in channels}
-        envelopes = [await env.fake.push(env.fake.event_payload(e)) for e in events.values()]
-        for envelope in envelopes:
-            await env.fake.wait_ack(envelope, timeout=3.0)
-        deliveries = [await env.next_delivery() for _ in envelopes]
-        outcomes = await asyncio.gather(*(env.done(d) for d in deliveries))
+        outcomes = await env.answer_all(events.values())
         assert all(o.outcome == "done" for o in outcomes)
         for channel, event in events.items():
             [stream] = [m for m in replies(env, channel, event["ts"]) if m.stream]

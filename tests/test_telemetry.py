@@ -38,7 +38,7 @@ async def test_a_finished_turn_is_counted_on_the_metrics_endpoint(tmp_path) -> N
     assert 'botgateway_turns_total{outcome="done",platform="test"} 1.0' in body
     assert 'botgateway_tool_calls_total{ok="true",tool="find_server"} 1.0' in body
     assert 'botgateway_card_api_calls_total{op="finalize",platform="test"} 1.0' in body
-    assert "botgateway_card_first_visible_seconds_count" in body
+    assert 'botgateway_card_first_visible_seconds_count{platform="test"} 1.0' in body
 
 
 async def test_a_busy_metrics_port_is_a_config_error(tmp_path) -> None:

@@ -8,17 +8,15 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-
-from collections.abc import Callable
 
 import pytest
 import structlog
 
 from botgateway.config import ConfigError, InventoryConfig, McpServerConfig, ToolsConfig, parse_config
 from botgateway.logs import secret_values
-from botgateway.tooling import ToolContext, ToolRegistry
+from botgateway.tooling import Tool, ToolContext, ToolRegistry
 from tools.catalog import build_toolset
 from tools.mcp import Backoff, McpManager, namespaced_name
 
@@ -57,6 +55,18 @@ async def until(condition: Callable[[], bool], timeout_s: float = 30) -> None:
     async with asyncio.timeout(timeout_s):
         while not condition():
             await asyncio.sleep(0.02)
+
+
+class Arrivals:
+    """A tool sink that signals when a tool whose name starts with ``prefix`` is offered."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.arrived = asyncio.Event()
+
+    def add(self, tool: Tool) -> None:
+        if tool.name.startswith(self.prefix):
+            self.arrived.set()
 
 
 class FakeClock:
@@ -272,6 +282,8 @@ async def test_a_server_down_at_start_up_is_retried_and_its_tools_join_the_live_
             assert any("'late' is unavailable" in p for p in toolset.problems)
             registry = ToolRegistry(toolset.tools)
             toolset.attach(registry)
+            late_tools = Arrivals("late__")
+            toolset.attach(late_tools)  # offered after the registry, so the registry has them by then
             assert "early__echo" in registry.names
             assert not any(n.startswith("late__") for n in registry.names)
             missing = await registry.execute("late__echo", {"text": "hi"}, CTX)
@@ -285,7 +297,8 @@ async def test_a_server_down_at_start_up_is_retried_and_its_tools_join_the_live_
             assert (await registry.execute("early__echo", {"text": "ok"}, CTX)).ok
 
             marker.unlink()
-            await until(lambda: "late__echo" in registry.names)
+            await asyncio.wait_for(late_tools.arrived.wait(), 30)
+            assert "late__echo" in registry.names
             echo = await registry.execute("late__echo", {"text": "late but here"}, CTX)
             assert echo.ok and echo.content == "echo: late but here"
             assert "late__drop_database" not in registry.names  # the deny list applies to late tools too

@@ -31,6 +31,7 @@ import anyio
 import structlog
 
 from botgateway.config import McpServerConfig
+from botgateway.logs import redact_text
 from botgateway.tooling import Tool, ToolContext, ToolError, ToolOutput
 
 log = structlog.get_logger(__name__)
@@ -320,9 +321,7 @@ class McpConnection:
         secrets = [v.get_secret_value() for v in self.config.headers.values()]
         # Env holds flags and paths as well as tokens; masking very short values would only mangle the text.
         secrets += [v.get_secret_value() for v in self.config.env.values() if len(v.get_secret_value()) >= 6]
-        for secret in sorted(secrets, key=len, reverse=True):
-            if secret:
-                text = text.replace(secret, "***")
+        text = redact_text(text, sorted(secrets, key=len, reverse=True))  # a secret inside a longer one: longest first
         if self.config.url and "?" in self.config.url:
             text = text.replace(self.config.url, self.config.url.split("?", 1)[0] + "?…")
         text = " ".join(text.split())

@@ -18,6 +18,5 @@ __all__ = ["SlackAdapter", "SlackCardSink", "SlackStartError", "create_adapter"]
 
 
 def create_adapter(config: SlackConfig, runtime: Any) -> SlackAdapter:
-    """The Slack adapter for ``runtime`` (its Store for dedupe and thread lookups, its rate budget)."""
-    return SlackAdapter(config, store=runtime.store, dedupe_ttl_s=runtime.config.memory.dedupe_ttl_s,
-                        budget=getattr(runtime, "budget", None))
+    """The Slack adapter for ``runtime`` (its Store for thread lookups, its rate budget)."""
+    return SlackAdapter(config, store=runtime.store, budget=getattr(runtime, "budget", None))

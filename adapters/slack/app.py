@@ -94,7 +94,6 @@ class SlackAdapter:
         *,
         store: Store,
         policy: BufferPolicy | None = None,
-        dedupe_ttl_s: float = 3600.0,
         http_port: int | None = None,
         client: AsyncWebClient | None = None,
         observer: Callable[[Delivery], None] | None = None,
@@ -106,7 +105,6 @@ class SlackAdapter:
         self.config = config
         self._store = store
         self._policy = policy
-        self._dedupe_ttl_s = dedupe_ttl_s
         self._http_port = config.http_port if http_port is None else http_port
         self.client = client or AsyncWebClient(
             token=config.bot_token.get_secret_value() or None,
@@ -379,14 +377,11 @@ class SlackAdapter:
 
     async def _first_delivery(self, body: Mapping[str, Any]) -> bool:
         """False for a retried delivery of an event already seen (``event_id`` dedupe)."""
+        assert self._gateway is not None
         event_id = body.get("event_id")
         if not event_id:
             return True
-        try:
-            return await self._store.claim(f"slack:event:{body.get('team_id', '')}:{event_id}", self._dedupe_ttl_s)
-        except Exception as exc:  # answering twice beats never answering
-            log.warning("slack.dedupe_unavailable", error=type(exc).__name__)
-            return True
+        return await self._gateway.first_delivery("slack", f"event:{body.get('team_id', '')}:{event_id}")
 
     async def _is_bot_thread(self, team: str, channel: str, thread_ts: str) -> bool:
         """A thread the bot answered in: remembered in memory, or with history in the Store (after a restart)."""

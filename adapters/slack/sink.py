@@ -548,42 +548,37 @@ class SlackCardSink:
 
     async def _post_control(self, control: _Control) -> None:
         target = control.target
-        key, limit = self._post_key(target), self._post_limit
-        owner = f"slack-control:{target.turn_id}"
+
+        async def post() -> Any:
+            if control.ending:
+                return None  # the answer ended while we waited for the budget: no call at all
+            control.posting = True
+            try:
+                return await self._client.chat_postMessage(
+                    channel=control.channel,
+                    thread_ts=control.thread_ts,
+                    text=text_for(target.locale, "working"),
+                    blocks=control_blocks(target.turn_id, target.locale),
+                    unfurl_links=False,
+                    unfurl_media=False,
+                )
+            finally:
+                control.posting = False
+
         try:
-            for attempt in range(_CONTROL_ATTEMPTS):
-                if self._budget is not None:
-                    await self._budget.acquire(key, limit, owner)
-                if control.ending:
-                    return  # the answer ended while we waited for the budget: no call at all
-                control.posting = True
-                try:
-                    response = await self._client.chat_postMessage(
-                        channel=control.channel,
-                        thread_ts=control.thread_ts,
-                        text=text_for(target.locale, "working"),
-                        blocks=control_blocks(target.turn_id, target.locale),
-                        unfurl_links=False,
-                        unfurl_media=False,
-                    )
-                except Exception as exc:
-                    error = classify(exc)
-                    if isinstance(error, RateLimited) and attempt + 1 < _CONTROL_ATTEMPTS:
-                        await self._throttled(key, error)
-                        continue
-                    log.warning("slack.stop_control_failed", turn_id=target.turn_id, channel=control.channel,
-                                error=str(error), note="the answer streams without a Stop button; 'stop' in the thread still works")
-                    return
-                finally:
-                    control.posting = False
-                control.ts = str(response.get("ts") or "")
-                control.channel = str(response.get("channel") or control.channel)
-                log.debug("slack.stop_control_posted", turn_id=target.turn_id, ts=control.ts)
-                if control.ending:
-                    await self._delete_control(control)
+            response = await self._paced(self._post_key(target), self._post_limit, f"slack-control:{target.turn_id}", post)
+            if response is None:
                 return
+            control.ts = str(response.get("ts") or "")
+            control.channel = str(response.get("channel") or control.channel)
+            log.debug("slack.stop_control_posted", turn_id=target.turn_id, ts=control.ts)
+            if control.ending:
+                await self._delete_control(control)
         except asyncio.CancelledError:
             raise
+        except SinkError as error:
+            log.warning("slack.stop_control_failed", turn_id=target.turn_id, channel=control.channel,
+                        error=str(error), note="the answer streams without a Stop button; 'stop' in the thread still works")
         except Exception:
             log.exception("slack.stop_control_crashed", turn_id=target.turn_id)
 
@@ -609,7 +604,7 @@ class SlackCardSink:
             log.warning("slack.stop_control_left", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
 
     async def _paced(self, key: str, limit: RateLimit, owner: str, fn: Any, **kwargs: Any) -> Any:
-        """One call through the shared budget, retried when Slack throttles it; other errors are typed and raised."""
+        """One control call through the shared budget, retried when Slack throttles it; other errors are typed and raised."""
         for attempt in range(_CONTROL_ATTEMPTS):
             if self._budget is not None:
                 await self._budget.acquire(key, limit, owner)
@@ -623,7 +618,7 @@ class SlackCardSink:
         raise AssertionError("unreachable")
 
     async def _throttled(self, key: str, error: RateLimited) -> None:
-        """Slack throttled a control call: pause the shared bucket (every caller would be throttled too)."""
+        """Slack throttled a call the sink paid for itself: pause that shared bucket (every caller would be throttled too)."""
         pause = error.retry_after if error.retry_after and error.retry_after > 0 else 1.0
         if self._budget is not None:
             self._budget.pause(key, pause)
@@ -645,7 +640,7 @@ class SlackCardSink:
         try:
             return await call()
         except RateLimited as error:
-            self._budget.pause(key, error.retry_after if error.retry_after and error.retry_after > 0 else 1.0)
+            await self._throttled(key, error)
             raise TransientError(f"{error}; waiting for that budget before trying again") from None
 
     def _spawn(self, coro: Any) -> asyncio.Task[None]:

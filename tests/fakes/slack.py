@@ -530,28 +530,27 @@ class FakeSlack:
         return {"channel": channel, "ts": ts}
 
     def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        msg = self.messages.get((str(args.get("channel")), str(args.get("ts"))))
-        if msg is None:
-            return "message_not_found"
-        if not msg.streaming:
-            return "message_not_in_streaming_state"
-        error = self._append(msg, args)
-        if error:
-            return error
+        msg = self._append_to_live_stream(args)
+        if isinstance(msg, str):
+            return msg
         return {"channel": msg.channel, "ts": msg.ts}
 
     def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        msg = self._append_to_live_stream(args)
+        if isinstance(msg, str):
+            return msg
+        msg.streaming = False
+        msg.stop_blocks = list(args.get("blocks") or [])
+        return {"channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
+
+    def _append_to_live_stream(self, args: dict[str, Any]) -> Message | str:
+        """The streaming message ``args`` names, after appending its chunks; else Slack's error code."""
         msg = self.messages.get((str(args.get("channel")), str(args.get("ts"))))
         if msg is None:
             return "message_not_found"
         if not msg.streaming:
             return "message_not_in_streaming_state"
-        error = self._append(msg, args)
-        if error:
-            return error
-        msg.streaming = False
-        msg.stop_blocks = list(args.get("blocks") or [])
-        return {"channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
+        return self._append(msg, args) or msg
 
     def _append(self, msg: Message, args: dict[str, Any]) -> str:
         text = args.get("markdown_text")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,14 @@ class Env:
         assert delivery.outcome == "submitted", delivery
         assert delivery.submission is not None and delivery.submission.done is not None
         return await asyncio.wait_for(delivery.submission.done, 20)
+
+    async def answer_all(self, events: Iterable[dict[str, Any]]) -> list[TurnOutcome]:
+        """Push several events back to back (each acked within 3 s) and wait for every turn's final card."""
+        envelopes = [await self.fake.push(self.fake.event_payload(e)) for e in events]
+        for envelope in envelopes:
+            await self.fake.wait_ack(envelope, timeout=3.0)
+        deliveries = [await self.next_delivery() for _ in envelopes]
+        return list(await asyncio.gather(*(self.done(d) for d in deliveries)))
 
 
 def slack_config(llm_url: str, fake: FakeSlack, **slack: Any) -> Config:

@@ -25,7 +25,7 @@ import structlog
 
 from botgateway.config import CloudAccount, CloudProviderConfig, ConfigError
 from botgateway.tooling import TTLCache
-from tools.server import ProviderFailure, SearchResult, Server
+from tools.server import ProviderFailure, SearchResult, Server, provider_label
 
 log = structlog.get_logger(__name__)
 
@@ -203,7 +203,7 @@ class CloudProvider(ABC):
         if query.region and not jobs:
             known = sorted({r for a in self.config.accounts for r in a.regions})
             notes.append(
-                f"Note: region {query.region} is not configured for {self._label()}; configured: {', '.join(known) or 'none'}."
+                f"Note: region {query.region} is not configured for {provider_label(self.name)}; configured: {', '.join(known) or 'none'}."
             )
         outcomes = await asyncio.gather(*(self._search_region(account, region, query) for account, region in jobs))
         servers: list[Server] = []
@@ -316,11 +316,6 @@ class CloudProvider(ABC):
         if client is None:
             client = self._clients[key] = self.make_client(account, region)
         return client
-
-    def _label(self) -> str:
-        from tools.server import provider_label
-
-        return provider_label(self.name)
 
     # -- what each cloud implements (blocking, run on the pool) ----------------------
 
