@@ -25,6 +25,7 @@ check-config: $(VENV)/.run-installed
 	$(BIN)/botgateway check-config -c $(CONFIG)
 
 test: $(VENV)/.test-installed
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.test-installed

@@ -30,15 +30,17 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from adapters.base import CardHandle, CardGone, CardOp, CardTarget, RateLimit
-from botgateway.card import CardSnapshot, Narration
+from botgateway.budget import RateLimit
+from botgateway.cards.render import CURSOR, close_open_fence, tool_line_text
 from botgateway.config import TerminalConfig
-from botgateway.render import CURSOR, close_open_fence, t, tool_line_text
+from botgateway.sink import CardGone, CardHandle, CardOp, CardTarget
+from botgateway.snapshot import CardSnapshot, Narration
+from botgateway.strings import t
 from botgateway.tooling import ToolContext, local_user
 
 if TYPE_CHECKING:
-    from botgateway.app import Runtime
     from botgateway.gateway import Gateway
+    from botgateway.memory import Memory
 
 log = structlog.get_logger(__name__)
 
@@ -317,15 +319,19 @@ class TerminalAdapter:
     def __init__(
         self,
         config: TerminalConfig,
-        runtime: Runtime | None = None,
         *,
+        memory: Memory | None = None,
+        model_label: str = "",
         console: Console | None = None,
         stdin: TextIO | None = None,
     ) -> None:
-        from botgateway.streaming import BufferPolicy
+        from botgateway.cards.policy import BufferPolicy
 
         self.config = config
-        self.runtime = runtime
+        self.memory = memory
+        """Conversation history, for the banner and ``/clear`` (None: no memory here)."""
+        self.model_label = model_label
+        """Shown in the banner."""
         self.console = console or Console()
         self.sink = TerminalSink(self.console)
         self.policy = BufferPolicy.from_config(config.policy)
@@ -342,7 +348,7 @@ class TerminalAdapter:
     @property
     def conversation_id(self) -> str:
         """This terminal user's conversation."""
-        from botgateway.gateway import conversation_key
+        from botgateway.messages import conversation_key
 
         return conversation_key(PLATFORM, self.config.session_scope, workspace=os.uname().nodename, chat="chat", user=self.user_id)
 
@@ -428,13 +434,12 @@ class TerminalAdapter:
             self._quit.set()
 
     async def _banner(self) -> None:
-        label = self.runtime.model_label if self.runtime is not None else ""
-        model = f" · model: [bold]{label}[/]" if label else ""
+        model = f" · model: [bold]{self.model_label}[/]" if self.model_label else ""
         self.console.print(f"[bold]botgateway chat[/]{model}")
         self.console.print("[dim]Ask about a server (e.g. “which server is 10.0.1.100?”). /help for commands, Ctrl-C stops an answer, Ctrl-D quits.[/]")
-        if self.runtime is not None:
+        if self.memory is not None:
             try:
-                earlier = await self.runtime.memory.history(self.conversation_id)
+                earlier = await self.memory.history(self.conversation_id)
             except Exception as exc:  # a history problem must not keep the chat from starting
                 log.warning("terminal.history_unavailable", error=type(exc).__name__)
                 earlier = []
@@ -456,9 +461,9 @@ class TerminalAdapter:
             self.console.print("Ask about your infrastructure, for example: [italic]which server is 10.0.1.100?[/]")
             self.console.print(table)
         elif command == "/clear":
-            if self.runtime is not None:
+            if self.memory is not None:
                 try:
-                    await self.runtime.memory.clear(self.conversation_id)
+                    await self.memory.clear(self.conversation_id)
                 except Exception as exc:  # a store problem must not end the session
                     log.warning("terminal.clear_failed", error=type(exc).__name__)
                     self.console.print("[red]Could not clear the history[/] (the store is unavailable); try again later.")
@@ -471,7 +476,7 @@ class TerminalAdapter:
         return True
 
     async def _ask(self, gateway: Gateway, text: str) -> None:
-        from botgateway.gateway import InboundMessage
+        from botgateway.messages import InboundMessage
 
         name = self.user_id
         target = CardTarget(platform=PLATFORM, chat_id="chat", user_id=self.user_id, user_name=name, locale=self.config.locale)
@@ -495,26 +500,22 @@ def _keep(tasks: set[asyncio.Task[Any]], coro: Coroutine[Any, Any, Any]) -> None
     task.add_done_callback(tasks.discard)
 
 
-def create_adapter(config: TerminalConfig, runtime: Runtime) -> TerminalAdapter:
-    """The terminal adapter for ``botgateway run`` (the chat starts only on a terminal)."""
-    return TerminalAdapter(config, runtime)
-
-
-async def render_ask(runtime: Runtime, question: str, *, conversation_id: str = "cli", console: Console | None = None) -> int:
+async def render_ask(
+    gateway: Gateway, config: TerminalConfig, question: str, *, conversation_id: str = "cli", console: Console | None = None
+) -> int:
     """``botgateway ask`` (not ``--json``): one turn drawn as the live card; exit status 0 when answered.
 
     Ctrl-C stops the turn: the card ends as stopped and the status is 130.
     """
-    from botgateway.gateway import InboundMessage
-    from botgateway.streaming import BufferPolicy
+    from botgateway.cards.policy import BufferPolicy
+    from botgateway.messages import InboundMessage
 
-    config = runtime.config.adapters.terminal
     sink = TerminalSink(console or Console())
     user = local_user()
     target = CardTarget(platform=PLATFORM, chat_id="ask", user_id=user, user_name=user, locale=config.locale)
     ctx = ToolContext(user_id=user, user_name=user, platform="cli", chat_id="ask")
     msg = InboundMessage(PLATFORM, "", conversation_id, question, target, ctx)
-    submission = await runtime.gateway.submit(msg, sink, BufferPolicy.from_config(config.policy))
+    submission = await gateway.submit(msg, sink, BufferPolicy.from_config(config.policy))
     if submission.done is None:
         return 1
     loop = asyncio.get_running_loop()
@@ -524,7 +525,7 @@ async def render_ask(runtime: Runtime, question: str, *, conversation_id: str = 
     def on_sigint() -> None:
         nonlocal interrupted
         interrupted = True
-        _keep(stopping, runtime.gateway.stop_turn(submission.turn_id, user))
+        _keep(stopping, gateway.stop_turn(submission.turn_id, user))
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)

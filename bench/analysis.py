@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from botgateway.testing.card_api import FakeCardAPI
+from tests.fakes.card_api import FakeCardAPI
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -10,11 +10,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from botgateway.config import ConfigError, load_config
-
 from bench.report import print_report, write_chart, write_json
-from bench.runner import run_benchmark
+from bench.scenario import run_benchmark
 from bench.settings import parse_settings
+from botgateway.config import ConfigError, load_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:

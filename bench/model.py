@@ -16,10 +16,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from botgateway.scripted_server import Script
-from botgateway.tooling import tool
-
 from bench.settings import BenchSettings
+from botgateway.tooling import tool
+from tools.demo.server import Script
 
 TURN_TAG = re.compile(r"\[bench-turn (\d+)\]")
 

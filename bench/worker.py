@@ -27,22 +27,36 @@ from typing import Any
 import aiohttp
 import structlog
 
-from adapters.base import CardTarget, RateLimit
+from bench.model import make_lookup_tool, user_text
+from bench.settings import BenchSettings
 from botgateway.background import BackgroundTasks
-from botgateway.budget import RateBudget
-from botgateway.card import CardState
-from botgateway.config import BufferPolicyConfig, CardConfig, LLMConfig, MemoryConfig, load_config
-from botgateway.events import AnswerDelta, RoundStarted, ThoughtDelta, ToolCallStarted, TurnDone, TurnEvent, TurnFailed
+from botgateway.budget import RateBudget, RateLimit
+from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.state import CardState
+from botgateway.cards.streamer import CardStreamer
+from botgateway.config import (
+    BufferPolicyConfig,
+    CardConfig,
+    LLMConfig,
+    MemoryConfig,
+    load_config,
+)
+from botgateway.events import (
+    AnswerDelta,
+    RoundStarted,
+    ThoughtDelta,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnFailed,
+)
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
+from botgateway.sink import CardTarget
 from botgateway.stores import open_store
-from botgateway.streaming import BufferPolicy, CardStreamer
-from botgateway.testing.card_api import HttpCardSink
 from botgateway.tooling import ToolContext, ToolRegistry
-
-from bench.model import make_lookup_tool, user_text
-from bench.settings import BenchSettings
+from tests.fakes.card_api import HttpCardSink
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from botgateway.gateway import InboundMessage
+    from botgateway.messages import InboundMessage
 
 
 class AccessHook(Protocol):

@@ -1,7 +1,7 @@
 """Shared, fair token buckets for platform API calls.
 
 Every card call draws one token from the bucket its sink names
-(:meth:`adapters.base.CardSink.rate_key`): all cards of one Slack workspace
+(:meth:`botgateway.sink.CardSink.rate_key`): all cards of one Slack workspace
 share the ``chat.update`` bucket, all cards of one DingTalk app the card API
 bucket. When the bucket is empty callers wait in line; the line is served
 round-robin by *owner* (one owner per card), so a card with many calls
@@ -23,9 +23,17 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from adapters.base import RateLimit
-
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A token bucket: sustained ``rate_per_s`` with bursts up to ``burst``."""
+
+    rate_per_s: float
+    """Refill rate in calls per second."""
+    burst: int = 1
+    """Bucket size."""
 
 
 @dataclass

@@ -24,17 +24,18 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import structlog
 
-from adapters.base import CardHandle, CardSink, CardTarget, RateLimited, TransientError
-from botgateway import render
 from botgateway.access import AccessHook, allow_all
 from botgateway.background import BackgroundTasks
-from botgateway.card import CardSnapshot, CardState
-from botgateway.config import Config, SessionScope
+from botgateway.budget import RateBudget
+from botgateway.cards.metrics import CardMetrics
+from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.state import CardState
+from botgateway.cards.streamer import CardStreamer
+from botgateway.config import Config
 from botgateway.events import (
     ToolCallFinished,
     ToolCallStarted,
@@ -44,11 +45,23 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.loop import ToolLoop
-from botgateway.metrics import CardMetrics
-from botgateway.store import AuditRecord, OpenCard, Store
-from botgateway.streaming import BufferPolicy, CardStreamer, RateBudget
+from botgateway.messages import (
+    InboundMessage,
+    Submission,
+    SubmissionStatus,
+    TurnOutcome,
+)
+from botgateway.sink import (
+    CardHandle,
+    CardSink,
+    CardTarget,
+    RateLimited,
+    TransientError,
+)
+from botgateway.snapshot import CardSnapshot
+from botgateway.stores.base import AuditRecord, OpenCard, Store
+from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
-from botgateway.tooling import ToolContext
 
 log = structlog.get_logger(__name__)
 
@@ -61,120 +74,11 @@ RECOVER_MAX_WAIT_S = 10.0
 RECOVER_CLAIM_TTL_S = 120.0
 """One replica claims an orphaned card before closing it; others retry it only after this long."""
 
-SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared"]
-
-_TEXTS: dict[str, dict[str, str]] = {
-    "en": {
-        "queue_full": "I'm still answering {n} earlier question(s) here. Please ask again when they are done, or say \"stop\".",
-        "shutting_down": "The bot is restarting. Please ask again in a minute.",
-        "nothing_to_stop": "Nothing is running here to stop.",
-        "not_yours": "Only the person who asked (or an admin) can stop this answer.",
-        "shutdown_note": "⏹ Stopped because the bot is restarting. Please ask again.",
-        "interrupted": "Interrupted because the bot restarted. Please ask again.",
-        "crashed": "Something went wrong on our side while answering. Please ask again.",
-        "refused": "Sorry, I can't answer this: {reason}",
-        "cleared": "🧹 Started a new conversation: earlier questions here are forgotten.",
-        "clear_busy": "An answer is still running here; say \"stop\" or wait for it before starting a new conversation.",
-        "clear_failed": "Could not clear the conversation ({reason}); please try again.",
-    },
-    "zh-CN": {
-        "queue_full": "这里还有 {n} 个问题在排队回答，请稍后再问，或发送“停止”。",
-        "shutting_down": "机器人正在重启，请一分钟后再问。",
-        "nothing_to_stop": "这里没有正在进行的回答。",
-        "not_yours": "只有提问者（或管理员）可以停止这个回答。",
-        "shutdown_note": "⏹ 机器人正在重启，回答已停止，请重新提问。",
-        "interrupted": "机器人重启，回答被中断，请重新提问。",
-        "crashed": "回答时出现内部错误，请重新提问。",
-        "refused": "抱歉，无法回答：{reason}",
-        "cleared": "🧹 已开始新对话：之前的问题不再作为上下文。",
-        "clear_busy": "这里还有回答在进行，请先发送“停止”或等它结束，再开始新对话。",
-        "clear_failed": "清空对话失败（{reason}），请重试。",
-    },
-}
-
 
 def _matches(text: str, words: Sequence[str]) -> bool:
     """Whether ``text`` is exactly one of ``words`` (case and trailing punctuation ignored)."""
     normalized = text.strip().strip("!.。！ ").casefold()
     return bool(normalized) and normalized in {w.casefold() for w in words}
-
-
-def _text(locale: str, key: str, **values: Any) -> str:
-    table = _TEXTS.get(locale) or _TEXTS["en"]
-    return table[key].format(**values)
-
-
-def conversation_key(
-    platform: str,
-    scope: SessionScope,
-    *,
-    workspace: str = "",
-    chat: str,
-    thread: str | None = None,
-    user: str = "",
-) -> str:
-    """The memory and scheduling key of a message, by the adapter's session scope.
-
-    ``thread``: one conversation per thread (a message outside any thread is its
-    chat's conversation); ``chat``: one per chat or channel; ``user``: one per
-    person within a chat, so colleagues in a group chat do not share history.
-    """
-    base = f"{platform}:{workspace}:{chat}"
-    if scope == "thread":
-        return f"{base}:{thread}" if thread else base
-    if scope == "user":
-        return f"{base}:user:{user}"
-    return base
-
-
-@dataclass(frozen=True)
-class InboundMessage:
-    """A question (or a stop word) from any adapter, already parsed."""
-
-    platform: str
-    """Adapter name: ``slack``, ``dingtalk``, ``terminal``."""
-    message_id: str
-    """The platform's id of the message (dedupe key); empty disables dedupe."""
-    conversation_id: str
-    """Our conversation key (see :func:`conversation_key`)."""
-    text: str
-    """The question, bot mention removed."""
-    target: CardTarget
-    """Where the answer card goes."""
-    ctx: ToolContext
-    """Who asked, for tools and permission checks."""
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    """How a turn's card ended; the result of :attr:`Submission.done`."""
-
-    turn_id: str
-    """The turn."""
-    outcome: str
-    """``done``, ``failed:<reason>``, ``stopped`` or ``refused``."""
-    answer: str = ""
-    """The final (or partial) answer text."""
-    snapshot: CardSnapshot | None = None
-    """The last snapshot the card was given."""
-    metrics: CardMetrics | None = None
-    """The streamer's per-turn card metrics, when a card was streamed."""
-
-
-@dataclass(frozen=True)
-class Submission:
-    """What :meth:`Gateway.submit` did with a message."""
-
-    status: SubmissionStatus
-    """started now, queued behind another turn, duplicate (dropped), stopped (a stop word) or refused."""
-    turn_id: str
-    """The new turn's id (started, queued), the stopped turn's id, or empty."""
-    done: asyncio.Future[TurnOutcome] | None = None
-    """Resolves once the card is final (or the refusal/stop note delivered); None for duplicates."""
-    message: str = ""
-    """Plain-words explanation for refused and stopped submissions."""
-    position: int = 0
-    """Place in the conversation's queue (1 = next) when queued."""
 
 
 class _Turn:
@@ -303,7 +207,7 @@ class Gateway:
             return await self._clear_from_message(msg, sink)
 
         if self._closing:
-            return self._refuse(msg, sink, _text(locale, "shutting_down"))
+            return self._refuse(msg, sink, t(locale, "shutting_down"))
 
         try:
             refusal = await self._access(msg)
@@ -312,13 +216,13 @@ class Gateway:
             refusal = "the access check failed; please try again later"
         if refusal is not None:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
-            return self._refuse(msg, sink, _text(locale, "refused", reason=refusal))
+            return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
 
         turns = self._conversations.setdefault(msg.conversation_id, [])
         waiting = len(turns) - 1
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
             log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
-            return self._refuse(msg, sink, _text(locale, "queue_full", n=len(turns)))
+            return self._refuse(msg, sink, t(locale, "queue_full", n=len(turns)))
 
         turn = self._new_turn(msg, sink, policy)
         turns.append(turn)
@@ -432,7 +336,7 @@ class Gateway:
         turns = list(self._turns.values())
         for turn in turns:
             if not turn.done.done():
-                turn.stop_note = _text(turn.msg.target.locale, "shutdown_note")
+                turn.stop_note = t(turn.msg.target.locale, "shutdown_note")
                 self._cancel(turn, stopped_by="", note=turn.stop_note)
         tasks = [t.task for t in turns if t.task is not None] + list(self._side_tasks)
         if tasks:
@@ -522,14 +426,14 @@ class Gateway:
         assert self._clear_history is not None
         locale = msg.target.locale
         if self._conversations.get(msg.conversation_id):
-            return self._refuse(msg, sink, _text(locale, "clear_busy"))
+            return self._refuse(msg, sink, t(locale, "clear_busy"))
         try:
             await self._clear_history(msg.conversation_id)
         except Exception as exc:
             log.warning("gateway.clear_failed", conversation=msg.conversation_id, error=type(exc).__name__)
-            return self._refuse(msg, sink, _text(locale, "clear_failed", reason=type(exc).__name__))
+            return self._refuse(msg, sink, t(locale, "clear_failed", reason=type(exc).__name__))
         log.info("gateway.cleared", conversation=msg.conversation_id, user=msg.ctx.user_id)
-        return self._refuse(msg, sink, _text(locale, "cleared"), status="cleared", as_answer=True)
+        return self._refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
 
     def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> _Turn:
         turn_id = uuid.uuid4().hex[:16]
@@ -545,7 +449,7 @@ class Gateway:
         label = self._model_label
         if self._config.llm.resolved_provider == "demo":
             # the offline stand-in is always labelled as such, in the card's language
-            label = render.t(msg.target.locale, "demo_model")
+            label = t(msg.target.locale, "demo_model")
         state = CardState(
             locale=msg.target.locale,
             show_thought=card.show_thought,
@@ -570,7 +474,7 @@ class Gateway:
 
     def _cancel(self, turn: _Turn, *, stopped_by: str, note: str | None = None) -> None:
         if note is None:
-            note = "" if not stopped_by or stopped_by == turn.user_id else render.t(turn.msg.target.locale, "stopped_by", asker=stopped_by)
+            note = "" if not stopped_by or stopped_by == turn.user_id else t(turn.msg.target.locale, "stopped_by", asker=stopped_by)
         turn.stop_note = note
         # The flag backs up the cancellation: an await that completes at the same moment may absorb it.
         turn.stop_requested = True
@@ -586,7 +490,7 @@ class Gateway:
         turns = self._conversations.get(msg.conversation_id, [])
         mine = [t for t in turns if t.user_id == user or self.is_admin(user)]
         if not mine:
-            note = _text(msg.target.locale, "not_yours" if turns else "nothing_to_stop")
+            note = t(msg.target.locale, "not_yours" if turns else "nothing_to_stop")
             return self._refuse(msg, sink, note, status="stopped")
         # "stop" ends the asker's running turn and drops their waiting questions too
         for turn in mine:
@@ -667,7 +571,7 @@ class Gateway:
                 except Exception as exc:
                     log.exception("gateway.turn_crashed", error=type(exc).__name__)
                     partial = turn.state.snapshot().answer
-                    failed = TurnFailed(reason="internal", message=_text(msg.target.locale, "crashed"), partial_answer=partial)
+                    failed = TurnFailed(reason="internal", message=t(msg.target.locale, "crashed"), partial_answer=partial)
                     turn.observe(failed)
                     await self._feed_quietly(turn, failed)
                 turn.finishing = True
@@ -753,7 +657,7 @@ class Gateway:
 
     async def _finalize_orphan(self, card: OpenCard, sink: CardSink) -> bool:
         target = target_from_open_card(card)
-        snapshot = CardSnapshot(status="failed", error=_text(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
+        snapshot = CardSnapshot(status="failed", error=t(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
         handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
         ok = False
         key, limit = sink.rate_key("finalize", target)

@@ -26,7 +26,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from botgateway.assembly import AssembledRound, AssembledToolCall, ReasoningPart, TextPart
+from botgateway.assembly import (
+    AssembledRound,
+    AssembledToolCall,
+    ReasoningPart,
+    TextPart,
+)
 from botgateway.events import (
     AnswerDelta,
     RoundStarted,
@@ -43,7 +48,7 @@ from botgateway.events import (
 )
 from botgateway.llm import ChatModel, LLMError, LLMInterrupted
 from botgateway.logs import bind_turn
-from botgateway.stores import StoreError
+from botgateway.stores.base import StoreError
 from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
 
 __all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note"]

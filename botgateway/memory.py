@@ -29,13 +29,20 @@ import math
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
 
-from botgateway.store import Message, Store, StoredTurn
+from botgateway.stores.base import Message, Store, StoredTurn
 
 log = structlog.get_logger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Protocol
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from botgateway.metrics import CardMetrics
-from botgateway.store import AuditRecord
+from botgateway.cards.metrics import CardMetrics
+from botgateway.stores.base import AuditRecord
 
 log = structlog.get_logger(__name__)
 

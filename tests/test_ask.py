@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from botgateway.scripted_server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
+from tools.demo.server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
 
 REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "tools" / "sample_inventory.yaml"

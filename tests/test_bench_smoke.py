@@ -19,9 +19,9 @@ from rich.console import Console
 from bench.analysis import analyze_strategy, percentile
 from bench.model import make_answers
 from bench.report import print_report, write_chart, write_json
-from bench.runner import run_benchmark
+from bench.scenario import run_benchmark
 from bench.settings import STRATEGIES, BenchSettings, parse_settings
-from botgateway.testing.card_api import CallRecord, FakeCard, FakeCardAPI
+from tests.fakes.card_api import CallRecord, FakeCard, FakeCardAPI
 
 SUMMARY_KEYS = {"p50", "p99", "max", "n"}
 

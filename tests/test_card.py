@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from botgateway.card import CardState, Narration, ToolLine
+from botgateway.cards.state import CardState
 from botgateway.events import (
     AnswerDelta,
     RoundStarted,
@@ -15,6 +15,7 @@ from botgateway.events import (
     Usage,
     UsageReported,
 )
+from botgateway.snapshot import Narration, ToolLine
 
 
 class FakeClock:

@@ -9,20 +9,22 @@ from typing import Any
 
 import yaml
 
-from adapters.base import CardTarget
-from botgateway.card import ToolLine
+from botgateway.budget import RateBudget
+from botgateway.cards.policy import BufferPolicy
 from botgateway.config import ToolsConfig, parse_config
-from botgateway.demo import DemoResponder, analyze_question, start_demo_model
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
-from botgateway.gateway import Gateway, InboundMessage
+from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
-from botgateway.scripted_server import ScriptedLLMServer
+from botgateway.messages import InboundMessage
+from botgateway.sink import CardTarget
+from botgateway.snapshot import ToolLine
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.streaming import BufferPolicy, RateBudget
 from botgateway.tooling import ToolContext, ToolRegistry, tool
 from tests.fakes.gateway import RecordingSink
+from tools.demo.model import DemoResponder, analyze_question, start_demo_model
+from tools.demo.server import ScriptedLLMServer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tools" / "sample_inventory.yaml"
 
@@ -232,11 +234,11 @@ def test_question_analysis_finds_ips_ids_and_known_hosts() -> None:
 async def test_demo_model_answers_history_compression_with_a_deterministic_summary(tmp_path) -> None:
     """With no API key the demo model is also the summarizer: it keeps questions and addresses."""
     from botgateway.config import parse_config
-    from botgateway.demo import DemoResponder
     from botgateway.llm import LLMClient
     from botgateway.memory import Memory
-    from botgateway.scripted_server import ScriptedLLMServer
     from botgateway.stores.sqlite import SqliteStore
+    from tools.demo.model import DemoResponder
+    from tools.demo.server import ScriptedLLMServer
 
     async with ScriptedLLMServer(responder=DemoResponder()) as server:
         config = parse_config({"llm": {"provider": "custom", "base_url": server.base_url, "model": "demo"}})

@@ -20,16 +20,16 @@ import pytest
 
 from adapters.dingtalk import DingTalkAdapter, sign
 from adapters.dingtalk.adapter import MEDIA_HINT
+from botgateway.budget import RateBudget
 from botgateway.config import Config, parse_config
 from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
-from botgateway.scripted_server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.streaming import RateBudget
 from botgateway.tooling import ToolRegistry, tool
-from tests.fakes.dingtalk import FakeDingTalk, FakeCard, bot_message
+from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
+from tools.demo.server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
 
 GROUP = "cidOpsGroup01=="
 ANSWER = (

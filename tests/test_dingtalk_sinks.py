@@ -9,14 +9,21 @@ from importlib import resources
 
 import pytest
 
-from adapters.base import CardGone, CardHandle, CardTarget, PermanentError, RateLimited, TransientError
 from adapters.dingtalk.card_sink import DingTalkCardSink
 from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card, render_reply
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
-from botgateway.card import CardSnapshot, Narration, ToolLine
+from botgateway.sink import (
+    CardGone,
+    CardHandle,
+    CardTarget,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
+from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from tests.fakes.dingtalk import FakeDingTalk
 
 GROUP = "cidGroupAbc=="

@@ -14,18 +14,25 @@ from typing import Any
 
 import pytest
 
-from adapters.base import CardTarget
+from botgateway.budget import RateBudget
+from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config, parse_config
-from botgateway.gateway import Gateway, InboundMessage, conversation_key
+from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
-from botgateway.scripted_server import Script, ScriptedLLMServer
-from botgateway.store import OpenCard
+from botgateway.messages import InboundMessage, conversation_key
+from botgateway.sink import CardTarget
+from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.streaming import BufferPolicy, RateBudget
 from botgateway.tooling import ToolContext, ToolRegistry, tool
-from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
+from tests.fakes.gateway import (
+    FlakySink,
+    GatedFinalizeSink,
+    RecordingSink,
+    ThrottledFinalizeSink,
+)
+from tools.demo.server import Script, ScriptedLLMServer
 
 
 @tool

@@ -16,10 +16,16 @@ from typing import Any
 
 import pytest
 
-from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment
+from botgateway.assembly import (
+    AssembledRound,
+    ReasoningPart,
+    TextPart,
+    ToolCallFragment,
+)
 from botgateway.events import Usage
 from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
-from botgateway.scripted_server import (
+from tests.fakes.llm import TEST_API_KEY, llm_config
+from tools.demo.server import (
     Pause,
     Script,
     ScriptedLLMServer,
@@ -32,7 +38,6 @@ from botgateway.scripted_server import (
     think_chunks,
     usage_chunk,
 )
-from tests.fakes.llm import TEST_API_KEY, llm_config
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "which host is 10.0.0.1?"}]
 

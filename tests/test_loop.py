@@ -29,10 +29,10 @@ from botgateway.events import (
 from botgateway.llm import LLMClient
 from botgateway.loop import CLOSING_INSTRUCTION, ToolLoop, max_rounds_note
 from botgateway.memory import Memory
-from botgateway.scripted_server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
 from tests.fakes.llm import llm_config
+from tools.demo.server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
 
 SYSTEM = "You are a test assistant."
 CTX = ToolContext(user_id="U1", platform="cli", conversation_id="conv")

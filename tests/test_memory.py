@@ -24,11 +24,11 @@ from botgateway.memory import (
     estimate_tokens,
     summary_text,
 )
-from botgateway.scripted_server import Script, ScriptedLLMServer
-from botgateway.store import Store
+from botgateway.stores.base import Store
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tools.demo.server import Script, ScriptedLLMServer
 
 Message = dict[str, Any]
 

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from botgateway.card import CardSnapshot, CardState, Narration, ToolLine
-from botgateway.events import AnswerDelta, RoundStarted, ToolCallFinished, ToolCallStarted, TurnDone, TurnResult
-from botgateway.render import (
+from botgateway.cards.render import (
     CURSOR,
-    STRINGS,
     format_args,
     render_markdown,
     render_plain,
-    split_parts,
-    split_point,
-    t,
     tool_line_text,
 )
+from botgateway.cards.split import split_parts, split_point
+from botgateway.cards.state import CardState
+from botgateway.events import (
+    AnswerDelta,
+    RoundStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnResult,
+)
+from botgateway.snapshot import CardSnapshot, Narration, ToolLine
+from botgateway.strings import STRINGS, t
 
 
 def card(locale: str) -> CardState:

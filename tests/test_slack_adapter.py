@@ -18,10 +18,18 @@ from pydantic import SecretStr
 
 from adapters.slack import SlackAdapter, SlackStartError
 from adapters.slack.render import STOP_ACTION_ID
-from botgateway.scripted_server import Script
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
-from tests.fakes.slack_env import ANSWER, Env, answer_of, controls, replies, slack_config, slack_env
+from tests.fakes.slack_env import (
+    ANSWER,
+    Env,
+    answer_of,
+    controls,
+    replies,
+    slack_config,
+    slack_env,
+)
+from tools.demo.server import Script
 
 
 @pytest.fixture

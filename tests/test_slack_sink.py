@@ -12,11 +12,18 @@ import pytest
 from pydantic import SecretStr
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import CardGone, CardTarget, PermanentError, RateLimited, TooLong, TransientError
 from adapters.slack.render import STOP_ACTION_ID, card_text
 from adapters.slack.sink import SlackCardSink, window_limit
-from botgateway.card import CardSnapshot, Narration, ToolLine
 from botgateway.config import SlackConfig
+from botgateway.sink import (
+    CardGone,
+    CardTarget,
+    PermanentError,
+    RateLimited,
+    TooLong,
+    TransientError,
+)
+from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Window
 
 
@@ -478,7 +485,7 @@ async def test_a_throttled_rollover_pauses_the_start_stream_bucket_not_the_appen
 
 
 async def test_recovered_cards_are_finalized_whether_streamed_or_edited(fake: FakeSlack) -> None:
-    from adapters.base import CardHandle
+    from botgateway.sink import CardHandle
 
     old = _sink(fake, streaming="native")
     streamed = await old.create(_target(turn="t1"), snap("working"))

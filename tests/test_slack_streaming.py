@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from botgateway.scripted_server import Script
 from tests.fakes.slack import FakeSlack, Window
 from tests.fakes.slack_env import ANSWER, answer_of, controls, replies, slack_env
-
+from tools.demo.server import Script
 
 # --- streaming modes ------------------------------------------------------------------------
 

@@ -17,10 +17,16 @@ import pytest
 import redis.asyncio as aioredis
 
 from botgateway.config import MemoryConfig
-from botgateway.store import AuditRecord, OpenCard, Store, StoredTurn
-from botgateway.stores import StoreError, open_store
-from botgateway.stores.redis import RedisStore
+from botgateway.stores import (
+    AuditRecord,
+    OpenCard,
+    Store,
+    StoredTurn,
+    StoreError,
+    open_store,
+)
 from botgateway.stores._codec import decode_card
+from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 

@@ -9,10 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from adapters.base import CardTarget, RateLimit
 from botgateway.background import BackgroundTasks
-from botgateway.budget import RateBudget
-from botgateway.card import CardState
+from botgateway.budget import RateBudget, RateLimit
+from botgateway.cards.policy import BufferPolicy, PhaseRule
+from botgateway.cards.state import CardState
+from botgateway.cards.streamer import CardStreamer
 from botgateway.config import BufferPolicyConfig, PhasePolicy
 from botgateway.events import (
     AnswerDelta,
@@ -23,9 +24,9 @@ from botgateway.events import (
     TurnDone,
     TurnResult,
 )
+from botgateway.sink import CardTarget
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.streaming import BufferPolicy, CardStreamer, PhaseRule
-from botgateway.testing.card_api import FakeCardAPI, HttpCardSink
+from tests.fakes.card_api import FakeCardAPI, HttpCardSink
 
 FAST = RateLimit(rate_per_s=1000.0, burst=100)
 """A budget that never gets in the way (for tests about something else)."""

@@ -6,11 +6,11 @@ import asyncio
 
 import aiohttp
 
-from adapters.base import CardTarget
-from botgateway.app import build_runtime
+from botgateway.cards.policy import BufferPolicy
+from botgateway.cli.runtime import build_runtime
 from botgateway.config import parse_config
-from botgateway.gateway import InboundMessage
-from botgateway.streaming import BufferPolicy
+from botgateway.messages import InboundMessage
+from botgateway.sink import CardTarget
 from botgateway.tooling import ToolContext
 from tests.fakes.gateway import RecordingSink
 

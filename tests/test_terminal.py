@@ -18,12 +18,22 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from adapters.base import CardGone, CardHandle, CardTarget
 from adapters.terminal import TerminalSink, card_renderable
-from botgateway.card import CardSnapshot, CardState, ToolLine
+from botgateway.budget import RateBudget
+from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.state import CardState
+from botgateway.cards.streamer import CardStreamer
 from botgateway.config import BufferPolicyConfig, PhasePolicy
-from botgateway.events import AnswerDelta, RoundStarted, ToolCallFinished, ToolCallStarted, TurnDone, TurnResult
-from botgateway.streaming import BufferPolicy, CardStreamer, RateBudget
+from botgateway.events import (
+    AnswerDelta,
+    RoundStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnResult,
+)
+from botgateway.sink import CardGone, CardHandle, CardTarget
+from botgateway.snapshot import CardSnapshot, ToolLine
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][A-Z0-9]|[=>78])")

@@ -12,15 +12,26 @@ import re
 from contextlib import AsyncExitStack
 from typing import Any
 
-from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, ToolsConfig
+from botgateway.config import (
+    CloudAccount,
+    CloudProviderConfig,
+    InventoryConfig,
+    ToolsConfig,
+)
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.scripted_server import Script, ScriptedLLMServer
 from botgateway.tooling import ToolContext, ToolRegistry
-from tests.fakes.clouds import FakeAliyun, FakeTencent, Rendezvous, aliyun_instance, tencent_instance
+from tests.fakes.clouds import (
+    FakeAliyun,
+    FakeTencent,
+    Rendezvous,
+    aliyun_instance,
+    tencent_instance,
+)
 from tests.fakes.llm import llm_config
 from tools.catalog import build_toolset
+from tools.demo.server import Script, ScriptedLLMServer
 
 IP = "10.0.1.100"
 
@@ -131,7 +142,7 @@ async def test_two_providers_are_searched_concurrently_and_the_answer_names_the_
 
 async def test_demo_model_asks_the_inventory_and_aliyun_in_parallel() -> None:
     """The offline demo model with the shipped sample inventory plus a (fake) Alibaba Cloud account."""
-    from botgateway.demo import start_demo_model
+    from tools.demo.model import start_demo_model
 
     with FakeAliyun({"cn-hangzhou": [aliyun_instance("i-bp1other000000001", "hz-web-01", "172.16.0.7")]}) as aliyun:
         async with AsyncExitStack() as stack:

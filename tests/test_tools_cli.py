@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from botgateway.tools_cli import ArgumentSyntaxError, parse_args
+from botgateway.cli.tools import ArgumentSyntaxError, parse_args
 from tests.fakes.clouds import FakeAliyun, aliyun_instance
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,9 +10,21 @@ from typing import Any
 import boto3
 import pytest
 
-from botgateway.config import CloudAccount, CloudProviderConfig, ConfigError, InventoryConfig, ToolsConfig
+from botgateway.config import (
+    CloudAccount,
+    CloudProviderConfig,
+    ConfigError,
+    InventoryConfig,
+    ToolsConfig,
+)
 from botgateway.tooling import ToolContext, ToolRegistry
-from tests.fakes.clouds import FakeAliyun, FakeTencent, aliyun_instance, start_moto, tencent_instance
+from tests.fakes.clouds import (
+    FakeAliyun,
+    FakeTencent,
+    aliyun_instance,
+    start_moto,
+    tencent_instance,
+)
 from tools.catalog import Toolset, build_providers, build_toolset
 from tools.cloud_tools import build_cloud_tools
 from tools.providers.aliyun import AliyunProvider

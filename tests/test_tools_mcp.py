@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 import structlog
 
-from botgateway.config import ConfigError, InventoryConfig, McpServerConfig, ToolsConfig, parse_config
+from botgateway.config import (
+    ConfigError,
+    InventoryConfig,
+    McpServerConfig,
+    ToolsConfig,
+    parse_config,
+)
 from botgateway.logs import secret_values
 from botgateway.tooling import Tool, ToolContext, ToolRegistry
 from tools.catalog import build_toolset

@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import structlog
 
-from adapters.base import CardTarget
 from adapters.dingtalk.callback import CallbackServer
 from adapters.dingtalk.card_sink import DingTalkCardSink
 from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
-from adapters.dingtalk.render import note
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
-from botgateway.card import CardSnapshot
+from botgateway.cards.policy import BufferPolicy
 from botgateway.config import DingTalkConfig
-from botgateway.gateway import InboundMessage, Submission, conversation_key
-from botgateway.streaming import BufferPolicy
+from botgateway.messages import InboundMessage, Submission, conversation_key
+from botgateway.sink import CardTarget
+from botgateway.snapshot import CardSnapshot
+from botgateway.strings import t
 from botgateway.tooling import ToolContext
 
 if TYPE_CHECKING:
@@ -173,7 +173,9 @@ class DingTalkAdapter:
             )
             await self._callback.start()
         else:
-            from dingtalk_stream import Credential  # the SDK is only needed in Stream mode
+            from dingtalk_stream import (
+                Credential,  # the SDK is only needed in Stream mode
+            )
 
             from adapters.dingtalk.stream import StreamConnection
 
@@ -294,7 +296,7 @@ class DingTalkAdapter:
         )
         if not parsed.text:
             if await self._gateway.first_delivery(self.name, str(data.get("msgId") or "")):
-                await self._note(target, note(self.config.locale, "images_ignored" if parsed.had_media else "empty_question"))
+                await self._note(target, t(self.config.locale, "images_ignored" if parsed.had_media else "empty_question"))
             return None
         text = parsed.text
         if parsed.had_media:

@@ -13,12 +13,13 @@ import uuid
 
 import structlog
 
-from adapters.base import CardHandle, CardOp, CardTarget, PermanentError, RateLimit, RateLimited
 from adapters.dingtalk.markdown_sink import MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card
 from adapters.dingtalk.throttle import ThrottleMonitor
-from botgateway.card import CardSnapshot
+from botgateway.budget import RateLimit
+from botgateway.sink import CardHandle, CardOp, CardTarget, PermanentError, RateLimited
+from botgateway.snapshot import CardSnapshot
 
 log = structlog.get_logger(__name__)
 

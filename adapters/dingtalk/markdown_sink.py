@@ -14,10 +14,18 @@ from collections.abc import Callable
 
 import structlog
 
-from adapters.base import CardGone, CardHandle, CardOp, CardTarget, PermanentError, RateLimit, RateLimited
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_reply
-from botgateway.card import CardSnapshot
+from botgateway.budget import RateLimit
+from botgateway.sink import (
+    CardGone,
+    CardHandle,
+    CardOp,
+    CardTarget,
+    PermanentError,
+    RateLimited,
+)
+from botgateway.snapshot import CardSnapshot
 
 log = structlog.get_logger(__name__)
 

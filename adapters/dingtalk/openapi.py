@@ -17,10 +17,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
-from multidict import CIMultiDict
 import structlog
+from multidict import CIMultiDict
 
-from adapters.base import CardGone, PermanentError, RateLimited, TransientError, parse_retry_after
+from botgateway.sink import (
+    CardGone,
+    PermanentError,
+    RateLimited,
+    TransientError,
+    parse_retry_after,
+)
 
 log = structlog.get_logger(__name__)
 

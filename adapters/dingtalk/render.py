@@ -11,8 +11,9 @@ come from :mod:`botgateway.render`; only DingTalk's own notes live here.
 
 from __future__ import annotations
 
-from botgateway import render as core
-from botgateway.card import CardSnapshot, Narration, ToolLine
+from botgateway.cards import render as core
+from botgateway.snapshot import CardSnapshot, Narration, ToolLine
+from botgateway.strings import t
 
 MAX_TOOL_LINES = 10
 """Tool lines shown on a card; older ones collapse into one "and N earlier" line."""
@@ -21,36 +22,11 @@ MAX_SUMMARY_LINES = 5
 MUTED = "<font color=common_level3_base_color>{}</font>"
 """Muted text in the AI card's markdown (a colour token of the card platform)."""
 
-NOTES: dict[str, dict[str, str]] = {
-    "en": {
-        "earlier_calls": "… and {n} earlier tool calls",
-        "tools_used": "🔧 {n} tool call(s):",
-        "reply_title": "Answer",
-        "images_ignored": "I can only read text for now, so I ignored the image or file. Please type your question.",
-        "empty_question": "I did not find a question in that message. Please type it as text.",
-    },
-    "zh-CN": {
-        "earlier_calls": "… 以及更早的 {n} 次工具调用",
-        "tools_used": "🔧 调用了 {n} 次工具：",
-        "reply_title": "答复",
-        "images_ignored": "我目前只能读文字，已忽略图片或文件。请用文字描述你的问题。",
-        "empty_question": "这条消息里没有找到问题，请用文字发送。",
-    },
-}
-"""DingTalk-specific strings, per locale."""
-
-
-def note(locale: str, key: str, **values: object) -> str:
-    """A DingTalk-specific string in ``locale`` (English when unknown)."""
-    table = NOTES.get(core.normalize_locale(locale)) or NOTES["en"]
-    return table[key].format(**values)
-
-
 def _tool_lines(snapshot: CardSnapshot, limit: int) -> list[str]:
     lines = [b for b in snapshot.blocks if isinstance(b, ToolLine)]
     shown = [core.tool_line_text(line, snapshot.locale) for line in lines[-limit:]]
     if len(lines) > limit:
-        shown.insert(0, note(snapshot.locale, "earlier_calls", n=len(lines) - limit))
+        shown.insert(0, t(snapshot.locale, "earlier_calls", n=len(lines) - limit))
     return shown
 
 
@@ -60,7 +36,7 @@ def _blocks(snapshot: CardSnapshot) -> list[str]:
     hidden = max(0, tool_count - MAX_TOOL_LINES)
     out: list[str] = []
     if hidden:
-        out.append(note(snapshot.locale, "earlier_calls", n=hidden))
+        out.append(t(snapshot.locale, "earlier_calls", n=hidden))
     seen = 0
     for block in snapshot.blocks:
         if isinstance(block, ToolLine):
@@ -130,7 +106,7 @@ def tool_summary(snapshot: CardSnapshot) -> str:
     count = sum(1 for b in snapshot.blocks if isinstance(b, ToolLine))
     if not count:
         return ""
-    lines = [note(snapshot.locale, "tools_used", n=count), *_tool_lines(snapshot, MAX_SUMMARY_LINES)]
+    lines = [t(snapshot.locale, "tools_used", n=count), *_tool_lines(snapshot, MAX_SUMMARY_LINES)]
     # One quote paragraph per line: DingTalk's robot markdown joins single newlines.
     return "\n\n".join(f"> {line}" for line in lines)
 
@@ -166,5 +142,5 @@ def reply_title(snapshot: CardSnapshot) -> str:
     text = snapshot.answer.strip() or snapshot.error.strip()
     first = text.splitlines()[0].lstrip("#>*-` ").strip() if text else ""
     if not first:
-        return note(snapshot.locale, "reply_title")
+        return t(snapshot.locale, "reply_title")
     return first if len(first) <= 30 else first[:29] + "…"

@@ -8,10 +8,11 @@ recorded in the Store is finalized the right way after a restart.
 
 from __future__ import annotations
 
-from adapters.base import CardHandle, CardOp, CardSink, CardTarget, RateLimit
 from adapters.dingtalk.card_sink import DingTalkCardSink
 from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink
-from botgateway.card import CardSnapshot
+from botgateway.budget import RateLimit
+from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
+from botgateway.snapshot import CardSnapshot
 
 
 class DingTalkSink:

@@ -28,7 +28,14 @@ from urllib.parse import quote_plus
 import aiohttp
 import structlog
 import websockets
-from dingtalk_stream import AckMessage, CallbackMessage, ChatbotHandler, ChatbotMessage, Credential, DingTalkStreamClient
+from dingtalk_stream import (
+    AckMessage,
+    CallbackMessage,
+    ChatbotHandler,
+    ChatbotMessage,
+    Credential,
+    DingTalkStreamClient,
+)
 from dingtalk_stream.version import VERSION_STRING
 
 log = structlog.get_logger(__name__)

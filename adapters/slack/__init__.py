@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from adapters.slack.app import SlackAdapter, SlackStartError
+from adapters.slack.adapter import SlackAdapter, SlackStartError
 from adapters.slack.sink import SlackCardSink
 
 if TYPE_CHECKING:

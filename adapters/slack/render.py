@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from botgateway.card import CardSnapshot, Narration, ToolLine
-from botgateway.render import normalize_locale, render_markdown, render_plain, t
+from botgateway.cards.render import render_markdown, render_plain
+from botgateway.snapshot import CardSnapshot, Narration, ToolLine
+from botgateway.strings import t
 
 STOP_ACTION_ID = "botgateway_stop"
 """``action_id`` of the Stop button; its ``value`` is the turn id."""
@@ -25,33 +26,6 @@ MAX_MARKDOWN_CHARS = 12_000
 
 MAX_TEXT_FALLBACK = 3_000
 """The plain ``text`` fallback is only for notifications; keep it short."""
-
-_STRINGS: dict[str, dict[str, str]] = {
-    "en": {
-        "stop": "Stop",
-        "working": "⏳ Working on it…",
-        "control_done": "This answer has finished.",
-        "not_yours": "Only the person who asked (or an admin) can stop this answer.",
-        "already_done": "That answer has already finished.",
-        "thinking_status": "is thinking…",
-        "error_generic": "Sorry, something went wrong on our side while reading your message. Please try again.",
-    },
-    "zh-CN": {
-        "stop": "停止",
-        "working": "⏳ 正在处理…",
-        "control_done": "这个回答已经结束。",
-        "not_yours": "只有提问者（或管理员）可以停止这个回答。",
-        "already_done": "这个回答已经结束了。",
-        "thinking_status": "正在思考…",
-        "error_generic": "抱歉，处理你的消息时出了问题，请重试。",
-    },
-}
-
-
-def text_for(locale: str, key: str) -> str:
-    """A Slack-specific fixed string (button labels, ephemeral notes) in ``locale``."""
-    return _STRINGS[normalize_locale(locale)][key]
-
 
 _BROADCAST = re.compile(r"<!(channel|here|everyone)(\|[^>]*)?>")
 
@@ -88,7 +62,7 @@ def stop_button(turn_id: str, locale: str) -> dict[str, Any]:
             {
                 "type": "button",
                 "action_id": STOP_ACTION_ID,
-                "text": {"type": "plain_text", "text": text_for(locale, "stop"), "emoji": True},
+                "text": {"type": "plain_text", "text": t(locale, "stop_button"), "emoji": True},
                 "style": "danger",
                 "value": turn_id,
             }
@@ -99,14 +73,14 @@ def stop_button(turn_id: str, locale: str) -> dict[str, Any]:
 def control_blocks(turn_id: str, locale: str) -> list[dict[str, Any]]:
     """The companion message of a native stream: a "working" note and the Stop button for ``turn_id``."""
     return [
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": text_for(locale, "working")}]},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": t(locale, "control_working")}]},
         stop_button(turn_id, locale),
     ]
 
 
 def control_done_blocks(locale: str) -> list[dict[str, Any]]:
     """What a companion message shows when it cannot be deleted: the note, no button."""
-    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": text_for(locale, "control_done")}]}]
+    return [{"type": "context", "elements": [{"type": "mrkdwn", "text": t(locale, "control_done")}]}]
 
 
 def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "") -> list[dict[str, Any]]:

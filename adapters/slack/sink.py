@@ -45,19 +45,6 @@ import aiohttp
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from adapters.base import (
-    CardGone,
-    CardHandle,
-    CardOp,
-    CardTarget,
-    PermanentError,
-    RateLimit,
-    RateLimited,
-    SinkError,
-    TooLong,
-    TransientError,
-    parse_retry_after,
-)
 from adapters.slack.render import (
     MAX_MARKDOWN_CHARS,
     card_blocks,
@@ -67,10 +54,23 @@ from adapters.slack.render import (
     control_done_blocks,
     stream_closing,
     stream_pieces,
-    text_for,
 )
-from botgateway.card import CardSnapshot
-from botgateway.render import split_parts
+from botgateway.budget import RateLimit
+from botgateway.cards.split import split_parts
+from botgateway.sink import (
+    CardGone,
+    CardHandle,
+    CardOp,
+    CardTarget,
+    PermanentError,
+    RateLimited,
+    SinkError,
+    TooLong,
+    TransientError,
+    parse_retry_after,
+)
+from botgateway.snapshot import CardSnapshot
+from botgateway.strings import t
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -557,7 +557,7 @@ class SlackCardSink:
                 return await self._client.chat_postMessage(
                     channel=control.channel,
                     thread_ts=control.thread_ts,
-                    text=text_for(target.locale, "working"),
+                    text=t(target.locale, "control_working"),
                     blocks=control_blocks(target.turn_id, target.locale),
                     unfurl_links=False,
                     unfurl_media=False,
@@ -598,7 +598,7 @@ class SlackCardSink:
             log.info("slack.stop_control_delete_failed", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
         try:
             await self._paced(f"slack:{team}:chat.update", self._update_limit, owner, self._client.chat_update,
-                              channel=control.channel, ts=control.ts, text=text_for(target.locale, "control_done"),
+                              channel=control.channel, ts=control.ts, text=t(target.locale, "control_done"),
                               blocks=control_done_blocks(target.locale))
         except Exception as exc:  # a stale button only earns its presser an "already finished" note
             log.warning("slack.stop_control_left", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)

@@ -1,4 +1,4 @@
-"""Concrete :class:`~botgateway.store.Store` back-ends and the factory that picks one.
+"""The :class:`Store` contract, its back-ends, and the factory that picks one.
 
 SQLite (:mod:`botgateway.stores.sqlite`) is the embedded default for one
 process; Redis (:mod:`botgateway.stores.redis`) is for several replicas that
@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from botgateway.stores.base import (
+    AuditRecord,
+    Message,
+    OpenCard,
+    Store,
+    StoredTurn,
+    StoreError,
+)
+
 if TYPE_CHECKING:
     from botgateway.config import MemoryConfig
-    from botgateway.store import Store
     from botgateway.stores.redis import RedisStore
     from botgateway.stores.sqlite import SqliteStore
 
-__all__ = ["StoreError", "open_store"]
-
-
-class StoreError(Exception):
-    """The store cannot be opened or used; the message says what to do (and never holds a password)."""
+__all__ = ["AuditRecord", "Message", "OpenCard", "Store", "StoreError", "StoredTurn", "open_store"]
 
 
 async def open_store(config: MemoryConfig) -> Store:

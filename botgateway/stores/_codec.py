@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from botgateway.store import AuditRecord, OpenCard, StoredTurn
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn
 
 
 def dumps(value: Any) -> str:

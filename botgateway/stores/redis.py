@@ -29,8 +29,6 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
-from botgateway.store import AuditRecord, OpenCard, StoredTurn
-from botgateway.stores import StoreError
 from botgateway.stores._codec import (
     audit_from_dict,
     audit_to_dict,
@@ -40,6 +38,7 @@ from botgateway.stores._codec import (
     encode_card,
     encode_turn,
 )
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, StoreError
 
 log = structlog.get_logger(__name__)
 

@@ -25,8 +25,6 @@ from typing import Any
 import aiosqlite
 import structlog
 
-from botgateway.store import AuditRecord, OpenCard, StoredTurn
-from botgateway.stores import StoreError
 from botgateway.stores._codec import (
     audit_from_dict,
     audit_to_dict,
@@ -36,6 +34,7 @@ from botgateway.stores._codec import (
     encode_card,
     encode_turn,
 )
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, StoreError
 
 log = structlog.get_logger(__name__)
 

@@ -7,8 +7,16 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapters.base import CardGone, CardHandle, CardOp, CardTarget, RateLimit, RateLimited, TransientError
-from botgateway.card import CardSnapshot
+from botgateway.budget import RateLimit
+from botgateway.sink import (
+    CardGone,
+    CardHandle,
+    CardOp,
+    CardTarget,
+    RateLimited,
+    TransientError,
+)
+from botgateway.snapshot import CardSnapshot
 
 
 @dataclass(frozen=True)

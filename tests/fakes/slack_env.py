@@ -14,17 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.slack import SlackAdapter
-from adapters.slack.app import Delivery
+from adapters.slack.adapter import Delivery
+from botgateway.budget import RateBudget
 from botgateway.config import Config, parse_config
-from botgateway.gateway import Gateway, TurnOutcome
+from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
-from botgateway.scripted_server import ScriptedLLMServer
+from botgateway.messages import TurnOutcome
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.streaming import RateBudget
 from botgateway.tooling import ToolError, ToolRegistry, tool
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, Message
+from tools.demo.server import ScriptedLLMServer
 
 CURSOR = "▌"
 

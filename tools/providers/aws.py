@@ -16,7 +16,14 @@ from datetime import datetime
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import CloudProvider, Page, ServerQuery, as_tuple, short_reason, tag_filter
+from tools.providers.base import (
+    CloudProvider,
+    Page,
+    ServerQuery,
+    as_tuple,
+    short_reason,
+    tag_filter,
+)
 from tools.server import Server
 
 SDK_MODULES = ("boto3",)

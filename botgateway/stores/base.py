@@ -13,6 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+__all__ = ["AuditRecord", "Message", "OpenCard", "Store", "StoreError", "StoredTurn"]
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used; the message says what to do (and never holds a password)."""
+
+
 Message = dict[str, Any]
 """One chat message in OpenAI format (``role``, ``content``, ``tool_calls``, ``tool_call_id``)."""
 

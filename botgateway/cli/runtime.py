@@ -1,13 +1,12 @@
-"""The composition root: builds the running parts from a :class:`Config`.
+"""Building the runtime: the core's parts and the concrete tools, wired from a :class:`Config`.
 
-This is the one place that knows every concrete part. Tools and adapters are
-resolved by import path so the core package never imports a platform SDK or a
-concrete tool at import time.
+The concrete tools (:mod:`tools`) are imported here, lazily so that
+``check-config`` and ``--help`` stay fast; the adapters are built by
+:mod:`botgateway.cli.run` from the runtime.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -19,35 +18,15 @@ from botgateway.config import Config, ConfigError
 from botgateway.tooling import Tool, ToolRegistry
 
 if TYPE_CHECKING:
+    from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
     from botgateway.llm import LLMClient
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
-    from botgateway.store import Store
-    from botgateway.streaming import RateBudget
+    from botgateway.stores.base import Store
     from botgateway.telemetry import MetricsServer
 
 log = structlog.get_logger(__name__)
-
-TOOLSET_FACTORY = "tools.catalog:build_toolset"
-"""Where the concrete tools are built from ``config.tools``."""
-
-TOOLSET_CHECK = "tools.catalog:check_toolset"
-"""Where ``config.tools`` is checked without connecting to anything (``check-config``)."""
-
-ADAPTER_FACTORIES = {
-    "terminal": "adapters.terminal:create_adapter",
-    "slack": "adapters.slack:create_adapter",
-    "dingtalk": "adapters.dingtalk:create_adapter",
-}
-"""Adapter name → ``module:function`` taking (adapter config, runtime)."""
-
-
-def resolve(path: str) -> Any:
-    """Import ``module:attribute``."""
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
 
 def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
     """``tools`` in a registry with the configured default timeout and result size cap."""
@@ -85,18 +64,20 @@ class Runtime:
 @asynccontextmanager
 async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
     """Build the runtime; everything is closed in reverse order on exit."""
+    from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
     from botgateway.llm import LLMClient
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.stores import open_store
-    from botgateway.streaming import RateBudget
 
     async with AsyncExitStack() as stack:
         store = await open_store(config.memory)
         stack.push_async_callback(store.close)
 
-        toolset = await resolve(TOOLSET_FACTORY)(config.tools)
+        from tools.catalog import build_toolset
+
+        toolset = await build_toolset(config.tools)
         stack.push_async_callback(toolset.aclose)
         registry = tool_registry(config, toolset.tools)
         toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
@@ -104,7 +85,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         base_url: str | None = None
         model_label = config.llm.resolved_model
         if config.llm.resolved_provider == "demo":
-            from botgateway.demo import start_demo_model
+            from tools.demo.model import start_demo_model
 
             base_url = await start_demo_model(stack, config)
             model_label = "demo model"

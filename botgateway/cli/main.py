@@ -83,13 +83,13 @@ def _load(path: str | None) -> Config:
 
 def _check_config(config: Config, source: str) -> int:
     """Beyond the schema: the tools' own checks (inventory file, cloud SDKs, MCP commands)."""
-    from botgateway.app import TOOLSET_CHECK, resolve
     from botgateway.logs import configure_logging, secret_values
+    from tools.catalog import check_toolset
 
     # Only the verdict goes to the terminal; the tools' progress logs would bury it.
     configure_logging(config.log.model_copy(update={"level": "error", "file": None}), secrets=secret_values(config))
     try:
-        problems = asyncio.run(resolve(TOOLSET_CHECK)(config.tools))
+        problems = asyncio.run(check_toolset(config.tools))
     except Exception as exc:  # a broken extra must not turn check-config into a traceback
         problems = [f"tools: could not be checked ({type(exc).__name__}: {exc})"]
     if problems:
@@ -108,19 +108,19 @@ def _print_config_problems(error: ConfigError) -> None:
 async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     command = args.command
     if command == "ask":
-        from botgateway.ask import run_ask
+        from botgateway.cli.ask import run_ask
 
         return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new)
     if command == "run":
-        from botgateway.runner import run
+        from botgateway.cli.run import run
 
         return await run(config)
     if command == "chat":
-        from botgateway.runner import chat
+        from botgateway.cli.run import chat
 
         return await chat(config)
     if command == "tools":
-        from botgateway import tools_cli
+        from botgateway.cli import tools as tools_cli
 
         if args.tools_command == "list":
             return await tools_cli.tools_list(config)
@@ -175,7 +175,3 @@ def _log_config_for(command: str, config: Config) -> Any:
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

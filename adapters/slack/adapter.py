@@ -31,20 +31,21 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import CardTarget
-from adapters.slack.render import STOP_ACTION_ID, text_for
+from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.sink import SlackCardSink, classify, slack_error_code
-from botgateway.gateway import InboundMessage, Submission, conversation_key
+from botgateway.messages import InboundMessage, Submission, conversation_key
+from botgateway.sink import CardTarget
+from botgateway.strings import t
 from botgateway.tooling import ToolContext
 
 if TYPE_CHECKING:
     from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
     from botgateway.budget import RateBudget
+    from botgateway.cards.policy import BufferPolicy
     from botgateway.config import SlackConfig
     from botgateway.gateway import Gateway
-    from botgateway.store import Store
-    from botgateway.streaming import BufferPolicy
+    from botgateway.stores.base import Store
 
 log = structlog.get_logger(__name__)
 
@@ -136,7 +137,7 @@ class SlackAdapter:
         """Check the tokens, then connect (Socket Mode) or listen (HTTP mode)."""
         self._gateway = gateway
         if self._policy is None:
-            from botgateway.streaming import BufferPolicy
+            from botgateway.cards.policy import BufferPolicy
 
             self._policy = BufferPolicy.from_config(self.config.policy)
         if not self.config.bot_token.get_secret_value():
@@ -350,7 +351,7 @@ class SlackAdapter:
         live = self._live_turns.get(turn_id)
         running = live is not None and live.done is not None and not live.done.done()
         reason = "not_yours" if running else "already_done"
-        note = text_for(self.config.locale, reason)
+        note = t(self.config.locale, reason)
         if channel and user:
             message = body.get("message") or {}
             try:
@@ -446,7 +447,7 @@ class SlackAdapter:
             log.exception("slack.accept_failed", error=type(exc).__name__)
             try:
                 await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
-                                                   text=text_for(self.config.locale, "error_generic"))
+                                                   text=t(self.config.locale, "error_generic"))
             except Exception:
                 log.warning("slack.error_note_failed", error=type(exc).__name__)
             return Delivery(kind, "failed", type(exc).__name__)
@@ -496,7 +497,7 @@ class SlackAdapter:
         """Show the assistant-pane status while the turn works; forget the turn when its card is final."""
         try:
             if status_thread:
-                await self._set_status(channel, status_thread, self.config.status_text or text_for(self.config.locale, "thinking_status"))
+                await self._set_status(channel, status_thread, self.config.status_text or t(self.config.locale, "thinking_status"))
             if submission.done is not None:
                 await asyncio.shield(submission.done)
         finally:

@@ -2,8 +2,7 @@
 
 Calls go through the same :class:`~botgateway.tooling.ToolRegistry` the model
 uses (timeouts, size cap, argument validation), so what an operator sees here
-is what the model would get. The concrete tools are resolved by import path,
-as in the composition root, so the core never imports ``tools`` at import time.
+is what the model would get.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from botgateway.app import TOOLSET_FACTORY, resolve, tool_registry
+from botgateway.cli.runtime import tool_registry
 from botgateway.config import Config
 from botgateway.tooling import ToolContext, local_user
 
@@ -49,7 +48,9 @@ def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 async def _build(config: Config) -> Any:
-    return await resolve(TOOLSET_FACTORY)(config.tools)
+    from tools.catalog import build_toolset
+
+    return await build_toolset(config.tools)
 
 
 def _signature(parameters: Mapping[str, Any]) -> str:

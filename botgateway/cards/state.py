@@ -1,18 +1,17 @@
-"""What the card shows: the snapshot types and the state that folds turn events into them.
+"""The card's state: a pure fold of one turn's events into what its card shows.
 
-``CardState`` is a pure fold over :mod:`botgateway.events`; it knows nothing of
-timing (that is :mod:`botgateway.streaming`) nor of platform markup (that is
-each adapter's job, helped by :mod:`botgateway.render`).
+``CardState`` knows nothing of timing (that is :mod:`botgateway.cards.streamer`)
+nor of platform markup (each adapter's job, helped by :mod:`botgateway.cards.render`);
+it produces :class:`~botgateway.snapshot.CardSnapshot` render data.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Literal, TypeAlias
+from dataclasses import replace
 
-from botgateway import render
+from botgateway.cards import render
 from botgateway.events import (
     AnswerDelta,
     RoundStarted,
@@ -24,85 +23,17 @@ from botgateway.events import (
     TurnFailed,
     UsageReported,
 )
+from botgateway.snapshot import (
+    Block,
+    CardSnapshot,
+    CardStatus,
+    Narration,
+    Phase,
+    ToolLine,
+)
+from botgateway.strings import normalize_locale, t
 
-CardStatus: TypeAlias = Literal["queued", "working", "streaming", "done", "failed", "stopped"]
-"""Lifecycle of a card: queued behind another turn, working (thinking or tools),
-streaming the answer, then one of the three final states."""
-
-ToolStatus: TypeAlias = Literal["running", "done", "failed"]
-
-
-@dataclass(frozen=True)
-class Narration:
-    """Visible text the model wrote in a round that went on to call tools."""
-
-    round: int
-    """The round the text belongs to."""
-    text: str
-    """The narration text."""
-
-
-@dataclass(frozen=True)
-class ToolLine:
-    """One status line per tool call."""
-
-    call_id: str
-    """The call's id within the turn."""
-    name: str
-    """The tool's name."""
-    args_preview: str
-    """Key arguments in short form (``ip=10.0.1.100``)."""
-    status: ToolStatus
-    """running, then done or failed."""
-    duration_s: float | None = None
-    """Wall time once finished."""
-    summary: str = ""
-    """Outcome on success, reason on failure."""
-
-
-Block: TypeAlias = Narration | ToolLine
-
-
-@dataclass(frozen=True)
-class CardSnapshot:
-    """Everything a sink needs to render the card at one moment.
-
-    Snapshots are full, not deltas: each one replaces the previous rendering.
-    """
-
-    status: CardStatus
-    """Where the turn is in its lifecycle."""
-    blocks: tuple[Block, ...] = ()
-    """Narration and tool lines, in time order."""
-    thought: str = ""
-    """The tail (about 200 characters) of the model's reasoning; empty once the answer starts or when hidden."""
-    answer: str = ""
-    """The answer text so far (no cursor; renderers add one while ``status == 'streaming'``)."""
-    error: str = ""
-    """Plain-words failure or stop note for a final card."""
-    footer: str = ""
-    """Rendered footer line (round n/N · tokens · elapsed), or empty when disabled."""
-    locale: str = "en"
-    """``en`` or ``zh-CN``: the language of the card's fixed strings."""
-    asker: str = ""
-    """Display name of the person who asked (shown in group chats)."""
-    part: int = 1
-    """1 for the first card of a turn; 2, 3… for continuation cards of a long answer."""
-    seq: int = 0
-    """Monotonic version of the snapshot within its card; higher is newer."""
-    continued: bool = False
-    """True for a part whose answer continues in the next card (part + 1)."""
-    queue_position: int = 0
-    """Place in line while ``status == 'queued'`` (1 = next); 0 when unknown or not queued."""
-
-    @property
-    def final(self) -> bool:
-        """True for done, failed and stopped cards."""
-        return self.status in ("done", "failed", "stopped")
-
-
-Phase: TypeAlias = Literal["thinking", "tool", "answer"]
-"""What the turn is doing now; the streamer paces updates per phase."""
+__all__ = ["CardState", "SUMMARY_CHARS"]
 
 _FAILURE_KEYS = {
     "llm_unavailable": "failed_llm_unavailable",
@@ -151,7 +82,7 @@ class CardState:
         asker: str = "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.locale = render.normalize_locale(locale)
+        self.locale = normalize_locale(locale)
         self.show_thought = show_thought and thought_chars > 0
         self.thought_chars = thought_chars
         self.footer = footer
@@ -272,9 +203,9 @@ class CardState:
         self._status = "queued"
         self._queue_position = max(position, 0)
         self._error = (
-            render.t(self.locale, "queued_position", position=position)
+            t(self.locale, "queued_position", position=position)
             if position > 0
-            else render.t(self.locale, "queued")
+            else t(self.locale, "queued")
         )
         self._touch()
 
@@ -289,14 +220,14 @@ class CardState:
             return
         if self._status == "queued":
             self._error = ""
-        self._end("stopped", note or render.t(self.locale, "stopped"), tool_reason=render.t(self.locale, "tool_stopped"))
+        self._end("stopped", note or t(self.locale, "stopped"), tool_reason=t(self.locale, "tool_stopped"))
 
     def mark_failed(self, message: str = "") -> None:
         """End the card as failed with a plain-words ``message``, keeping whatever answer streamed."""
         if self.final:
             return
-        message = message or render.t(self.locale, "failed_unfinished")
-        self._end("failed", render.t(self.locale, "failed", message=message), tool_reason=message)
+        message = message or t(self.locale, "failed_unfinished")
+        self._end("failed", t(self.locale, "failed", message=message), tool_reason=message)
 
     def _end(self, status: CardStatus, error: str, *, tool_reason: str) -> None:
         for index, block in enumerate(self._blocks):
@@ -392,7 +323,7 @@ class CardState:
                     self._answer_epoch += 1  # a different text: earlier offsets no longer apply
                 self._round_text = result.answer
             self._phase = "answer"
-            self._end("done", "", tool_reason=render.t(self.locale, "failed_unfinished"))
+            self._end("done", "", tool_reason=t(self.locale, "failed_unfinished"))
             return max(abs(len(self._round_text) - before), 1)
         if isinstance(event, TurnFailed):
             if event.partial_answer and len(event.partial_answer) >= len(self._round_text):
@@ -400,11 +331,11 @@ class CardState:
                     self._answer_epoch += 1
                 self._round_text = event.partial_answer
             if event.reason == "cancelled":
-                self._end("stopped", render.t(self.locale, "stopped"), tool_reason=render.t(self.locale, "tool_stopped"))
+                self._end("stopped", t(self.locale, "stopped"), tool_reason=t(self.locale, "tool_stopped"))
             else:
                 key = _FAILURE_KEYS.get(event.reason, "failed")
-                error = render.t(self.locale, key, message=event.message).strip()
-                self._end("failed", error, tool_reason=event.message or render.t(self.locale, "failed_unfinished"))
+                error = t(self.locale, key, message=event.message).strip()
+                self._end("failed", error, tool_reason=event.message or t(self.locale, "failed_unfinished"))
             return 1
         return 0
 

@@ -2,16 +2,39 @@
 
 An adapter provides a :class:`CardSink` that creates, updates and finalizes one
 card, and raises the typed errors below so the streamer can pace, coalesce and
-fall back without knowing the platform.
+fall back without knowing the platform. Sinks only render and send: the calls
+they make beyond the one the streamer paid for go through a :class:`CallPacer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from botgateway.card import CardSnapshot
+from botgateway.budget import RateLimit
+from botgateway.snapshot import CardSnapshot
+
+__all__ = [
+    "Adapter",
+    "CallPacer",
+    "CardGone",
+    "CardHandle",
+    "CardOp",
+    "CardSink",
+    "CardTarget",
+    "PermanentError",
+    "RateLimited",
+    "SinkError",
+    "TooLong",
+    "TransientError",
+    "parse_retry_after",
+    "target_from_dict",
+    "target_to_dict",
+]
+
+_T = TypeVar("_T")
 
 CardOp: TypeAlias = Literal["create", "update", "finalize", "fallback"]
 """The kinds of platform call a card makes; each draws from a rate budget."""
@@ -43,6 +66,27 @@ class CardTarget:
     """Platform data the sink needs (DingTalk session webhook, Slack assistant thread...)."""
 
 
+def target_to_dict(target: CardTarget) -> dict[str, Any]:
+    """A JSON-ready copy of ``target`` (for the Store and the wire); ``extra`` keeps only plain values."""
+    data = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
+    data["extra"] = {k: v for k, v in target.extra.items() if isinstance(v, (str, int, float, bool, type(None)))}
+    return data
+
+
+def target_from_dict(data: Mapping[str, Any], **defaults: Any) -> CardTarget:
+    """Rebuild a :class:`CardTarget` from :func:`target_to_dict`'s output; unknown keys are ignored.
+
+    ``defaults`` fill fields the data lacks (a record written by an older release).
+    """
+    names = {f.name for f in dataclasses.fields(CardTarget)}
+    kwargs = {**defaults, **{k: v for k, v in data.items() if k in names}}
+    kwargs.setdefault("platform", "")
+    kwargs.setdefault("chat_id", "")
+    if not isinstance(kwargs.get("extra", {}), Mapping):
+        kwargs["extra"] = {}
+    return CardTarget(**kwargs)
+
+
 @dataclass(frozen=True)
 class CardHandle:
     """A created card, as the sink needs it to update the card later."""
@@ -53,16 +97,6 @@ class CardHandle:
     """Where the card lives."""
     data: Mapping[str, Any] = field(default_factory=dict)
     """Sink-private state (stream ids, mode)."""
-
-
-@dataclass(frozen=True)
-class RateLimit:
-    """A token bucket: sustained ``rate_per_s`` with bursts up to ``burst``."""
-
-    rate_per_s: float
-    """Refill rate in calls per second."""
-    burst: int = 1
-    """Bucket size."""
 
 
 class SinkError(Exception):
@@ -147,11 +181,38 @@ class CardSink(Protocol):
         ...
 
 
+class CallPacer(Protocol):
+    """Pays for the platform calls a sink makes beyond the one the streamer drew a token for.
+
+    A Stop control message under a native stream, its deletion, the new message
+    of a rolled-over stream, a card made another way than planned: the sink
+    names the call's bucket and hands over the call; the pacer waits for a token
+    of that bucket (shared with every card), makes the call and, when the
+    platform throttles it, pauses the bucket for everyone and tries again, up to
+    ``attempts`` calls in all. The call must raise the typed sink errors; the
+    last one is raised when the tries run out. Pacing and retries stay in the
+    core, in one place.
+    """
+
+    async def call(
+        self,
+        key: str,
+        limit: RateLimit,
+        fn: Callable[[], Awaitable[_T]],
+        *,
+        owner: str,
+        priority: bool = False,
+        attempts: int = 1,
+    ) -> _T:
+        """Make ``fn()`` once a token of ``key`` is free; returns its result."""
+        ...
+
+
 @runtime_checkable
 class Adapter(Protocol):
     """A platform front end that ``botgateway run`` starts and stops.
 
-    Built by the module's ``create_adapter(adapter_config, runtime)``. ``start``
+    Built by the composition root (:mod:`botgateway.cli`). ``start``
     connects and hands each parsed message to ``gateway.submit`` (returning at
     once); ``stop`` disconnects. After ``start`` the adapter exposes its
     :class:`CardSink` as ``sink`` so cards a previous process left open can be

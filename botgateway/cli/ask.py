@@ -98,7 +98,7 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
     interrupted (Ctrl-C), ``--json`` still ends with a result line (reason
     ``cancelled``) before the interruption propagates.
     """
-    from botgateway.app import build_runtime
+    from botgateway.cli.runtime import build_runtime
 
     out, err = sys.stdout, sys.stderr
     started = time.monotonic()
@@ -124,7 +124,7 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
                 # On a terminal, draw the same live card a chat platform gets; piped output stays plain.
                 from adapters.terminal import render_ask
 
-                return await render_ask(runtime, question, conversation_id=conversation_id)
+                return await render_ask(runtime.gateway, config.adapters.terminal, question, conversation_id=conversation_id)
             user = local_user()
             ctx = ToolContext(
                 user_id=user,

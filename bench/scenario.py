@@ -25,12 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from botgateway.scripted_server import ScriptedLLMServer
-from botgateway.testing.card_api import FakeCardAPI
-
 from bench.analysis import acceptance, analyze_strategy
 from bench.model import make_answers, make_responder
 from bench.settings import BenchSettings
+from tests.fakes.card_api import FakeCardAPI
+from tools.demo.server import ScriptedLLMServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,12 +28,25 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from typing import Literal
 
 import structlog
 
-from adapters.base import (
+from botgateway.background import BackgroundTasks
+from botgateway.budget import RateBudget
+from botgateway.cards.metrics import CardMetrics
+from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.split import split_parts, split_point
+from botgateway.cards.state import CardState
+from botgateway.events import (
+    AnswerDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEvent,
+)
+from botgateway.sink import (
     CardGone,
     CardHandle,
     CardOp,
@@ -44,76 +57,16 @@ from adapters.base import (
     TooLong,
     TransientError,
 )
-from botgateway import render
-from botgateway.background import BackgroundTasks
-from botgateway.budget import RateBudget
-from botgateway.card import CardSnapshot, CardState, Narration, Phase
-from botgateway.config import BufferPolicyConfig, PhasePolicy
-from botgateway.events import AnswerDelta, ThoughtDelta, ToolCallFinished, ToolCallStarted, TurnEvent
-from botgateway.metrics import CardMetrics
-from botgateway.render import split_parts, split_point
-from botgateway.store import OpenCard, Store
+from botgateway.snapshot import CardSnapshot, Narration, Phase
+from botgateway.stores.base import OpenCard, Store
+from botgateway.strings import t
 
-__all__ = ["BufferPolicy", "CardMetrics", "CardStreamer", "PhaseRule", "RateBudget"]
+__all__ = ["CardStreamer"]
 
 log = structlog.get_logger(__name__)
 
 MIN_PART_CHARS = 64
 """Continuation parts are never cut smaller than this, even after ``TooLong`` answers."""
-
-
-@dataclass(frozen=True)
-class PhaseRule:
-    """When pending changes of one phase are pushed to the card."""
-
-    min_chars: int
-    """Flush once this many new characters are pending…"""
-    min_interval_s: float
-    """…and at least this long has passed since the last update started."""
-    max_wait_s: float
-    """Flush whatever is pending after this long, even when no more text comes."""
-
-
-@dataclass(frozen=True)
-class BufferPolicy:
-    """Update pacing per phase. A phase change and the end of the turn flush at once."""
-
-    thinking: PhaseRule
-    """While the model reasons (the muted thought tail)."""
-    tool: PhaseRule
-    """While tools run; each tool start/finish counts as ``min_chars`` so status lines show promptly."""
-    answer: PhaseRule
-    """While the answer streams."""
-    live: bool = True
-    """False: no live updates at all — the card is sent once, final (the "no streaming" strategy)."""
-
-    @classmethod
-    def from_config(cls, config: BufferPolicyConfig | None = None) -> BufferPolicy:
-        """The policy of an adapter's ``policy:`` section (defaults: the product's reference policy)."""
-        config = config or BufferPolicyConfig()
-
-        def rule(section: PhasePolicy) -> PhaseRule:
-            return PhaseRule(
-                min_chars=section.min_chars, min_interval_s=section.min_interval_s, max_wait_s=section.max_wait_s
-            )
-
-        return cls(thinking=rule(config.thinking), tool=rule(config.tool), answer=rule(config.answer))
-
-    @classmethod
-    def every_chunk(cls) -> BufferPolicy:
-        """Update on every chunk (for comparison in benchmarks; it floods rate limits)."""
-        rule = PhaseRule(min_chars=1, min_interval_s=0.0, max_wait_s=0.001)
-        return cls(thinking=rule, tool=rule, answer=rule)
-
-    @classmethod
-    def final_only(cls) -> BufferPolicy:
-        """No streaming: one card with the final answer at the end."""
-        rule = PhaseRule(min_chars=1, min_interval_s=0.0, max_wait_s=1.0)
-        return cls(thinking=rule, tool=rule, answer=rule, live=False)
-
-    def rule(self, phase: Phase) -> PhaseRule:
-        """The rule of ``phase``."""
-        return {"thinking": self.thinking, "tool": self.tool, "answer": self.answer}[phase]
 
 
 def _visible(snapshot: CardSnapshot) -> bool:
@@ -624,7 +577,7 @@ class CardStreamer:
     @staticmethod
     def _note_view(snapshot: CardSnapshot) -> CardSnapshot:
         """The card's closing content: final, no answer, a note that the answer is in the message below."""
-        note = render.t(snapshot.locale, "answer_below")
+        note = t(snapshot.locale, "answer_below")
         return replace(
             snapshot,
             status=snapshot.status if snapshot.final else "done",

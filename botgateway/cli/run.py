@@ -1,7 +1,7 @@
 """``botgateway run`` and ``botgateway chat``: start the adapters and run until told to stop.
 
-``run`` builds the runtime, starts every adapter ``config.yaml`` enables (by
-import path, so the core never imports a platform SDK), finalizes cards a
+``run`` builds the runtime, starts every adapter ``config.yaml`` enables
+(imported only when enabled, so an unused platform SDK is never loaded), finalizes cards a
 crashed process left open (at start, then periodically while running), and
 runs until SIGINT/SIGTERM — or until the user leaves the terminal chat.
 Shutdown is graceful: running turns are stopped and their cards finalized as
@@ -22,8 +22,8 @@ import structlog
 from botgateway.config import Config
 
 if TYPE_CHECKING:
-    from adapters.base import CardSink
-    from botgateway.app import Runtime
+    from botgateway.cli.runtime import Runtime
+    from botgateway.sink import CardSink
 
 log = structlog.get_logger(__name__)
 
@@ -54,9 +54,24 @@ def enabled_adapters(config: Config) -> list[tuple[str, Any]]:
     return [(name, adapter_config) for name, adapter_config in adapters if adapter_config.active]
 
 
-async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_Adapter], list[str]]:
-    from botgateway.app import ADAPTER_FACTORIES, resolve
+def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> _Adapter:
+    """The adapter ``name`` built from its config section and the parts of ``runtime`` it needs."""
+    if name == "terminal":
+        from adapters.terminal import TerminalAdapter
 
+        return TerminalAdapter(adapter_config, memory=runtime.memory, model_label=runtime.model_label)
+    if name == "slack":
+        from adapters.slack import create_adapter as slack_adapter
+
+        return slack_adapter(adapter_config, runtime)
+    if name == "dingtalk":
+        from adapters.dingtalk import create_adapter as dingtalk_adapter
+
+        return dingtalk_adapter(adapter_config, runtime)
+    raise ValueError(f"unknown adapter {name!r}")
+
+
+async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_Adapter], list[str]]:
     started: list[_Adapter] = []
     failed: list[str] = []
     for name, adapter_config in enabled_adapters(runtime.config):
@@ -64,8 +79,7 @@ async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_A
             log.info("adapter.skipped", adapter=name, reason="stdin is not a terminal")
             continue
         try:
-            factory = resolve(ADAPTER_FACTORIES[name])
-            adapter = factory(adapter_config, runtime)
+            adapter = build_adapter(name, adapter_config, runtime)
             await adapter.start(runtime.gateway)
         except asyncio.CancelledError:
             raise
@@ -153,7 +167,7 @@ async def run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
 
 
 async def _run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
-    from botgateway.app import build_runtime
+    from botgateway.cli.runtime import build_runtime
 
     tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
     if not enabled_adapters(config):
@@ -211,10 +225,10 @@ async def chat(config: Config) -> int:
 
 async def _chat(config: Config) -> int:
     from adapters.terminal import TerminalAdapter
-    from botgateway.app import build_runtime
+    from botgateway.cli.runtime import build_runtime
 
     async with build_runtime(config) as runtime:
-        adapter = TerminalAdapter(config.adapters.terminal, runtime)
+        adapter = TerminalAdapter(config.adapters.terminal, memory=runtime.memory, model_label=runtime.model_label)
         await _recover(runtime, [adapter])
         try:
             return await adapter.run_chat(runtime.gateway)

@@ -24,7 +24,7 @@ import structlog
 
 if TYPE_CHECKING:
     from botgateway.config import Config
-    from botgateway.scripted_server import Script
+    from tools.demo.server import Script
 
 log = structlog.get_logger(__name__)
 
@@ -494,7 +494,7 @@ class DemoResponder:
 
     def __call__(self, body: Mapping[str, Any]) -> Script:
         """The script answering ``body`` (an OpenAI chat-completions request)."""
-        from botgateway import scripted_server as ss
+        from tools.demo import server as ss
 
         messages = body.get("messages") or []
         if is_summary_request(messages):
@@ -557,9 +557,8 @@ class DemoResponder:
 
 async def start_demo_model(stack: AsyncExitStack, config: Config | None = None) -> str:
     """Start the demo model server in-process; returns its base URL. Stopped when ``stack`` closes."""
-    from botgateway.scripted_server import ScriptedLLMServer
-
     from botgateway.config import InventoryConfig
+    from tools.demo.server import ScriptedLLMServer
 
     inventory = config.tools.inventory if config is not None else InventoryConfig()
     known = load_known_hosts(inventory.path) if inventory.enabled else []

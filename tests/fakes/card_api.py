@@ -52,20 +52,20 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from adapters.base import (
+from botgateway.budget import RateLimit
+from botgateway.cards.render import render_markdown
+from botgateway.sink import (
     CardGone,
     CardHandle,
     CardOp,
     CardTarget,
     PermanentError,
-    RateLimit,
     RateLimited,
     TooLong,
     TransientError,
     parse_retry_after,
 )
-from botgateway.card import CardSnapshot, Narration
-from botgateway.render import render_markdown
+from botgateway.snapshot import CardSnapshot, Narration
 
 __all__ = [
     "BUCKET_OF_OP",

@@ -1,0 +1,249 @@
+"""One platform call of a card: wait for the budget, make the call, classify what came back.
+
+Every card call goes through here, whether the streamer makes it (create,
+live update, final, fallback), start-up recovery closes a card a crashed
+process left open, or a sink pays for a call of its own (:class:`BudgetPacer`):
+
+- the call draws one token of its bucket from the shared
+  :class:`~botgateway.budget.RateBudget` (``None``: unpaced, the benchmark's
+  baseline only);
+- a throttle answer pauses the whole bucket (every card would be throttled
+  too), for the platform's ``Retry-After`` or, without one, a backoff that
+  grows with each throttle in a row;
+- transient errors are retried with jittered backoff until the deadline;
+- the result is a :class:`CallOutcome`, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import structlog
+
+from botgateway.backoff import Backoff
+from botgateway.budget import RateBudget, RateLimit
+from botgateway.cards.metrics import CardMetrics
+from botgateway.sink import CardGone, CardOp, PermanentError, RateLimited, TooLong, TransientError
+
+__all__ = ["BudgetPacer", "CallOutcome", "CardCaller", "LIVE_BACKOFF"]
+
+log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
+
+LIVE_BACKOFF = Backoff(base_s=0.25, max_s=5.0)
+"""Retry pacing of a card's calls after a transient error or an unexplained throttle."""
+
+_NO_DEADLINE_S = 3600.0
+"""How long a wait without a deadline may sleep at most between tries."""
+
+
+class CallOutcome(enum.Enum):
+    """How one card call ended, after its retries."""
+
+    OK = "ok"
+    """The platform accepted it."""
+    TOO_LONG = "too_long"
+    """The rendered card is larger than the platform takes."""
+    GONE = "gone"
+    """The card no longer exists or can no longer be changed."""
+    FAILED = "failed"
+    """Refused for good (bad token, missing scope), or the sink crashed."""
+    TIMEOUT = "timeout"
+    """The deadline passed, waiting for the budget or retrying."""
+    INTERRUPTED = "interrupted"
+    """The interrupt event was set while waiting for the budget (the turn is finishing)."""
+    THROTTLED = "throttled"
+    """Throttled, and the call was not to be retried (the bucket is paused)."""
+    RETRY = "retry"
+    """A transient error, and the call was not to be retried."""
+
+
+class CardCaller:
+    """Makes one card's calls through the shared budget; see the module docstring.
+
+    One per card (or per orphan being closed): it owns the card's place in the
+    budget's round-robin (``owner``), its throttle streak and its metrics.
+    """
+
+    def __init__(
+        self,
+        budget: RateBudget | None,
+        rate_key: Callable[[CardOp], tuple[str, RateLimit]],
+        *,
+        owner: str,
+        platform: str,
+        metrics: CardMetrics | None = None,
+        backoff: Backoff = LIVE_BACKOFF,
+        call_timeout_s: float = 30.0,
+    ) -> None:
+        self._budget = budget
+        self._rate_key = rate_key
+        self.owner = owner
+        """The card's name in the budget's round-robin."""
+        self._platform = platform
+        self.metrics = metrics if metrics is not None else CardMetrics()
+        """Calls, retries, throttles and budget waits of this card."""
+        self._backoff = backoff
+        self._call_timeout_s = call_timeout_s
+        self._throttle_streak = 0
+
+    async def call(
+        self,
+        op: CardOp,
+        make_call: Callable[[], Awaitable[object]],
+        *,
+        deadline: float | None,
+        priority: bool = True,
+        interrupt: asyncio.Event | None = None,
+        retry: bool = True,
+    ) -> CallOutcome:
+        """Make ``make_call`` through the budget, retrying throttles and transient errors until ``deadline``.
+
+        ``deadline`` is a :func:`time.monotonic` time (None: no deadline; the
+        call itself still times out after ``call_timeout_s``). With
+        ``retry=False`` a throttle or transient error ends the call at once
+        (``THROTTLED`` / ``RETRY``). Setting ``interrupt`` while the call waits
+        for the budget ends it with ``INTERRUPTED``.
+        """
+        attempt = 0
+        while True:
+            got = await self._acquire(op, deadline=deadline, priority=priority, interrupt=interrupt)
+            if got is None:
+                self.metrics.coalesced += 1
+                return CallOutcome.INTERRUPTED
+            if not got:
+                return CallOutcome.TIMEOUT
+            self.metrics.count_call(op)
+            if attempt:
+                self.metrics.retries += 1
+            # Live calls get a bound too, so a hung request cannot freeze the card.
+            remaining = self._call_timeout_s if deadline is None else max(deadline - time.monotonic(), 0.001)
+            try:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (shutdown)
+                # that arrives as the call completes, and the caller would carry on.
+                async with asyncio.timeout(remaining):
+                    await make_call()
+            except RateLimited as exc:
+                pause = self._throttled(op, exc)
+                if not retry:
+                    if self._budget is None:
+                        await asyncio.sleep(pause)
+                    return CallOutcome.THROTTLED
+                if self._budget is None:
+                    await asyncio.sleep(min(pause, _remaining(deadline)))
+            except (TransientError, TimeoutError) as exc:
+                log.info("card.transient_error", platform=self._platform, op=op, error=str(exc) or type(exc).__name__)
+                if not retry:
+                    return CallOutcome.RETRY
+                await asyncio.sleep(min(self._backoff.delay(attempt), _remaining(deadline)))
+            except TooLong:
+                return CallOutcome.TOO_LONG
+            except CardGone:
+                return CallOutcome.GONE
+            except PermanentError as exc:
+                log.warning("card.permanent_error", platform=self._platform, op=op, error=str(exc))
+                return CallOutcome.FAILED
+            except Exception:
+                # A sink bug must not lose the answer: report it and let the caller fall back.
+                log.exception("card.sink_crashed", platform=self._platform, op=op)
+                return CallOutcome.FAILED
+            else:
+                self._throttle_streak = 0
+                return CallOutcome.OK
+            attempt += 1
+            if deadline is not None and time.monotonic() >= deadline:
+                return CallOutcome.TIMEOUT
+
+    def backoff(self, attempt: int) -> float:
+        """This card's retry delay for ``attempt`` (for waits the caller makes itself)."""
+        return self._backoff.delay(attempt)
+
+    def _throttled(self, op: CardOp, exc: RateLimited) -> float:
+        """Pause the call's bucket; returns the pause in seconds."""
+        self.metrics.throttles += 1
+        self._throttle_streak += 1
+        # Without a Retry-After, back off longer on every throttle in a row.
+        pause = exc.retry_after if exc.retry_after and exc.retry_after > 0 else self._backoff.delay(self._throttle_streak - 1)
+        if self._budget is not None:
+            key, _ = self._rate_key(op)
+            self._budget.pause(key, pause)
+        log.info("card.throttled", platform=self._platform, op=op, retry_after=exc.retry_after)
+        return pause
+
+    async def _acquire(
+        self, op: CardOp, *, deadline: float | None, priority: bool, interrupt: asyncio.Event | None
+    ) -> bool | None:
+        """Wait for the budget; False when the deadline passed, None when ``interrupt`` was set."""
+        if self._budget is None:
+            return True
+        key, limit = self._rate_key(op)
+        timeout = None if deadline is None else deadline - time.monotonic()
+        if timeout is not None and timeout <= 0:
+            return False
+        acquire = asyncio.ensure_future(self._budget.acquire(key, limit, self.owner, priority=priority))
+        waiters: set[asyncio.Future[object]] = {acquire}  # type: ignore[arg-type]
+        stop: asyncio.Future[object] | None = None
+        if interrupt is not None:
+            stop = asyncio.ensure_future(interrupt.wait())
+            waiters.add(stop)
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if stop is not None:
+                stop.cancel()
+        if acquire in done:
+            self.metrics.budget_wait_s += acquire.result()
+            return True
+        acquire.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acquire
+        return None if (stop is not None and stop in done) else False
+
+
+class BudgetPacer:
+    """The core's :class:`~botgateway.sink.CallPacer`: a sink's own calls, paced by the shared budget.
+
+    Throttles pause the named bucket for every card (for ``Retry-After``, else
+    ``backoff``) before the next try; other errors are raised at once.
+    """
+
+    def __init__(self, budget: RateBudget | None, *, backoff: Backoff = Backoff(base_s=1.0, max_s=10.0, jitter=(1.0, 1.0))) -> None:
+        self._budget = budget
+        self._backoff = backoff
+
+    async def call(
+        self,
+        key: str,
+        limit: RateLimit,
+        fn: Callable[[], Awaitable[_T]],
+        *,
+        owner: str,
+        priority: bool = False,
+        attempts: int = 1,
+    ) -> _T:
+        """Make ``fn()`` once a token of ``key`` is free (see :class:`~botgateway.sink.CallPacer`)."""
+        for attempt in range(max(attempts, 1)):
+            if self._budget is not None:
+                await self._budget.acquire(key, limit, owner, priority=priority)
+            try:
+                return await fn()
+            except RateLimited as exc:
+                pause = exc.retry_after if exc.retry_after and exc.retry_after > 0 else self._backoff.delay(attempt)
+                if self._budget is not None:
+                    self._budget.pause(key, pause)
+                log.info("card.throttled", key=key, retry_after=exc.retry_after, attempt=attempt + 1)
+                if attempt + 1 >= attempts:
+                    raise
+                if self._budget is None:
+                    await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
+
+
+def _remaining(deadline: float | None) -> float:
+    return _NO_DEADLINE_S if deadline is None else max(deadline - time.monotonic(), 0.0)

@@ -1,0 +1,167 @@
+"""Platform-neutral rendering of a :class:`~botgateway.snapshot.CardSnapshot`.
+
+Adapters render cards into their own markup; the helpers here give them the
+shared pieces: the tool status line, the footer, argument previews, and a
+generic Markdown and plain-text rendering. Fixed strings come from
+:mod:`botgateway.strings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from botgateway.cards.split import FENCE
+from botgateway.snapshot import CardSnapshot, Narration, ToolLine
+from botgateway.strings import DEFAULT_LOCALE, t
+
+CURSOR = "▌"
+"""Shown after the answer while it streams."""
+
+
+def format_duration(seconds: float, locale: str = DEFAULT_LOCALE) -> str:
+    """``1.2 s`` below a minute, ``2 min 5 s`` above (localized)."""
+    if seconds < 60:
+        return t(locale, "seconds", value=max(seconds, 0.0))
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return t(locale, "minutes", minutes=minutes, seconds=rest)
+
+
+def format_args(arguments: Mapping[str, Any], *, max_items: int = 3, max_value: int = 40) -> str:
+    """Key arguments in short form: ``ip=10.0.1.100 region=cn-hangzhou``.
+
+    Scalars only (nested values say nothing at a glance), at most ``max_items``,
+    long values cut with an ellipsis.
+    """
+    parts: list[str] = []
+    for key, value in arguments.items():
+        if isinstance(value, bool) or value is None:
+            shown = str(value).lower()
+        elif isinstance(value, (str, int, float)):
+            shown = str(value)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, int, float)) for v in value):
+            shown = ",".join(str(v) for v in value)
+        else:
+            continue
+        shown = " ".join(shown.split())
+        if len(shown) > max_value:
+            shown = shown[: max_value - 1] + "…"
+        parts.append(f"{key}={shown}")
+        if len(parts) == max_items:
+            break
+    return " ".join(parts)
+
+
+def tool_line_text(line: ToolLine, locale: str = DEFAULT_LOCALE) -> str:
+    """One status line: ``🔧 name ip=… …``, ``✅ name · 1.2 s · summary`` or ``❌ name · reason``."""
+    if line.status == "running":
+        args = f" {line.args_preview}" if line.args_preview else ""
+        return t(locale, "tool_running", name=line.name, args=args)
+    duration = format_duration(line.duration_s, locale) if line.duration_s is not None else ""
+    if line.status == "done":
+        summary = f" · {line.summary}" if line.summary else ""
+        if not duration:
+            return f"✅ {line.name}{summary}"
+        return t(locale, "tool_done", name=line.name, duration=duration, summary=summary)
+    return t(locale, "tool_failed", name=line.name, duration=f" · {duration}" if duration else "", reason=line.summary or "failed")
+
+
+def footer_text(
+    *,
+    locale: str,
+    round: int,
+    max_rounds: int,
+    tokens: int,
+    elapsed_s: float,
+    model_label: str = "",
+) -> str:
+    """``round 2/8 · 1,234 tokens · 3.4 s · demo model``; parts that are unknown are left out."""
+    parts: list[str] = []
+    if round > 0 and max_rounds > 0:
+        parts.append(t(locale, "footer_round", round=round, max_rounds=max_rounds))
+    if tokens > 0:
+        parts.append(t(locale, "footer_tokens", tokens=f"{tokens:,}"))
+    parts.append(format_duration(elapsed_s, locale))
+    if model_label:
+        parts.append(model_label)
+    return " · ".join(parts)
+
+
+def close_open_fence(text: str) -> str:
+    """Close a code fence left open (mid-stream or at a part boundary) so the rest renders normally."""
+    if len(FENCE.findall(text)) % 2 == 1:
+        return text + ("" if text.endswith("\n") else "\n") + "```"
+    return text
+
+
+def _muted_markdown(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "\n".join(f"> _{_escape_emphasis(line)}_" for line in lines)
+
+
+def _escape_emphasis(text: str) -> str:
+    return text.replace("_", "\\_")
+
+
+def _body_parts(snapshot: CardSnapshot, *, markdown: bool) -> list[str]:
+
+    locale = snapshot.locale
+    out: list[str] = []
+    if snapshot.asker and snapshot.part == 1:
+        out.append(t(locale, "asker", asker=snapshot.asker))
+    if snapshot.part > 1:
+        out.append(t(locale, "continuation", part=snapshot.part))
+    if snapshot.status == "queued":
+        out.append(snapshot.error or t(locale, "queued"))
+        return out
+    tool_run: list[str] = []  # consecutive status lines read best as one block
+    for block in snapshot.blocks:
+        if isinstance(block, Narration):
+            if tool_run:
+                out.append("\n".join(tool_run))
+                tool_run = []
+            if block.text.strip():
+                out.append(close_open_fence(block.text.strip()) if markdown else block.text.strip())
+        else:
+            tool_run.append(tool_line_text(block, locale))
+    if tool_run:
+        out.append("\n".join(tool_run))
+    if snapshot.thought:
+        out.append(_muted_markdown(snapshot.thought) if markdown else f"💭 {' '.join(snapshot.thought.split())}")
+    answer = snapshot.answer
+    if snapshot.status == "streaming":
+        answer = answer + CURSOR
+        if markdown:
+            # The cursor goes after the text, outside an unfinished code block.
+            answer = close_open_fence(snapshot.answer)
+            answer = answer + ("\n" if answer.endswith("```") else "") + CURSOR
+    elif markdown:
+        answer = close_open_fence(answer)
+    if answer.strip():
+        out.append(answer)
+    elif snapshot.status == "working" and not snapshot.thought:
+        out.append(t(locale, "working") if snapshot.blocks else t(locale, "thinking"))
+    if snapshot.continued:
+        out.append(t(locale, "continued"))
+    if snapshot.error and snapshot.final:
+        out.append(snapshot.error)
+    return out
+
+
+def render_markdown(snapshot: CardSnapshot) -> str:
+    """Generic Markdown: status lines, muted (quoted, italic) thought, answer with ▌ while streaming, footer."""
+    parts = _body_parts(snapshot, markdown=True)
+    if snapshot.footer:
+        parts.append(f"_{_escape_emphasis(snapshot.footer)}_")
+    return "\n\n".join(parts)
+
+
+def render_plain(snapshot: CardSnapshot) -> str:
+    """Plain text for fallback messages and logs: the same content without markup."""
+    parts = _body_parts(snapshot, markdown=False)
+    if snapshot.footer:
+        parts.append(f"— {snapshot.footer}")
+    return "\n\n".join(parts)
+
+
+# --- splitting ------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""What adapters hand the gateway, and what the gateway answers.
+
+An adapter parses a platform message into an :class:`InboundMessage` and
+calls :meth:`botgateway.gateway.Gateway.submit`, which returns a
+:class:`Submission` at once; its ``done`` future resolves to a
+:class:`TurnOutcome` once the card is final.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from botgateway.cards.metrics import CardMetrics
+from botgateway.config import SessionScope
+from botgateway.sink import CardTarget
+from botgateway.snapshot import CardSnapshot
+from botgateway.tooling import ToolContext
+
+__all__ = ["InboundMessage", "Submission", "SubmissionStatus", "TurnOutcome", "conversation_key"]
+
+SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared"]
+
+
+def conversation_key(
+    platform: str,
+    scope: SessionScope,
+    *,
+    workspace: str = "",
+    chat: str,
+    thread: str | None = None,
+    user: str = "",
+) -> str:
+    """The memory and scheduling key of a message, by the adapter's session scope.
+
+    ``thread``: one conversation per thread (a message outside any thread is its
+    chat's conversation); ``chat``: one per chat or channel; ``user``: one per
+    person within a chat, so colleagues in a group chat do not share history.
+    """
+    base = f"{platform}:{workspace}:{chat}"
+    if scope == "thread":
+        return f"{base}:{thread}" if thread else base
+    if scope == "user":
+        return f"{base}:user:{user}"
+    return base
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """A question (or a stop word) from any adapter, already parsed."""
+
+    platform: str
+    """Adapter name: ``slack``, ``dingtalk``, ``terminal``."""
+    message_id: str
+    """The platform's id of the message (dedupe key); empty disables dedupe."""
+    conversation_id: str
+    """Our conversation key (see :func:`conversation_key`)."""
+    text: str
+    """The question, bot mention removed."""
+    target: CardTarget
+    """Where the answer card goes."""
+    ctx: ToolContext
+    """Who asked, for tools and permission checks."""
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn's card ended; the result of :attr:`Submission.done`."""
+
+    turn_id: str
+    """The turn."""
+    outcome: str
+    """``done``, ``failed:<reason>``, ``stopped`` or ``refused``."""
+    answer: str = ""
+    """The final (or partial) answer text."""
+    snapshot: CardSnapshot | None = None
+    """The last snapshot the card was given."""
+    metrics: CardMetrics | None = None
+    """The streamer's per-turn card metrics, when a card was streamed."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What :meth:`Gateway.submit` did with a message."""
+
+    status: SubmissionStatus
+    """started now, queued behind another turn, duplicate (dropped), stopped (a stop word) or refused."""
+    turn_id: str
+    """The new turn's id (started, queued), the stopped turn's id, or empty."""
+    done: asyncio.Future[TurnOutcome] | None = None
+    """Resolves once the card is final (or the refusal/stop note delivered); None for duplicates."""
+    message: str = ""
+    """Plain-words explanation for refused and stopped submissions."""
+    position: int = 0
+    """Place in the conversation's queue (1 = next) when queued."""

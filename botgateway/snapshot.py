@@ -1,0 +1,92 @@
+"""What a card shows at one moment: the render data adapters draw from.
+
+:class:`CardSnapshot` and its blocks are plain frozen data: the card state
+(:mod:`botgateway.cards.state`) produces them, the streamer hands them to a
+sink, and each adapter renders them into its own markup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+__all__ = ["Block", "CardSnapshot", "CardStatus", "Narration", "Phase", "ToolLine", "ToolStatus"]
+
+CardStatus: TypeAlias = Literal["queued", "working", "streaming", "done", "failed", "stopped"]
+"""Lifecycle of a card: queued behind another turn, working (thinking or tools),
+streaming the answer, then one of the three final states."""
+
+ToolStatus: TypeAlias = Literal["running", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class Narration:
+    """Visible text the model wrote in a round that went on to call tools."""
+
+    round: int
+    """The round the text belongs to."""
+    text: str
+    """The narration text."""
+
+
+@dataclass(frozen=True)
+class ToolLine:
+    """One status line per tool call."""
+
+    call_id: str
+    """The call's id within the turn."""
+    name: str
+    """The tool's name."""
+    args_preview: str
+    """Key arguments in short form (``ip=10.0.1.100``)."""
+    status: ToolStatus
+    """running, then done or failed."""
+    duration_s: float | None = None
+    """Wall time once finished."""
+    summary: str = ""
+    """Outcome on success, reason on failure."""
+
+
+Block: TypeAlias = Narration | ToolLine
+
+
+@dataclass(frozen=True)
+class CardSnapshot:
+    """Everything a sink needs to render the card at one moment.
+
+    Snapshots are full, not deltas: each one replaces the previous rendering.
+    """
+
+    status: CardStatus
+    """Where the turn is in its lifecycle."""
+    blocks: tuple[Block, ...] = ()
+    """Narration and tool lines, in time order."""
+    thought: str = ""
+    """The tail (about 200 characters) of the model's reasoning; empty once the answer starts or when hidden."""
+    answer: str = ""
+    """The answer text so far (no cursor; renderers add one while ``status == 'streaming'``)."""
+    error: str = ""
+    """Plain-words failure or stop note for a final card."""
+    footer: str = ""
+    """Rendered footer line (round n/N · tokens · elapsed), or empty when disabled."""
+    locale: str = "en"
+    """``en`` or ``zh-CN``: the language of the card's fixed strings."""
+    asker: str = ""
+    """Display name of the person who asked (shown in group chats)."""
+    part: int = 1
+    """1 for the first card of a turn; 2, 3… for continuation cards of a long answer."""
+    seq: int = 0
+    """Monotonic version of the snapshot within its card; higher is newer."""
+    continued: bool = False
+    """True for a part whose answer continues in the next card (part + 1)."""
+    queue_position: int = 0
+    """Place in line while ``status == 'queued'`` (1 = next); 0 when unknown or not queued."""
+
+    @property
+    def final(self) -> bool:
+        """True for done, failed and stopped cards."""
+        return self.status in ("done", "failed", "stopped")
+
+
+Phase: TypeAlias = Literal["thinking", "tool", "answer"]
+"""What the turn is doing now; the streamer paces updates per phase."""

@@ -1,0 +1,141 @@
+"""Every user-facing string, in one localized table.
+
+Cards, gateway notes (queue, stop, clear, refusals) and the platform adapters'
+own notes (Slack's Stop control, DingTalk's image note) all read their fixed
+text here, so a translation is one edit and no two places word the same thing
+differently. Both locales hold the same keys (a test checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["DEFAULT_LOCALE", "STRINGS", "normalize_locale", "t"]
+
+DEFAULT_LOCALE = "en"
+"""The language used when a locale is unknown."""
+
+STRINGS: Mapping[str, Mapping[str, str]] = {
+    "en": {
+        # the card
+        "queued": "⏳ Waiting for the previous question to finish…",
+        "queued_position": "⏳ Waiting for the previous question to finish (position {position} in line)…",
+        "thinking": "🤔 Thinking…",
+        "working": "⚙️ Working…",
+        "tool_running": "🔧 {name}{args} …",
+        "tool_done": "✅ {name} · {duration}{summary}",
+        "tool_failed": "❌ {name}{duration} · {reason}",
+        "tool_stopped": "stopped",
+        "footer_round": "round {round}/{max_rounds}",
+        "footer_tokens": "{tokens} tokens",
+        "seconds": "{value:.1f} s",
+        "minutes": "{minutes} min {seconds} s",
+        "demo_model": "demo model",
+        "stopped": "⏹ Stopped.",
+        "stopped_by": "⏹ Stopped by {asker}.",
+        "failed": "⚠️ {message}",
+        "failed_llm_unavailable": "⚠️ The model could not be reached, so there is no answer. {message}",
+        "failed_interrupted": "⚠️ The answer was interrupted before it was complete. {message}",
+        "failed_internal": "⚠️ Something went wrong on our side. {message}",
+        "failed_unfinished": "The answer ended before it was complete.",
+        "partial_note": "(partial answer)",
+        "continued": "(continued in the next message ↓)",
+        "continuation": "(continued, part {part})",
+        "answer_below": "↓ The full answer was posted as a new message below.",
+        "asker": "@{asker}",
+        # gateway notes
+        "queue_full": "I'm still answering {n} earlier question(s) here. Please ask again when they are done, or say \"stop\".",
+        "shutting_down": "The bot is restarting. Please ask again in a minute.",
+        "nothing_to_stop": "Nothing is running here to stop.",
+        "not_yours": "Only the person who asked (or an admin) can stop this answer.",
+        "shutdown_note": "⏹ Stopped because the bot is restarting. Please ask again.",
+        "interrupted": "Interrupted because the bot restarted. Please ask again.",
+        "crashed": "Something went wrong on our side while answering. Please ask again.",
+        "refused": "Sorry, I can't answer this: {reason}",
+        "cleared": "🧹 Started a new conversation: earlier questions here are forgotten.",
+        "clear_busy": "An answer is still running here; say \"stop\" or wait for it before starting a new conversation.",
+        "clear_failed": "Could not clear the conversation ({reason}); please try again.",
+        # Slack
+        "stop_button": "Stop",
+        "control_working": "⏳ Working on it…",
+        "control_done": "This answer has finished.",
+        "already_done": "That answer has already finished.",
+        "thinking_status": "is thinking…",
+        "error_generic": "Sorry, something went wrong on our side while reading your message. Please try again.",
+        # DingTalk
+        "earlier_calls": "… and {n} earlier tool calls",
+        "tools_used": "🔧 {n} tool call(s):",
+        "reply_title": "Answer",
+        "images_ignored": "I can only read text for now, so I ignored the image or file. Please type your question.",
+        "empty_question": "I did not find a question in that message. Please type it as text.",
+    },
+    "zh-CN": {
+        # the card
+        "queued": "⏳ 正在等待上一个问题完成…",
+        "queued_position": "⏳ 正在等待上一个问题完成（排在第 {position} 位）…",
+        "thinking": "🤔 思考中…",
+        "working": "⚙️ 处理中…",
+        "tool_running": "🔧 {name}{args} …",
+        "tool_done": "✅ {name} · {duration}{summary}",
+        "tool_failed": "❌ {name}{duration} · {reason}",
+        "tool_stopped": "已停止",
+        "footer_round": "第 {round}/{max_rounds} 轮",
+        "footer_tokens": "{tokens} tokens",
+        "seconds": "{value:.1f} 秒",
+        "minutes": "{minutes} 分 {seconds} 秒",
+        "demo_model": "演示模型",
+        "stopped": "⏹ 已停止。",
+        "stopped_by": "⏹ 已被 {asker} 停止。",
+        "failed": "⚠️ {message}",
+        "failed_llm_unavailable": "⚠️ 无法连接模型，暂时没有回答。{message}",
+        "failed_interrupted": "⚠️ 回答在完成前中断了。{message}",
+        "failed_internal": "⚠️ 我们这边出了问题。{message}",
+        "failed_unfinished": "回答未能完成。",
+        "partial_note": "（部分回答）",
+        "continued": "（接下一条消息 ↓）",
+        "continuation": "（续，第 {part} 部分）",
+        "answer_below": "↓ 完整回答已作为新消息发在下方。",
+        "asker": "@{asker}",
+        # gateway notes
+        "queue_full": "这里还有 {n} 个问题在排队回答，请稍后再问，或发送“停止”。",
+        "shutting_down": "机器人正在重启，请一分钟后再问。",
+        "nothing_to_stop": "这里没有正在进行的回答。",
+        "not_yours": "只有提问者（或管理员）可以停止这个回答。",
+        "shutdown_note": "⏹ 机器人正在重启，回答已停止，请重新提问。",
+        "interrupted": "机器人重启，回答被中断，请重新提问。",
+        "crashed": "回答时出现内部错误，请重新提问。",
+        "refused": "抱歉，无法回答：{reason}",
+        "cleared": "🧹 已开始新对话：之前的问题不再作为上下文。",
+        "clear_busy": "这里还有回答在进行，请先发送“停止”或等它结束，再开始新对话。",
+        "clear_failed": "清空对话失败（{reason}），请重试。",
+        # Slack
+        "stop_button": "停止",
+        "control_working": "⏳ 正在处理…",
+        "control_done": "这个回答已经结束。",
+        "already_done": "这个回答已经结束了。",
+        "thinking_status": "正在思考…",
+        "error_generic": "抱歉，处理你的消息时出了问题，请重试。",
+        # DingTalk
+        "earlier_calls": "… 以及更早的 {n} 次工具调用",
+        "tools_used": "🔧 调用了 {n} 次工具：",
+        "reply_title": "答复",
+        "images_ignored": "我目前只能读文字，已忽略图片或文件。请用文字描述你的问题。",
+        "empty_question": "这条消息里没有找到问题，请用文字发送。",
+    },
+}
+"""Every fixed string shown to users, per locale."""
+
+
+def normalize_locale(locale: str) -> str:
+    """``zh``, ``zh_CN``, ``zh-cn`` → ``zh-CN``; anything unknown → ``en``."""
+    lowered = locale.replace("_", "-").lower()
+    if lowered.startswith("zh"):
+        return "zh-CN"
+    return DEFAULT_LOCALE
+
+
+def t(locale: str, key: str, **values: Any) -> str:
+    """The string ``key`` in ``locale`` (English when the locale is unknown), formatted with ``values``."""
+    table = STRINGS.get(locale) or STRINGS[normalize_locale(locale)]
+    return table[key].format(**values)
