@@ -33,23 +33,9 @@ from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget, RateLimit
 from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.state import CardState
-from botgateway.cards.streamer import CardStreamer
-from botgateway.config import (
-    BufferPolicyConfig,
-    CardConfig,
-    LLMConfig,
-    MemoryConfig,
-    load_config,
-)
-from botgateway.events import (
-    AnswerDelta,
-    RoundStarted,
-    ThoughtDelta,
-    ToolCallStarted,
-    TurnDone,
-    TurnEvent,
-    TurnFailed,
-)
+from botgateway.cards.streamer import CardStreamer, StreamerTiming
+from botgateway.config import BufferPolicyConfig, CardConfig, LLMConfig, MemoryConfig, load_config
+from botgateway.events import AnswerDelta, RoundStarted, ThoughtDelta, ToolCallStarted, TurnDone, TurnEvent, TurnFailed
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
@@ -212,7 +198,8 @@ async def run_strategy(settings: BenchSettings, strategy: str, llm_url: str, car
                 asker=target.user_name,
             )
             streamer = CardStreamer(
-                sink, target, policy=policy, budget=budget, state=state, final_deadline_s=deadline, background=background
+                sink, target, policy=policy, budget=budget, state=state, timing=StreamerTiming(final_deadline_s=deadline),
+                background=background,
             )
             ctx = ToolContext(user_id=target.user_id, platform=sink.platform, conversation_id=f"conv-{trace.turn}", chat_id=target.chat_id, is_group=True)
             if settings.ramp_s:

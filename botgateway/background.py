@@ -1,7 +1,7 @@
 """Background work that outlives the call that started it, owned so shutdown can end it.
 
 A card whose final answer went out as a fallback message is closed later, in
-the background (see :class:`~botgateway.streaming.CardStreamer`). Such tasks
+the background (see :class:`~botgateway.cards.late_close.LateCloser`). Such tasks
 must never leak: whoever runs the streamers (the gateway, the benchmark)
 passes one :class:`BackgroundTasks` to all of them and calls :meth:`aclose`
 on shutdown, which cancels and awaits whatever is still running.
@@ -50,6 +50,10 @@ class BackgroundTasks:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def pending(self) -> list[asyncio.Task[Any]]:
+        """The tasks still running."""
+        return [task for task in self._tasks if not task.done()]
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until every task has ended (or ``timeout``); True when none is left."""

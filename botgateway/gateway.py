@@ -11,9 +11,8 @@ cancels its handler tasks when its socket drops). Whatever happens to the turn
 (done, failed, stopped, crashed, shutdown) its card is finished.
 
 If the whole process dies, its cards stay on record as open, owned by its
-instance id. While running, every gateway sends heartbeats to the store and
-periodically finalizes the open cards whose owner has stopped sending them,
-so a crashed replica's cards are closed by the replicas still running.
+instance id, and :mod:`botgateway.recovery` closes them (from this process's
+heartbeats, other replicas know it is gone).
 """
 
 from __future__ import annotations
@@ -23,105 +22,35 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
 from botgateway.access import AccessHook, allow_all
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
+from botgateway.cards.factory import CardFactory
 from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.policy import BufferPolicy
-from botgateway.cards.state import CardState
-from botgateway.cards.streamer import CardStreamer
 from botgateway.config import Config
-from botgateway.events import (
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnDone,
-    TurnEvent,
-    TurnFailed,
-    UsageReported,
-)
+from botgateway.events import TurnEvent, TurnFailed
 from botgateway.loop import ToolLoop
-from botgateway.messages import (
-    InboundMessage,
-    Submission,
-    SubmissionStatus,
-    TurnOutcome,
-)
-from botgateway.sink import (
-    CardHandle,
-    CardSink,
-    CardTarget,
-    RateLimited,
-    TransientError,
-)
-from botgateway.snapshot import CardSnapshot
-from botgateway.stores.base import AuditRecord, OpenCard, Store
+from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
+from botgateway.notes import note_snapshot, send_note
+from botgateway.recovery import Recovery
+from botgateway.sink import CardSink
+from botgateway.stores.base import AuditRecord, Store
 from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
+from botgateway.turn import ScheduledTurn
 
 log = structlog.get_logger(__name__)
-
-RECOVER_ATTEMPTS = 3
-"""Tries to finalize one left-open card at start-up when the platform throttles or fails transiently."""
-RECOVER_BACKOFF_S = 0.5
-"""First wait between those tries (doubled each time; a throttle's Retry-After wins)."""
-RECOVER_MAX_WAIT_S = 10.0
-"""A throttle asking for a longer wait than this ends the tries: start-up does not stall on an old card."""
-RECOVER_CLAIM_TTL_S = 120.0
-"""One replica claims an orphaned card before closing it; others retry it only after this long."""
 
 
 def _matches(text: str, words: Sequence[str]) -> bool:
     """Whether ``text`` is exactly one of ``words`` (case and trailing punctuation ignored)."""
     normalized = text.strip().strip("!.。！ ").casefold()
     return bool(normalized) and normalized in {w.casefold() for w in words}
-
-
-class _Turn:
-    """One scheduled turn: its card, its task and its bookkeeping."""
-
-    def __init__(self, msg: InboundMessage, turn_id: str, state: CardState, streamer: CardStreamer) -> None:
-        self.msg = msg
-        self.turn_id = turn_id
-        self.state = state
-        self.streamer = streamer
-        self.user_id = msg.ctx.user_id or msg.target.user_id
-        self.go = asyncio.Event()
-        self.done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        self.task: asyncio.Task[None] | None = None
-        self.stop_note = ""
-        self.stop_requested = False
-        self.entered = False
-        self.finishing = False
-        self.started_at = time.time()
-        self.tool_calls: dict[str, dict[str, Any]] = {}
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.answer = ""
-        self.outcome = "failed:internal"
-
-    def observe(self, event: TurnEvent) -> None:
-        """Keep what the audit record needs."""
-        if isinstance(event, ToolCallStarted):
-            self.tool_calls[event.call_id] = {"name": event.name, "arguments": event.arguments}
-        elif isinstance(event, ToolCallFinished):
-            entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
-            entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
-        elif isinstance(event, UsageReported):
-            self.prompt_tokens += event.prompt_tokens
-            self.completion_tokens += event.completion_tokens
-        elif isinstance(event, TurnDone):
-            self.outcome = "done"
-            self.answer = event.result.answer
-            self.prompt_tokens = event.result.usage.prompt_tokens or self.prompt_tokens
-            self.completion_tokens = event.result.usage.completion_tokens or self.completion_tokens
-        elif isinstance(event, TurnFailed):
-            self.outcome = f"failed:{event.reason}"
-            self.answer = event.partial_answer
 
 
 class Gateway:
@@ -149,17 +78,27 @@ class Gateway:
         self._budget = budget
         self._config = config
         self._access = access
-        self._model_label = model_label
         self._slots = asyncio.Semaphore(config.gateway.max_concurrent_turns)
-        self._conversations: dict[str, list[_Turn]] = {}
-        self._turns: dict[str, _Turn] = {}
-        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self._conversations: dict[str, list[ScheduledTurn]] = {}
+        self._turns: dict[str, ScheduledTurn] = {}
+        self._side = BackgroundTasks()
+        """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
         self._background = BackgroundTasks()
         """Cards being closed after a fallback delivery; cancelled at shutdown (recovery closes them next start)."""
+        self._cards = CardFactory(
+            config=config.card,
+            budget=budget,
+            store=store,
+            background=self._background,
+            instance_id=self.instance_id,
+            model_label=model_label,
+            demo=config.llm.resolved_provider == "demo",
+        )
         self._closing = False
-        self._heartbeat: asyncio.Task[None] | None = None
-        self._watcher: asyncio.Task[None] | None = None
-        self._beating = True
+        self.recovery = Recovery(
+            store, budget, config.gateway, instance_id=self.instance_id, is_running=lambda turn_id: turn_id in self._turns
+        )
+        """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.recovery`)."""
 
     # --- public API -------------------------------------------------------------
 
@@ -268,77 +207,19 @@ class Gateway:
         return await asyncio.shield(turn.done)
 
     async def start(self) -> None:
-        """Tell the store this process is live, now and every ``gateway.heartbeat_s`` until :meth:`aclose`.
-
-        Other processes leave a live process's open cards alone. Call it before
-        the adapters start, so that no card is created by an unannounced process.
-        Idempotent.
-        """
-        if self._heartbeat is not None or self._closing:
-            return
-        await self._beat()
-        self._heartbeat = asyncio.create_task(self._beat_forever(), name=f"gateway-heartbeat-{self.instance_id[:8]}")
-
-    def watch_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> None:
-        """Run :meth:`recover_open_cards` every ``gateway.recover_interval_s`` until :meth:`aclose`.
-
-        So the cards of a replica that crashed while this one keeps running are
-        closed without waiting for a restart. Calling it again replaces the sinks.
-        """
-        if self._closing:
-            return
-        if self._watcher is not None:
-            self._watcher.cancel()
-        self._watcher = asyncio.create_task(
-            self._watch(dict(sinks), older_than_s), name=f"gateway-recovery-{self.instance_id[:8]}"
-        )
-
-    async def recover_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> int:
-        """Finalize cards left streaming by a process that is gone; returns how many were closed.
-
-        A card is an orphan when its owner (the process that streams it) no
-        longer sends heartbeats; a card without an owner (written by an older
-        release) when it is older than ``older_than_s``. This process's own cards
-        are never touched. Each orphan is finalized as failed with a short
-        "interrupted, please ask again" note, retried a few times when throttled
-        or failing transiently. A card the sink still cannot finalize (deleted,
-        expired) is forgotten. Cards of platforms without a sink here are left
-        for the process that serves them.
-        """
-        try:
-            cards = await self._store.open_cards()
-        except Exception as exc:
-            log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
-            return 0
-        # Read after the cards: a process beats before it creates any card, so every owner seen above is listed if live.
-        live = await self._live_owners(cards)
-        now = time.time()
-        closed = 0
-        for card in cards:
-            if not self._orphaned(card, live, now, older_than_s):
-                continue
-            sink = sinks.get(card.platform)
-            if sink is None:
-                log.info("gateway.recover_skipped", platform=card.platform, card_id=card.card_id, reason="adapter not running")
-                continue
-            if not await self._claim_orphan(card):
-                continue
-            if await self._finalize_orphan(card, sink):
-                closed += 1
-        if cards:
-            log.info("gateway.recovered", open_cards=len(cards), finalized=closed)
-        return closed
+        """Announce this process (heartbeats) before any adapter can open a card. Idempotent."""
+        await self.recovery.start()
 
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
         self._closing = True
-        await _cancel_task(self._watcher)
+        await self.recovery.stop_watching()
         turns = list(self._turns.values())
         for turn in turns:
             if not turn.done.done():
                 turn.stop_note = t(turn.msg.target.locale, "shutdown_note")
                 self._cancel(turn, stopped_by="", note=turn.stop_note)
-        tasks = [t.task for t in turns if t.task is not None] + list(self._side_tasks)
+        tasks = [t.task for t in turns if t.task is not None] + self._side.pending()
         if tasks:
             # finish() retries the final update up to its deadline; do not wait forever
             timeout = self._config.card.final_deadline_s + 5
@@ -356,67 +237,9 @@ class Gateway:
                 turn.done.set_result(TurnOutcome(turn.turn_id, "stopped", turn.answer, turn.state.snapshot()))
         await self._background.aclose()
         # Last: a card still open now is an orphan that the other processes may close.
-        if self._heartbeat is not None:
-            heartbeat, self._heartbeat = self._heartbeat, None
-            await _cancel_task(heartbeat)
-            try:
-                async with asyncio.timeout(5):
-                    await self._store.forget_instance(self.instance_id)
-            except Exception as exc:  # the heartbeat then simply expires
-                log.warning("gateway.forget_instance_failed", error=type(exc).__name__)
+        await self.recovery.aclose()
 
     # --- internals ---------------------------------------------------------------
-
-    async def _beat(self) -> None:
-        try:
-            await self._store.heartbeat(self.instance_id, self._config.gateway.instance_ttl_s)
-        except Exception as exc:
-            # Logged once per outage: the beat is retried every heartbeat_s anyway.
-            if self._beating:
-                log.warning("gateway.heartbeat_failed", error=type(exc).__name__, detail=str(exc)[:200])
-            self._beating = False
-            return
-        if not self._beating:
-            log.info("gateway.heartbeat_restored")
-        self._beating = True
-
-    async def _beat_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._config.gateway.heartbeat_s)
-            await self._beat()
-
-    async def _watch(self, sinks: Mapping[str, CardSink], older_than_s: float) -> None:
-        while True:
-            await asyncio.sleep(self._config.gateway.recover_interval_s)
-            try:
-                await self.recover_open_cards(sinks, older_than_s=older_than_s)
-            except Exception as exc:  # the next round tries again
-                log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
-
-    async def _live_owners(self, cards: Sequence[OpenCard]) -> set[str] | None:
-        """The live process ids, when some card has another owner; None when the store cannot tell."""
-        if not any(card.owner and card.owner != self.instance_id for card in cards):
-            return set()
-        try:
-            return await self._store.live_instances()
-        except Exception as exc:
-            log.warning("gateway.liveness_unknown", error=type(exc).__name__, detail=str(exc)[:200])
-            return None
-
-    def _orphaned(self, card: OpenCard, live: set[str] | None, now: float, older_than_s: float) -> bool:
-        if card.turn_id in self._turns or card.owner == self.instance_id:
-            return False
-        if card.owner:
-            # When liveness is unknown (store hiccup), sparing a card beats closing a live answer.
-            return live is not None and card.owner not in live
-        return now - card.created_at >= older_than_s
-
-    async def _claim_orphan(self, card: OpenCard) -> bool:
-        """Whether this process should close ``card`` (several replicas may find the same orphan at once)."""
-        try:
-            return await self._store.claim(f"recover:{card.platform}:{card.card_id}", RECOVER_CLAIM_TTL_S)
-        except Exception:
-            return True  # closing a card twice beats leaving it spinning
 
     def _is_stop_word(self, text: str) -> bool:
         return _matches(text, self._config.gateway.stop_words)
@@ -435,7 +258,7 @@ class Gateway:
         log.info("gateway.cleared", conversation=msg.conversation_id, user=msg.ctx.user_id)
         return self._refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
 
-    def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> _Turn:
+    def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> ScheduledTurn:
         turn_id = uuid.uuid4().hex[:16]
         roles = set(msg.ctx.roles)
         if self.is_admin(msg.ctx.user_id):
@@ -445,34 +268,10 @@ class Gateway:
             target=dataclasses.replace(msg.target, turn_id=turn_id),
             ctx=dataclasses.replace(msg.ctx, conversation_id=msg.conversation_id, roles=frozenset(roles)),
         )
-        card = self._config.card
-        label = self._model_label
-        if self._config.llm.resolved_provider == "demo":
-            # the offline stand-in is always labelled as such, in the card's language
-            label = t(msg.target.locale, "demo_model")
-        state = CardState(
-            locale=msg.target.locale,
-            show_thought=card.show_thought,
-            thought_chars=card.thought_chars,
-            footer=card.footer,
-            model_label=label,
-            asker=msg.target.user_name if msg.target.is_group else "",
-        )
-        streamer = CardStreamer(
-            sink,
-            msg.target,
-            policy=policy,
-            budget=self._budget,
-            state=state,
-            final_deadline_s=card.final_deadline_s,
-            store=self._store,
-            late_close_s=card.late_close_s,
-            background=self._background,
-            instance_id=self.instance_id,
-        )
-        return _Turn(msg, turn_id, state, streamer)
+        state, streamer = self._cards.build(sink, msg.target, policy)
+        return ScheduledTurn(msg, turn_id, state, streamer)
 
-    def _cancel(self, turn: _Turn, *, stopped_by: str, note: str | None = None) -> None:
+    def _cancel(self, turn: ScheduledTurn, *, stopped_by: str, note: str | None = None) -> None:
         if note is None:
             note = "" if not stopped_by or stopped_by == turn.user_id else t(turn.msg.target.locale, "stopped_by", asker=stopped_by)
         turn.stop_note = note
@@ -502,33 +301,21 @@ class Gateway:
     ) -> Submission:
         """Tell the asker ``note`` as a plain message, in the background (as a neutral answer or as an error)."""
         done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        if as_answer:
-            snapshot = CardSnapshot(status="done", answer=note, locale=msg.target.locale)
-        else:
-            snapshot = CardSnapshot(status="failed", error=note, locale=msg.target.locale)
+        snapshot = note_snapshot(note, msg.target.locale, as_answer=as_answer)
 
         async def deliver() -> None:
             try:
-                key, limit = sink.rate_key("fallback", msg.target)
-                await self._budget.acquire(key, limit, owner=f"note-{msg.message_id}")
-                await sink.fallback(msg.target, snapshot)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("gateway.note_failed", platform=msg.platform, error=type(exc).__name__)
+                await send_note(sink, msg.target, snapshot, budget=self._budget, owner=f"note-{msg.message_id}",
+                                deadline_s=self._config.card.final_deadline_s)
             finally:
                 if not done.done():
                     done.set_result(TurnOutcome("", status, snapshot=snapshot))
 
-        self._spawn(deliver())
+        self._side.spawn(deliver())
         return Submission(status, "", done, message=note)
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
-
-    async def _run(self, turn: _Turn) -> None:
+    async def _run(self, turn: ScheduledTurn) -> None:
+        """Run ``turn`` and finish its card, whatever happens; then release, audit and resolve it."""
         turn.entered = True
         msg = turn.msg
         metrics: CardMetrics | None = None
@@ -540,70 +327,78 @@ class Gateway:
             turn_id=turn.turn_id,
         ):
             try:
-                try:
-                    await turn.streamer.start()
-                    if turn.stop_requested:
-                        raise asyncio.CancelledError
-                    if not turn.go.is_set():
-                        await turn.go.wait()
-                        turn.state.mark_started()
-                        await turn.streamer.refresh()
-                    async with self._slots:
-                        started = time.monotonic()
-                        turn.started_at = time.time()
-                        if turn.stop_requested:
-                            raise asyncio.CancelledError
-                        # aclosing: leaving the loop early (a stop) ends the turn's stream and tool calls now.
-                        events = self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id)
-                        async with contextlib.aclosing(events):
-                            async for event in events:
-                                if turn.stop_requested:
-                                    raise asyncio.CancelledError
-                                turn.observe(event)
-                                await turn.streamer.feed(event)
-                except asyncio.CancelledError:
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
-                    turn.outcome = "stopped"
-                    turn.answer = turn.answer or turn.state.snapshot().answer
-                    turn.state.mark_stopped(turn.stop_note)
-                except Exception as exc:
-                    log.exception("gateway.turn_crashed", error=type(exc).__name__)
-                    partial = turn.state.snapshot().answer
-                    failed = TurnFailed(reason="internal", message=t(msg.target.locale, "crashed"), partial_answer=partial)
-                    turn.observe(failed)
-                    await self._feed_quietly(turn, failed)
+                started = await self._play(turn, started)
                 turn.finishing = True
                 metrics = await turn.streamer.finish()
             except asyncio.CancelledError:
                 # cancelled again while finishing (shutdown): the streamer still delivers the final
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
+                _uncancel()
                 log.warning("gateway.finish_cancelled")
             except Exception as exc:
                 log.exception("gateway.finish_failed", error=type(exc).__name__)
             finally:
-                self._release(turn)
-                snapshot = turn.state.snapshot()
-                outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
-                log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
-                try:
-                    async with asyncio.timeout(5):
-                        await self._audit(turn, outcome, time.monotonic() - started)
-                except (asyncio.CancelledError, TimeoutError):
-                    log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
-                if not turn.done.done():
-                    turn.done.set_result(outcome)
+                await self._ended(turn, metrics, started)
 
-    async def _feed_quietly(self, turn: _Turn, event: TurnEvent) -> None:
+    async def _play(self, turn: ScheduledTurn, started: float) -> float:
+        """Wait for the turn's place, then stream its events into the card; a stop or crash ends the card.
+
+        Returns when the turn started running (``started`` if it never did).
+        """
+        msg = turn.msg
+        try:
+            await turn.streamer.start()
+            if turn.stop_requested:
+                raise asyncio.CancelledError
+            if not turn.go.is_set():
+                await turn.go.wait()
+                turn.state.mark_started()
+                await turn.streamer.refresh()
+            async with self._slots:
+                started = time.monotonic()
+                turn.started_at = time.time()
+                if turn.stop_requested:
+                    raise asyncio.CancelledError
+                # aclosing: leaving the loop early (a stop) ends the turn's stream and tool calls now.
+                events = self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id)
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        if turn.stop_requested:
+                            raise asyncio.CancelledError
+                        turn.observe(event)
+                        await turn.streamer.feed(event)
+        except asyncio.CancelledError:
+            _uncancel()
+            turn.outcome = "stopped"
+            turn.answer = turn.answer or turn.state.snapshot().answer
+            turn.state.mark_stopped(turn.stop_note)
+        except Exception as exc:
+            log.exception("gateway.turn_crashed", error=type(exc).__name__)
+            partial = turn.state.snapshot().answer
+            failed = TurnFailed(reason="internal", message=t(msg.target.locale, "crashed"), partial_answer=partial)
+            turn.observe(failed)
+            await self._feed_quietly(turn, failed)
+        return started
+
+    async def _ended(self, turn: ScheduledTurn, metrics: CardMetrics | None, started: float) -> None:
+        self._release(turn)
+        snapshot = turn.state.snapshot()
+        outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
+        log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
+        try:
+            async with asyncio.timeout(5):
+                await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
+        except (asyncio.CancelledError, TimeoutError):
+            log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
+        if not turn.done.done():
+            turn.done.set_result(outcome)
+
+    async def _feed_quietly(self, turn: ScheduledTurn, event: TurnEvent) -> None:
         try:
             await turn.streamer.feed(event)
         except Exception:
             turn.state.apply(event)
 
-    def _release(self, turn: _Turn) -> None:
+    def _release(self, turn: ScheduledTurn) -> None:
         """Take ``turn`` off its conversation and let the next waiting question run."""
         self._turns.pop(turn.turn_id, None)
         turns = self._conversations.get(turn.msg.conversation_id)
@@ -617,97 +412,29 @@ class Gateway:
         turns[0].go.set()
         for position, waiting in enumerate(turns[1:], start=1):
             waiting.state.mark_queued(position)
-            self._spawn(self._refresh(waiting))
+            self._side.spawn(self._refresh(waiting))
 
-    async def _refresh(self, turn: _Turn) -> None:
+    async def _refresh(self, turn: ScheduledTurn) -> None:
         """Push a state change that did not come from an event (queue position)."""
         try:
             await turn.streamer.refresh()
         except Exception as exc:
             log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
 
-    async def _audit(self, turn: _Turn, outcome: TurnOutcome, duration_s: float) -> None:
-        msg = turn.msg
-        metrics = outcome.metrics
-        extra: dict[str, Any] = {"card": metrics.to_dict()} if metrics is not None else {}
-        record = AuditRecord(
-            turn_id=turn.turn_id,
-            platform=msg.platform,
-            conversation_id=msg.conversation_id,
-            user_id=turn.user_id,
-            question=msg.text,
-            outcome=turn.outcome,
-            answer=outcome.answer,
-            tool_calls=tuple(turn.tool_calls.values()),
-            prompt_tokens=turn.prompt_tokens,
-            completion_tokens=turn.completion_tokens,
-            started_at=turn.started_at,
-            duration_s=round(duration_s, 3),
-            extra=extra,
-        )
+    async def _audit(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
         try:
             await self._store.record_audit(record)
         except Exception as exc:
-            log.warning("gateway.audit_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+            log.warning("gateway.audit_failed", turn_id=record.turn_id, error=type(exc).__name__)
         for observer in self._observers:
             try:
                 observer.turn_ended(record, metrics)
             except Exception as exc:  # metrics must never cost an answer
-                log.warning("gateway.observer_failed", turn_id=turn.turn_id, error=type(exc).__name__)
-
-    async def _finalize_orphan(self, card: OpenCard, sink: CardSink) -> bool:
-        target = target_from_open_card(card)
-        snapshot = CardSnapshot(status="failed", error=t(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
-        handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
-        ok = False
-        key, limit = sink.rate_key("finalize", target)
-        for attempt in range(RECOVER_ATTEMPTS):
-            try:
-                await self._budget.acquire(key, limit, owner=f"recover-{card.card_id}", priority=True)
-                await sink.finalize(handle, snapshot)
-                ok = True
-                break
-            except asyncio.CancelledError:
-                raise
-            except (RateLimited, TransientError) as exc:
-                # A restart often meets a throttled platform: a card dropped here would spin forever.
-                if isinstance(exc, RateLimited):
-                    wait = exc.retry_after or RECOVER_BACKOFF_S * 2**attempt
-                    if wait > RECOVER_MAX_WAIT_S:
-                        log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error="throttled", retry_after=wait)
-                        break  # start-up must not wait minutes for one old card
-                    self._budget.pause(key, wait)
-                elif attempt + 1 < RECOVER_ATTEMPTS:
-                    await asyncio.sleep(RECOVER_BACKOFF_S * 2**attempt)
-                log.info("gateway.recover_card_retry", platform=card.platform, card_id=card.card_id, error=type(exc).__name__)
-            except Exception as exc:
-                log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error=type(exc).__name__)
-                break
-        else:
-            log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error="retries exhausted")
-        try:
-            await self._store.remove_open_card(card.platform, card.card_id)
-        except Exception as exc:
-            log.warning("gateway.recover_forget_failed", card_id=card.card_id, error=type(exc).__name__)
-        return ok
+                log.warning("gateway.observer_failed", turn_id=record.turn_id, error=type(exc).__name__)
 
 
-async def _cancel_task(task: asyncio.Task[Any] | None) -> None:
-    """Cancel ``task`` and wait until it has ended."""
-    if task is None or task.done():
-        return
-    task.cancel()
-    await asyncio.wait([task])  # unlike ``await task``, a cancellation of the caller still propagates
-
-
-def target_from_open_card(card: OpenCard) -> CardTarget:
-    """Rebuild the :class:`CardTarget` an open card was stored with (unknown keys ignored)."""
-    data = dict(card.target.get("target", card.target))
-    fields = {f.name for f in dataclasses.fields(CardTarget)}
-    kwargs = {k: v for k, v in data.items() if k in fields}
-    kwargs.setdefault("platform", card.platform)
-    kwargs.setdefault("chat_id", "")
-    kwargs.setdefault("turn_id", card.turn_id)
-    if not isinstance(kwargs.get("extra", {}), Mapping):
-        kwargs["extra"] = {}
-    return CardTarget(**kwargs)
+def _uncancel() -> None:
+    """A stop (a cancellation of the turn's task) was handled: the task goes on to finish the card."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()

@@ -67,10 +67,16 @@ class CardTarget:
 
 
 def target_to_dict(target: CardTarget) -> dict[str, Any]:
-    """A JSON-ready copy of ``target`` (for the Store and the wire); ``extra`` keeps only plain values."""
-    data = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
-    data["extra"] = {k: v for k, v in target.extra.items() if isinstance(v, (str, int, float, bool, type(None)))}
-    return data
+    """A JSON-ready copy of ``target`` (for the Store and the wire), ``extra`` as a plain dict.
+
+    When ``extra`` holds something that cannot be copied, only its plain values are kept.
+    """
+    try:
+        return dataclasses.asdict(dataclasses.replace(target, extra=dict(target.extra)))
+    except TypeError:
+        data = {f.name: getattr(target, f.name) for f in dataclasses.fields(target)}
+        data["extra"] = {k: v for k, v in target.extra.items() if isinstance(v, (str, int, float, bool, type(None)))}
+        return data
 
 
 def target_from_dict(data: Mapping[str, Any], **defaults: Any) -> CardTarget:

@@ -421,7 +421,7 @@ async def test_crash_recovery_finalizes_a_card_left_open(make_env):
     await crashed.adapter.stop()
     restarted = await make_env(fake=fake, db="shared.db")
     # What `botgateway run` does once its adapters are up.
-    closed = await restarted.gateway.recover_open_cards({"dingtalk": restarted.adapter.sink})
+    closed = await restarted.gateway.recovery.recover_open_cards({"dingtalk": restarted.adapter.sink})
     assert closed == 1
     assert card.finalized and card.error
     assert "请重新提问" in card.updates[-1]["content"]

@@ -26,12 +26,7 @@ from botgateway.sink import CardTarget
 from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry, tool
-from tests.fakes.gateway import (
-    FlakySink,
-    GatedFinalizeSink,
-    RecordingSink,
-    ThrottledFinalizeSink,
-)
+from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
 from tools.demo.server import Script, ScriptedLLMServer
 
 
@@ -306,7 +301,7 @@ async def test_open_cards_left_by_a_dead_process_are_finalized(h: Harness) -> No
     await h.store.add_open_card(OpenCard("test", "card-gone", "old-turn-2", target, time.time() - 60))
     await h.store.add_open_card(OpenCard("elsewhere", "card-x", "old-turn-3", target, time.time() - 60))
     h.sink.gone.add("card-gone")
-    closed = await h.gateway.recover_open_cards({"test": h.sink})
+    closed = await h.gateway.recovery.recover_open_cards({"test": h.sink})
     assert closed == 1
     final = h.sink.cards["card-old"]
     assert final.status == "failed" and "ask again" in final.error
@@ -318,7 +313,7 @@ async def test_open_cards_left_by_a_dead_process_are_finalized(h: Harness) -> No
 async def test_recovery_drops_a_card_whose_finalize_fails(h: Harness) -> None:
     target = {"platform": "test", "chat_id": "c", "turn_id": "t", "locale": "zh-CN"}
     await h.store.add_open_card(OpenCard("test", "card-1", "t", target, time.time()))
-    assert await h.gateway.recover_open_cards({"test": FlakySink()}) == 0
+    assert await h.gateway.recovery.recover_open_cards({"test": FlakySink()}) == 0
     assert await h.store.open_cards() == []
 
 
@@ -326,7 +321,7 @@ async def test_recovery_honours_a_throttle_and_still_closes_the_card(h: Harness)
     target = {"platform": "test", "chat_id": "c", "turn_id": "t", "locale": "en"}
     await h.store.add_open_card(OpenCard("test", "card-1", "t", target, time.time()))
     sink = ThrottledFinalizeSink(throttles=2)
-    assert await h.gateway.recover_open_cards({"test": sink}) == 1
+    assert await h.gateway.recovery.recover_open_cards({"test": sink}) == 1
     assert sink.throttled == 2
     assert sink.cards["card-1"].status == "failed" and "ask again" in sink.cards["card-1"].error
     assert await h.store.open_cards() == []
@@ -523,7 +518,7 @@ async def test_recovery_spares_live_owners_and_closes_dead_ones_and_old_ownerles
     await h.store.add_open_card(OpenCard("test", "old-ownerless", "t4", target, now - 3600))
     await h.store.add_open_card(OpenCard("test", "mine", "t5", target, now - 3600, owner=h.gateway.instance_id))
 
-    assert await h.gateway.recover_open_cards({"test": h.sink}, older_than_s=600) == 2
+    assert await h.gateway.recovery.recover_open_cards({"test": h.sink}, older_than_s=600) == 2
     assert sorted(h.sink.cards) == ["dead-owner", "old-ownerless"]
     assert all(card.status == "failed" and "ask again" in card.error for card in h.sink.cards.values())
     assert sorted(c.card_id for c in await h.store.open_cards()) == ["fresh-ownerless", "live-owner", "mine"]
@@ -549,8 +544,8 @@ async def test_a_replica_closes_the_cards_of_a_replica_that_stopped_beating(tmp_
                 assert card.owner == a.gateway.instance_id and card.turn_id == sub.turn_id
 
                 # While A beats, B's recovery (on demand and periodic) leaves A's card alone.
-                b.gateway.watch_open_cards({"test": b.sink})
-                assert await b.gateway.recover_open_cards({"test": b.sink}) == 0
+                b.gateway.recovery.watch({"test": b.sink})
+                assert await b.gateway.recovery.recover_open_cards({"test": b.sink}) == 0
                 stale = {"platform": "test", "chat_id": "chat-9", "locale": "en"}
                 for marker in ("marker-1", "marker-2"):
                     # An ownerless left-over card: B's next periodic pass closes it, so once the second

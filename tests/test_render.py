@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from botgateway.cards.render import (
-    CURSOR,
-    format_args,
-    render_markdown,
-    render_plain,
-    tool_line_text,
-)
+from botgateway.cards.render import CURSOR, format_args, render_markdown, render_plain, tool_line_text
 from botgateway.cards.split import split_parts, split_point
 from botgateway.cards.state import CardState
-from botgateway.events import (
-    AnswerDelta,
-    RoundStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnDone,
-    TurnResult,
-)
+from botgateway.events import AnswerDelta, RoundStarted, ToolCallFinished, ToolCallStarted, TurnDone, TurnResult
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import STRINGS, t
 

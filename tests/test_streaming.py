@@ -10,10 +10,11 @@ from collections.abc import Callable
 import pytest
 
 from botgateway.background import BackgroundTasks
+from botgateway.backoff import Backoff
 from botgateway.budget import RateBudget, RateLimit
 from botgateway.cards.policy import BufferPolicy, PhaseRule
 from botgateway.cards.state import CardState
-from botgateway.cards.streamer import CardStreamer
+from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import BufferPolicyConfig, PhasePolicy
 from botgateway.events import (
     AnswerDelta,
@@ -53,13 +54,13 @@ def streamer(
         policy=policy or BufferPolicy.from_config(),
         budget=None if unpaced else (budget or RateBudget()),
         state=state or CardState(model_label="demo model"),
-        final_deadline_s=deadline,
+        timing=StreamerTiming(
+            final_deadline_s=deadline,
+            backoff=Backoff(base_s=0.02, max_s=0.2),
+            late_close_s=late_close_s,
+            late_backoff=Backoff(base_s=0.02, max_s=0.1),
+        ),
         store=store,
-        backoff_base_s=0.02,
-        backoff_max_s=0.2,
-        late_close_s=late_close_s,
-        late_backoff_base_s=0.02,
-        late_backoff_max_s=0.1,
         background=background,
     )
 

@@ -22,7 +22,7 @@ from adapters.terminal import TerminalSink, card_renderable
 from botgateway.budget import RateBudget
 from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.state import CardState
-from botgateway.cards.streamer import CardStreamer
+from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import BufferPolicyConfig, PhasePolicy
 from botgateway.events import (
     AnswerDelta,
@@ -86,7 +86,7 @@ async def test_terminal_sink_is_paced_by_the_buffer_policy_and_prints_the_final_
     )
     state = CardState(model_label="demo model")
     target = CardTarget(platform="terminal", chat_id="chat", turn_id="t1")
-    streamer = CardStreamer(sink, target, policy=policy, budget=RateBudget(), state=state, final_deadline_s=5)
+    streamer = CardStreamer(sink, target, policy=policy, budget=RateBudget(), state=state, timing=StreamerTiming(final_deadline_s=5))
     await streamer.start()
     await streamer.feed(RoundStarted(1, 4))
     await streamer.feed(ToolCallStarted("c1", "find_server", {"query": "db"}))

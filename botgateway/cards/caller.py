@@ -102,17 +102,22 @@ class CardCaller:
         priority: bool = True,
         interrupt: asyncio.Event | None = None,
         retry: bool = True,
+        attempts: int | None = None,
     ) -> CallOutcome:
         """Make ``make_call`` through the budget, retrying throttles and transient errors until ``deadline``.
 
         ``deadline`` is a :func:`time.monotonic` time (None: no deadline; the
-        call itself still times out after ``call_timeout_s``). With
+        call itself still times out after ``call_timeout_s``); a throttle asking
+        to wait past it ends the call at once with ``TIMEOUT``. ``attempts``
+        caps the calls made (None: as many as the deadline allows). With
         ``retry=False`` a throttle or transient error ends the call at once
         (``THROTTLED`` / ``RETRY``). Setting ``interrupt`` while the call waits
         for the budget ends it with ``INTERRUPTED``.
         """
         attempt = 0
         while True:
+            if attempts is not None and attempt >= attempts:
+                return CallOutcome.TIMEOUT
             got = await self._acquire(op, deadline=deadline, priority=priority, interrupt=interrupt)
             if got is None:
                 self.metrics.coalesced += 1
@@ -135,6 +140,8 @@ class CardCaller:
                     if self._budget is None:
                         await asyncio.sleep(pause)
                     return CallOutcome.THROTTLED
+                if deadline is not None and pause >= _remaining(deadline):
+                    return CallOutcome.TIMEOUT  # waiting it out cannot end in time
                 if self._budget is None:
                     await asyncio.sleep(min(pause, _remaining(deadline)))
             except (TransientError, TimeoutError) as exc:

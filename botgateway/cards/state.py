@@ -23,14 +23,7 @@ from botgateway.events import (
     TurnFailed,
     UsageReported,
 )
-from botgateway.snapshot import (
-    Block,
-    CardSnapshot,
-    CardStatus,
-    Narration,
-    Phase,
-    ToolLine,
-)
+from botgateway.snapshot import Block, CardSnapshot, CardStatus, Narration, Phase, ToolLine
 from botgateway.strings import normalize_locale, t
 
 __all__ = ["CardState", "SUMMARY_CHARS"]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
+
 def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
     """``tools`` in a registry with the configured default timeout and result size cap."""
     return ToolRegistry(tools, default_timeout_s=config.tools.default_timeout_s, max_result_chars=config.tools.max_result_chars)

@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
+
 class ArgumentSyntaxError(ValueError):
     """A ``--arg`` that is not ``KEY=VALUE``."""
 

@@ -46,7 +46,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import aiohttp
@@ -64,6 +64,7 @@ from botgateway.sink import (
     TooLong,
     TransientError,
     parse_retry_after,
+    target_to_dict,
 )
 from botgateway.snapshot import CardSnapshot, Narration
 
@@ -616,13 +617,6 @@ def snapshot_to_dict(snapshot: CardSnapshot) -> dict[str, Any]:
     data["blocks"] = [
         {"type": "narration" if isinstance(b, Narration) else "tool", **asdict(b)} for b in snapshot.blocks
     ]
-    return data
-
-
-def target_to_dict(target: CardTarget) -> dict[str, Any]:
-    """A JSON-ready target."""
-    data = {f.name: getattr(target, f.name) for f in fields(target)}
-    data["extra"] = dict(target.extra)
     return data
 
 

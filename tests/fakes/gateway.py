@@ -8,14 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from botgateway.budget import RateLimit
-from botgateway.sink import (
-    CardGone,
-    CardHandle,
-    CardOp,
-    CardTarget,
-    RateLimited,
-    TransientError,
-)
+from botgateway.sink import CardGone, CardHandle, CardOp, CardTarget, RateLimited, TransientError
 from botgateway.snapshot import CardSnapshot
 
 

@@ -1,0 +1,111 @@
+"""The platform card a turn is streaming now (its latest part), and what the platform said of it.
+
+Creating, updating and finalizing it all go through the card's
+:class:`~botgateway.cards.caller.CardCaller`; a sink may move the card (a new
+message after a mode change), and the new handle is adopted here, with its
+open-card record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from botgateway.cards.caller import CallOutcome, CardCaller
+from botgateway.cards.records import OpenCardRecords
+from botgateway.sink import CardHandle, CardSink, CardTarget
+from botgateway.snapshot import CardSnapshot
+
+__all__ = ["LiveCard"]
+
+log = structlog.get_logger(__name__)
+
+
+class LiveCard:
+    """The card being streamed: its handle once created, and whether it can still be changed."""
+
+    def __init__(
+        self,
+        sink: CardSink,
+        target: CardTarget,
+        caller: CardCaller,
+        records: OpenCardRecords,
+        *,
+        on_visible: Callable[[CardSnapshot], None],
+    ) -> None:
+        self._sink = sink
+        self._target = target
+        self._caller = caller
+        self._records = records
+        self._on_visible = on_visible
+        self.handle: CardHandle | None = None
+        """The card, once created."""
+        self.gone = False
+        """No more live updates: the platform refused the card for good."""
+        self.vanished = False
+        """The platform said the card no longer exists (not just "cannot update")."""
+
+    def next_part(self) -> None:
+        """Forget the current card: the next part gets a card of its own."""
+        self.handle = None
+        self.gone = False
+        self.vanished = False
+
+    async def create(self, snapshot: CardSnapshot, *, deadline: float, interrupt: asyncio.Event | None) -> CallOutcome:
+        """Create the card showing ``snapshot``; ``OK`` sets :attr:`handle` and records the card as open."""
+        result: list[CardHandle] = []
+
+        async def create() -> None:
+            result.append(await self._sink.create(self._target, snapshot))
+
+        outcome = await self._caller.call("create", create, deadline=deadline, interrupt=interrupt)
+        if outcome is not CallOutcome.OK or not result:
+            if outcome is not CallOutcome.INTERRUPTED:
+                log.warning("card.create_failed", platform=self._target.platform, part=snapshot.part, reason=outcome.value)
+                if outcome in (CallOutcome.GONE, CallOutcome.FAILED):
+                    self.gone = True
+            return outcome if outcome is not CallOutcome.OK else CallOutcome.FAILED
+        self._on_visible(snapshot)
+        self.handle = result[0]
+        self._caller.metrics.parts += 1
+        await self._records.remember(self.handle)
+        return CallOutcome.OK
+
+    async def update(self, snapshot: CardSnapshot, *, priority: bool, interrupt: asyncio.Event | None) -> CallOutcome:
+        """One live update, not retried (a throttled or failed update is simply carried by the next)."""
+        handle = self.handle
+        assert handle is not None
+
+        async def update() -> None:
+            await self.adopt(handle, await self._sink.update(handle, snapshot))
+
+        outcome = await self._caller.call(
+            "update", update, deadline=None, priority=priority, interrupt=interrupt, retry=False
+        )
+        if outcome is CallOutcome.OK:
+            self._on_visible(snapshot)
+        return outcome
+
+    async def finalize(self, snapshot: CardSnapshot, *, deadline: float) -> CallOutcome:
+        """Show the final ``snapshot`` on the card, retried until ``deadline``."""
+        handle = self.handle
+        assert handle is not None
+
+        async def finalize() -> None:
+            await self.adopt(handle, await self._sink.finalize(handle, snapshot))
+
+        outcome = await self._caller.call("finalize", finalize, deadline=deadline)
+        if outcome is CallOutcome.OK:
+            self._on_visible(snapshot)
+        return outcome
+
+    async def adopt(self, old: CardHandle, new: object) -> None:
+        """Keep the handle a sink returned (it may have moved the card, e.g. to a new message)."""
+        if not isinstance(new, CardHandle) or new is old:
+            return
+        self.handle = new
+        if new.card_id != old.card_id:
+            await self._records.forget(old)
+            await self._records.remember(new)

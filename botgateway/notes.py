@@ -1,0 +1,42 @@
+"""Plain notes to an asker: a refusal, "nothing to stop", "conversation cleared".
+
+A note is not a turn: no card is streamed, one message goes out through the
+sink's fallback, paced by the shared budget and retried like any card call.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+
+from botgateway.budget import RateBudget
+from botgateway.cards.caller import CallOutcome, CardCaller
+from botgateway.sink import CardSink, CardTarget
+from botgateway.snapshot import CardSnapshot
+
+__all__ = ["note_snapshot", "send_note"]
+
+log = structlog.get_logger(__name__)
+
+
+def note_snapshot(note: str, locale: str, *, as_answer: bool = False) -> CardSnapshot:
+    """``note`` as a final card: a neutral answer, or (by default) an error note."""
+    if as_answer:
+        return CardSnapshot(status="done", answer=note, locale=locale)
+    return CardSnapshot(status="failed", error=note, locale=locale)
+
+
+async def send_note(
+    sink: CardSink, target: CardTarget, snapshot: CardSnapshot, *, budget: RateBudget | None, owner: str, deadline_s: float
+) -> bool:
+    """Send ``snapshot`` as one plain message to ``target``; True when it went out (failures are logged)."""
+    caller = CardCaller(budget, lambda op: sink.rate_key(op, target), owner=owner, platform=target.platform)
+
+    async def send() -> None:
+        await sink.fallback(target, snapshot)
+
+    outcome = await caller.call("fallback", send, deadline=time.monotonic() + deadline_s, priority=False)
+    if outcome is not CallOutcome.OK:
+        log.warning("gateway.note_failed", platform=target.platform, error=outcome.value)
+    return outcome is CallOutcome.OK

@@ -1,0 +1,232 @@
+"""No card spins forever: heartbeats, and the closing of cards whose process is gone.
+
+Every card is on record as open, owned by the instance id of the gateway
+process streaming it, until it is final. While running, each process sends
+heartbeats to the Store and periodically finalizes the open cards whose owner
+has stopped sending them ("interrupted, please ask again"), so a crashed
+replica's cards are closed by the replicas still running, and a restarted
+process closes what its predecessor left open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from botgateway.backoff import Backoff
+from botgateway.budget import RateBudget
+from botgateway.cards.caller import CallOutcome, CardCaller
+from botgateway.config import GatewayConfig
+from botgateway.sink import CardHandle, CardSink, CardTarget, target_from_dict
+from botgateway.snapshot import CardSnapshot
+from botgateway.stores.base import OpenCard, Store
+from botgateway.strings import t
+
+__all__ = ["Recovery", "target_from_open_card"]
+
+log = structlog.get_logger(__name__)
+
+RECOVER_ATTEMPTS = 3
+"""Tries to finalize one left-open card when the platform throttles or fails transiently."""
+RECOVER_BACKOFF = Backoff(base_s=0.5, jitter=(1.0, 1.0))
+"""Waits between those tries (a throttle's Retry-After wins)."""
+RECOVER_MAX_WAIT_S = 10.0
+"""Closing one orphan gives up after this long: start-up does not stall on an old card."""
+RECOVER_CLAIM_TTL_S = 120.0
+"""One replica claims an orphaned card before closing it; others retry it only after this long."""
+
+
+def target_from_open_card(card: OpenCard) -> CardTarget:
+    """Rebuild the :class:`CardTarget` an open card was stored with (unknown keys ignored)."""
+    data = card.target.get("target", card.target)
+    return target_from_dict(data if isinstance(data, Mapping) else {}, platform=card.platform, turn_id=card.turn_id)
+
+
+class Recovery:
+    """This process's heartbeats, and the closing of other processes' orphaned cards."""
+
+    def __init__(
+        self,
+        store: Store,
+        budget: RateBudget,
+        config: GatewayConfig,
+        *,
+        instance_id: str,
+        is_running: Callable[[str], bool],
+    ) -> None:
+        """``is_running(turn_id)`` tells whether a turn is this process's own, still running."""
+        self.instance_id = instance_id
+        """This process's id: the owner of its open cards."""
+        self._store = store
+        self._budget = budget
+        self._config = config
+        self._is_running = is_running
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._beating = True
+        self._closed = False
+
+    async def start(self) -> None:
+        """Tell the store this process is live, now and every ``heartbeat_s`` until :meth:`aclose`. Idempotent."""
+        if self._heartbeat is not None or self._closed:
+            return
+        await self._beat()
+        self._heartbeat = asyncio.create_task(self._beat_forever(), name=f"gateway-heartbeat-{self.instance_id[:8]}")
+
+    def watch(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> None:
+        """Run :meth:`recover_open_cards` every ``recover_interval_s`` until :meth:`aclose`.
+
+        So the cards of a replica that crashed while this one keeps running are
+        closed without waiting for a restart. Calling it again replaces the sinks.
+        """
+        if self._closed:
+            return
+        if self._watcher is not None:
+            self._watcher.cancel()
+        self._watcher = asyncio.create_task(self._watch(dict(sinks), older_than_s), name=f"gateway-recovery-{self.instance_id[:8]}")
+
+    async def recover_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> int:
+        """Finalize cards left streaming by a process that is gone; returns how many were closed.
+
+        A card is an orphan when its owner no longer sends heartbeats; a card
+        without an owner (written by an older release) when it is older than
+        ``older_than_s``. This process's own cards are never touched. Each
+        orphan is finalized as failed with a short "interrupted, please ask
+        again" note, retried a few times when throttled or failing
+        transiently. A card the sink still cannot finalize (deleted, expired)
+        is forgotten. Cards of platforms without a sink here are left for the
+        process that serves them.
+        """
+        try:
+            cards = await self._store.open_cards()
+        except Exception as exc:
+            log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
+            return 0
+        # Read after the cards: a process beats before it creates any card, so every owner seen above is listed if live.
+        live = await self._live_owners(cards)
+        now = time.time()
+        closed = 0
+        for card in cards:
+            if not self._orphaned(card, live, now, older_than_s):
+                continue
+            sink = sinks.get(card.platform)
+            if sink is None:
+                log.info("gateway.recover_skipped", platform=card.platform, card_id=card.card_id, reason="adapter not running")
+                continue
+            if not await self._claim(card):
+                continue
+            if await self._finalize(card, sink):
+                closed += 1
+        if cards:
+            log.info("gateway.recovered", open_cards=len(cards), finalized=closed)
+        return closed
+
+    async def aclose(self) -> None:
+        """Stop watching and beating, and drop this process's heartbeat: its cards left open are orphans now."""
+        self._closed = True
+        await _cancel_task(self._watcher)
+        if self._heartbeat is None:
+            return
+        heartbeat, self._heartbeat = self._heartbeat, None
+        await _cancel_task(heartbeat)
+        try:
+            async with asyncio.timeout(5):
+                await self._store.forget_instance(self.instance_id)
+        except Exception as exc:  # the heartbeat then simply expires
+            log.warning("gateway.forget_instance_failed", error=type(exc).__name__)
+
+    async def stop_watching(self) -> None:
+        """Stop the periodic recovery (shutdown begins); heartbeats go on until :meth:`aclose`."""
+        await _cancel_task(self._watcher)
+
+    async def _beat(self) -> None:
+        try:
+            await self._store.heartbeat(self.instance_id, self._config.instance_ttl_s)
+        except Exception as exc:
+            # Logged once per outage: the beat is retried every heartbeat_s anyway.
+            if self._beating:
+                log.warning("gateway.heartbeat_failed", error=type(exc).__name__, detail=str(exc)[:200])
+            self._beating = False
+            return
+        if not self._beating:
+            log.info("gateway.heartbeat_restored")
+        self._beating = True
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.heartbeat_s)
+            await self._beat()
+
+    async def _watch(self, sinks: Mapping[str, CardSink], older_than_s: float) -> None:
+        while True:
+            await asyncio.sleep(self._config.recover_interval_s)
+            try:
+                await self.recover_open_cards(sinks, older_than_s=older_than_s)
+            except Exception as exc:  # the next round tries again
+                log.error("gateway.recover_failed", error=type(exc).__name__, detail=str(exc)[:200])
+
+    async def _live_owners(self, cards: Sequence[OpenCard]) -> set[str] | None:
+        """The live process ids, when some card has another owner; None when the store cannot tell."""
+        if not any(card.owner and card.owner != self.instance_id for card in cards):
+            return set()
+        try:
+            return await self._store.live_instances()
+        except Exception as exc:
+            log.warning("gateway.liveness_unknown", error=type(exc).__name__, detail=str(exc)[:200])
+            return None
+
+    def _orphaned(self, card: OpenCard, live: set[str] | None, now: float, older_than_s: float) -> bool:
+        if self._is_running(card.turn_id) or card.owner == self.instance_id:
+            return False
+        if card.owner:
+            # When liveness is unknown (store hiccup), sparing a card beats closing a live answer.
+            return live is not None and card.owner not in live
+        return now - card.created_at >= older_than_s
+
+    async def _claim(self, card: OpenCard) -> bool:
+        """Whether this process should close ``card`` (several replicas may find the same orphan at once)."""
+        try:
+            return await self._store.claim(f"recover:{card.platform}:{card.card_id}", RECOVER_CLAIM_TTL_S)
+        except Exception:
+            return True  # closing a card twice beats leaving it spinning
+
+    async def _finalize(self, card: OpenCard, sink: CardSink) -> bool:
+        """Close one orphan as "interrupted"; its record is dropped whatever happens (a card that cannot be closed never will be)."""
+        target = target_from_open_card(card)
+        snapshot = CardSnapshot(status="failed", error=t(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
+        handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
+        # A restart often meets a throttled platform: a card dropped here would spin forever, so throttles are waited out.
+        caller = CardCaller(
+            self._budget,
+            lambda op: sink.rate_key(op, target),
+            owner=f"recover-{card.card_id}",
+            platform=card.platform,
+            backoff=RECOVER_BACKOFF,
+            call_timeout_s=RECOVER_MAX_WAIT_S,
+        )
+
+        async def finalize() -> None:
+            await sink.finalize(handle, snapshot)
+
+        outcome = await caller.call(
+            "finalize", finalize, deadline=time.monotonic() + RECOVER_MAX_WAIT_S, attempts=RECOVER_ATTEMPTS
+        )
+        if outcome is not CallOutcome.OK:
+            log.warning("gateway.recover_card_failed", platform=card.platform, card_id=card.card_id, error=outcome.value)
+        try:
+            await self._store.remove_open_card(card.platform, card.card_id)
+        except Exception as exc:
+            log.warning("gateway.recover_forget_failed", card_id=card.card_id, error=type(exc).__name__)
+        return outcome is CallOutcome.OK
+
+
+async def _cancel_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` and wait until it has ended."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    await asyncio.wait([task])  # unlike ``await task``, a cancellation of the caller still propagates

@@ -1,0 +1,99 @@
+"""One scheduled turn: its card, its task, and what its audit record needs.
+
+The gateway keeps one :class:`ScheduledTurn` per question from submission
+until its card is final; :meth:`ScheduledTurn.observe` folds the turn's events
+into the audit bookkeeping, and :meth:`ScheduledTurn.audit_record` writes it
+down when the turn ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from botgateway.cards.state import CardState
+from botgateway.cards.streamer import CardStreamer
+from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent, TurnFailed, UsageReported
+from botgateway.messages import InboundMessage, TurnOutcome
+from botgateway.stores.base import AuditRecord
+
+__all__ = ["ScheduledTurn"]
+
+
+class ScheduledTurn:
+    """One scheduled turn (mutable; owned by the gateway)."""
+
+    def __init__(self, msg: InboundMessage, turn_id: str, state: CardState, streamer: CardStreamer) -> None:
+        self.msg = msg
+        """The question, as the adapter handed it over (``target.turn_id`` set)."""
+        self.turn_id = turn_id
+        """The gateway's id of the turn."""
+        self.state = state
+        """What the card shows."""
+        self.streamer = streamer
+        """When the card is updated."""
+        self.user_id = msg.ctx.user_id or msg.target.user_id
+        """The asker (who may stop it, besides admins)."""
+        self.go = asyncio.Event()
+        """Set when the turn may run (it is first in its conversation)."""
+        self.done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        """Resolves once the card is final."""
+        self.task: asyncio.Task[None] | None = None
+        """The task running the turn."""
+        self.stop_note = ""
+        """What the card says when stopped (empty: the default note)."""
+        self.stop_requested = False
+        """A stop was asked for (backs up the task cancellation)."""
+        self.entered = False
+        """The task has started running its body (cancelling it now finishes the card)."""
+        self.finishing = False
+        """The card is being finalized: too late to stop."""
+        self.started_at = time.time()
+        """Unix time the turn started (left the queue)."""
+        self.tool_calls: dict[str, dict[str, Any]] = {}
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.answer = ""
+        """The final (or partial) answer."""
+        self.outcome = "failed:internal"
+        """``done``, ``failed:<reason>`` or ``stopped``."""
+
+    def observe(self, event: TurnEvent) -> None:
+        """Keep what the audit record needs."""
+        if isinstance(event, ToolCallStarted):
+            self.tool_calls[event.call_id] = {"name": event.name, "arguments": event.arguments}
+        elif isinstance(event, ToolCallFinished):
+            entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
+            entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
+        elif isinstance(event, UsageReported):
+            self.prompt_tokens += event.prompt_tokens
+            self.completion_tokens += event.completion_tokens
+        elif isinstance(event, TurnDone):
+            self.outcome = "done"
+            self.answer = event.result.answer
+            self.prompt_tokens = event.result.usage.prompt_tokens or self.prompt_tokens
+            self.completion_tokens = event.result.usage.completion_tokens or self.completion_tokens
+        elif isinstance(event, TurnFailed):
+            self.outcome = f"failed:{event.reason}"
+            self.answer = event.partial_answer
+
+    def audit_record(self, outcome: TurnOutcome, duration_s: float) -> AuditRecord:
+        """The turn's audit record, once it ended as ``outcome``."""
+        msg = self.msg
+        metrics = outcome.metrics
+        return AuditRecord(
+            turn_id=self.turn_id,
+            platform=msg.platform,
+            conversation_id=msg.conversation_id,
+            user_id=self.user_id,
+            question=msg.text,
+            outcome=self.outcome,
+            answer=outcome.answer,
+            tool_calls=tuple(self.tool_calls.values()),
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            started_at=self.started_at,
+            duration_s=round(duration_s, 3),
+            extra={"card": metrics.to_dict()} if metrics is not None else {},
+        )
