@@ -127,45 +127,54 @@ class CardCaller:
             self.metrics.count_call(op)
             if attempt:
                 self.metrics.retries += 1
-            # Live calls get a bound too, so a hung request cannot freeze the card.
-            remaining = self._call_timeout_s if deadline is None else max(deadline - time.monotonic(), 0.001)
-            try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (shutdown)
-                # that arrives as the call completes, and the caller would carry on.
-                async with asyncio.timeout(remaining):
-                    await make_call()
-            except RateLimited as exc:
-                pause = self._throttled(op, exc)
-                if not retry:
-                    if self._budget is None:
-                        await asyncio.sleep(pause)
-                    return CallOutcome.THROTTLED
-                if deadline is not None and pause >= _remaining(deadline):
-                    return CallOutcome.TIMEOUT  # waiting it out cannot end in time
-                if self._budget is None:
-                    await asyncio.sleep(min(pause, _remaining(deadline)))
-            except (TransientError, TimeoutError) as exc:
-                log.info("card.transient_error", platform=self._platform, op=op, error=str(exc) or type(exc).__name__)
-                if not retry:
-                    return CallOutcome.RETRY
-                await asyncio.sleep(min(self._backoff.delay(attempt), _remaining(deadline)))
-            except TooLong:
-                return CallOutcome.TOO_LONG
-            except CardGone:
-                return CallOutcome.GONE
-            except PermanentError as exc:
-                log.warning("card.permanent_error", platform=self._platform, op=op, error=str(exc))
-                return CallOutcome.FAILED
-            except Exception:
-                # A sink bug must not lose the answer: report it and let the caller fall back.
-                log.exception("card.sink_crashed", platform=self._platform, op=op)
-                return CallOutcome.FAILED
-            else:
-                self._throttle_streak = 0
-                return CallOutcome.OK
+            outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry)
+            if outcome is not None:
+                return outcome
             attempt += 1
             if deadline is not None and time.monotonic() >= deadline:
                 return CallOutcome.TIMEOUT
+
+    async def _attempt(
+        self, op: CardOp, make_call: Callable[[], Awaitable[object]], attempt: int, *, deadline: float | None, retry: bool
+    ) -> CallOutcome | None:
+        """One try: its outcome, or None when it is to be tried again (after the wait it asked for)."""
+        # Live calls get a bound too, so a hung request cannot freeze the card.
+        remaining = self._call_timeout_s if deadline is None else max(deadline - time.monotonic(), 0.001)
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (shutdown)
+            # that arrives as the call completes, and the caller would carry on.
+            async with asyncio.timeout(remaining):
+                await make_call()
+        except RateLimited as exc:
+            pause = self._throttled(op, exc)
+            if not retry:
+                if self._budget is None:
+                    await asyncio.sleep(pause)
+                return CallOutcome.THROTTLED
+            if deadline is not None and pause >= _remaining(deadline):
+                return CallOutcome.TIMEOUT  # waiting it out cannot end in time
+            if self._budget is None:
+                await asyncio.sleep(min(pause, _remaining(deadline)))
+            return None
+        except (TransientError, TimeoutError) as exc:
+            log.info("card.transient_error", platform=self._platform, op=op, error=str(exc) or type(exc).__name__)
+            if not retry:
+                return CallOutcome.RETRY
+            await asyncio.sleep(min(self._backoff.delay(attempt), _remaining(deadline)))
+            return None
+        except TooLong:
+            return CallOutcome.TOO_LONG
+        except CardGone:
+            return CallOutcome.GONE
+        except PermanentError as exc:
+            log.warning("card.permanent_error", platform=self._platform, op=op, error=str(exc))
+            return CallOutcome.FAILED
+        except Exception:
+            # A sink bug must not lose the answer: report it and let the caller fall back.
+            log.exception("card.sink_crashed", platform=self._platform, op=op)
+            return CallOutcome.FAILED
+        self._throttle_streak = 0
+        return CallOutcome.OK
 
     def backoff(self, attempt: int) -> float:
         """This card's retry delay for ``attempt`` (for waits the caller makes itself)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from botgateway.cards import render
 from botgateway.events import (
@@ -98,6 +99,16 @@ class CardState:
         self._started_at = clock()
         self._ended_at: float | None = None
         self._seen_event = False
+        self._folds: dict[type, Callable[[Any], int]] = {
+            RoundStarted: self._round_started,
+            ThoughtDelta: self._thought_delta,
+            AnswerDelta: self._answer_delta,
+            ToolCallStarted: self._tool_started,
+            ToolCallFinished: self._tool_finished,
+            UsageReported: self._usage,
+            TurnDone: self._done,
+            TurnFailed: self._failed,
+        }
         self.version = 0
         """Bumped on every visible change; snapshots carry it as ``seq``."""
 
@@ -237,100 +248,109 @@ class CardState:
         if self.final:
             return 0
         self._begin()
-        if isinstance(event, RoundStarted):
-            self._close_round()
-            self._round = event.round
-            self._max_rounds = event.max_rounds
-            self._thought = ""
-            self._round_called_tools = False
+        fold = self._folds.get(type(event))
+        return fold(event) if fold is not None else 0
+
+    def _round_started(self, event: RoundStarted) -> int:
+        self._close_round()
+        self._round = event.round
+        self._max_rounds = event.max_rounds
+        self._thought = ""
+        self._round_called_tools = False
+        self._phase = "thinking"
+        self._touch()
+        return 0
+
+    def _thought_delta(self, event: ThoughtDelta) -> int:
+        if not event.text:
+            return 0
+        # Keep a bounded tail: only the last ~thought_chars are ever shown.
+        self._thought = (self._thought + event.text)[-max(4 * self.thought_chars, 400) :]
+        shown = self.show_thought and not self._round_text
+        if shown:
             self._phase = "thinking"
             self._touch()
+        return len(event.text) if shown else 0
+
+    def _answer_delta(self, event: AnswerDelta) -> int:
+        if not event.text:
             return 0
-        if isinstance(event, ThoughtDelta):
-            if not event.text:
-                return 0
-            # Keep a bounded tail: only the last ~thought_chars are ever shown.
-            self._thought = (self._thought + event.text)[-max(4 * self.thought_chars, 400) :]
-            shown = self.show_thought and not self._round_text
-            if shown:
-                self._phase = "thinking"
-                self._touch()
-            return len(event.text) if shown else 0
-        if isinstance(event, AnswerDelta):
-            if not event.text:
-                return 0
-            self._round_text += event.text
-            self._phase = "answer"
-            if self._status == "working":
-                self._status = "streaming"
-            self._touch()
-            return len(event.text)
-        if isinstance(event, ToolCallStarted):
-            self._to_narration()
-            self._round_called_tools = True
-            line = ToolLine(
-                call_id=event.call_id,
-                name=event.name,
-                args_preview=render.format_args(event.arguments),
-                status="running",
-            )
+        self._round_text += event.text
+        self._phase = "answer"
+        if self._status == "working":
+            self._status = "streaming"
+        self._touch()
+        return len(event.text)
+
+    def _tool_started(self, event: ToolCallStarted) -> int:
+        self._to_narration()
+        self._round_called_tools = True
+        line = ToolLine(
+            call_id=event.call_id,
+            name=event.name,
+            args_preview=render.format_args(event.arguments),
+            status="running",
+        )
+        self._tool_index[event.call_id] = len(self._blocks)
+        self._blocks.append(line)
+        self._phase = "tool"
+        self._status = "working"
+        self._touch()
+        return len(render.tool_line_text(line, self.locale))
+
+    def _tool_finished(self, event: ToolCallFinished) -> int:
+        index = self._tool_index.get(event.call_id)
+        line = ToolLine(
+            call_id=event.call_id,
+            name=event.name,
+            args_preview="",
+            status="done" if event.ok else "failed",
+            duration_s=event.duration_s,
+            summary=_short(" ".join(event.summary.split()), SUMMARY_CHARS),
+        )
+        previous = self._blocks[index] if index is not None else None
+        if isinstance(previous, ToolLine) and index is not None:
+            self._blocks[index] = replace(line, args_preview=previous.args_preview)
+        else:
+            # A finish without a start (a loop that reports only outcomes): still show it.
             self._tool_index[event.call_id] = len(self._blocks)
             self._blocks.append(line)
-            self._phase = "tool"
-            self._status = "working"
-            self._touch()
-            return len(render.tool_line_text(line, self.locale))
-        if isinstance(event, ToolCallFinished):
-            index = self._tool_index.get(event.call_id)
-            line = ToolLine(
-                call_id=event.call_id,
-                name=event.name,
-                args_preview="",
-                status="done" if event.ok else "failed",
-                duration_s=event.duration_s,
-                summary=_short(" ".join(event.summary.split()), SUMMARY_CHARS),
-            )
-            previous = self._blocks[index] if index is not None else None
-            if isinstance(previous, ToolLine) and index is not None:
-                self._blocks[index] = replace(line, args_preview=previous.args_preview)
-            else:
-                # A finish without a start (a loop that reports only outcomes): still show it.
-                self._tool_index[event.call_id] = len(self._blocks)
-                self._blocks.append(line)
-            self._phase = "tool"
-            self._touch()
-            return len(render.tool_line_text(line, self.locale))
-        if isinstance(event, UsageReported):
-            self._tokens += event.prompt_tokens + event.completion_tokens
-            return 0
-        if isinstance(event, TurnDone):
-            result = event.result
-            if result.usage.total_tokens:
-                self._tokens = result.usage.total_tokens
-            if self._round == 0:
-                self._round = result.rounds
-            before = len(self._round_text)
-            # The result is authoritative: it holds the whole answer even if a delta was missed.
-            if result.answer:
-                if not result.answer.startswith(self._round_text):
-                    self._answer_epoch += 1  # a different text: earlier offsets no longer apply
-                self._round_text = result.answer
-            self._phase = "answer"
-            self._end("done", "", tool_reason=t(self.locale, "failed_unfinished"))
-            return max(abs(len(self._round_text) - before), 1)
-        if isinstance(event, TurnFailed):
-            if event.partial_answer and len(event.partial_answer) >= len(self._round_text):
-                if not event.partial_answer.startswith(self._round_text):
-                    self._answer_epoch += 1
-                self._round_text = event.partial_answer
-            if event.reason == "cancelled":
-                self._end("stopped", t(self.locale, "stopped"), tool_reason=t(self.locale, "tool_stopped"))
-            else:
-                key = _FAILURE_KEYS.get(event.reason, "failed")
-                error = t(self.locale, key, message=event.message).strip()
-                self._end("failed", error, tool_reason=event.message or t(self.locale, "failed_unfinished"))
-            return 1
+        self._phase = "tool"
+        self._touch()
+        return len(render.tool_line_text(line, self.locale))
+
+    def _usage(self, event: UsageReported) -> int:
+        self._tokens += event.prompt_tokens + event.completion_tokens
         return 0
+
+    def _done(self, event: TurnDone) -> int:
+        result = event.result
+        if result.usage.total_tokens:
+            self._tokens = result.usage.total_tokens
+        if self._round == 0:
+            self._round = result.rounds
+        before = len(self._round_text)
+        # The result is authoritative: it holds the whole answer even if a delta was missed.
+        if result.answer:
+            if not result.answer.startswith(self._round_text):
+                self._answer_epoch += 1  # a different text: earlier offsets no longer apply
+            self._round_text = result.answer
+        self._phase = "answer"
+        self._end("done", "", tool_reason=t(self.locale, "failed_unfinished"))
+        return max(abs(len(self._round_text) - before), 1)
+
+    def _failed(self, event: TurnFailed) -> int:
+        if event.partial_answer and len(event.partial_answer) >= len(self._round_text):
+            if not event.partial_answer.startswith(self._round_text):
+                self._answer_epoch += 1
+            self._round_text = event.partial_answer
+        if event.reason == "cancelled":
+            self._end("stopped", t(self.locale, "stopped"), tool_reason=t(self.locale, "tool_stopped"))
+        else:
+            key = _FAILURE_KEYS.get(event.reason, "failed")
+            error = t(self.locale, key, message=event.message).strip()
+            self._end("failed", error, tool_reason=event.message or t(self.locale, "failed_unfinished"))
+        return 1
 
     def _to_narration(self) -> None:
         """The current round called a tool: its visible text so far is narration, not answer."""

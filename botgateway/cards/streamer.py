@@ -33,6 +33,7 @@ from botgateway.cards.delivery import FinalDelivery
 from botgateway.cards.late_close import LateCloser
 from botgateway.cards.live import LiveCard
 from botgateway.cards.metrics import CardMetrics
+from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
 from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.records import OpenCardRecords
@@ -40,7 +41,7 @@ from botgateway.cards.split import split_point
 from botgateway.cards.state import CardState
 from botgateway.events import AnswerDelta, ThoughtDelta, ToolCallFinished, ToolCallStarted, TurnEvent
 from botgateway.sink import CardHandle, CardSink, CardTarget
-from botgateway.snapshot import CardSnapshot, Narration, Phase
+from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.stores.base import Store
 
 __all__ = ["CardStreamer", "StreamerTiming"]
@@ -133,14 +134,8 @@ class CardStreamer:
             late=self._late, final_deadline_s=timing.final_deadline_s, on_visible=self._note_visible,
         )
         self._owner = owner
-        # Pacing.
-        self._phase: Phase = state.phase
-        self._pending = 0
-        self._first_pending_at: float | None = None
-        self._last_update_at = float("-inf")
-        self._want_flush = False
-        self._timer: asyncio.TimerHandle | None = None
         self._wake = asyncio.Event()
+        self._pacing = Pacing(policy, state.phase, on_due=self._wake.set, metrics=self.metrics)
         self._finishing = asyncio.Event()
         self._created = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
@@ -187,20 +182,15 @@ class CardStreamer:
         if isinstance(event, (ToolCallStarted, ToolCallFinished)):
             # A status line is a change worth showing now, however short.
             changed = max(changed, self.policy.tool.min_chars)
-        self._add_pending(changed, now)
-        if self.state.phase != self._phase:
-            self._phase = self.state.phase
-            if self._pending > 0:
-                self._request_flush()
-                return
-        self._evaluate()
+        self._pacing.add(changed, now)
+        self._pacing.phase(self.state.phase)
 
     async def refresh(self) -> None:
         """Push the current state now (the queue position changed, the turn left the queue)."""
         if self._finishing.is_set():
             return
-        self._add_pending(1, time.monotonic())
-        self._request_flush()
+        self._pacing.add(1, time.monotonic())
+        self._pacing.flush()
 
     async def finish(self) -> CardMetrics:
         """Deliver the final snapshot (retried until the deadline, then the fallback) and return the metrics.
@@ -212,7 +202,7 @@ class CardStreamer:
             self._finish_called_at = time.monotonic()
         self._finishing.set()
         self._wake.set()
-        self._cancel_timer()
+        self._pacing.stop()
         if self._worker is None:
             self._worker = asyncio.create_task(self._run(), name=f"card-streamer:{self._owner}")
         # Shielded: a cancelled caller must not abort the delivery of the final answer.
@@ -244,53 +234,6 @@ class CardStreamer:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    # --- pacing -------------------------------------------------------------
-
-    def _add_pending(self, chars: int, now: float) -> None:
-        if chars <= 0:
-            return
-        self._pending += chars
-        if self._first_pending_at is None:
-            self._first_pending_at = now
-
-    def _evaluate(self) -> None:
-        """Flush now if the phase's rule says so, else arm a timer for when it will."""
-        if self._pending <= 0 or self._first_pending_at is None:
-            return
-        if self._want_flush:
-            # An update is already due (or in flight): this change rides along with the newest snapshot.
-            self.metrics.coalesced += 1
-            return
-        rule = self.policy.rule(self._phase)
-        now = time.monotonic()
-        ready_at = self._first_pending_at + rule.max_wait_s
-        if self._pending >= rule.min_chars:
-            ready_at = min(ready_at, self._last_update_at + rule.min_interval_s)
-        if now >= ready_at:
-            self._request_flush()
-            return
-        if self._timer is not None and self._timer.when() <= asyncio.get_running_loop().time() + (ready_at - now) + 0.001:
-            return  # the armed timer fires early enough; re-arming on every chunk would only cost CPU
-        self._cancel_timer()
-        self._timer = asyncio.get_running_loop().call_later(ready_at - now, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if not self._finishing.is_set():
-            self._evaluate()
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _request_flush(self) -> None:
-        self._cancel_timer()
-        if self._want_flush:
-            self.metrics.coalesced += 1
-        self._want_flush = True
-        self._wake.set()
-
     # --- the worker: all sink calls of this card happen here, one at a time ---
 
     async def _run(self) -> None:
@@ -310,37 +253,27 @@ class CardStreamer:
                 await asyncio.sleep(0)  # let feeders run between updates, whatever the path taken
                 if self._finishing.is_set():
                     break
-                if self._want_flush and self.policy.live and not self._card.gone:
+                if self._pacing.due and self.policy.live and not self._card.gone:
                     await self._send_live()
-                    self._evaluate()
-                elif self._want_flush:
+                    self._pacing.evaluate()
+                elif self._pacing.due:
                     # No live card (gone, or live updates off): the final delivers it all.
-                    self._clear_pending()
+                    self._pacing.clear()
         except Exception:
             log.exception("card.live_crashed", platform=self.target.platform)
-        self._cancel_timer()
+        self._pacing.stop()
         await self._delivery.deliver(self.state, started=self._finish_called_at or time.monotonic())
-
-    def _clear_pending(self) -> None:
-        self._want_flush = False
-        self._pending = 0
-        self._first_pending_at = None
-
-    def _flush_again(self) -> None:
-        self._want_flush = True
-        self._wake.set()
 
     async def _send_live(self) -> None:
         if self.state.final:
             # The final snapshot is finish()'s job; nothing live is left to send.
-            self._clear_pending()
+            self._pacing.clear()
             return
         if self._cursor.overflows() and self._card.handle is not None:
             await self._roll_over()
-            self._flush_again()
+            self._pacing.again()
             return
-        self._clear_pending()
-        self._last_update_at = time.monotonic()
+        self._pacing.sent()
         if self._card.handle is None:
             await self._create_part()
             return
@@ -357,7 +290,7 @@ class CardStreamer:
             created, deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
         )
         if outcome is CallOutcome.TOO_LONG and self._cursor.shrink(len(created.answer)):
-            self._flush_again()
+            self._pacing.again()
         elif outcome is CallOutcome.TOO_LONG:
             self._card.gone = True
 
@@ -368,17 +301,17 @@ class CardStreamer:
             return
         elif outcome is CallOutcome.THROTTLED:
             # The bucket is paused: the next update waits for it and carries the newest text.
-            self._flush_again()
+            self._pacing.again()
         elif outcome is CallOutcome.RETRY:
             # Transient: back off, then coalesce into the next update, which carries the newest text.
-            self._want_flush = True
+            self._pacing.again(wake=False)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._caller.backoff(self._live_attempts - 1)):
                     await self._finishing.wait()
             self._wake.set()
         elif outcome is CallOutcome.TOO_LONG:
             if self._cursor.shrink(len(self._cursor.answer())):
-                self._flush_again()
+                self._pacing.again()
             else:
                 self._card.gone = True
         else:
