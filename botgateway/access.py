@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from botgateway.messages import InboundMessage
 
+__all__ = ["AccessHook", "allow_all", "allow_users"]
+
 
 class AccessHook(Protocol):
     """Decides whether a message may start a turn."""

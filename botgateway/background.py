@@ -15,6 +15,8 @@ from typing import Any
 
 import structlog
 
+__all__ = ["BackgroundTasks"]
+
 log = structlog.get_logger(__name__)
 
 

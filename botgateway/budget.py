@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
+__all__ = ["RateBudget", "RateLimit"]
+
 log = structlog.get_logger(__name__)
 
 

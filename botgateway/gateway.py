@@ -44,6 +44,8 @@ from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
 
+__all__ = ["Gateway"]
+
 log = structlog.get_logger(__name__)
 
 

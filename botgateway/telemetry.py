@@ -16,6 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from botgateway.cards.metrics import CardMetrics
 from botgateway.stores.base import AuditRecord
 
+__all__ = ["LATENCY_BUCKETS", "MetricsServer", "PrometheusTelemetry", "TurnObserver"]
+
 log = structlog.get_logger(__name__)
 
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+__all__ = ["CardMetrics"]
+
 
 @dataclass
 class CardMetrics:

@@ -15,6 +15,8 @@ from botgateway.cards.split import FENCE
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import DEFAULT_LOCALE, t
 
+__all__ = ["CURSOR", "close_open_fence", "footer_text", "format_args", "format_duration", "render_markdown", "render_plain", "tool_line_text"]
+
 CURSOR = "▌"
 """Shown after the answer while it streams."""
 

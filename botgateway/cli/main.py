@@ -20,6 +20,8 @@ import structlog
 
 from botgateway.config import Config, ConfigError, load_config
 
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2

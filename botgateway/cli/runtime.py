@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from botgateway.stores.base import Store
     from botgateway.telemetry import MetricsServer
 
+__all__ = ["Runtime", "build_runtime", "tool_registry"]
+
 log = structlog.get_logger(__name__)
 
 
@@ -88,7 +90,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         if config.llm.resolved_provider == "demo":
             from tools.demo.model import start_demo_model
 
-            base_url = await start_demo_model(stack, config)
+            base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
             model_label = "demo model"
             log.info("llm.demo", note="no LLM key configured: using the built-in offline demo model")
 

@@ -19,6 +19,8 @@ from botgateway.cli.runtime import tool_registry
 from botgateway.config import Config
 from botgateway.tooling import ToolContext, local_user
 
+__all__ = ["ArgumentSyntaxError", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "parse_args", "tools_call", "tools_list"]
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
