@@ -1,0 +1,78 @@
+"""Configuration: ``config.yaml`` loaded into pydantic models.
+
+Strings may hold ``${VAR}`` (required) or ``${VAR:-default}``. Unknown keys and
+wrong types are rejected with the key's path and a hint; secrets are
+``SecretStr`` so they never print. :func:`load_config` raises
+:class:`ConfigError` carrying every problem at once.
+
+The package keeps one room per idea: the sections of the file (:mod:`.llm`,
+:mod:`.service`, :mod:`.card`, :mod:`.platforms`, :mod:`.toolset`, assembled in
+:mod:`.schema`), ``${VAR}`` substitution (:mod:`.env`), error lines
+(:mod:`.problems`) and loading (:mod:`.loading`). Import every name from here.
+"""
+
+from __future__ import annotations
+
+from botgateway.config.card import BufferPolicyConfig, CardConfig, PhasePolicy
+from botgateway.config.env import substitute_env
+from botgateway.config.errors import ConfigError
+from botgateway.config.llm import (
+    DEFAULT_SYSTEM_PROMPT,
+    KEYLESS_PROVIDERS,
+    PROVIDER_PRESETS,
+    LLMConfig,
+    ProviderName,
+)
+from botgateway.config.loading import load_config, parse_config
+from botgateway.config.platforms import (
+    AdapterBase,
+    AdaptersConfig,
+    DingTalkConfig,
+    SessionScope,
+    SlackConfig,
+    TerminalConfig,
+)
+from botgateway.config.problems import format_errors
+from botgateway.config.schema import Config
+from botgateway.config.section import Section
+from botgateway.config.service import GatewayConfig, LogConfig, MemoryConfig, MetricsConfig
+from botgateway.config.toolset import (
+    CloudAccount,
+    CloudProviderConfig,
+    InventoryConfig,
+    McpServerConfig,
+    ToolsConfig,
+)
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "KEYLESS_PROVIDERS",
+    "PROVIDER_PRESETS",
+    "AdapterBase",
+    "AdaptersConfig",
+    "BufferPolicyConfig",
+    "CardConfig",
+    "CloudAccount",
+    "CloudProviderConfig",
+    "Config",
+    "ConfigError",
+    "DingTalkConfig",
+    "GatewayConfig",
+    "InventoryConfig",
+    "LLMConfig",
+    "LogConfig",
+    "McpServerConfig",
+    "MemoryConfig",
+    "MetricsConfig",
+    "PhasePolicy",
+    "ProviderName",
+    "Section",
+    "SessionScope",
+    "SlackConfig",
+    "TerminalConfig",
+    "ToolsConfig",
+    "format_errors",
+    "load_config",
+    "parse_config",
+    "substitute_env",
+]

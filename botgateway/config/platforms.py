@@ -1,0 +1,181 @@
+"""Sections of the chat platforms ``botgateway run`` connects to: terminal, Slack, DingTalk."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from botgateway.config.card import BufferPolicyConfig
+from botgateway.config.section import Section
+
+__all__ = [
+    "AdapterBase",
+    "AdaptersConfig",
+    "DingTalkConfig",
+    "SessionScope",
+    "SlackConfig",
+    "TerminalConfig",
+]
+
+SessionScope = Literal["thread", "chat", "user"]
+"""What one conversation spans: a thread, a whole chat, or one user within a group chat."""
+
+
+class AdapterBase(Section):
+    """Settings shared by every adapter."""
+
+    enabled: bool | Literal["auto"] = "auto"
+    """Start this adapter with ``botgateway run``; ``auto`` starts it when its credentials are set."""
+    locale: Literal["en", "zh-CN"] = "en"
+    """Language of the card's fixed strings."""
+    session_scope: SessionScope = "thread"
+    """One conversation per thread, per chat, or per user within a group chat."""
+    policy: BufferPolicyConfig = BufferPolicyConfig()
+    """Update pacing for this adapter's cards."""
+
+    def has_credentials(self) -> bool:
+        """Whether the settings needed to connect are present (used by ``enabled: auto``)."""
+        return True
+
+    @property
+    def active(self) -> bool:
+        """True when ``botgateway run`` should start this adapter."""
+        return self.has_credentials() if self.enabled == "auto" else bool(self.enabled)
+
+
+class TerminalConfig(AdapterBase):
+    """The interactive terminal chat (``botgateway chat``)."""
+
+    enabled: bool | Literal["auto"] = True
+    """Start the terminal chat with ``botgateway run`` (when stdin is a terminal)."""
+
+
+class SlackConfig(AdapterBase):
+    """Slack (slack-bolt AsyncApp)."""
+
+    mode: Literal["socket", "http"] = "socket"
+    """Socket Mode (app token) or the HTTP Events API (signing secret)."""
+    bot_token: SecretStr = SecretStr("")
+    """``xoxb-…`` bot token."""
+    app_token: SecretStr = SecretStr("")
+    """``xapp-…`` app-level token for Socket Mode."""
+    signing_secret: SecretStr = SecretStr("")
+    """Signing secret for HTTP mode."""
+    http_host: str = "0.0.0.0"
+    """HTTP mode listen address."""
+    http_port: int = Field(3000, ge=1, le=65535)
+    """HTTP mode listen port."""
+    http_path: str = "/slack/events"
+    """HTTP mode events path."""
+    api_base_url: str = "https://slack.com/api/"
+    """Web API base URL (tests point it at a fake)."""
+    streaming: Literal["auto", "native", "edit"] = "auto"
+    """native: chat.startStream; edit: placeholder + chat.update; auto: native, else edit."""
+    ignore_bots: bool = True
+    """Ignore messages from other bots."""
+    suggested_prompts: list[dict[str, str]] = Field(
+        default_factory=lambda: [
+            {"title": "Find a server", "message": "Which server is 10.0.1.100?"},
+            {"title": "Stopped servers", "message": "List the stopped servers"},
+        ]
+    )
+    """Prompts offered when a user opens the assistant pane (``title`` and ``message``)."""
+    update_rate_per_min: float = Field(50.0, gt=0)
+    """chat.update budget per workspace, shared by all cards."""
+    post_rate_per_s: float = Field(1.0, gt=0)
+    """chat.postMessage budget per channel."""
+    append_rate_per_min: float = Field(100.0, gt=0)
+    """chat.appendStream budget per workspace (Tier 4)."""
+    start_stream_rate_per_min: float = Field(20.0, gt=0)
+    """chat.startStream budget per workspace (Tier 2): new native streams, their continuation parts and rollovers."""
+    rate_window_s: float = Field(60.0, gt=0)
+    """The window the ``*_per_min`` budgets are counted over (Slack counts per minute; tests shrink it)."""
+    stop_button: bool = True
+    """Show a Stop button while an answer is live (edit mode: on the message; native: in a control message below it)."""
+    status_text: str = ""
+    """Assistant-pane status while working (empty: "is thinking…" in the card's language)."""
+    max_live_bytes: int = Field(3500, ge=500)
+    """Live text past this continues in a new thread message."""
+    stream_rollover_s: float = Field(240.0, gt=0)
+    """A native stream older than this is stopped and continued in a new one."""
+
+    def has_credentials(self) -> bool:
+        """A bot token plus the app token (socket) or signing secret (http)."""
+        second = self.app_token if self.mode == "socket" else self.signing_secret
+        return bool(self.bot_token.get_secret_value() and second.get_secret_value())
+
+    @model_validator(mode="after")
+    def _enabled_needs_credentials(self) -> SlackConfig:
+        if self.enabled is True and not self.has_credentials():
+            second = "app_token" if self.mode == "socket" else "signing_secret"
+            missing = [name for name in ("bot_token", second) if not getattr(self, name).get_secret_value()]
+            raise ValueError(
+                f"enabled: true but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty "
+                f"(mode: {self.mode}); set {'it' if len(missing) == 1 else 'them'} with ${{ENV_VAR}}, or use enabled: auto"
+            )
+        return self
+
+
+class DingTalkConfig(AdapterBase):
+    """DingTalk (dingtalk-stream + card OpenAPI)."""
+
+    locale: Literal["en", "zh-CN"] = "zh-CN"
+    """Language of the card's fixed strings."""
+    mode: Literal["stream", "http"] = "stream"
+    """Stream mode (websocket) or the outgoing-robot HTTP callback."""
+    client_id: str = ""
+    """AppKey / client id of the robot's app."""
+    client_secret: SecretStr = SecretStr("")
+    """AppSecret / client secret."""
+    robot_code: str = ""
+    """Robot code (defaults to the client id)."""
+    card_template_id: str = ""
+    """AI card template id; empty means plain markdown replies."""
+    card_content_key: str = "content"
+    """The template's markdown variable that receives the text."""
+    api_base_url: str = "https://api.dingtalk.com"
+    """OpenAPI base URL (tests point it at a fake)."""
+    oapi_base_url: str = "https://oapi.dingtalk.com"
+    """Legacy OpenAPI base URL (token, gateway)."""
+    http_host: str = "0.0.0.0"
+    """HTTP callback listen address."""
+    http_port: int = Field(8090, ge=1, le=65535)
+    """HTTP callback listen port."""
+    http_path: str = "/dingtalk/callback"
+    """HTTP callback path."""
+    qps: float = Field(20.0, gt=0)
+    """Card API calls per second for the whole app."""
+    throttle_window_s: float = Field(60.0, gt=0)
+    """Window in which repeated throttling is counted."""
+    throttle_degrade_after: int = Field(5, ge=1)
+    """Throttle answers in the window that switch new turns to markdown replies."""
+    degrade_for_s: float = Field(300.0, gt=0)
+    """How long to stay on markdown replies after degrading."""
+    max_card_chars: int = Field(3000, ge=200)
+    """Safe answer size of one card; longer answers continue in a second card."""
+
+    def has_credentials(self) -> bool:
+        """The app's client id and secret."""
+        return bool(self.client_id and self.client_secret.get_secret_value())
+
+    @model_validator(mode="after")
+    def _enabled_needs_credentials(self) -> DingTalkConfig:
+        if self.enabled is True and not self.has_credentials():
+            missing = [name for name, value in (("client_id", self.client_id), ("client_secret", self.client_secret.get_secret_value())) if not value]
+            raise ValueError(
+                f"enabled: true but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty; "
+                f"set {'it' if len(missing) == 1 else 'them'} with ${{ENV_VAR}}, or use enabled: auto"
+            )
+        return self
+
+
+class AdaptersConfig(Section):
+    """Which platforms ``botgateway run`` starts."""
+
+    terminal: TerminalConfig = TerminalConfig()
+    """The terminal chat."""
+    slack: SlackConfig = SlackConfig()
+    """Slack."""
+    dingtalk: DingTalkConfig = DingTalkConfig()
+    """DingTalk."""

@@ -1,0 +1,33 @@
+"""The whole configuration file: one section per top-level key."""
+
+from __future__ import annotations
+
+from botgateway.config.card import CardConfig
+from botgateway.config.llm import LLMConfig
+from botgateway.config.platforms import AdaptersConfig
+from botgateway.config.section import Section
+from botgateway.config.service import GatewayConfig, LogConfig, MemoryConfig, MetricsConfig
+from botgateway.config.toolset import ToolsConfig
+
+__all__ = ["Config"]
+
+
+class Config(Section):
+    """The whole configuration file."""
+
+    log: LogConfig = LogConfig()
+    """Logging."""
+    llm: LLMConfig = LLMConfig()
+    """The model."""
+    memory: MemoryConfig = MemoryConfig()
+    """History and state."""
+    card: CardConfig = CardConfig()
+    """The card."""
+    gateway: GatewayConfig = GatewayConfig()
+    """Turn scheduling and access."""
+    adapters: AdaptersConfig = AdaptersConfig()
+    """Platforms."""
+    tools: ToolsConfig = ToolsConfig()
+    """Tools."""
+    metrics: MetricsConfig = MetricsConfig()
+    """Metrics."""

@@ -1,0 +1,84 @@
+"""Sections of the service itself: logging, the state store, turn scheduling and metrics."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from botgateway.config.section import Section
+
+__all__ = ["GatewayConfig", "LogConfig", "MemoryConfig", "MetricsConfig"]
+
+
+class LogConfig(Section):
+    """Structured logging."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """Lowest level written."""
+    format: Literal["auto", "json", "console"] = "auto"
+    """``json`` lines for production, ``console`` for people; ``auto`` picks console on a terminal."""
+    file: str | None = None
+    """Write logs to this file instead of stderr (the terminal chat sets this by default)."""
+
+
+class MemoryConfig(Section):
+    """Conversation history, dedupe keys, open cards and audit records."""
+
+    store: Literal["sqlite", "redis"] = "sqlite"
+    """``sqlite`` (embedded, one process) or ``redis`` (several replicas)."""
+    sqlite_path: str = "data/botgateway.db"
+    """SQLite file, created on first use."""
+    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
+    """Redis URL (may carry a password, so it is secret)."""
+    redis_prefix: str = "botgateway:"
+    """Key prefix, so several deployments can share one Redis."""
+    max_history_tokens: int = Field(6000, ge=200)
+    """Token budget of the history sent to the model; older turns are summarized past it."""
+    keep_recent_turns: int = Field(2, ge=1)
+    """Turns never summarized away."""
+    dedupe_ttl_s: float = Field(3600.0, gt=0)
+    """How long a platform message id is remembered to drop redeliveries."""
+    history_ttl_days: float = Field(30.0, gt=0)
+    """Conversations idle longer than this are forgotten."""
+
+
+class GatewayConfig(Section):
+    """Turn scheduling and access."""
+
+    max_queued_per_conversation: int = Field(3, ge=0)
+    """Questions waiting behind a running turn in one conversation; more are refused politely."""
+    max_concurrent_turns: int = Field(64, ge=1)
+    """Turns running at once across all conversations."""
+    admins: list[str] = Field(default_factory=list)
+    """Platform user ids allowed to stop anyone's turn."""
+    stop_words: list[str] = Field(default_factory=lambda: ["stop", "停止", "/stop"])
+    """A message that is exactly one of these stops the asker's running turn."""
+    clear_words: list[str] = Field(default_factory=lambda: ["/clear", "/new", "新对话", "清空对话"])
+    """A message that is exactly one of these starts a new conversation (forgets its history)."""
+    heartbeat_s: float = Field(10.0, gt=0)
+    """How often a running process tells the store it is alive (its open cards are then left alone)."""
+    instance_ttl_s: float = Field(30.0, gt=0)
+    """A process silent this long counts as crashed: other processes finalize its open cards."""
+    recover_interval_s: float = Field(30.0, gt=0)
+    """How often a running process looks for cards left open by a crashed process."""
+
+    @model_validator(mode="after")
+    def _ttl_outlives_heartbeats(self) -> GatewayConfig:
+        if self.instance_ttl_s <= self.heartbeat_s:
+            raise ValueError(
+                f"instance_ttl_s ({self.instance_ttl_s:g}) must be longer than heartbeat_s ({self.heartbeat_s:g}), "
+                "or live processes would look crashed between heartbeats; use about three heartbeats"
+            )
+        return self
+
+
+class MetricsConfig(Section):
+    """Prometheus metrics."""
+
+    enabled: bool = False
+    """Serve Prometheus metrics on ``http://host:port/metrics``."""
+    host: str = "0.0.0.0"
+    """Listen address of the metrics endpoint."""
+    port: int = Field(9464, ge=0, le=65535)
+    """Port of the metrics endpoint (0 picks a free one)."""

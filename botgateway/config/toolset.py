@@ -1,0 +1,94 @@
+"""Sections of what the model can call: the static inventory, cloud providers and MCP servers."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, model_validator
+
+from botgateway.config.section import Section
+
+__all__ = ["CloudAccount", "CloudProviderConfig", "InventoryConfig", "McpServerConfig", "ToolsConfig"]
+
+
+class CloudAccount(Section):
+    """One cloud account: credentials and the regions to search."""
+
+    name: str = "default"
+    """Label shown in results ("prod", "staging")."""
+    access_key_id: SecretStr = SecretStr("")
+    """Access key id; empty means the SDK's usual environment variables."""
+    access_key_secret: SecretStr = SecretStr("")
+    """Access key secret; empty means the SDK's usual environment variables."""
+    regions: list[str] = Field(default_factory=list)
+    """Regions to search."""
+    endpoint: str | None = None
+    """Override the API endpoint (private link, tests)."""
+
+
+class CloudProviderConfig(Section):
+    """A cloud provider's accounts."""
+
+    enabled: bool = False
+    """Offer this provider's tools to the model."""
+    accounts: list[CloudAccount] = Field(default_factory=list)
+    """Accounts to search, concurrently."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Per-request timeout."""
+    cache_ttl_s: float = Field(60.0, ge=0)
+    """How long results are cached (0 disables)."""
+
+
+class InventoryConfig(Section):
+    """The static inventory of on-prem hosts."""
+
+    enabled: bool = True
+    """Offer the static inventory."""
+    path: str = "tools/sample_inventory.yaml"
+    """YAML or CSV file of hosts."""
+
+
+class McpServerConfig(Section):
+    """One MCP server whose tools are offered, namespaced by ``name``."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    """Namespace prefix of the server's tools."""
+    command: str | None = None
+    """stdio transport: the command to start."""
+    args: list[str] = Field(default_factory=list)
+    """stdio transport: its arguments."""
+    env: dict[str, SecretStr] = Field(default_factory=dict)
+    """stdio transport: extra environment."""
+    url: str | None = None
+    """streamable-HTTP transport: the server URL."""
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    """streamable-HTTP transport: request headers (tokens)."""
+    allow: list[str] = Field(default_factory=list)
+    """Offer only these tool names (empty: all)."""
+    deny: list[str] = Field(default_factory=list)
+    """Never offer these tool names."""
+    timeout_s: float = Field(30.0, gt=0)
+    """Per-call timeout."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("set exactly one of command (stdio) or url (streamable HTTP)")
+        return self
+
+
+class ToolsConfig(Section):
+    """What the model can call."""
+
+    default_timeout_s: float = Field(20.0, gt=0)
+    """Timeout of a tool call unless the tool sets its own."""
+    max_result_chars: int = Field(8000, ge=200)
+    """Tool output longer than this is truncated with a note to the model."""
+    inventory: InventoryConfig = InventoryConfig()
+    """Static inventory."""
+    aliyun: CloudProviderConfig = CloudProviderConfig()
+    """Alibaba Cloud ECS."""
+    tencent: CloudProviderConfig = CloudProviderConfig()
+    """Tencent Cloud CVM."""
+    aws: CloudProviderConfig = CloudProviderConfig()
+    """AWS EC2."""
+    mcp: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers."""
