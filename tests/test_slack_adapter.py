@@ -20,15 +20,7 @@ from adapters.slack import SlackAdapter, SlackStartError
 from adapters.slack.render import STOP_ACTION_ID
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
-from tests.fakes.slack_env import (
-    ANSWER,
-    Env,
-    answer_of,
-    controls,
-    replies,
-    slack_config,
-    slack_env,
-)
+from tests.fakes.slack_env import ANSWER, Env, answer_of, controls, replies, slack_config, slack_env
 from tools.demo.server import Script
 
 
@@ -404,17 +396,19 @@ async def test_start_reports_bad_tokens_in_plain_words(tmp_path: Any) -> None:
             await store.close()
 
 
-async def test_create_adapter_builds_from_the_runtime(tmp_path: Any) -> None:
+async def test_run_builds_the_adapter_from_the_runtime(tmp_path: Any) -> None:
     from types import SimpleNamespace
 
-    from adapters.slack import create_adapter
+    from botgateway.budget import RateBudget
+    from botgateway.cli.run import build_adapter
 
     async with FakeSlack() as fake:
         store = SqliteStore(tmp_path / "s.db")
         await store.open()
         try:
             config = slack_config("http://127.0.0.1:9/v1", fake)
-            adapter = create_adapter(config.adapters.slack, SimpleNamespace(store=store, config=config))
+            runtime = SimpleNamespace(store=store, budget=RateBudget(), config=config)
+            adapter = build_adapter("slack", config.adapters.slack, runtime)  # type: ignore[arg-type]
             assert adapter.name == "slack" and adapter.sink.platform == "slack"
             assert adapter.sink.max_chars == config.adapters.slack.max_live_bytes
         finally:

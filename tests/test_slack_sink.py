@@ -12,17 +12,13 @@ import pytest
 from pydantic import SecretStr
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.limits import window_limit
 from adapters.slack.render import STOP_ACTION_ID, card_text
-from adapters.slack.sink import SlackCardSink, window_limit
+from adapters.slack.sink import SlackCardSink
+from botgateway.budget import RateBudget
+from botgateway.cards.caller import BudgetPacer
 from botgateway.config import SlackConfig
-from botgateway.sink import (
-    CardGone,
-    CardTarget,
-    PermanentError,
-    RateLimited,
-    TooLong,
-    TransientError,
-)
+from botgateway.sink import CardGone, CardTarget, PermanentError, RateLimited, TooLong, TransientError
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from tests.fakes.slack import BOT_TOKEN, FakeSlack, Window
 
@@ -39,10 +35,11 @@ def _config(fake: FakeSlack, **overrides: Any) -> SlackConfig:
     return SlackConfig(bot_token=SecretStr(BOT_TOKEN), api_base_url=fake.api_url, **overrides)
 
 
-def _sink(fake: FakeSlack, *, token: str = BOT_TOKEN, clock: Clock | None = None, **overrides: Any) -> SlackCardSink:
+def _sink(fake: FakeSlack, *, token: str = BOT_TOKEN, clock: Clock | None = None, pacer: BudgetPacer | None = None,
+          **overrides: Any) -> SlackCardSink:
     client = AsyncWebClient(token=token, base_url=fake.api_url, timeout=5)
     kwargs = {"clock": clock} if clock is not None else {}
-    return SlackCardSink(client, _config(fake, **overrides), **kwargs)
+    return SlackCardSink(client, _config(fake, **overrides), pacer=pacer, **kwargs)
 
 
 def _target(channel: str = "C1", thread: str | None = "100.000001", turn: str = "turn-1", team: str = "T0001") -> CardTarget:
@@ -389,15 +386,14 @@ async def test_rate_keys_update_shared_per_workspace_post_per_channel(fake: Fake
     assert sink.rate_key("update", _target(team="T0002"))[0] != key_a
 
 
-def _budgeted(fake: FakeSlack, budget: Any, clock: Clock | None = None, **overrides: Any) -> SlackCardSink:
+def _budgeted(fake: FakeSlack, budget: RateBudget, clock: Clock | None = None, **overrides: Any) -> SlackCardSink:
+    """A sink whose own calls the core's pacer pays for from ``budget``, as in ``botgateway run``."""
     client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
     kwargs = {"clock": clock} if clock is not None else {}
-    return SlackCardSink(client, _config(fake, stop_button=False, **overrides), budget=budget, **kwargs)
+    return SlackCardSink(client, _config(fake, stop_button=False, **overrides), pacer=BudgetPacer(budget), **kwargs)
 
 
 async def test_native_creates_draw_the_workspace_start_stream_budget(fake: FakeSlack) -> None:
-    from botgateway.budget import RateBudget
-
     budget = RateBudget()
     sink = _budgeted(fake, budget, streaming="auto", start_stream_rate_per_min=20, rate_window_s=2)
     a, b = _target(channel="C1", turn="a"), _target(channel="C2", turn="b")
@@ -421,8 +417,6 @@ async def test_native_creates_draw_the_workspace_start_stream_budget(fake: FakeS
 
 
 async def test_a_queued_card_pays_for_its_placeholder_and_retries_use_the_post_budget(fake: FakeSlack) -> None:
-    from botgateway.budget import RateBudget
-
     budget = RateBudget()
     sink = _budgeted(fake, budget, streaming="native")
     target = _target(turn="q")
@@ -441,8 +435,6 @@ async def test_a_queued_card_pays_for_its_placeholder_and_retries_use_the_post_b
 
 
 async def test_rollover_draws_the_start_stream_budget_itself(fake: FakeSlack) -> None:
-    from botgateway.budget import RateBudget
-
     budget = RateBudget()
     clock = Clock()
     sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240)
@@ -460,8 +452,6 @@ async def test_rollover_draws_the_start_stream_budget_itself(fake: FakeSlack) ->
 
 
 async def test_a_throttled_rollover_pauses_the_start_stream_bucket_not_the_append_bucket(fake: FakeSlack) -> None:
-    from botgateway.budget import RateBudget
-
     budget = RateBudget()
     clock = Clock()
     # a short window: the paused bucket restarts empty and refills at the window's pace
@@ -533,11 +523,9 @@ def _controls(fake: FakeSlack, channel: str = "C1", thread: str = "100.000001") 
 
 
 async def test_native_stream_gets_a_stop_control_drawn_from_the_post_budget_and_deleted_at_the_end(fake: FakeSlack) -> None:
-    from botgateway.budget import RateBudget
-
     budget = RateBudget()
     client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
-    sink = SlackCardSink(client, _config(fake, streaming="native"), budget=budget)
+    sink = SlackCardSink(client, _config(fake, streaming="native"), pacer=BudgetPacer(budget))
     target = _target()
     handle = await sink.create(target, snap("working"))
     await fake.wait_for(lambda: len(_controls(fake)) == 1)
@@ -558,11 +546,9 @@ async def test_native_stream_gets_a_stop_control_drawn_from_the_post_budget_and_
 
 
 async def test_a_control_still_waiting_for_the_post_budget_is_never_posted(fake: FakeSlack) -> None:
-    from botgateway.budget import RateBudget
-
     budget = RateBudget()
     client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
-    sink = SlackCardSink(client, _config(fake, streaming="native"), budget=budget)
+    sink = SlackCardSink(client, _config(fake, streaming="native"), pacer=BudgetPacer(budget))
     key, limit = sink.rate_key("fallback", _target())  # the channel's chat.postMessage bucket
     await budget.acquire(key, limit, "another-card")  # another card in the channel took the token…
     budget.pause(key, 60)  # …and Slack asked us to slow down there
@@ -589,10 +575,12 @@ async def test_failing_to_post_the_control_does_not_stop_the_stream(fake: FakeSl
 
 async def test_throttled_control_post_is_retried(fake: FakeSlack) -> None:
     fake.fail("chat.postMessage", "ratelimited", status=429, retry_after=0.05)
-    sink = _sink(fake, streaming="native")
+    budget = RateBudget()
+    sink = _sink(fake, streaming="native", post_rate_per_s=20, pacer=BudgetPacer(budget))
     await sink.create(_target(), snap("working"))
     await fake.wait_for(lambda: len(_controls(fake)) == 1)
     assert len(fake.throttled("chat.postMessage")) == 1
+    assert budget.granted("slack:T0001:post:C1") == 2  # the pacer paid for the retry too
     await sink.aclose()
     assert _controls(fake) == []  # a card that never ended loses its control when the adapter stops
 

@@ -1,4 +1,4 @@
-"""Slack markup for a :class:`~botgateway.card.CardSnapshot`.
+"""Slack markup for a :class:`~botgateway.snapshot.CardSnapshot`.
 
 Edit mode shows the whole card in one ``markdown`` block (Slack renders
 standard Markdown there) with a plain ``text`` fallback for notifications and
@@ -17,6 +17,23 @@ from typing import Any
 from botgateway.cards.render import render_markdown, render_plain
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
+
+__all__ = [
+    "MAX_MARKDOWN_CHARS",
+    "MAX_TEXT_FALLBACK",
+    "STOP_ACTION_ID",
+    "card_blocks",
+    "card_markdown",
+    "card_text",
+    "control_blocks",
+    "control_done_blocks",
+    "defuse",
+    "escape_text",
+    "stop_button",
+    "stream_closing",
+    "stream_pieces",
+    "task_chunk",
+]
 
 STOP_ACTION_ID = "botgateway_stop"
 """``action_id`` of the Stop button; its ``value`` is the turn id."""

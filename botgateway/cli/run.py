@@ -61,9 +61,10 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> _Adapter:
 
         return TerminalAdapter(adapter_config, memory=runtime.memory, model_label=runtime.model_label)
     if name == "slack":
-        from adapters.slack import create_adapter as slack_adapter
+        from adapters.slack import SlackAdapter
+        from botgateway.cards.caller import BudgetPacer
 
-        return slack_adapter(adapter_config, runtime)
+        return SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget))
     if name == "dingtalk":
         from adapters.dingtalk import create_adapter as dingtalk_adapter
 

@@ -16,6 +16,7 @@ from typing import Any
 from adapters.slack import SlackAdapter
 from adapters.slack.adapter import Delivery
 from botgateway.budget import RateBudget
+from botgateway.cards.caller import BudgetPacer
 from botgateway.config import Config, parse_config
 from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
@@ -142,7 +143,7 @@ async def slack_env(
     gateway = Gateway(loop=loop, store=store, budget=budget, config=config, model_label="test", **extra)
     deliveries: asyncio.Queue[Delivery] = asyncio.Queue()
     adapter = SlackAdapter(config.adapters.slack, store=store, http_port=http_port, observer=deliveries.put_nowait,
-                           budget=budget)
+                           pacer=BudgetPacer(budget))
     await adapter.start(gateway)
     try:
         yield Env(fake, llm_server, budget, store, gateway, adapter, config, deliveries)

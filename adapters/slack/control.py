@@ -1,0 +1,199 @@
+"""The Stop control of a native stream: a small message below the stream that carries its Stop button.
+
+A streaming message cannot carry blocks until ``chat.stopStream``, so a native
+stream gets its Stop button from a *control* message posted below it in the
+thread (a "working" note and the same Stop button as edit mode). It is posted
+in the background once the channel's ``chat.postMessage`` budget allows (an
+answer that ends first never gets one) and deleted with ``chat.delete`` when
+the answer ends, is stopped, fails, falls back or turns into an edit-mode
+message (which carries its own button). When it cannot be posted the answer
+still streams; "stop" typed in the thread still works.
+
+Every control call goes through the :class:`~botgateway.sink.CallPacer`, tried
+up to :data:`CONTROL_ATTEMPTS` times when Slack throttles it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from cachetools import LRUCache
+
+from adapters.slack.errors import call_slack
+from adapters.slack.handles import CardKey, card_key
+from adapters.slack.limits import SlackBuckets, paced
+from adapters.slack.render import control_blocks, control_done_blocks
+from botgateway.background import BackgroundTasks
+from botgateway.sink import CallPacer, CardGone, CardTarget, SinkError
+from botgateway.strings import t
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+__all__ = ["CONTROL_ATTEMPTS", "CONTROL_WAIT_S", "Control", "StopControls"]
+
+log = structlog.get_logger(__name__)
+
+CONTROL_WAIT_S = 5.0
+"""How long ending a card waits for its Stop control to go away before carrying on (it still goes, in the background)."""
+
+CONTROL_ATTEMPTS = 3
+"""Tries per control call when Slack throttles it."""
+
+_MAX_CARDS = 10_000
+"""Controls kept at most; the oldest (cards that were never finalized) are retired."""
+
+
+class Control:
+    """The Stop control message of one native stream (mutable; owned by :class:`StopControls`)."""
+
+    def __init__(self, *, channel: str, thread_ts: str, target: CardTarget) -> None:
+        self.channel = channel
+        """The channel of the control (Slack's answer may name it differently)."""
+        self.thread_ts = thread_ts
+        """The thread the control is posted in."""
+        self.target = target
+        """The card the control stops (its turn id is the button's value)."""
+        self.ts = ""
+        """The control message once posted."""
+        self.task: asyncio.Task[Any] | None = None
+        """The background post."""
+        self.posting = False
+        """True while ``chat.postMessage`` is in flight (it cannot be taken back, only deleted after)."""
+        self.ending = False
+        """The card ended: do not post; delete what was posted."""
+
+
+class _Controls(LRUCache[CardKey, Control]):
+    """Controls per card; one evicted to make room is retired, not just forgotten."""
+
+    def __init__(self, maxsize: int, retire: Callable[[Control], object]) -> None:
+        super().__init__(maxsize)
+        self._retire = retire
+
+    def popitem(self) -> tuple[CardKey, Control]:
+        key, control = super().popitem()
+        self._retire(control)
+        return key, control
+
+
+class StopControls:
+    """Posts and retires the Stop controls of native streams, one per card (kept across continuation parts)."""
+
+    def __init__(self, client: AsyncWebClient, *, buckets: SlackBuckets, pacer: CallPacer | None,
+                 enabled: bool = True) -> None:
+        """``enabled``: False when the config turns Stop buttons off (no control is ever posted)."""
+        self._client = client
+        self._enabled = enabled
+        self._buckets = buckets
+        self._pacer = pacer
+        self._tasks = BackgroundTasks()
+        self._controls = _Controls(_MAX_CARDS, self._retire_later)
+
+    def open(self, target: CardTarget) -> None:
+        """Post the Stop control for ``target``'s stream in the background (once per card)."""
+        key = card_key(target)
+        if not self._enabled or not target.turn_id or not target.thread_id or key in self._controls:
+            return
+        control = Control(channel=target.chat_id, thread_ts=target.thread_id, target=target)
+        self._controls[key] = control
+        control.task = self._tasks.spawn(self._post(control), name=f"slack-control:{target.turn_id}")
+
+    async def close(self, target: CardTarget) -> None:
+        """Take the card's Stop control away; waits a little for it, never raises."""
+        control = self._controls.pop(card_key(target), None)
+        if control is None:
+            return
+        task = self._retire_later(control)
+        if task is not None:
+            # asyncio.wait never cancels the task: if this call is cancelled or times out, the control still goes.
+            await asyncio.wait({task}, timeout=CONTROL_WAIT_S)
+
+    async def aclose(self) -> None:
+        """Take away the controls of cards that never ended; wait a little for control calls, then cancel them."""
+        for key in list(self._controls):
+            self._retire_later(self._controls.pop(key))
+        await self._tasks.wait(timeout=CONTROL_WAIT_S)
+        await self._tasks.aclose()
+
+    def _retire_later(self, control: Control) -> asyncio.Task[Any] | None:
+        control.ending = True
+        return self._tasks.spawn(self._retire(control), name=f"slack-control-retire:{control.target.turn_id}")
+
+    async def _retire(self, control: Control) -> None:
+        post = control.task
+        if post is not None and not post.done():
+            if not control.posting and not control.ts:
+                post.cancel()  # still waiting for a post token: the control is simply never posted
+            # A post in flight (or just landed) deletes its own message: it sees ``ending``.
+            await asyncio.wait({post})
+            return
+        if control.ts:
+            await self._delete(control)
+
+    async def _post(self, control: Control) -> None:
+        target = control.target
+
+        async def post() -> Any:
+            if control.ending:
+                return None  # the answer ended while we waited for the budget: no call at all
+            control.posting = True
+            try:
+                return await call_slack(
+                    self._client.chat_postMessage,
+                    channel=control.channel,
+                    thread_ts=control.thread_ts,
+                    text=t(target.locale, "control_working"),
+                    blocks=control_blocks(target.turn_id, target.locale),
+                    unfurl_links=False,
+                    unfurl_media=False,
+                )
+            finally:
+                control.posting = False
+
+        try:
+            response = await paced(self._pacer, self._buckets.post_bucket(target), post,
+                                   owner=_owner(target), attempts=CONTROL_ATTEMPTS)
+            if response is None:
+                return
+            control.ts = str(response.get("ts") or "")
+            control.channel = str(response.get("channel") or control.channel)
+            log.debug("slack.stop_control_posted", turn_id=target.turn_id, ts=control.ts)
+            if control.ending:
+                await self._delete(control)
+        except asyncio.CancelledError:
+            raise
+        except SinkError as error:
+            log.warning("slack.stop_control_failed", turn_id=target.turn_id, channel=control.channel,
+                        error=str(error), note="the answer streams without a Stop button; 'stop' in the thread still works")
+        except Exception:
+            log.exception("slack.stop_control_crashed", turn_id=target.turn_id)
+
+    async def _delete(self, control: Control) -> None:
+        """Delete the control message; if Slack will not, at least take its button away."""
+        target = control.target
+        try:
+            await paced(self._pacer, self._buckets.delete_bucket(target),
+                        lambda: call_slack(self._client.chat_delete, channel=control.channel, ts=control.ts),
+                        owner=_owner(target), attempts=CONTROL_ATTEMPTS)
+            log.debug("slack.stop_control_deleted", turn_id=target.turn_id, ts=control.ts)
+            return
+        except CardGone:
+            return  # someone deleted it already
+        except Exception as exc:
+            log.info("slack.stop_control_delete_failed", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
+        try:
+            await paced(self._pacer, self._buckets.update_bucket(target),
+                        lambda: call_slack(self._client.chat_update, channel=control.channel, ts=control.ts,
+                                           text=t(target.locale, "control_done"), blocks=control_done_blocks(target.locale)),
+                        owner=_owner(target), attempts=CONTROL_ATTEMPTS)
+        except Exception as exc:  # a stale button only earns its presser an "already finished" note
+            log.warning("slack.stop_control_left", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
+
+
+def _owner(target: CardTarget) -> str:
+    """The control's name in the budget's round-robin (apart from its card's own calls)."""
+    return f"slack-control:{target.turn_id}"

@@ -1,0 +1,107 @@
+"""Edit mode: a placeholder ``chat.postMessage``, then ``chat.update``; and the plain messages of a fallback.
+
+An edit-mode card is one ``markdown`` block with a plain ``text`` fallback and,
+while live, a Stop button. A stream that broke keeps its message: from then on
+that message is edited (:meth:`EditMessages.converted` remembers which one, so
+a stream that rolled over and then broke edits its current message). A
+fallback posts the final answer as new thread messages, split only where Slack
+would refuse one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
+
+from adapters.slack.errors import call_slack
+from adapters.slack.handles import MessageKey, as_edit, message_key
+from adapters.slack.render import MAX_MARKDOWN_CHARS, card_blocks, card_markdown, card_text
+from botgateway.cards.split import split_parts
+from botgateway.sink import CardHandle, CardTarget, TooLong
+from botgateway.snapshot import CardSnapshot
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from botgateway.config import SlackConfig
+
+__all__ = ["EditMessages"]
+
+_MAX_CONVERTED = 10_000
+"""Broken streams whose edited message is remembered at most."""
+
+
+class EditMessages:
+    """Posts, edits and falls back with plain Slack messages; Slack's errors come back typed."""
+
+    def __init__(self, client: AsyncWebClient, config: SlackConfig) -> None:
+        self._client = client
+        self._config = config
+        self._converted: LRUCache[MessageKey, CardHandle] = LRUCache(_MAX_CONVERTED)
+
+    async def post(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
+        """Post the card's first message (the placeholder) in ``target``'s thread."""
+        response = await call_slack(
+            self._client.chat_postMessage,
+            channel=target.chat_id,
+            thread_ts=target.thread_id,
+            text=card_text(snapshot),
+            blocks=self._blocks(target, snapshot),
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        ts = str(response["ts"])
+        channel = str(response.get("channel") or target.chat_id)
+        return CardHandle(card_id=ts, target=target, data={"mode": "edit", "channel": channel, "ts": ts})
+
+    async def edit(self, handle: CardHandle, snapshot: CardSnapshot) -> None:
+        """Replace the message of edit-mode ``handle`` with ``snapshot``."""
+        await call_slack(
+            self._client.chat_update,
+            channel=handle.data.get("channel") or handle.target.chat_id,
+            ts=handle.data.get("ts") or handle.card_id,
+            text=card_text(snapshot),
+            blocks=self._blocks(handle.target, snapshot),
+        )
+
+    async def post_plain(self, target: CardTarget, snapshot: CardSnapshot) -> None:
+        """Post ``snapshot`` as new thread message(s) without a button, split when long."""
+        final = dataclasses.replace(snapshot, status=snapshot.status if snapshot.final else "done")
+        body = card_markdown(final)
+        # The streamer already cut the answer to size; split only what Slack would refuse.
+        parts = split_parts(body, MAX_MARKDOWN_CHARS) if len(body) > MAX_MARKDOWN_CHARS else [body]
+        for part in parts:
+            blocks = [{"type": "markdown", "text": part}]
+            text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker=""))
+            await call_slack(
+                self._client.chat_postMessage,
+                channel=target.chat_id,
+                thread_ts=target.thread_id,
+                text=text,
+                blocks=blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+
+    def check_size(self, snapshot: CardSnapshot) -> None:
+        """Live text is kept under ``max_live_bytes`` (UTF-8), so CJK answers split as early as Latin ones."""
+        size = len(snapshot.answer.encode("utf-8"))
+        if size > self._config.max_live_bytes:
+            raise TooLong(f"the answer part has {size} bytes; the live limit is {self._config.max_live_bytes}")
+
+    def handle_of(self, handle: CardHandle) -> CardHandle:
+        """The edit-mode handle of ``handle``'s message (the current message if a stream rolled over, then broke)."""
+        return self._converted.get(message_key(handle)) or as_edit(handle)
+
+    def converted(self, handle: CardHandle, edited: CardHandle) -> None:
+        """``handle``'s stream broke: its card is edited through ``edited`` from now on."""
+        self._converted[message_key(handle)] = edited
+
+    def _blocks(self, target: CardTarget, snapshot: CardSnapshot) -> list[dict[str, Any]]:
+        turn_id = target.turn_id if self._config.stop_button else ""
+        blocks = card_blocks(snapshot, turn_id=turn_id)
+        if len(blocks[0]["text"]) > MAX_MARKDOWN_CHARS:
+            raise TooLong(f"the card has {len(blocks[0]['text'])} characters; slack takes {MAX_MARKDOWN_CHARS}")
+        return blocks

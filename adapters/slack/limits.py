@@ -1,0 +1,139 @@
+"""Slack's rate buckets, and how the sink hands the calls it makes on its own to the pacer.
+
+Slack's tiers are per workspace per method, counted in per-minute windows for
+all cards together: ``chat.update`` and ``chat.delete`` Tier 3,
+``chat.startStream`` Tier 2, ``chat.appendStream`` / ``stopStream`` Tier 4;
+``chat.postMessage`` is about one a second per channel. :class:`SlackBuckets`
+names the bucket (key and limit) each call draws from.
+
+The streamer pays for the one call it asked the sink for. Any other call (a
+Stop control, a rollover's new stream, a placeholder where a stream was
+planned) goes through the :class:`~botgateway.sink.CallPacer` with
+:func:`paced` or :func:`on_own_budget`; the sink never paces or retries itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
+
+from botgateway.budget import RateLimit
+from botgateway.sink import CallPacer, CardTarget, RateLimited, TransientError
+
+if TYPE_CHECKING:
+    from botgateway.config import SlackConfig
+
+__all__ = ["DELETE_RATE_PER_MIN", "Bucket", "SlackBuckets", "on_own_budget", "paced", "window_limit"]
+
+_T = TypeVar("_T")
+
+Bucket: TypeAlias = tuple[str, RateLimit]
+"""A shared budget's key and limit, as :meth:`~botgateway.sink.CardSink.rate_key` returns them."""
+
+DELETE_RATE_PER_MIN = 50.0
+"""``chat.delete`` is Tier 3 (50+ per minute per workspace)."""
+
+
+def window_limit(calls: float, window_s: float) -> RateLimit:
+    """A token bucket that never lets more than ``calls`` through in any ``window_s`` window.
+
+    A bucket of ``burst`` refilling at ``rate`` admits at most ``burst + rate * window``
+    calls per window; aim at 90 % of Slack's count to leave room for clock and
+    network skew between our bucket and Slack's counter.
+    """
+    allowed = max(calls * 0.9, 1.0)
+    burst = max(1, int(allowed * 0.2))
+    # A budget of one call per window cannot be met exactly by a bucket; refill slowly then.
+    rate = max(allowed - burst, allowed * 0.1) / window_s
+    return RateLimit(rate_per_s=rate, burst=burst)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlackBuckets:
+    """The limits of Slack's methods, and the bucket each call for a card draws from."""
+
+    update: RateLimit
+    """``chat.update``, per workspace."""
+    stream: RateLimit
+    """``chat.appendStream`` and ``chat.stopStream``, per workspace."""
+    start: RateLimit
+    """``chat.startStream`` (Tier 2: new streams, continuation parts, rollovers), per workspace."""
+    post: RateLimit
+    """``chat.postMessage`` (placeholders, fallbacks, Stop controls), per channel."""
+    delete: RateLimit
+    """``chat.delete``, per workspace."""
+
+    @classmethod
+    def from_config(cls, config: SlackConfig) -> SlackBuckets:
+        """The limits ``config`` sets, each over its ``rate_window_s`` window."""
+        window = config.rate_window_s
+        return cls(
+            update=window_limit(config.update_rate_per_min, window),
+            stream=window_limit(config.append_rate_per_min, window),
+            start=window_limit(config.start_stream_rate_per_min, window),
+            post=RateLimit(rate_per_s=config.post_rate_per_s, burst=1),
+            delete=window_limit(DELETE_RATE_PER_MIN, window),
+        )
+
+    def update_bucket(self, target: CardTarget) -> Bucket:
+        """``chat.update`` of ``target``'s workspace."""
+        return f"slack:{_team(target)}:chat.update", self.update
+
+    def stream_bucket(self, target: CardTarget) -> Bucket:
+        """Stream appends and stops of ``target``'s workspace."""
+        return f"slack:{_team(target)}:stream", self.stream
+
+    def start_bucket(self, target: CardTarget) -> Bucket:
+        """``chat.startStream`` of ``target``'s workspace."""
+        return f"slack:{_team(target)}:chat.startStream", self.start
+
+    def post_bucket(self, target: CardTarget) -> Bucket:
+        """``chat.postMessage`` in ``target``'s channel."""
+        return f"slack:{_team(target)}:post:{target.chat_id}", self.post
+
+    def delete_bucket(self, target: CardTarget) -> Bucket:
+        """``chat.delete`` of ``target``'s workspace."""
+        return f"slack:{_team(target)}:chat.delete", self.delete
+
+
+async def paced(
+    pacer: CallPacer | None,
+    bucket: Bucket,
+    fn: Callable[[], Awaitable[_T]],
+    *,
+    owner: str,
+    priority: bool = False,
+    attempts: int = 1,
+) -> _T:
+    """``fn()`` paid from ``bucket`` by ``pacer`` (see :class:`~botgateway.sink.CallPacer`); without one, made directly.
+
+    ``fn`` must raise the typed sink errors (:func:`~adapters.slack.errors.call_slack`).
+    """
+    if pacer is None:
+        return await fn()
+    key, limit = bucket
+    return await pacer.call(key, limit, fn, owner=owner, priority=priority, attempts=attempts)
+
+
+async def on_own_budget(
+    pacer: CallPacer | None, bucket: Bucket, target: CardTarget, fn: Callable[[], Awaitable[_T]]
+) -> _T:
+    """A card call on another bucket than the one the streamer drew from for this sink call.
+
+    The pacer draws the token (before the card's other calls: ``priority``). When
+    Slack throttles the call, the pacer pauses this bucket and the throttle comes
+    back as a :class:`TransientError`: the streamer retries without pausing its own
+    bucket, which Slack did not throttle, and the retry waits here for this one.
+    Without a pacer the throttle goes to the caller as is.
+    """
+    if pacer is None:
+        return await fn()
+    try:
+        return await paced(pacer, bucket, fn, owner=f"slack-card:{target.turn_id}", priority=True)
+    except RateLimited as error:
+        raise TransientError(f"{error}; waiting for that budget before trying again") from None
+
+
+def _team(target: CardTarget) -> str:
+    return target.workspace_id or "-"
