@@ -18,9 +18,7 @@ heartbeats, other replicas know it is gone).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -30,19 +28,19 @@ from botgateway.access import AccessHook, allow_all
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.cards.factory import CardFactory
-from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
-from botgateway.events import TurnEvent, TurnFailed
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
 from botgateway.notes import note_snapshot, send_note
+from botgateway.queues import ConversationQueues
 from botgateway.recovery import Recovery
 from botgateway.sink import CardSink
-from botgateway.stores.base import AuditRecord, Store
+from botgateway.stores.base import Store
 from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
+from botgateway.turn_runner import TurnRunner
 
 __all__ = ["Gateway"]
 
@@ -73,16 +71,15 @@ class Gateway:
     ) -> None:
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
-        self._loop = loop
         self._clear_history = clear_history
-        self._observers = tuple(observers)
         self._store = store
         self._budget = budget
         self._config = config
         self._access = access
-        self._slots = asyncio.Semaphore(config.gateway.max_concurrent_turns)
-        self._conversations: dict[str, list[ScheduledTurn]] = {}
-        self._turns: dict[str, ScheduledTurn] = {}
+        self._queues = ConversationQueues()
+        self._runner = TurnRunner(
+            loop, store, max_concurrent=config.gateway.max_concurrent_turns, observers=observers, release=self._release
+        )
         self._side = BackgroundTasks()
         """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
         self._background = BackgroundTasks()
@@ -98,7 +95,7 @@ class Gateway:
         )
         self._closing = False
         self.recovery = Recovery(
-            store, budget, config.gateway, instance_id=self.instance_id, is_running=lambda turn_id: turn_id in self._turns
+            store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
         )
         """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.recovery`)."""
 
@@ -111,7 +108,7 @@ class Gateway:
 
     def running_turn(self, conversation_id: str) -> str | None:
         """The id of the turn running (or about to run) in ``conversation_id``, if any."""
-        turns = self._conversations.get(conversation_id)
+        turns = self._queues.line(conversation_id)
         return turns[0].turn_id if turns else None
 
     def is_admin(self, user_id: str) -> bool:
@@ -159,21 +156,15 @@ class Gateway:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
 
-        turns = self._conversations.setdefault(msg.conversation_id, [])
+        turns = self._queues.line(msg.conversation_id)
         waiting = len(turns) - 1
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
             log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
             return self._refuse(msg, sink, t(locale, "queue_full", n=len(turns)))
 
         turn = self._new_turn(msg, sink, policy)
-        turns.append(turn)
-        self._turns[turn.turn_id] = turn
-        position = len(turns) - 1
-        if position == 0:
-            turn.go.set()
-        else:
-            turn.state.mark_queued(position)
-        turn.task = asyncio.create_task(self._run(turn), name=f"turn-{turn.turn_id}")
+        position = self._queues.add(turn)
+        turn.task = asyncio.create_task(self._runner.run(turn), name=f"turn-{turn.turn_id}")
         log.info(
             "gateway.submitted",
             turn_id=turn.turn_id,
@@ -192,7 +183,7 @@ class Gateway:
         Returns True when the turn was told to stop. The card ends as "stopped"
         and the conversation's history is left as it was before the turn.
         """
-        turn = self._turns.get(turn_id)
+        turn = self._queues.get(turn_id)
         if turn is None or turn.done.done() or turn.finishing:
             return False  # unknown, or the answer is complete and its card being finalized
         if user_id != turn.user_id and not self.is_admin(user_id):
@@ -203,7 +194,7 @@ class Gateway:
 
     async def wait_turn(self, turn_id: str) -> TurnOutcome | None:
         """Wait until ``turn_id``'s card is final (None when the turn is unknown)."""
-        turn = self._turns.get(turn_id)
+        turn = self._queues.get(turn_id)
         if turn is None:
             return None
         return await asyncio.shield(turn.done)
@@ -216,7 +207,7 @@ class Gateway:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
         self._closing = True
         await self.recovery.stop_watching()
-        turns = list(self._turns.values())
+        turns = self._queues.all()
         for turn in turns:
             if not turn.done.done():
                 turn.stop_note = t(turn.msg.target.locale, "shutdown_note")
@@ -250,7 +241,7 @@ class Gateway:
         """Forget the conversation's history, unless a turn is still using it."""
         assert self._clear_history is not None
         locale = msg.target.locale
-        if self._conversations.get(msg.conversation_id):
+        if self._queues.line(msg.conversation_id):
             return self._refuse(msg, sink, t(locale, "clear_busy"))
         try:
             await self._clear_history(msg.conversation_id)
@@ -288,7 +279,7 @@ class Gateway:
 
     async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
         user = msg.ctx.user_id or msg.target.user_id
-        turns = self._conversations.get(msg.conversation_id, [])
+        turns = self._queues.line(msg.conversation_id)
         mine = [t for t in turns if t.user_id == user or self.is_admin(user)]
         if not mine:
             note = t(msg.target.locale, "not_yours" if turns else "nothing_to_stop")
@@ -316,104 +307,9 @@ class Gateway:
         self._side.spawn(deliver())
         return Submission(status, "", done, message=note)
 
-    async def _run(self, turn: ScheduledTurn) -> None:
-        """Run ``turn`` and finish its card, whatever happens; then release, audit and resolve it."""
-        turn.entered = True
-        msg = turn.msg
-        metrics: CardMetrics | None = None
-        started = time.monotonic()
-        with structlog.contextvars.bound_contextvars(
-            conversation=msg.conversation_id,
-            user=turn.user_id,
-            platform=msg.platform,
-            turn_id=turn.turn_id,
-        ):
-            try:
-                started = await self._play(turn, started)
-                turn.finishing = True
-                metrics = await turn.streamer.finish()
-            except asyncio.CancelledError:
-                # cancelled again while finishing (shutdown): the streamer still delivers the final
-                _uncancel()
-                log.warning("gateway.finish_cancelled")
-            except Exception as exc:
-                log.exception("gateway.finish_failed", error=type(exc).__name__)
-            finally:
-                await self._ended(turn, metrics, started)
-
-    async def _play(self, turn: ScheduledTurn, started: float) -> float:
-        """Wait for the turn's place, then stream its events into the card; a stop or crash ends the card.
-
-        Returns when the turn started running (``started`` if it never did).
-        """
-        msg = turn.msg
-        try:
-            await turn.streamer.start()
-            if turn.stop_requested:
-                raise asyncio.CancelledError
-            if not turn.go.is_set():
-                await turn.go.wait()
-                turn.state.mark_started()
-                await turn.streamer.refresh()
-            async with self._slots:
-                started = time.monotonic()
-                turn.started_at = time.time()
-                if turn.stop_requested:
-                    raise asyncio.CancelledError
-                # aclosing: leaving the loop early (a stop) ends the turn's stream and tool calls now.
-                events = self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id)
-                async with contextlib.aclosing(events):
-                    async for event in events:
-                        if turn.stop_requested:
-                            raise asyncio.CancelledError
-                        turn.observe(event)
-                        await turn.streamer.feed(event)
-        except asyncio.CancelledError:
-            _uncancel()
-            turn.outcome = "stopped"
-            turn.answer = turn.answer or turn.state.snapshot().answer
-            turn.state.mark_stopped(turn.stop_note)
-        except Exception as exc:
-            log.exception("gateway.turn_crashed", error=type(exc).__name__)
-            partial = turn.state.snapshot().answer
-            failed = TurnFailed(reason="internal", message=t(msg.target.locale, "crashed"), partial_answer=partial)
-            turn.observe(failed)
-            await self._feed_quietly(turn, failed)
-        return started
-
-    async def _ended(self, turn: ScheduledTurn, metrics: CardMetrics | None, started: float) -> None:
-        self._release(turn)
-        snapshot = turn.state.snapshot()
-        outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
-        log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
-        try:
-            async with asyncio.timeout(5):
-                await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
-        except (asyncio.CancelledError, TimeoutError):
-            log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
-        if not turn.done.done():
-            turn.done.set_result(outcome)
-
-    async def _feed_quietly(self, turn: ScheduledTurn, event: TurnEvent) -> None:
-        try:
-            await turn.streamer.feed(event)
-        except Exception:
-            turn.state.apply(event)
-
     def _release(self, turn: ScheduledTurn) -> None:
-        """Take ``turn`` off its conversation and let the next waiting question run."""
-        self._turns.pop(turn.turn_id, None)
-        turns = self._conversations.get(turn.msg.conversation_id)
-        if turns is None:
-            return
-        if turn in turns:
-            turns.remove(turn)
-        if not turns:
-            del self._conversations[turn.msg.conversation_id]
-            return
-        turns[0].go.set()
-        for position, waiting in enumerate(turns[1:], start=1):
-            waiting.state.mark_queued(position)
+        """Take ``turn`` off its conversation, let the next waiting question run and show the others their place."""
+        for waiting in self._queues.release(turn):
             self._side.spawn(self._refresh(waiting))
 
     async def _refresh(self, turn: ScheduledTurn) -> None:
@@ -422,21 +318,3 @@ class Gateway:
             await turn.streamer.refresh()
         except Exception as exc:
             log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
-
-    async def _audit(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
-        try:
-            await self._store.record_audit(record)
-        except Exception as exc:
-            log.warning("gateway.audit_failed", turn_id=record.turn_id, error=type(exc).__name__)
-        for observer in self._observers:
-            try:
-                observer.turn_ended(record, metrics)
-            except Exception as exc:  # metrics must never cost an answer
-                log.warning("gateway.observer_failed", turn_id=record.turn_id, error=type(exc).__name__)
-
-
-def _uncancel() -> None:
-    """A stop (a cancellation of the turn's task) was handled: the task goes on to finish the card."""
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()

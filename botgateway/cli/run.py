@@ -15,15 +15,18 @@ import asyncio
 import contextlib
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from botgateway.config import Config
+from botgateway.sink import Adapter
 
 if TYPE_CHECKING:
     from botgateway.cli.runtime import Runtime
     from botgateway.sink import CardSink
+
+__all__ = ["ADAPTER_ORDER", "REDIS_RECOVERY_GRACE_S", "build_adapter", "chat", "enabled_adapters", "run"]
 
 log = structlog.get_logger(__name__)
 
@@ -32,14 +35,6 @@ ADAPTER_ORDER = ("terminal", "slack", "dingtalk")
 
 REDIS_RECOVERY_GRACE_S = 600.0
 """With a shared Redis store, an ownerless card (recorded without an instance id) younger than this may be another replica's."""
-
-
-class _Adapter(Protocol):
-    name: str
-
-    async def start(self, gateway: Any) -> None: ...
-
-    async def stop(self) -> None: ...
 
 
 def _say(text: str) -> None:
@@ -54,7 +49,7 @@ def enabled_adapters(config: Config) -> list[tuple[str, Any]]:
     return [(name, adapter_config) for name, adapter_config in adapters if adapter_config.active]
 
 
-def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> _Adapter:
+def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
     """The adapter ``name`` built from its config section and the parts of ``runtime`` it needs."""
     if name == "terminal":
         from adapters.terminal import TerminalAdapter
@@ -72,8 +67,8 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> _Adapter:
     raise ValueError(f"unknown adapter {name!r}")
 
 
-async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_Adapter], list[str]]:
-    started: list[_Adapter] = []
+async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[Adapter], list[str]]:
+    started: list[Adapter] = []
     failed: list[str] = []
     for name, adapter_config in enabled_adapters(runtime.config):
         if name == "terminal" and not stdin_is_tty:
@@ -95,7 +90,7 @@ async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[_A
     return started, failed
 
 
-def _sinks(adapters: list[_Adapter]) -> dict[str, CardSink]:
+def _sinks(adapters: list[Adapter]) -> dict[str, CardSink]:
     sinks: dict[str, CardSink] = {}
     for adapter in adapters:
         sink = getattr(adapter, "sink", None)
@@ -104,16 +99,16 @@ def _sinks(adapters: list[_Adapter]) -> dict[str, CardSink]:
     return sinks
 
 
-async def _recover(runtime: Runtime, adapters: list[_Adapter]) -> None:
+async def _recover(runtime: Runtime, adapters: list[Adapter]) -> None:
     """Close the cards crashed processes left open, now and periodically while running."""
     # Cards record their owner's instance id and are closed once it stops beating; ownerless ones need the age rule.
     grace = REDIS_RECOVERY_GRACE_S if runtime.config.memory.store == "redis" else 0.0
     sinks = _sinks(adapters)
     try:
-        await runtime.gateway.recover_open_cards(sinks, older_than_s=grace)
+        await runtime.gateway.recovery.recover_open_cards(sinks, older_than_s=grace)
     except Exception as exc:  # recovery is best effort; it must not keep the bot from starting
         log.error("gateway.recover_failed", error=type(exc).__name__, exc_info=True)
-    runtime.gateway.watch_open_cards(sinks, older_than_s=grace)
+    runtime.gateway.recovery.watch(sinks, older_than_s=grace)
 
 
 def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
@@ -133,7 +128,7 @@ def _remove_signals(signals: list[signal.Signals]) -> None:
             loop.remove_signal_handler(sig)
 
 
-async def _shutdown(runtime: Runtime, adapters: list[_Adapter]) -> None:
+async def _shutdown(runtime: Runtime, adapters: list[Adapter]) -> None:
     # Cards are finalized while the adapters can still reach their platforms.
     try:
         await runtime.gateway.aclose()

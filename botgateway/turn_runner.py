@@ -1,0 +1,152 @@
+"""Running one scheduled turn into its card: whatever happens, the card is finished.
+
+The turn waits for its place in the conversation and a slot of the process,
+streams the tool loop's events into its card, and ends done, failed, stopped
+or crashed; then its card is finalized, the next question of the conversation
+may run, and the turn is audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+
+import structlog
+
+from botgateway.cards.metrics import CardMetrics
+from botgateway.events import TurnEvent, TurnFailed
+from botgateway.loop import ToolLoop
+from botgateway.messages import TurnOutcome
+from botgateway.stores.base import AuditRecord, Store
+from botgateway.strings import t
+from botgateway.telemetry import TurnObserver
+from botgateway.turn import ScheduledTurn
+
+__all__ = ["TurnRunner"]
+
+log = structlog.get_logger(__name__)
+
+
+class TurnRunner:
+    """Runs scheduled turns through the tool loop into their cards, up to ``max_concurrent`` at once."""
+
+    def __init__(
+        self,
+        loop: ToolLoop,
+        store: Store,
+        *,
+        max_concurrent: int,
+        observers: Sequence[TurnObserver] = (),
+        release: Callable[[ScheduledTurn], None],
+    ) -> None:
+        """``release(turn)`` is called once the card is final, before the audit, to let the next turn run."""
+        self._loop = loop
+        self._store = store
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._observers = tuple(observers)
+        self._release = release
+
+    async def run(self, turn: ScheduledTurn) -> None:
+        """Run ``turn`` and finish its card, whatever happens; then release, audit and resolve it."""
+        turn.entered = True
+        msg = turn.msg
+        metrics: CardMetrics | None = None
+        started = time.monotonic()
+        with structlog.contextvars.bound_contextvars(
+            conversation=msg.conversation_id,
+            user=turn.user_id,
+            platform=msg.platform,
+            turn_id=turn.turn_id,
+        ):
+            try:
+                started = await self._play(turn, started)
+                turn.finishing = True
+                metrics = await turn.streamer.finish()
+            except asyncio.CancelledError:
+                # cancelled again while finishing (shutdown): the streamer still delivers the final
+                _uncancel()
+                log.warning("gateway.finish_cancelled")
+            except Exception as exc:
+                log.exception("gateway.finish_failed", error=type(exc).__name__)
+            finally:
+                await self._ended(turn, metrics, started)
+
+    async def _play(self, turn: ScheduledTurn, started: float) -> float:
+        """Wait for the turn's place, then stream its events into the card; a stop or crash ends the card.
+
+        Returns when the turn started running (``started`` if it never did).
+        """
+        msg = turn.msg
+        try:
+            await turn.streamer.start()
+            if turn.stop_requested:
+                raise asyncio.CancelledError
+            if not turn.go.is_set():
+                await turn.go.wait()
+                turn.state.mark_started()
+                await turn.streamer.refresh()
+            async with self._slots:
+                started = time.monotonic()
+                turn.started_at = time.time()
+                if turn.stop_requested:
+                    raise asyncio.CancelledError
+                # aclosing: leaving the loop early (a stop) ends the turn's stream and tool calls now.
+                events = self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id)
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        if turn.stop_requested:
+                            raise asyncio.CancelledError
+                        turn.observe(event)
+                        await turn.streamer.feed(event)
+        except asyncio.CancelledError:
+            _uncancel()
+            turn.outcome = "stopped"
+            turn.answer = turn.answer or turn.state.snapshot().answer
+            turn.state.mark_stopped(turn.stop_note)
+        except Exception as exc:
+            log.exception("gateway.turn_crashed", error=type(exc).__name__)
+            partial = turn.state.snapshot().answer
+            failed = TurnFailed(reason="internal", message=t(msg.target.locale, "crashed"), partial_answer=partial)
+            turn.observe(failed)
+            await _feed_quietly(turn, failed)
+        return started
+
+    async def _ended(self, turn: ScheduledTurn, metrics: CardMetrics | None, started: float) -> None:
+        self._release(turn)
+        snapshot = turn.state.snapshot()
+        outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
+        log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
+        try:
+            async with asyncio.timeout(5):
+                await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
+        except (asyncio.CancelledError, TimeoutError):
+            log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
+        if not turn.done.done():
+            turn.done.set_result(outcome)
+
+    async def _audit(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
+        try:
+            await self._store.record_audit(record)
+        except Exception as exc:
+            log.warning("gateway.audit_failed", turn_id=record.turn_id, error=type(exc).__name__)
+        for observer in self._observers:
+            try:
+                observer.turn_ended(record, metrics)
+            except Exception as exc:  # metrics must never cost an answer
+                log.warning("gateway.observer_failed", turn_id=record.turn_id, error=type(exc).__name__)
+
+
+async def _feed_quietly(turn: ScheduledTurn, event: TurnEvent) -> None:
+    try:
+        await turn.streamer.feed(event)
+    except Exception:
+        turn.state.apply(event)
+
+
+def _uncancel() -> None:
+    """A stop (a cancellation of the turn's task) was handled: the task goes on to finish the card."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
