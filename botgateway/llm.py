@@ -9,34 +9,45 @@ retried (a retry would repeat the text on the user's card). Usage is asked for
 with ``stream_options``; an endpoint that rejects that option is asked again
 without it (and never again), since usage is optional and the answer is not.
 
-Every failure is an :class:`LLMError` whose message is plain words, names the
-config key to check, and never contains the API key.
+Every failure is an :class:`LLMError` (:mod:`botgateway.llm_errors`) whose
+message is plain words, names the config key to check, and never contains the
+API key.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import random
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing, contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import openai
 import structlog
 
 from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart
+from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
+from botgateway.llm_errors import (
+    LLMError,
+    LLMInterrupted,
+    LLMUnavailable,
+    describe_failure,
+    endpoint_host,
+    provider_message,
+    retry_after,
+)
 
 __all__ = [
+    "RETRYABLE_STATUS",
     "ChatModel",
     "LLMClient",
     "LLMError",
     "LLMInterrupted",
     "LLMUnavailable",
     "RoundItem",
+    "round_s",
 ]
 
 log = structlog.get_logger(__name__)
@@ -46,32 +57,6 @@ RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 
 
 RoundItem = StreamPart | AssembledRound
 """What :meth:`LLMClient.stream` yields: parts as they arrive, then the assembled round last."""
-
-
-class LLMError(Exception):
-    """The model could not be used; ``message`` is safe to show to the user."""
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        """Plain words, with the config key to check; no secrets."""
-        self.status = status
-        """The HTTP status, when the service answered one."""
-
-
-class LLMUnavailable(LLMError):
-    """Nothing streamed: the model could not be reached, refused, or never started answering."""
-
-
-class LLMInterrupted(LLMError):
-    """The stream broke after output had started; the partial output is kept, never retried."""
-
-    def __init__(self, message: str, *, partial_text: str = "", partial_reasoning: str = "", status: int | None = None) -> None:
-        super().__init__(message, status=status)
-        self.partial_text = partial_text
-        """Visible text that streamed before the failure."""
-        self.partial_reasoning = partial_reasoning
-        """Reasoning that streamed before the failure."""
 
 
 class ChatModel(Protocol):
@@ -87,6 +72,18 @@ class ChatModel(Protocol):
     ) -> AsyncIterator[RoundItem]:
         """Stream one completion: parts as they arrive, then the :class:`AssembledRound`."""
         ...
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A completion that has begun answering: its stream, its fold so far, and the parts to show first."""
+
+    sdk_stream: Any
+    """The SDK's chunk stream (``None`` if the request itself produced none)."""
+    assembler: StreamAssembler
+    """The fold of the chunks read so far."""
+    first: tuple[StreamPart, ...]
+    """The parts of the first chunk that carried any; empty when the stream ended before."""
 
 
 class LLMClient:
@@ -118,7 +115,7 @@ class LLMClient:
         """The model name sent with each request."""
         self._secret = config.api_key.get_secret_value()
         self._ask_usage = True  # cleared for good when the endpoint rejects stream_options
-        self._backoff_base_s = backoff_base_s
+        self._backoff = Backoff(base_s=backoff_base_s, jitter=(0.8, 1.2))
         self._client = openai.AsyncOpenAI(
             # Keyless endpoints (Ollama, vLLM, the demo) still get a placeholder: the SDK insists on one.
             api_key=self._secret or "no-key",
@@ -151,7 +148,30 @@ class LLMClient:
         Raises :class:`LLMUnavailable` when nothing streamed (after retries) and
         :class:`LLMInterrupted` when the stream broke after the first token.
         """
-        request = self._request(messages, tools, tool_choice)
+        started = await self._start(self._request(messages, tools, tool_choice), round)
+        sdk_stream, assembler = started.sdk_stream, started.assembler
+        try:
+            with self._interruptions(assembler):
+                for part in started.first:
+                    yield part
+                if sdk_stream is not None and started.first:
+                    while True:
+                        try:
+                            async with asyncio.timeout(self.config.idle_timeout_s):
+                                chunk = await anext(sdk_stream)
+                        except StopAsyncIteration:
+                            break
+                        for part in assembler.feed(chunk):
+                            yield part
+        finally:
+            await _close(sdk_stream)
+        yield assembler.finish()
+
+    async def _start(self, request: dict[str, Any], round: int) -> _Started:
+        """Send the request and wait for the first parts, retrying while that is safe.
+
+        Nothing has reached the user yet, so a retry cannot repeat text on the card.
+        """
         attempt = 0
         while True:
             assembler = StreamAssembler(round)
@@ -173,36 +193,15 @@ class LLMClient:
                 ) from None
             except (openai.APIError, OSError) as exc:
                 await _close(sdk_stream)
-                status = getattr(exc, "status_code", None)
-                if status in (400, 422) and "stream_options" in request and "stream_options" in self._provider_message(exc):
-                    # An OpenAI-compatible server that does not know stream_options: usage is optional, the answer is not.
-                    log.warning("llm_stream_options_rejected", status=status)
-                    self._ask_usage = False
-                    request.pop("stream_options")
-                    continue
-                retryable = isinstance(exc, (openai.APIConnectionError, OSError)) or status in RETRYABLE_STATUS
-                if retryable and attempt < self.config.max_retries:
-                    wait = self._backoff(attempt, exc)
-                    attempt += 1
-                    log.warning(
-                        "llm_retry",
-                        attempt=attempt,
-                        max_retries=self.config.max_retries,
-                        status=status,
-                        error=type(exc).__name__,
-                        wait_s=round_s(wait),
-                    )
-                    await asyncio.sleep(wait)
-                    continue
-                message = self._describe(exc, attempts=attempt + 1)
-                log.warning("llm_unavailable", status=status, error=type(exc).__name__, attempts=attempt + 1)
-                raise LLMUnavailable(message, status=status) from None
+                if not self._drop_stream_options(exc, request):
+                    attempt = await self._retry_or_raise(exc, attempt)
+                continue
             except ValueError as exc:
                 # The SDK could not parse a chunk: a proxy or server that only looks OpenAI-compatible.
                 await _close(sdk_stream)
                 log.warning("llm_malformed_stream", error=type(exc).__name__)
                 raise LLMUnavailable(
-                    f"The model service at {_host(self.base_url)} sent a stream that is not valid "
+                    f"The model service at {endpoint_host(self.base_url)} sent a stream that is not valid "
                     "OpenAI-compatible JSON; check that llm.base_url is the service's OpenAI-compatible …/v1 URL"
                 ) from None
             except BaseException:
@@ -210,21 +209,45 @@ class LLMClient:
                 # provider stops generating (and billing) and the pooled connection is not left streaming.
                 await _close(sdk_stream)
                 raise
-            break
+            log.debug("llm_first_token", round=round, wait_s=round_s(time.monotonic() - started), attempts=attempt + 1)
+            return _Started(sdk_stream, assembler, tuple(first))
 
-        log.debug("llm_first_token", round=round, wait_s=round_s(time.monotonic() - started), attempts=attempt + 1)
+    def _drop_stream_options(self, exc: BaseException, request: dict[str, Any]) -> bool:
+        """True when the endpoint rejected ``stream_options``: it is dropped from ``request`` (and every later one)."""
+        status = getattr(exc, "status_code", None)
+        if status in (400, 422) and "stream_options" in request and "stream_options" in provider_message(exc, self._secret):
+            # An OpenAI-compatible server that does not know stream_options: usage is optional, the answer is not.
+            log.warning("llm_stream_options_rejected", status=status)
+            self._ask_usage = False
+            request.pop("stream_options")
+            return True
+        return False
+
+    async def _retry_or_raise(self, exc: BaseException, attempt: int) -> int:
+        """Wait before retry ``attempt + 1`` and return its number, or raise :class:`LLMUnavailable`."""
+        status = getattr(exc, "status_code", None)
+        retryable = isinstance(exc, (openai.APIConnectionError, OSError)) or status in RETRYABLE_STATUS
+        if retryable and attempt < self.config.max_retries:
+            wait = self._retry_wait(attempt, exc)
+            log.warning(
+                "llm_retry",
+                attempt=attempt + 1,
+                max_retries=self.config.max_retries,
+                status=status,
+                error=type(exc).__name__,
+                wait_s=round_s(wait),
+            )
+            await asyncio.sleep(wait)
+            return attempt + 1
+        message = describe_failure(exc, attempts=attempt + 1, base_url=self.base_url, model=self.model, secret=self._secret)
+        log.warning("llm_unavailable", status=status, error=type(exc).__name__, attempts=attempt + 1)
+        raise LLMUnavailable(message, status=status) from None
+
+    @contextmanager
+    def _interruptions(self, assembler: StreamAssembler) -> Iterator[None]:
+        """Turn a failure after the first token into :class:`LLMInterrupted` carrying the partial output."""
         try:
-            for part in first:
-                yield part
-            if sdk_stream is not None and first:
-                while True:
-                    try:
-                        async with asyncio.timeout(self.config.idle_timeout_s):
-                            chunk = await anext(sdk_stream)
-                    except StopAsyncIteration:
-                        break
-                    for part in assembler.feed(chunk):
-                        yield part
+            yield
         except TimeoutError:
             raise LLMInterrupted(
                 f"The model stopped sending for {self.config.idle_timeout_s:g} s mid-answer "
@@ -238,7 +261,7 @@ class LLMClient:
             if isinstance(exc, (openai.APIConnectionError, OSError)):
                 message = "The connection to the model broke mid-answer; the partial answer is kept. Ask again to retry"
             else:
-                message = f"The model service stopped the answer with an error: {self._provider_message(exc)}"
+                message = f"The model service stopped the answer with an error: {provider_message(exc, self._secret)}"
             raise LLMInterrupted(
                 message, partial_text=assembler.text, partial_reasoning=assembler.reasoning, status=status
             ) from None
@@ -249,9 +272,6 @@ class LLMClient:
                 partial_text=assembler.text,
                 partial_reasoning=assembler.reasoning,
             ) from None
-        finally:
-            await _close(sdk_stream)
-        yield assembler.finish()
 
     async def complete(self, messages: Sequence[dict[str, Any]]) -> str:
         """A whole answer without tools (used for summaries); raises :class:`LLMError`."""
@@ -291,109 +311,22 @@ class LLMClient:
             request["extra_body"] = dict(config.extra_body)
         return request
 
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
-        """Exponential backoff with jitter, or the server's ``Retry-After``; capped by ``retry_max_wait_s``."""
-        retry_after = _retry_after(exc)
-        if retry_after is None:
-            retry_after = self._backoff_base_s * (2**attempt) * random.uniform(0.8, 1.2)
-        return max(0.0, min(retry_after, self.config.retry_max_wait_s))
-
-    def _redact(self, text: str) -> str:
-        if self._secret and len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        return text
-
-    def _provider_message(self, exc: BaseException) -> str:
-        body = getattr(exc, "body", None)
-        message = ""
-        if isinstance(body, dict):
-            inner = body.get("error", body)
-            message = str(inner.get("message") or "") if isinstance(inner, dict) else str(inner)
-        if not message:
-            message = str(getattr(exc, "message", "") or exc)
-        message = " ".join(self._redact(message).split())
-        return message[:300] + ("…" if len(message) > 300 else "") or type(exc).__name__
-
-    def _describe(self, exc: BaseException, *, attempts: int) -> str:
-        """Plain words for a failure before the first token."""
-        status = getattr(exc, "status_code", None)
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        host = _host(self.base_url)
-        if isinstance(exc, openai.APITimeoutError):
-            return f"The model service at {host} did not respond in time{tries}; check llm.base_url and the network"
-        if isinstance(exc, (openai.APIConnectionError, OSError)):
-            return f"Could not reach the model service at {host}{tries}; check llm.base_url and the network"
-        if status == 401:
-            return "The model service rejected the API key (HTTP 401); check llm.api_key"
-        if status == 403:
-            return f"The model service refused access (HTTP 403): {self._provider_message(exc)}; check llm.api_key's permissions for model {self.model!r}"
-        if status == 404:
-            return f"The model service does not know model {self.model!r} or the URL is wrong (HTTP 404); check llm.model and llm.base_url"
-        if status == 429:
-            code = _error_code(exc)
-            if code in {"insufficient_quota", "quota_exceeded"} or "quota" in self._provider_message(exc).lower():
-                return "The model service account is out of quota (HTTP 429); top up the account or use another llm.api_key"
-            return f"The model service is rate limiting requests (HTTP 429){tries}; try again in a minute"
-        if status is not None and status >= 500:
-            return f"The model service had an internal error (HTTP {status}){tries}; try again shortly"
-        if status is not None:
-            return f"The model service rejected the request (HTTP {status}): {self._provider_message(exc)}"
-        return f"The model service reported an error: {self._provider_message(exc)}"
+    def _retry_wait(self, attempt: int, exc: BaseException) -> float:
+        """The server's ``Retry-After``, or exponential backoff with jitter; capped by ``retry_max_wait_s``."""
+        wait = retry_after(exc)
+        if wait is None:
+            wait = self._backoff.delay(attempt)
+        return max(0.0, min(wait, self.config.retry_max_wait_s))
 
 
 async def _close(sdk_stream: Any) -> None:
+    """Close the SDK stream, if any; a broken one may fail to close, which changes nothing."""
     if sdk_stream is None:
         return
     try:
         await sdk_stream.close()
     except Exception:  # closing a broken stream may fail again; nothing to do about it
         pass
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``Retry-After`` (seconds or HTTP date), if the answer had one."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return float(ms) / 1000
-    except ValueError:
-        pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_code(exc: BaseException) -> str | None:
-    code = getattr(exc, "code", None)
-    if code:
-        return str(code)
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("code"):
-            return str(inner["code"])
-    return None
-
-
-def _host(url: str) -> str:
-    """``scheme://host:port`` of ``url`` without credentials or path."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return "the configured URL"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname}{port}"
 
 
 def round_s(seconds: float) -> float:

@@ -2,11 +2,10 @@
 
 One round is one streamed completion. Text and reasoning stream out as they
 arrive; tool calls are assembled (:mod:`botgateway.assembly`), run concurrently
-through :meth:`ToolRegistry.execute` (each with its own timeout), and their
-results go back to the model in call order for the next round. The round
-without tool calls is the answer. The last allowed round (``max_rounds``) is
-asked to answer without tools, so a turn always closes with words instead of
-silence.
+(:mod:`botgateway.tool_round`, each with its own timeout), and their results go
+back to the model in call order for the next round. The round without tool
+calls is the answer. The last allowed round (``max_rounds``) is asked to answer
+without tools, so a turn always closes with words instead of silence.
 
 History changes only when a turn completes: the user message, each assistant
 message with its tool calls, the tool results and the final answer are
@@ -19,26 +18,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import ExitStack, aclosing
-from dataclasses import replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
-from botgateway.assembly import (
-    AssembledRound,
-    AssembledToolCall,
-    ReasoningPart,
-    TextPart,
-)
+from botgateway.assembly import AssembledRound, ReasoningPart, TextPart
 from botgateway.events import (
     AnswerDelta,
     RoundStarted,
     ThoughtDelta,
-    ToolCallFinished,
     ToolCallRecord,
-    ToolCallStarted,
     TurnDone,
     TurnEvent,
     TurnFailed,
@@ -49,7 +41,8 @@ from botgateway.events import (
 from botgateway.llm import ChatModel, LLMError, LLMInterrupted
 from botgateway.logs import bind_turn
 from botgateway.stores.base import StoreError
-from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
+from botgateway.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
+from botgateway.tooling import ToolContext, ToolRegistry
 
 __all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note"]
 
@@ -60,9 +53,6 @@ CLOSING_INSTRUCTION = (
     "Answer now from the tool results above, and say briefly what is still unknown."
 )
 """Added to the system prompt of the last allowed round, whose tools are disabled."""
-
-TOOL_CANCEL_GRACE_S = 2.0
-"""How long cancelled tool tasks get to unwind before the turn stops waiting for them."""
 
 
 def max_rounds_note(max_rounds: int) -> str:
@@ -84,6 +74,22 @@ class HistoryStore(Protocol):
     async def commit(self, conversation_id: str, turn_id: str, messages: list[dict[str, Any]]) -> None:
         """Store a completed turn's messages atomically."""
         ...
+
+
+# Mutable on purpose: it gathers one running turn's output, and is committed whole or dropped.
+@dataclass
+class _Turn:
+    """What one turn has produced so far."""
+
+    conversation_id: str
+    turn_id: str
+    started: float
+    history: list[dict[str, Any]]
+    specs: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    records: list[ToolCallRecord] = field(default_factory=list)
+    used_ids: set[str] = field(default_factory=set)
+    usage: Usage = field(default_factory=Usage)
 
 
 class ToolLoop:
@@ -149,188 +155,131 @@ class ToolLoop:
                     )
 
     async def _turn(self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str) -> AsyncIterator[TurnEvent]:
+        """The rounds of one turn, until an answer, a failure, or the last allowed round."""
         started = time.monotonic()
+        history = await self._load_history(conversation_id)
+        if isinstance(history, TurnFailed):
+            yield history
+            return
+        user_message = {"role": "user", "content": user_text}
+        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(), [user_message])
+        log.info("turn_started", history_messages=len(history), tools=len(turn.specs))
+
+        for round_no in range(1, self.max_rounds + 1):
+            assembled: AssembledRound | None = None
+            async with aclosing(self._stream_round(turn, round_no)) as items:
+                async for item in items:
+                    if isinstance(item, AssembledRound):
+                        assembled = item
+                    else:
+                        yield item
+            if assembled is None:  # the model failed; the round ended with its TurnFailed
+                return
+            if assembled.usage is not None:
+                turn.usage = turn.usage + assembled.usage
+                yield UsageReported(assembled.usage.prompt_tokens, assembled.usage.completion_tokens)
+
+            calls = unique_call_ids(assembled.tool_calls, turn.used_ids, round_no)
+            if not calls or round_no == self.max_rounds:
+                async with aclosing(self._close(turn, assembled, round_no, wants_tools=bool(calls))) as events:
+                    async for event in events:
+                        yield event
+                return
+            async with aclosing(run_tool_round(self.tools, calls, ctx, text=assembled.text, round_no=round_no)) as items:
+                async for item in items:
+                    if isinstance(item, ToolRoundResult):
+                        turn.messages.extend(item.messages)
+                        turn.records.extend(item.records)
+                    else:
+                        yield item
+
+        raise AssertionError("unreachable: the last round always returns")  # pragma: no cover
+
+    async def _load_history(self, conversation_id: str) -> list[dict[str, Any]] | TurnFailed:
+        """The history to send before the question, or the :class:`TurnFailed` that ends the turn."""
         try:
-            history = await self.memory.history(conversation_id)
+            return await self.memory.history(conversation_id)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("history_load_failed")
             # A store error says what to check (and never holds a password); anything else is a bug of ours.
             detail = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
-            yield TurnFailed("internal", f"Could not read the conversation history ({detail}); try again")
+            return TurnFailed("internal", f"Could not read the conversation history ({detail}); try again")
+
+    def _closing(self, round_no: int, turn: _Turn) -> bool:
+        """Whether ``round_no`` is the last allowed round after tool rounds, told to answer without tools.
+
+        With max_rounds 1 there is no tool round at all, so nothing to close.
+        """
+        return round_no == self.max_rounds and round_no > 1 and bool(turn.specs)
+
+    async def _stream_round(self, turn: _Turn, round_no: int) -> AsyncIterator[TurnEvent | AssembledRound]:
+        """One streamed completion: :class:`RoundStarted`, text and thought as they arrive, then the assembled round.
+
+        A model failure ends the stream with a :class:`TurnFailed` instead of the round.
+        """
+        # The last allowed round still sees the tool definitions (history holds tool
+        # calls, and some providers insist on matching definitions) but may not call them.
+        closing = self._closing(round_no, turn)
+        system = self.system_prompt + ("\n\n" + CLOSING_INSTRUCTION if closing else "")
+        no_tools = round_no == self.max_rounds and bool(turn.specs)
+        request = [{"role": "system", "content": system}, *turn.history, *turn.messages]
+        yield RoundStarted(round=round_no, max_rounds=self.max_rounds)
+
+        assembled: AssembledRound | None = None
+        try:
+            async with aclosing(
+                self.llm.stream(
+                    request,
+                    tools=turn.specs or None,
+                    tool_choice="none" if no_tools else None,
+                    round=round_no,
+                )
+            ) as stream:
+                async for item in stream:
+                    if isinstance(item, TextPart):
+                        yield AnswerDelta(item.text)
+                    elif isinstance(item, ReasoningPart):
+                        yield ThoughtDelta(item.text)
+                    elif isinstance(item, AssembledRound):
+                        assembled = item
+        except LLMInterrupted as exc:
+            log.warning("turn_failed", reason="interrupted", partial_chars=len(exc.partial_text))
+            yield TurnFailed("interrupted", exc.message, partial_answer=exc.partial_text)
             return
+        except LLMError as exc:  # LLMUnavailable, or any other model failure before output
+            log.warning("turn_failed", reason="llm_unavailable", status=exc.status)
+            yield TurnFailed("llm_unavailable", exc.message)
+            return
+        if assembled is None:  # a ChatModel that ended without its round; treat as empty
+            assembled = AssembledRound("", "", (), None, None)
+        yield assembled
 
-        user_message = {"role": "user", "content": user_text}
-        turn_messages: list[dict[str, Any]] = [user_message]
-        records: list[ToolCallRecord] = []
-        used_ids: set[str] = set()
-        usage = Usage()
-        specs = self.tools.specs()
-        log.info("turn_started", history_messages=len(history), tools=len(specs))
-
-        for round_no in range(1, self.max_rounds + 1):
-            last_round = round_no == self.max_rounds
-            # The last allowed round still sees the tool definitions (history holds tool
-            # calls, and some providers insist on matching definitions) but may not call them.
-            # With max_rounds 1 there is no tool round at all, so nothing to close.
-            closing = last_round and round_no > 1 and bool(specs)
-            system = self.system_prompt + ("\n\n" + CLOSING_INSTRUCTION if closing else "")
-            no_tools = last_round and bool(specs)
-            request = [{"role": "system", "content": system}, *history, *turn_messages]
-            yield RoundStarted(round=round_no, max_rounds=self.max_rounds)
-
-            assembled: AssembledRound | None = None
-            try:
-                async with aclosing(
-                    self.llm.stream(
-                        request,
-                        tools=specs or None,
-                        tool_choice="none" if no_tools else None,
-                        round=round_no,
-                    )
-                ) as stream:
-                    async for item in stream:
-                        if isinstance(item, TextPart):
-                            yield AnswerDelta(item.text)
-                        elif isinstance(item, ReasoningPart):
-                            yield ThoughtDelta(item.text)
-                        elif isinstance(item, AssembledRound):
-                            assembled = item
-            except LLMInterrupted as exc:
-                log.warning("turn_failed", reason="interrupted", partial_chars=len(exc.partial_text))
-                yield TurnFailed("interrupted", exc.message, partial_answer=exc.partial_text)
+    async def _close(self, turn: _Turn, assembled: AssembledRound, round_no: int, *, wants_tools: bool) -> AsyncIterator[TurnEvent]:
+        """The round that ends the turn: its answer, or a plain-words note when the model still wanted tools."""
+        if wants_tools:
+            # Out of rounds and the model still wants tools: close in plain words.
+            note = max_rounds_note(self.max_rounds)
+            answer = (assembled.text.rstrip() + "\n\n" + note) if assembled.text.strip() else note
+            yield AnswerDelta(("\n\n" + note) if assembled.text.strip() else note)
+            log.info("turn_max_rounds", rounds=round_no)
+            hit_max_rounds = True
+        else:
+            answer = assembled.text
+            if not answer.strip():
+                yield TurnFailed("llm_unavailable", _empty_answer_message(assembled.finish_reason), partial_answer="")
                 return
-            except LLMError as exc:  # LLMUnavailable, or any other model failure before output
-                log.warning("turn_failed", reason="llm_unavailable", status=exc.status)
-                yield TurnFailed("llm_unavailable", exc.message)
-                return
+            if assembled.finish_reason == "length":
+                log.warning("answer_truncated", reason="length")
+            hit_max_rounds = self._closing(round_no, turn)
+        turn.messages.append({"role": "assistant", "content": answer})
+        yield await self._commit(turn, answer, round_no, hit_max_rounds)
 
-            if assembled is None:  # a ChatModel that ended without its round; treat as empty
-                assembled = AssembledRound("", "", (), None, None)
-            if assembled.usage is not None:
-                usage = usage + assembled.usage
-                yield UsageReported(assembled.usage.prompt_tokens, assembled.usage.completion_tokens)
-
-            calls = _unique_ids(assembled.tool_calls, used_ids, round_no)
-            if calls and last_round:
-                # Out of rounds and the model still wants tools: close in plain words.
-                note = max_rounds_note(self.max_rounds)
-                answer = (assembled.text.rstrip() + "\n\n" + note) if assembled.text.strip() else note
-                yield AnswerDelta(("\n\n" + note) if assembled.text.strip() else note)
-                log.info("turn_max_rounds", rounds=round_no)
-                turn_messages.append({"role": "assistant", "content": answer})
-                async for event in self._finish(conversation_id, turn_id, turn_messages, answer, records, usage, round_no, True, started):
-                    yield event
-                return
-
-            if not calls:
-                answer = assembled.text
-                if not answer.strip():
-                    yield TurnFailed("llm_unavailable", _empty_answer_message(assembled.finish_reason), partial_answer="")
-                    return
-                if assembled.finish_reason == "length":
-                    log.warning("answer_truncated", reason="length")
-                turn_messages.append({"role": "assistant", "content": answer})
-                async for event in self._finish(conversation_id, turn_id, turn_messages, answer, records, usage, round_no, closing, started):
-                    yield event
-                return
-
-            # A tool round: the assistant message carries valid JSON arguments even
-            # when the model's were malformed (some providers reject bad JSON in history).
-            turn_messages.append(
-                {
-                    "role": "assistant",
-                    "content": assembled.text or None,
-                    "tool_calls": [
-                        {
-                            "id": call.call_id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.valid_arguments_json},
-                        }
-                        for call in calls
-                    ],
-                }
-            )
-            for call in calls:
-                yield ToolCallStarted(call.call_id, call.name, dict(call.arguments))
-            outcomes: dict[int, ToolOutcome] = {}
-            async for position, outcome in self._run_calls(calls, ctx):
-                outcomes[position] = outcome
-                call = calls[position]
-                yield ToolCallFinished(call.call_id, call.name, outcome.ok, outcome.summary, outcome.duration_s)
-            # Records and results in the order the model made the calls, not completion order.
-            for position, call in enumerate(calls):
-                outcome = outcomes[position]
-                records.append(
-                    ToolCallRecord(
-                        call_id=call.call_id,
-                        name=call.name,
-                        arguments=dict(call.arguments),
-                        ok=outcome.ok,
-                        summary=outcome.summary,
-                        duration_s=outcome.duration_s,
-                        round=round_no,
-                    )
-                )
-            for position, call in enumerate(calls):
-                turn_messages.append({"role": "tool", "tool_call_id": call.call_id, "content": outcomes[position].content})
-
-        raise AssertionError("unreachable: the last round always returns")  # pragma: no cover
-
-    async def _run_calls(self, calls: Sequence[AssembledToolCall], ctx: ToolContext) -> AsyncIterator[tuple[int, ToolOutcome]]:
-        """Run the calls concurrently; yields ``(position, outcome)`` as each finishes."""
-        tasks: dict[asyncio.Task[ToolOutcome], int] = {}
-        # Done-callbacks feed a queue so outcomes are reported in true completion order.
-        finished: asyncio.Queue[asyncio.Task[ToolOutcome]] = asyncio.Queue()
-        for position, call in enumerate(calls):
-            # The registry parses the raw text itself, so a malformed-JSON error reaches the model verbatim.
-            task = asyncio.create_task(self.tools.execute(call.name, call.arguments_json, ctx), name=f"tool:{call.name}:{call.call_id}")
-            task.add_done_callback(finished.put_nowait)
-            tasks[task] = position
-        remaining = len(tasks)
+    async def _commit(self, turn: _Turn, answer: str, rounds: int, hit_max_rounds: bool) -> TurnDone:
+        """Store the turn in history, then the :class:`TurnDone` that reports it."""
         try:
-            while remaining:
-                task = await finished.get()
-                remaining -= 1
-                position = tasks[task]
-                try:
-                    if task.cancelled():  # a tool that cancelled itself; our own cancel never gets here
-                        raise RuntimeError("the tool was cancelled")
-                    outcome = task.result()
-                except Exception as exc:  # execute() never raises; a broken registry must not end the turn
-                    log.error("tool_execute_crashed", tool=calls[position].name, error=repr(exc), exc_info=exc)
-                    outcome = ToolOutcome(False, f"Error: {type(exc).__name__}", f"failed: {type(exc).__name__}", 0.0)
-                log.info(
-                    "tool_finished",
-                    tool=calls[position].name,
-                    call_id=calls[position].call_id,
-                    ok=outcome.ok,
-                    duration_s=round(outcome.duration_s, 3),
-                )
-                yield position, outcome
-        finally:
-            pending = [task for task in tasks if not task.done()]
-            if pending:
-                for task in pending:
-                    task.cancel()
-                # Give tools a moment to unwind, but never let a stuck one hold the stop.
-                await asyncio.wait(pending, timeout=TOOL_CANCEL_GRACE_S)
-
-    async def _finish(
-        self,
-        conversation_id: str,
-        turn_id: str,
-        turn_messages: list[dict[str, Any]],
-        answer: str,
-        records: list[ToolCallRecord],
-        usage: Usage,
-        rounds: int,
-        hit_max_rounds: bool,
-        started: float,
-    ) -> AsyncIterator[TurnEvent]:
-        try:
-            await self.memory.commit(conversation_id, turn_id, turn_messages)
+            await self.memory.commit(turn.conversation_id, turn.turn_id, turn.messages)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -339,40 +288,24 @@ class ToolLoop:
         log.info(
             "turn_done",
             rounds=rounds,
-            tool_calls=len(records),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            duration_s=round(time.monotonic() - started, 3),
+            tool_calls=len(turn.records),
+            prompt_tokens=turn.usage.prompt_tokens,
+            completion_tokens=turn.usage.completion_tokens,
+            duration_s=round(time.monotonic() - turn.started, 3),
         )
-        yield TurnDone(
+        return TurnDone(
             TurnResult(
                 answer=answer,
-                tool_calls=tuple(records),
-                usage=usage,
+                tool_calls=tuple(turn.records),
+                usage=turn.usage,
                 rounds=rounds,
                 hit_max_rounds=hit_max_rounds,
             )
         )
 
 
-def _unique_ids(calls: Sequence[AssembledToolCall], used: set[str], round_no: int) -> tuple[AssembledToolCall, ...]:
-    """The calls with ids unique within the turn (``used`` is updated).
-
-    Some self-hosted gateways number calls per round (``call_0`` every round); the
-    card, the turn result and ``ask --json`` key calls by id, so a repeat gets a suffix.
-    """
-    unique = []
-    for call in calls:
-        call_id, n = call.call_id, 1
-        while call_id in used:
-            n += 1
-            call_id = f"{call.call_id}_r{round_no}" + (f"_{n}" if n > 2 else "")
-        used.add(call_id)
-        unique.append(call if call_id == call.call_id else replace(call, call_id=call_id))
-    return tuple(unique)
-
-
 def _empty_answer_message(finish_reason: str | None) -> str:
+    """Why a round with neither text nor tool calls is no answer, and what to do about it."""
     if finish_reason == "content_filter":
         return "The model service withheld the answer (content filter); try rephrasing the question"
     if finish_reason == "length":

@@ -16,13 +16,7 @@ from __future__ import annotations
 from botgateway.config.card import BufferPolicyConfig, CardConfig, PhasePolicy
 from botgateway.config.env import substitute_env
 from botgateway.config.errors import ConfigError
-from botgateway.config.llm import (
-    DEFAULT_SYSTEM_PROMPT,
-    KEYLESS_PROVIDERS,
-    PROVIDER_PRESETS,
-    LLMConfig,
-    ProviderName,
-)
+from botgateway.config.llm import DEFAULT_SYSTEM_PROMPT, KEYLESS_PROVIDERS, PROVIDER_PRESETS, LLMConfig, ProviderName
 from botgateway.config.loading import load_config, parse_config
 from botgateway.config.platforms import (
     AdapterBase,
@@ -36,13 +30,7 @@ from botgateway.config.problems import format_errors
 from botgateway.config.schema import Config
 from botgateway.config.section import Section
 from botgateway.config.service import GatewayConfig, LogConfig, MemoryConfig, MetricsConfig
-from botgateway.config.toolset import (
-    CloudAccount,
-    CloudProviderConfig,
-    InventoryConfig,
-    McpServerConfig,
-    ToolsConfig,
-)
+from botgateway.config.toolset import CloudAccount, CloudProviderConfig, InventoryConfig, McpServerConfig, ToolsConfig
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -1,0 +1,165 @@
+"""One tool round of a turn: the model's calls run concurrently and go back to it in call order.
+
+Each call runs through :meth:`ToolRegistry.execute` (its own timeout, its own
+error result), all calls of the round at once. :class:`ToolCallStarted` events
+come first, in call order; :class:`ToolCallFinished` events follow in true
+completion order; then the round's :class:`ToolRoundResult`: the messages and
+records the turn commits, in the order the model made the calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from botgateway.assembly import AssembledToolCall
+from botgateway.events import ToolCallFinished, ToolCallRecord, ToolCallStarted
+from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
+
+__all__ = ["TOOL_CANCEL_GRACE_S", "ToolRoundResult", "run_calls", "run_tool_round", "unique_call_ids"]
+
+log = structlog.get_logger(__name__)
+
+TOOL_CANCEL_GRACE_S = 2.0
+"""How long cancelled tool tasks get to unwind before the turn stops waiting for them."""
+
+
+@dataclass(frozen=True)
+class ToolRoundResult:
+    """What a finished tool round adds to the turn, in the order the model made the calls."""
+
+    messages: tuple[dict[str, Any], ...]
+    """The assistant message carrying the calls, then one ``tool`` message per call."""
+    records: tuple[ToolCallRecord, ...]
+    """One record per call, for the turn result."""
+
+
+async def run_tool_round(
+    tools: ToolRegistry,
+    calls: Sequence[AssembledToolCall],
+    ctx: ToolContext,
+    *,
+    text: str,
+    round_no: int,
+) -> AsyncIterator[ToolCallStarted | ToolCallFinished | ToolRoundResult]:
+    """Run the round's ``calls``: started events, finished events as calls end, then the :class:`ToolRoundResult`.
+
+    ``text`` is the narration the model streamed before its calls; it travels
+    in the assistant message with them.
+    """
+    for call in calls:
+        yield ToolCallStarted(call.call_id, call.name, dict(call.arguments))
+    outcomes: dict[int, ToolOutcome] = {}
+    async for position, outcome in run_calls(tools, calls, ctx):
+        outcomes[position] = outcome
+        call = calls[position]
+        yield ToolCallFinished(call.call_id, call.name, outcome.ok, outcome.summary, outcome.duration_s)
+    ordered = [outcomes[position] for position in range(len(calls))]
+    yield ToolRoundResult(
+        messages=(
+            _assistant_message(text, calls),
+            *({"role": "tool", "tool_call_id": call.call_id, "content": outcome.content} for call, outcome in zip(calls, ordered)),
+        ),
+        records=tuple(
+            ToolCallRecord(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=dict(call.arguments),
+                ok=outcome.ok,
+                summary=outcome.summary,
+                duration_s=outcome.duration_s,
+                round=round_no,
+            )
+            for call, outcome in zip(calls, ordered)
+        ),
+    )
+
+
+def _assistant_message(text: str, calls: Sequence[AssembledToolCall]) -> dict[str, Any]:
+    """The assistant message of a tool round.
+
+    It carries valid JSON arguments even when the model's were malformed (some
+    providers reject bad JSON in history).
+    """
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": call.call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.valid_arguments_json},
+            }
+            for call in calls
+        ],
+    }
+
+
+async def run_calls(tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx: ToolContext) -> AsyncIterator[tuple[int, ToolOutcome]]:
+    """Run the calls concurrently; yields ``(position, outcome)`` as each finishes.
+
+    Leaving early (cancellation, or closing the iterator) cancels the calls
+    still running and waits up to :data:`TOOL_CANCEL_GRACE_S` for them.
+    """
+    tasks: dict[asyncio.Task[ToolOutcome], int] = {}
+    # Done-callbacks feed a queue so outcomes are reported in true completion order.
+    finished: asyncio.Queue[asyncio.Task[ToolOutcome]] = asyncio.Queue()
+    for position, call in enumerate(calls):
+        # The registry parses the raw text itself, so a malformed-JSON error reaches the model verbatim.
+        task = asyncio.create_task(tools.execute(call.name, call.arguments_json, ctx), name=f"tool:{call.name}:{call.call_id}")
+        task.add_done_callback(finished.put_nowait)
+        tasks[task] = position
+    remaining = len(tasks)
+    try:
+        while remaining:
+            task = await finished.get()
+            remaining -= 1
+            position = tasks[task]
+            outcome = _outcome_of(task, calls[position])
+            log.info(
+                "tool_finished",
+                tool=calls[position].name,
+                call_id=calls[position].call_id,
+                ok=outcome.ok,
+                duration_s=round(outcome.duration_s, 3),
+            )
+            yield position, outcome
+    finally:
+        pending = [task for task in tasks if not task.done()]
+        if pending:
+            for task in pending:
+                task.cancel()
+            # Give tools a moment to unwind, but never let a stuck one hold the stop.
+            await asyncio.wait(pending, timeout=TOOL_CANCEL_GRACE_S)
+
+
+def _outcome_of(task: asyncio.Task[ToolOutcome], call: AssembledToolCall) -> ToolOutcome:
+    """The finished task's outcome; a crash of the registry becomes a failed outcome the model can read."""
+    try:
+        if task.cancelled():  # a tool that cancelled itself; our own cancel never gets here
+            raise RuntimeError("the tool was cancelled")
+        return task.result()
+    except Exception as exc:  # execute() never raises; a broken registry must not end the turn
+        log.error("tool_execute_crashed", tool=call.name, error=repr(exc), exc_info=exc)
+        return ToolOutcome(False, f"Error: {type(exc).__name__}", f"failed: {type(exc).__name__}", 0.0)
+
+
+def unique_call_ids(calls: Sequence[AssembledToolCall], used: set[str], round_no: int) -> tuple[AssembledToolCall, ...]:
+    """The calls with ids unique within the turn (``used`` is updated).
+
+    Some self-hosted gateways number calls per round (``call_0`` every round); the
+    card, the turn result and ``ask --json`` key calls by id, so a repeat gets a suffix.
+    """
+    unique = []
+    for call in calls:
+        call_id, n = call.call_id, 1
+        while call_id in used:
+            n += 1
+            call_id = f"{call.call_id}_r{round_no}" + (f"_{n}" if n > 2 else "")
+        used.add(call_id)
+        unique.append(call if call_id == call.call_id else replace(call, call_id=call_id))
+    return tuple(unique)
