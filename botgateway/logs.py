@@ -3,8 +3,8 @@
 :func:`configure_logging` routes both structlog events and the standard
 library's records (slack_bolt, slack_sdk, dingtalk_stream, aiohttp, openai…)
 through the same small processors: context variables, logger name, level, UTC
-timestamp, exception text, then :class:`RedactSecrets`, then a renderer (JSON
-lines in production, a readable console for people).
+timestamp, exception text, then :class:`~botgateway.redaction.RedactSecrets`,
+then a renderer (JSON lines in production, a readable console for people).
 
 Each turn binds its context once with :func:`bind_turn`; every event logged
 inside, in any module, carries ``conversation``, ``user``, ``platform``,
@@ -15,152 +15,19 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import unquote, urlsplit
 
 import structlog
-from pydantic import SecretBytes, SecretStr
-from structlog.typing import EventDict, Processor, WrappedLogger
+from structlog.typing import Processor
 
 from botgateway.config import ConfigError, LogConfig
+from botgateway.redaction import MASK, RedactSecrets, redact_text, secret_values
 
 __all__ = ["MASK", "RedactSecrets", "bind_turn", "configure_logging", "redact_text", "secret_values"]
-
-MASK = "***"
-"""What a secret is replaced with."""
-
-_SENSITIVE_KEY = re.compile(
-    r"token|secret|passw|pwd|api[_-]?key|apikey|authorization|credential|cookie|"
-    r"private[_-]?key|access[_-]?key|signature|session[_-]?key",
-    re.IGNORECASE,
-)
-"""Event keys whose (non-numeric) values are always masked."""
-
-_TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Slack bot/user/app tokens: xoxb-…, xoxp-…, xapp-…
-    (re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]+"), rf"\1-{MASK}"),
-    # OpenAI-style keys (sk-…, sk-proj-…, sk-ant-…)
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{MASK}"),
-    # HTTP auth schemes
-    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{6,}", re.IGNORECASE), rf"\1 {MASK}"),
-    # JSON Web Tokens
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), f"eyJ{MASK}"),
-    # Cloud access key ids (AWS, Alibaba Cloud)
-    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), rf"\1{MASK}"),
-    (re.compile(r"\bLTAI[0-9A-Za-z]{12,24}\b"), f"LTAI{MASK}"),
-    # Passwords in URLs: scheme://user:password@host
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+@", re.IGNORECASE), rf"\1{MASK}@"),
-    # key=value, key: value, "key": "value" (query strings, headers, JSON bodies, reprs)
-    (
-        re.compile(
-            r"""(?ix)
-            \b((?:[a-z0-9]+[_-])*
-               (?:access[_-]?token|refresh[_-]?token|id[_-]?token|token|api[_-]?key|apikey|
-                  client[_-]?secret|app[_-]?secret|secret|password|passwd|pwd|signature|sign|
-                  session[_-]?key|authorization)
-            )
-            (["']?\s*[=:]\s*["']?)
-            (?!\d+\b)(?!\*\*\*)(?!Bearer\b|Basic\b)
-            [^\s"'&,;}\]]+
-            """
-        ),
-        rf"\1\2{MASK}",
-    ),
-)
-
-
-def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with token-like substrings and the given secret values masked."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, MASK)
-    for pattern, replacement in _TEXT_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-class RedactSecrets:
-    """Processor that masks secrets anywhere in the event, nested values included.
-
-    - values of keys named like ``*token*``, ``*secret*``, ``*password*``, ``api_key``,
-      ``authorization`` (numbers are kept, so ``prompt_tokens=120`` still shows);
-    - ``SecretStr`` / ``SecretBytes`` values;
-    - token-looking text inside any string (``xoxb-…``, ``xapp-…``, ``sk-…``,
-      ``Bearer …``, ``access_token=…``, ``user:password@`` in URLs), tracebacks included;
-    - the exact ``secrets`` given (the configured keys), wherever they appear.
-
-    Other objects are rendered with ``repr`` first (as the renderers would) so a
-    secret inside an object's repr is masked too.
-    """
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # Longest first, so a secret that contains another is masked whole; short ones would mask noise.
-        self.secrets = tuple(sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True))
-
-    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
-        for key, value in list(event_dict.items()):
-            if key.startswith("_"):  # structlog's own plumbing (_record, _from_structlog)
-                continue
-            event_dict[key] = self.redact(value, sensitive=key != "event" and bool(_SENSITIVE_KEY.search(key)))
-        return event_dict
-
-    def redact(self, value: Any, *, sensitive: bool = False) -> Any:
-        """``value`` with secrets masked; ``sensitive`` masks every non-numeric leaf."""
-        if value is None or isinstance(value, (bool, int, float)):
-            return value
-        if isinstance(value, (SecretStr, SecretBytes)):
-            return MASK if value.get_secret_value() else ""
-        if isinstance(value, str):
-            if sensitive:
-                return MASK if value else ""
-            return redact_text(value, self.secrets)
-        if isinstance(value, bytes):
-            return self.redact(value.decode("utf-8", "replace"), sensitive=sensitive)
-        if isinstance(value, Mapping):
-            return {
-                k: self.redact(v, sensitive=sensitive or bool(_SENSITIVE_KEY.search(str(k)))) for k, v in value.items()
-            }
-        if isinstance(value, (list, tuple, set, frozenset)):
-            return [self.redact(item, sensitive=sensitive) for item in value]
-        return self.redact(repr(value), sensitive=sensitive)
-
-
-_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]*:[^@\s/]+@", re.IGNORECASE)
-
-
-def secret_values(model: Any) -> list[str]:
-    """Every non-empty ``SecretStr`` value in a pydantic model tree (pass the whole ``Config``)."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, SecretStr):
-            secret = value.get_secret_value()
-            if secret and _URL.match(secret):
-                # In a URL only the password is secret; the host is what people need to see.
-                password = urlsplit(secret).password if _URL_PASSWORD.match(secret) else None
-                if password:
-                    found.append(unquote(password))
-                    found.append(password)
-            elif secret:
-                found.append(secret)
-        elif hasattr(value, "model_fields"):
-            for name in type(value).model_fields:
-                walk(getattr(value, name))
-        elif isinstance(value, Mapping):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
-
-    walk(model)
-    return found
 
 
 @contextmanager
@@ -177,6 +44,7 @@ def bind_turn(**fields: Any) -> Iterator[None]:
 
 
 _HANDLER_MARK = "_botgateway_handler"
+"""Set on the handlers we install; its value says whether we opened the stream (and must close it)."""
 
 
 def _open_log_file(file: str) -> TextIO:
@@ -184,10 +52,11 @@ def _open_log_file(file: str) -> TextIO:
     path = Path(file).expanduser()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - owned by the handler
+        return open(path, "a", encoding="utf-8", buffering=1)  # closed by the handler that owns it
     except OSError as exc:
         reason = (exc.strerror or type(exc).__name__).lower()
         raise ConfigError([f"log.file: cannot write the log file {str(path)!r} ({reason}); set log.file to a writable path"]) from None
+
 
 # Transport libraries that log every frame or header block at DEBUG; they stay at INFO.
 _CHATTY_LOGGERS = ("httpcore", "hpack", "websockets", "urllib3", "asyncio")
@@ -216,24 +85,7 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None, secret
     if fmt == "auto":
         fmt = "console" if is_tty else "json"
 
-    shared: list[Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_logger_name,
-        structlog.stdlib.add_log_level,
-        structlog.stdlib.PositionalArgumentsFormatter(),
-        structlog.stdlib.ExtraAdder(),
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.StackInfoRenderer(),
-        # Tracebacks become text BEFORE redaction: exception messages carry URLs and tokens too.
-        structlog.processors.format_exc_info,
-        RedactSecrets(secrets),
-    ]
-    renderer: Processor
-    if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(ensure_ascii=False)
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=is_tty and "NO_COLOR" not in os.environ)
-
+    shared = _shared_processors(secrets)
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
@@ -246,12 +98,39 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None, secret
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, _renderer(fmt, is_tty)],
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
     setattr(handler, _HANDLER_MARK, owned)
+    _install(handler, getattr(logging, config.level.upper()))
 
+
+def _shared_processors(secrets: Iterable[str]) -> list[Processor]:
+    """The processors both structlog events and standard-library records go through, redaction last."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.PositionalArgumentsFormatter(),
+        structlog.stdlib.ExtraAdder(),
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        # Tracebacks become text BEFORE redaction: exception messages carry URLs and tokens too.
+        structlog.processors.format_exc_info,
+        RedactSecrets(secrets),
+    ]
+
+
+def _renderer(fmt: str, is_tty: bool) -> Processor:
+    """JSON lines, or the readable console (coloured on a terminal unless ``NO_COLOR`` is set)."""
+    if fmt == "json":
+        return structlog.processors.JSONRenderer(ensure_ascii=False)
+    return structlog.dev.ConsoleRenderer(colors=is_tty and "NO_COLOR" not in os.environ)
+
+
+def _install(handler: logging.Handler, level: int) -> None:
+    """Put ``handler`` on the root logger in place of ours from an earlier call (closing a file we opened)."""
     root = logging.getLogger()
     for old in list(root.handlers):
         if hasattr(old, _HANDLER_MARK):
@@ -259,7 +138,6 @@ def configure_logging(config: LogConfig, *, stream: TextIO | None = None, secret
             if getattr(old, _HANDLER_MARK):
                 old.close()
     root.addHandler(handler)
-    level = getattr(logging, config.level.upper())
     root.setLevel(level)
     for name in _CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(max(level, logging.INFO))
