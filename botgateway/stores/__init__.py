@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from botgateway.stores.base import (
-    AuditRecord,
-    Message,
-    OpenCard,
-    Store,
-    StoredTurn,
-    StoreError,
-)
+from botgateway.stores.base import AuditRecord, Message, OpenCard, Store, StoredTurn, StoreError
 
 if TYPE_CHECKING:
     from botgateway.config import MemoryConfig

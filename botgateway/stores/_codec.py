@@ -14,6 +14,8 @@ from typing import Any
 
 from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn
 
+__all__ = ["audit_from_dict", "audit_to_dict", "decode_card", "decode_turn", "dumps", "encode_card", "encode_turn"]
+
 
 def dumps(value: Any) -> str:
     """Compact JSON that keeps CJK text readable (and smaller) in the database."""

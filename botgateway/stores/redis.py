@@ -40,6 +40,8 @@ from botgateway.stores._codec import (
 )
 from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, StoreError
 
+__all__ = ["RedisStore", "mask_text", "mask_url"]
+
 log = structlog.get_logger(__name__)
 
 # KEYS: order, turns. ARGV: ttl_ms (0 = keep), turn_id, body.
@@ -107,7 +109,7 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+i
 
 
 class RedisStore:
-    """:class:`~botgateway.store.Store` on Redis, shared by several replicas.
+    """:class:`~botgateway.stores.base.Store` on Redis, shared by several replicas.
 
     Args:
         url: ``redis://[:password@]host:port/db`` (``rediss://`` for TLS).
@@ -129,8 +131,11 @@ class RedisStore:
         self.safe_url = mask_url(url)
         """The URL with its password masked, for messages."""
         self.prefix = prefix
+        """Prepended to every key."""
         self.history_ttl_s = history_ttl_s
+        """Idle time after which a conversation expires (``None``: never)."""
         self.audit_max_len = audit_max_len
+        """Approximate cap on the audit stream's length."""
         self._owns_client = client is None
         try:
             self._redis: aioredis.Redis = client or aioredis.Redis.from_url(

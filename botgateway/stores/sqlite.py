@@ -1,11 +1,11 @@
 """The embedded store: one SQLite file (WAL mode) through ``aiosqlite``.
 
-The file and its folder are created on first use. One connection serves the
-process; an :class:`asyncio.Lock` serializes statements so that a transaction
-of one task never interleaves with another task's statements on the shared
-connection. Every write that touches more than one row runs in one
-``BEGIN IMMEDIATE`` … ``COMMIT`` transaction, so a crash leaves either the old
-or the new state, never half a turn.
+The file and its folder are created on first use; the shared connection, its
+lock and its cancel-proof write transactions are
+:class:`~botgateway.stores.sqlite_connection.SqliteConnection`. This module
+holds the queries, one table at a time. Every write that touches more than one
+row runs in one transaction, so a crash leaves either the old or the new state,
+never half a turn.
 
 Expiry is lazy: a claim whose TTL passed is ignored and overwritten, an idle
 conversation (``history_ttl_s``) reads as empty and is deleted when touched,
@@ -14,16 +14,13 @@ and a periodic sweep (piggy-backed on writes) deletes the rest.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import structlog
 
 from botgateway.stores._codec import (
     audit_from_dict,
@@ -34,56 +31,14 @@ from botgateway.stores._codec import (
     encode_card,
     encode_turn,
 )
-from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, StoreError
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn
+from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
 
-log = structlog.get_logger(__name__)
-
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS conversations (
-    conversation_id TEXT PRIMARY KEY,
-    updated_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
-CREATE TABLE IF NOT EXISTS turns (
-    conversation_id TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    is_summary INTEGER NOT NULL DEFAULT 0,
-    body TEXT NOT NULL,
-    PRIMARY KEY (conversation_id, turn_id)
-);
-CREATE INDEX IF NOT EXISTS turns_order ON turns (conversation_id, seq);
-CREATE TABLE IF NOT EXISTS claims (
-    key TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS claims_expiry ON claims (expires_at);
-CREATE TABLE IF NOT EXISTS open_cards (
-    platform TEXT NOT NULL,
-    card_id TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (platform, card_id)
-);
-CREATE TABLE IF NOT EXISTS instances (
-    instance_id TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    turn_id TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_conversation ON audit (conversation_id, id);
-"""
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
 
 class SqliteStore:
-    """:class:`~botgateway.store.Store` on one SQLite file.
+    """:class:`~botgateway.stores.base.Store` on one SQLite file.
 
     Args:
         path: The database file (``:memory:`` for a throw-away store). Its folder is created.
@@ -103,14 +58,16 @@ class SqliteStore:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = str(path)
+        """The database file as configured."""
         self.history_ttl_s = history_ttl_s
+        """Idle time after which a conversation is forgotten (``None``: never)."""
         self.audit_max_len = audit_max_len
+        """How many newest audit records the sweep keeps."""
         self.sweep_interval_s = sweep_interval_s
+        """Least time between two sweeps."""
         self._clock = clock
-        self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._connection = SqliteConnection(self.path)
         self._last_sweep = 0.0
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
@@ -119,100 +76,26 @@ class SqliteStore:
 
     async def open(self) -> None:
         """Create the folder, the file and the schema (idempotent); raise :class:`StoreError` if impossible."""
-        async with self._lock:
-            await self._connect()
-
-    async def _connect(self) -> aiosqlite.Connection:
-        if self._db is not None:
-            return self._db
-        if self._closed:
-            # Reopening lazily after close() would start a connection thread nobody closes,
-            # and that thread keeps the process from exiting.
-            raise StoreError("the SQLite store was used after it was closed (during shutdown); nothing was read or saved")
-        where = self.path
-        try:
-            if self.path != ":memory:" and not self.path.startswith("file:"):
-                folder = Path(self.path).expanduser().resolve().parent
-                folder.mkdir(parents=True, exist_ok=True)
-                where = str(Path(self.path).expanduser().resolve())
-            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so nothing is implicit.
-            db = await aiosqlite.connect(where, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(
-                f"cannot open the SQLite store {where}: {_reason(exc)}; "
-                "set memory.sqlite_path to a file in a writable folder"
-            ) from None
-        try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
-            # Another process on the same file (a CLI next to the server) waits instead of failing.
-            await db.execute("PRAGMA busy_timeout=5000")
-            await db.execute("PRAGMA foreign_keys=ON")
-            await db.executescript(_SCHEMA)
-            await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.Error as exc:
-            await db.close()
-            raise StoreError(
-                f"cannot use the SQLite store {where}: {_reason(exc)}; "
-                "is it a botgateway database on a local, writable disk?"
-            ) from None
-        self._db = db
-        log.debug("store.sqlite.opened", path=where)
-        return db
+        await self._connection.open()
 
     async def close(self) -> None:
         """Close the connection (idempotent)."""
-        async with self._lock:
-            self._closed = True
-            if self._db is not None:
-                db, self._db = self._db, None
-                await db.close()
+        await self._connection.close()
 
     # --- helpers ------------------------------------------------------------------
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        async with self._lock:
-            db = await self._connect()
-            try:
-                return list(await db.execute_fetchall(sql, params))
-            except sqlite3.Error as exc:
-                raise self._failed(exc) from None
+        return await self._connection.fetchall(sql, params)
 
     async def _transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
-        """Run ``work(db)`` inside one write transaction.
+        """Run ``work(db)`` in one write transaction, with the periodic sweep in the same transaction."""
 
-        The transaction runs in its own task, shielded from the caller's
-        cancellation: statements already queued on the connection's thread would
-        run anyway, so a transaction cut in half would leave the shared
-        connection inside ``BEGIN`` for the next caller. A cancelled caller
-        raises ``CancelledError`` at once; its transaction commits or rolls back
-        on its own.
-        """
-        task = asyncio.ensure_future(self._run_transaction(work))
-        task.add_done_callback(_consume_exception)
-        return await asyncio.shield(task)
-
-    async def _run_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
-        async with self._lock:
-            db = await self._connect()
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-                try:
-                    result = await work(db)
-                    await self._maybe_sweep(db)
-                except BaseException:
-                    await db.rollback()
-                    raise
-                await db.commit()
-            except sqlite3.Error as exc:
-                raise self._failed(exc) from None
+        async def work_then_sweep(db: aiosqlite.Connection) -> Any:
+            result = await work(db)
+            await self._maybe_sweep(db)
             return result
 
-    def _failed(self, exc: sqlite3.Error) -> StoreError:
-        return StoreError(
-            f"the SQLite store {self.path} failed: {_reason(exc)}; "
-            "check free disk space and that no other program holds the file"
-        )
+        return await self._connection.transaction(work_then_sweep)
 
     def _idle_before(self) -> float | None:
         if self.history_ttl_s is None:
@@ -414,15 +297,3 @@ class SqliteStore:
             (conversation_id, conversation_id, limit),
         )
         return [audit_from_dict(json.loads(row[0])) for row in rows]
-
-
-def _consume_exception(task: asyncio.Future[Any]) -> None:
-    """Mark a shielded transaction's error as seen when its caller was cancelled (no "never retrieved" noise)."""
-    if not task.cancelled():
-        task.exception()
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return str(exc) or type(exc).__name__

@@ -1,0 +1,193 @@
+"""One shared SQLite connection: opened lazily, statements serialized, write transactions whole.
+
+One ``aiosqlite`` connection (with its own thread) serves the process; an
+:class:`asyncio.Lock` serializes statements so that a transaction of one task
+never interleaves with another task's statements on the shared connection.
+Every write runs in one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction, shielded
+from the caller's cancellation, so a crash or a stop leaves either the old or
+the new state. :class:`~botgateway.stores.sqlite.SqliteStore` holds the queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from botgateway.stores.base import StoreError
+
+__all__ = ["SCHEMA_VERSION", "SqliteConnection"]
+
+log = structlog.get_logger(__name__)
+
+SCHEMA_VERSION = 1
+"""Written to ``PRAGMA user_version``, so a later release can tell which layout a file has."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    conversation_id TEXT PRIMARY KEY,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS turns (
+    conversation_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    is_summary INTEGER NOT NULL DEFAULT 0,
+    body TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, turn_id)
+);
+CREATE INDEX IF NOT EXISTS turns_order ON turns (conversation_id, seq);
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS claims_expiry ON claims (expires_at);
+CREATE TABLE IF NOT EXISTS open_cards (
+    platform TEXT NOT NULL,
+    card_id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (platform, card_id)
+);
+CREATE TABLE IF NOT EXISTS instances (
+    instance_id TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_conversation ON audit (conversation_id, id);
+"""
+
+
+class SqliteConnection:
+    """The connection to one SQLite file (WAL mode), with the schema created on first use.
+
+    Args:
+        path: The database file (``:memory:`` for a throw-away store, or a ``file:`` URI). Its folder is created.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        """The database file as configured."""
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def open(self) -> None:
+        """Create the folder, the file and the schema (idempotent); raise :class:`StoreError` if impossible."""
+        async with self._lock:
+            await self._connect()
+
+    async def close(self) -> None:
+        """Close the connection (idempotent); later use raises :class:`StoreError`."""
+        async with self._lock:
+            self._closed = True
+            if self._db is not None:
+                db, self._db = self._db, None
+                await db.close()
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read statement."""
+        async with self._lock:
+            db = await self._connect()
+            try:
+                return list(await db.execute_fetchall(sql, params))
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+
+    async def transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
+        """Run ``work(db)`` inside one write transaction and return its result.
+
+        The transaction runs in its own task, shielded from the caller's
+        cancellation: statements already queued on the connection's thread would
+        run anyway, so a transaction cut in half would leave the shared
+        connection inside ``BEGIN`` for the next caller. A cancelled caller
+        raises ``CancelledError`` at once; its transaction commits or rolls back
+        on its own.
+        """
+        task = asyncio.ensure_future(self._run_transaction(work))
+        task.add_done_callback(_consume_exception)
+        return await asyncio.shield(task)
+
+    async def _run_transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
+        async with self._lock:
+            db = await self._connect()
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    result = await work(db)
+                except BaseException:
+                    await db.rollback()
+                    raise
+                await db.commit()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            return result
+
+    async def _connect(self) -> aiosqlite.Connection:
+        if self._db is not None:
+            return self._db
+        if self._closed:
+            # Reopening lazily after close() would start a connection thread nobody closes,
+            # and that thread keeps the process from exiting.
+            raise StoreError("the SQLite store was used after it was closed (during shutdown); nothing was read or saved")
+        where = self.path
+        try:
+            if self.path != ":memory:" and not self.path.startswith("file:"):
+                folder = Path(self.path).expanduser().resolve().parent
+                folder.mkdir(parents=True, exist_ok=True)
+                where = str(Path(self.path).expanduser().resolve())
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, so nothing is implicit.
+            db = await aiosqlite.connect(where, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the SQLite store {where}: {_reason(exc)}; "
+                "set memory.sqlite_path to a file in a writable folder"
+            ) from None
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            # Another process on the same file (a CLI next to the server) waits instead of failing.
+            await db.execute("PRAGMA busy_timeout=5000")
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.executescript(_SCHEMA)
+            await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            await db.close()
+            raise StoreError(
+                f"cannot use the SQLite store {where}: {_reason(exc)}; "
+                "is it a botgateway database on a local, writable disk?"
+            ) from None
+        self._db = db
+        log.debug("store.sqlite.opened", path=where)
+        return db
+
+    def _failed(self, exc: sqlite3.Error) -> StoreError:
+        return StoreError(
+            f"the SQLite store {self.path} failed: {_reason(exc)}; "
+            "check free disk space and that no other program holds the file"
+        )
+
+
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded transaction's error as seen when its caller was cancelled (no "never retrieved" noise)."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _reason(exc: BaseException) -> str:
+    """The operating system's or SQLite's reason, in lower case."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
