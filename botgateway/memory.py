@@ -17,216 +17,74 @@ The summary reaches the model as a ``user`` message followed by a short
 strict OpenAI-compatible providers enforce, and never adds a second ``system``
 message (several providers reject one that is not first).
 
-Token counts are estimates (:func:`estimate_tokens`): exact counts need the
-provider's tokenizer, and the budget only has to be roughly right.
+Token counts are estimates (:mod:`botgateway.token_estimate`); the summary
+turn and its request are :mod:`botgateway.history_summary`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import math
-import re
 import time
-import uuid
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
 
+from botgateway.history_summary import (
+    SUMMARY_ACK,
+    SUMMARY_HEADER,
+    SUMMARY_INSTRUCTION,
+    TOOL_RESULT_CHARS,
+    build_summary_request,
+    render_transcript,
+    summary_text,
+    summary_turn,
+)
 from botgateway.stores.base import Message, Store, StoredTurn
+from botgateway.token_estimate import (
+    CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD_TOKENS,
+    TOOL_CALL_OVERHEAD_TOKENS,
+    estimate_message_tokens,
+    estimate_text_tokens,
+    estimate_tokens,
+    truncate_to_tokens,
+)
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "SUMMARY_ACK",
+    "SUMMARY_HEADER",
+    "SUMMARY_INSTRUCTION",
+    "TOOL_CALL_OVERHEAD_TOKENS",
+    "TOOL_RESULT_CHARS",
+    "Memory",
+    "Summarizer",
+    "build_summary_request",
+    "check_turn_messages",
+    "estimate_message_tokens",
+    "estimate_text_tokens",
+    "estimate_tokens",
+    "flatten",
+    "render_transcript",
+    "summary_text",
+    "summary_turn",
+    "truncate_to_tokens",
+    "turn_tokens",
+]
 
 log = structlog.get_logger(__name__)
 
 Summarizer = Callable[[list[Message]], Awaitable[str]]
 """Takes a complete chat request (system instruction + transcript) and returns the summary text."""
 
-# --- token estimate ---------------------------------------------------------------
-
-MESSAGE_OVERHEAD_TOKENS = 4
-"""Per-message framing (role, separators) that chat templates add."""
-TOOL_CALL_OVERHEAD_TOKENS = 6
-"""Per-tool-call framing (id, type, name keys) on top of the name and arguments."""
-CHARS_PER_TOKEN = 4
-"""Non-CJK text: about four characters per token for English, code, JSON and IPs."""
-
-_CJK_RANGES = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x2E80, 0x2FDF),  # CJK radicals
-    (0x3000, 0x303F),  # CJK punctuation
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3100, 0x31FF),  # Bopomofo, Hangul compatibility, Katakana ext.
-    (0x3400, 0x4DBF),  # CJK ext. A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xAC00, 0xD7AF),  # Hangul syllables
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF00, 0xFFEF),  # full-width forms (，。！？)
-    (0x20000, 0x3FFFF),  # CJK ext. B and later
-)
-
-
-# One character class: history() estimates every stored character on each turn, so a
-# per-character Python loop would block the event loop for tens of milliseconds.
-_CJK = re.compile("[" + "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in _CJK_RANGES) + "]")
-
-
-def estimate_text_tokens(text: str) -> int:
-    """Tokens of ``text``: one per CJK character, one per four other characters (rounded up).
-
-    Deterministic and cheap. Real tokenizers give about one token per common
-    Chinese/Japanese/Korean character and about four characters per token for
-    English; mixed text is estimated part by part.
-    """
-    if not text:
-        return 0
-    cjk = len(_CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / CHARS_PER_TOKEN)
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: [{"type": "text", "text": …}, …]
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-    return str(content)
-
-
-def estimate_message_tokens(message: Mapping[str, Any]) -> int:
-    """Tokens of one OpenAI message: its text, its tool calls and a fixed overhead."""
-    tokens = MESSAGE_OVERHEAD_TOKENS + estimate_text_tokens(_content_text(message.get("content")))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        tokens += TOOL_CALL_OVERHEAD_TOKENS
-        tokens += estimate_text_tokens(str(function.get("name", "")))
-        tokens += estimate_text_tokens(str(function.get("arguments", "")))
-    return tokens
-
-
-def estimate_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
-    """Tokens of a list of messages (see :func:`estimate_text_tokens`)."""
-    return sum(estimate_message_tokens(message) for message in messages)
-
 
 def turn_tokens(turn: StoredTurn) -> int:
     """Tokens of one stored turn."""
     return estimate_tokens(turn.messages)
-
-
-# --- summary turn -------------------------------------------------------------------
-
-SUMMARY_HEADER = "Summary of our earlier conversation (context only; older messages were condensed):"
-"""Opens the ``user`` message that carries the summary."""
-SUMMARY_ACK = "Noted. I will use this summary as context for the rest of the conversation."
-"""The ``assistant`` reply that closes the summary pair."""
-
-SUMMARY_INSTRUCTION = (
-    "You maintain the running summary of a chat between operations staff and an "
-    "infrastructure assistant that looks things up with tools. Merge the previous summary "
-    "(if any) and the new part of the conversation into ONE updated summary that replaces "
-    "both. Keep every fact a later question may rely on: host names, IPs, instance ids, "
-    "regions, accounts, states, numbers, what the user asked for, decisions and open "
-    "questions. Leave out greetings and how the tools were called. Write in the language "
-    "the user writes in, as short plain lines, at most about {words} words. Reply with the "
-    "summary only."
-)
-"""System instruction of the summarization request (``{words}`` is the length target)."""
-
-TOOL_RESULT_CHARS = 1500
-"""Tool output longer than this is cut in the transcript sent to the summarizer."""
-
-
-def summary_turn(text: str, *, created_at: float | None = None) -> StoredTurn:
-    """The stored turn that stands for summarized older turns."""
-    return StoredTurn(
-        turn_id=f"summary-{uuid.uuid4().hex[:16]}",
-        messages=(
-            {"role": "user", "content": f"{SUMMARY_HEADER}\n{text}"},
-            {"role": "assistant", "content": SUMMARY_ACK},
-        ),
-        created_at=time.time() if created_at is None else created_at,
-        is_summary=True,
-    )
-
-
-def summary_text(turn: StoredTurn) -> str:
-    """The summary inside a summary turn (its first message, header removed)."""
-    if not turn.messages:
-        return ""
-    text = _content_text(turn.messages[0].get("content"))
-    return text.removeprefix(SUMMARY_HEADER).strip()
-
-
-def render_transcript(turns: Sequence[StoredTurn], *, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
-    """Turns as a plain transcript for the summarizer (long tool output cut)."""
-    lines: list[str] = []
-    for turn in turns:
-        names: dict[str, str] = {}
-        for message in turn.messages:
-            role = message.get("role")
-            text = _content_text(message.get("content")).strip()
-            if role == "user":
-                lines.append(f"User: {text}")
-            elif role == "assistant":
-                if text:
-                    lines.append(f"Assistant: {text}")
-                for call in message.get("tool_calls") or ():
-                    function = call.get("function") or {}
-                    name = str(function.get("name", "?"))
-                    names[str(call.get("id", ""))] = name
-                    lines.append(f"Assistant called tool {name} with {function.get('arguments', '{}')}")
-            elif role == "tool":
-                name = names.get(str(message.get("tool_call_id", "")), "tool")
-                if len(text) > tool_result_chars:
-                    text = text[:tool_result_chars] + f" … [{len(text) - tool_result_chars} more characters]"
-                lines.append(f"Result of {name}: {text}")
-        lines.append("")
-    return "\n".join(lines).strip()
-
-
-def build_summary_request(previous: str, turns: Sequence[StoredTurn], *, target_tokens: int) -> list[Message]:
-    """The chat request that asks the model for the updated, cumulative summary."""
-    words = max(50, int(target_tokens * 0.6))
-    return [
-        {"role": "system", "content": SUMMARY_INSTRUCTION.format(words=words)},
-        {
-            "role": "user",
-            "content": (
-                f"Previous summary:\n{previous or '(none)'}\n\n"
-                f"New part of the conversation:\n{render_transcript(turns)}\n\n"
-                "Write the updated summary."
-            ),
-        },
-    ]
-
-
-def truncate_to_tokens(text: str, max_tokens: int) -> str:
-    """``text`` cut (at a line or word end when possible) so its estimate is at most ``max_tokens``."""
-    if estimate_text_tokens(text) <= max_tokens:
-        return text
-    low, high = 0, len(text)
-    while low < high:  # longest prefix within the budget
-        middle = (low + high + 1) // 2
-        if estimate_text_tokens(text[:middle]) + 1 <= max_tokens:
-            low = middle
-        else:
-            high = middle - 1
-    cut = text[:low]
-    for stop in ("\n", " "):
-        at = cut.rfind(stop)
-        if at > low * 0.7:
-            cut = cut[:at]
-            break
-    return cut.rstrip() + " …"
 
 
 def check_turn_messages(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -398,7 +256,7 @@ class Memory:
         request = build_summary_request(summary_text(previous) if previous else "", to_fold, target_tokens=target)
         try:
             text = await asyncio.wait_for(self.summarizer(request), self.summary_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("memory.summary_failed", conversation=conversation_id, reason="timeout", timeout_s=self.summary_timeout_s)
             return None
         except asyncio.CancelledError:
