@@ -21,10 +21,14 @@ from botgateway.messages import InboundMessage
 from botgateway.sink import CardTarget
 from botgateway.snapshot import ToolLine
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.tooling import ToolContext, ToolRegistry, tool
+from botgateway.tooling import ToolContext, ToolError, ToolOutput, ToolRegistry, tool
 from tests.fakes.gateway import RecordingSink
-from tools.demo.model import DemoResponder, analyze_question, start_demo_model
+from tools.catalog import build_toolset
+from tools.demo.model import start_demo_model
+from tools.demo.question import analyze_question
+from tools.demo.responder import DemoResponder
 from tools.demo.server import ScriptedLLMServer
+from tools.server import SearchResult, Server
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tools" / "sample_inventory.yaml"
 
@@ -40,8 +44,6 @@ def _host_with_ip(ip: str) -> str:
 
 
 async def _sample_tools() -> tuple[Any, ToolRegistry]:
-    from tools.catalog import build_toolset
-
     toolset = await build_toolset(ToolsConfig(inventory={"enabled": True, "path": str(SAMPLE)}))
     return toolset, ToolRegistry(toolset.tools)
 
@@ -63,7 +65,7 @@ async def test_demo_answers_which_server_with_the_inventory_tool(tmp_path) -> No
     async with AsyncExitStack() as stack:
         stack.push_async_callback(toolset.aclose)
         stack.push_async_callback(store.close)
-        base_url = await start_demo_model(stack)
+        base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
         llm, loop = _loop(base_url, registry, store)
         stack.push_async_callback(llm.aclose)
         events = await _run(loop, "which server is 10.0.1.100?")
@@ -77,6 +79,7 @@ async def test_demo_answers_which_server_with_the_inventory_tool(tmp_path) -> No
     assert isinstance(done, TurnDone), done
     assert host in done.result.answer and "10.0.1.100" in done.result.answer
     assert "running" in done.result.answer  # status read from the tool result
+    assert "- **Status:** running" in done.result.answer and "```" not in done.result.answer  # from its data, not quoted
     assert done.result.usage.total_tokens > 0
 
 
@@ -87,7 +90,7 @@ async def test_demo_through_the_gateway_shows_tool_lines_streamed_answer_and_dem
     async with AsyncExitStack() as stack:
         stack.push_async_callback(toolset.aclose)
         stack.push_async_callback(store.close)
-        server = ScriptedLLMServer(responder=DemoResponder(delay_s=0.002))
+        server = ScriptedLLMServer(responder=DemoResponder(delay_s=0.002, outcomes=registry))
         base_url = await server.start()
         stack.push_async_callback(server.stop)
         llm, loop = _loop(base_url, registry, store)
@@ -116,22 +119,30 @@ async def test_demo_through_the_gateway_shows_tool_lines_streamed_answer_and_dem
     assert any(s.status == "streaming" and 0 < len(s.answer) < len(final.answer) for s in snapshots)
 
 
+def _api_7(ip: str) -> Server:
+    return Server(
+        provider="aliyun", account="default", region="cn-hangzhou", zone="cn-hangzhou-h", instance_id="i-bp1xyz",
+        name="api-7", status="running", instance_type="ecs.g7.large", cpu=2, memory_gb=8,
+        private_ips=(ip,), public_ips=("47.1.2.3",),
+    )  # fmt: skip
+
+
 async def test_demo_calls_two_provider_lookups_in_parallel(tmp_path) -> None:
     both_running = asyncio.Event()
     running: set[str] = set()
 
-    async def lookup(name: str, ip: str) -> str:
+    async def lookup(name: str, ip: str) -> SearchResult:
         running.add(name)
         if len(running) == 2:
             both_running.set()
         # each lookup waits for the other: only parallel calls get past this
         await asyncio.wait_for(both_running.wait(), 10)
         if name == "aliyun":
-            return f"1 instance match ip {ip} (searched: Alibaba Cloud):\n- api-7 [i-bp1xyz] | Alibaba Cloud cn-hangzhou/cn-hangzhou-h | running | ecs.g7.large 2 vCPU/8 GiB | private {ip} | public 47.1.2.3"
-        return f"No instance matches ip {ip} (searched: Tencent Cloud)."
+            return SearchResult(f"ip {ip}", (_api_7(ip),), searched=("aliyun",), answered=("aliyun",))
+        return SearchResult(f"ip {ip}", searched=("tencent",), answered=("tencent",))
 
     @tool
-    async def search_ecs_by_ip(ip: str) -> str:
+    async def search_ecs_by_ip(ip: str) -> SearchResult:
         """Alibaba Cloud ECS by IP.
 
         Args:
@@ -140,7 +151,7 @@ async def test_demo_calls_two_provider_lookups_in_parallel(tmp_path) -> None:
         return await lookup("aliyun", ip)
 
     @tool
-    async def search_cvm_by_ip(ip: str) -> str:
+    async def search_cvm_by_ip(ip: str) -> SearchResult:
         """Tencent Cloud CVM by IP.
 
         Args:
@@ -149,8 +160,9 @@ async def test_demo_calls_two_provider_lookups_in_parallel(tmp_path) -> None:
         return await lookup("tencent", ip)
 
     store = SqliteStore(tmp_path / "d.db")
-    async with ScriptedLLMServer(responder=DemoResponder(delay_s=0)) as server:
-        llm, loop = _loop(server.base_url, ToolRegistry([search_ecs_by_ip, search_cvm_by_ip]), store)
+    registry = ToolRegistry([search_ecs_by_ip, search_cvm_by_ip])
+    async with ScriptedLLMServer(responder=DemoResponder(delay_s=0, outcomes=registry)) as server:
+        llm, loop = _loop(server.base_url, registry, store)
         try:
             events = await _run(loop, "who has 172.16.5.9")
         finally:
@@ -163,6 +175,7 @@ async def test_demo_calls_two_provider_lookups_in_parallel(tmp_path) -> None:
     done = events[-1]
     assert isinstance(done, TurnDone)
     assert "api-7" in done.result.answer and "47.1.2.3" in done.result.answer
+    assert done.result.answer.startswith("**172.16.5.9** is **api-7** (`i-bp1xyz`), in Alibaba Cloud, cn-hangzhou/cn-hangzhou-h.")
 
 
 async def test_demo_without_a_host_says_what_it_can_do(tmp_path) -> None:
@@ -187,29 +200,29 @@ async def test_demo_widens_to_find_server_when_provider_lookups_find_nothing(tmp
     calls: list[str] = []
 
     @tool
-    def search_ecs_by_ip(ip: str) -> str:
+    def search_ecs_by_ip(ip: str) -> SearchResult:
         """ECS.
 
         Args:
             ip: address
         """
         calls.append("ecs")
-        return f"No instance matches ip {ip} (searched: Alibaba Cloud)."
+        return SearchResult(f"ip {ip}", searched=("aliyun",), answered=("aliyun",))
 
     @tool
-    def search_ec2_by_ip(ip: str) -> str:
+    def search_ec2_by_ip(ip: str) -> SearchResult:
         """EC2.
 
         Args:
             ip: address
         """
         calls.append("ec2")
-        return f"No instance matches ip {ip} (searched: AWS)."
+        return SearchResult(f"ip {ip}", searched=("aws",), answered=("aws",))
 
     toolset, sample = await _sample_tools()
     registry = ToolRegistry([sample.get("find_server"), search_ecs_by_ip, search_ec2_by_ip])
     store = SqliteStore(tmp_path / "d.db")
-    async with ScriptedLLMServer(responder=DemoResponder(delay_s=0)) as server:
+    async with ScriptedLLMServer(responder=DemoResponder(delay_s=0, outcomes=registry)) as server:
         llm, loop = _loop(server.base_url, registry, store)
         try:
             events = await _run(loop, "which server is 10.0.1.100?")
@@ -220,6 +233,60 @@ async def test_demo_widens_to_find_server_when_provider_lookups_find_nothing(tmp
     started = [e.name for e in events if isinstance(e, ToolCallStarted)]
     assert sorted(started[:2]) == ["search_ec2_by_ip", "search_ecs_by_ip"] and started[2:] == ["find_server"]
     assert _host_with_ip("10.0.1.100") in events[-1].result.answer
+
+
+async def test_demo_quotes_a_result_without_data_and_names_a_failed_lookup(tmp_path) -> None:
+    """A text-only tool (as MCP tools are) is quoted as it is, never parsed; a failure is named in its own words."""
+    looks_like_a_server_line = "- web-9 [i-x] | Somewhere | running"
+
+    @tool
+    def search_ecs_by_ip(ip: str) -> str:
+        """ECS.
+
+        Args:
+            ip: address
+        """
+        return f"{ip}:\n{looks_like_a_server_line}"
+
+    @tool
+    def search_ec2_by_ip(ip: str) -> ToolOutput:
+        """EC2.
+
+        Args:
+            ip: address
+        """
+        raise ToolError("AWS: permission denied in us-east-1")
+
+    registry = ToolRegistry([search_ecs_by_ip, search_ec2_by_ip])
+    store = SqliteStore(tmp_path / "d.db")
+    async with ScriptedLLMServer(responder=DemoResponder(delay_s=0, outcomes=registry)) as server:
+        llm, loop = _loop(server.base_url, registry, store)
+        try:
+            events = await _run(loop, "who has 172.16.5.9")
+        finally:
+            await llm.aclose()
+            await store.close()
+    answer = events[-1].result.answer
+    assert answer.startswith("Here is what the lookup returned:\n\n```\n172.16.5.9:\n" + looks_like_a_server_line + "\n```")
+    assert answer.endswith("⚠️ Some sources could not be searched, so this may be incomplete:\n- AWS: permission denied in us-east-1")
+
+
+async def test_demo_recognises_the_host_names_of_the_inventory_provider(tmp_path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"hosts": [{"name": "bastion", "ip": "10.1.0.1", "datacenter": "idc-gz"}]}))
+    toolset = await build_toolset(ToolsConfig(inventory={"enabled": True, "path": str(path)}))
+    registry = ToolRegistry(toolset.tools)
+    store = SqliteStore(tmp_path / "d.db")
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(toolset.aclose)
+        stack.push_async_callback(store.close)
+        base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
+        llm, loop = _loop(base_url, registry, store)
+        stack.push_async_callback(llm.aclose)
+        events = await _run(loop, "where is bastion?")  # no digit, no dash: known only from the inventory
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert [(e.name, e.arguments) for e in started] == [("find_server", {"query": "bastion"})]
+    assert events[-1].result.answer.startswith("**bastion** is in Static inventory (on-prem), idc-gz.")
 
 
 def test_question_analysis_finds_ips_ids_and_known_hosts() -> None:
@@ -237,7 +304,7 @@ async def test_demo_model_answers_history_compression_with_a_deterministic_summa
     from botgateway.llm import LLMClient
     from botgateway.memory import Memory
     from botgateway.stores.sqlite import SqliteStore
-    from tools.demo.model import DemoResponder
+    from tools.demo.responder import DemoResponder
     from tools.demo.server import ScriptedLLMServer
 
     async with ScriptedLLMServer(responder=DemoResponder()) as server:

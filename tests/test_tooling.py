@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from botgateway.tooling import ToolContext, ToolError, ToolRegistry, TTLCache, tool
+from botgateway.tooling import ToolContext, ToolError, ToolOutput, ToolRegistry, TTLCache, tool
 
 CTX = ToolContext(user_id="U1", user_name="Ann", platform="slack", conversation_id="c1", chat_id="C1", is_group=True)
 
@@ -259,3 +259,33 @@ def test_ttl_cache_expires_on_its_clock_and_evicts_the_soonest_to_expire() -> No
     off = TTLCache(0)
     off.put("k", "v")
     assert off.get("k") is None
+
+
+async def test_the_registry_recalls_recent_outcomes_by_the_text_the_model_read() -> None:
+    @tool
+    async def lookup(ip: str) -> ToolOutput:
+        """Look up an IP.
+
+        Args:
+            ip: The address.
+        """
+        if ip == "10.0.0.9":
+            raise ToolError("backend busy")
+        return ToolOutput(content=f"{ip} is web-1", summary="1 found", data={"hosts": [{"name": "web-1", "ip": ip}]})
+
+    @tool
+    async def note() -> str:
+        """A text-only tool."""
+        return "just text"
+
+    registry = ToolRegistry([lookup, note], recent_outcomes=2)
+    found = await registry.execute("lookup", {"ip": "10.0.0.1"}, CTX)
+    assert found.content == "10.0.0.1 is web-1" and found.data == {"hosts": [{"name": "web-1", "ip": "10.0.0.1"}]}
+    assert registry.recall("10.0.0.1 is web-1") == found
+    failed = await registry.execute("lookup", {"ip": "10.0.0.9"}, CTX)
+    assert (failed.content, failed.error, failed.data) == ("Error: backend busy", "backend busy", None)
+    assert registry.recall("Error: backend busy") == failed
+    text = await registry.execute("note", "{}", CTX)
+    assert text.data is None and registry.recall("just text") == text
+    assert registry.recall("10.0.0.1 is web-1") is None  # bounded: the oldest made room
+    assert registry.recall("never sent") is None

@@ -156,10 +156,11 @@ async def test_demo_model_asks_the_inventory_and_aliyun_in_parallel() -> None:
             )
             stack.push_async_callback(toolset.aclose)
             assert toolset.lookup_tools == ["search_inventory_by_ip", "search_ecs_by_ip"]
-            base_url = await start_demo_model(stack)
+            registry = ToolRegistry(toolset.tools)
+            base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
             llm = LLMClient(llm_config(base_url), backoff_base_s=0.01)
             stack.push_async_callback(llm.aclose)
-            loop = ToolLoop(llm, ToolRegistry(toolset.tools), ListMemory(), max_rounds=4, system_prompt="sys")
+            loop = ToolLoop(llm, registry, ListMemory(), max_rounds=4, system_prompt="sys")
             events = [e async for e in loop.run_turn("c2", f"which server is {IP}?", ToolContext(user_id="U1"))]
 
     order = [type(e).__name__ for e in events if isinstance(e, (ToolCallStarted, ToolCallFinished))]

@@ -13,7 +13,7 @@ from botgateway.tooling import ToolContext, ToolRegistry
 from tools.catalog import build_toolset
 from tools.providers.base import ServerQuery
 from tools.providers.inventory import InventoryProvider, resolve_path
-from tools.server import STATUSES
+from tools.server import STATUSES, SearchResult
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tools" / "sample_inventory.yaml"
 CTX = ToolContext(user_id="U1", platform="cli")
@@ -79,6 +79,34 @@ async def test_find_and_list_with_filters() -> None:
         assert not wrong.ok and "status" in wrong.content
     finally:
         await toolset.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_lookup_returns_its_data_beside_the_text_the_model_reads() -> None:
+    registry, toolset = await registry_for()
+    try:
+        out = await registry.execute("find_server", {"query": "10.0.1.100"}, CTX)
+        assert out.data["kind"] == "server_search" and out.data["searched"] == ["inventory"]
+        assert [s["name"] for s in out.data["servers"]] == ["prod-db-01"]
+        assert out.data["servers"][0]["private_ips"] == ["10.0.1.100"]
+        result = SearchResult.from_data(out.data)
+        assert result is not None and out.content == result.render()  # the text is the data's rendering
+        assert registry.recall(out.content) == out
+        nothing = await registry.execute("search_inventory_by_ip", {"ip": "10.99.99.99"}, CTX)
+        assert nothing.data["servers"] == [] and nothing.data["query"] == "ip 10.99.99.99"
+        assert SearchResult.from_data({"query": "x"}) is None  # data of another kind
+    finally:
+        await toolset.aclose()  # type: ignore[attr-defined]
+
+
+def test_the_provider_names_its_hosts_and_sees_an_edit(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(yaml.safe_dump({"name": "lab", "hosts": [{"name": "bastion", "ip": "10.1.0.1"}, {"name": "db-01"}]}))
+    provider = InventoryProvider(InventoryConfig(path=str(path)))
+    assert provider.host_names() == ["bastion", "db-01"]  # the file's own name labels the account, not a host
+    path.write_text(yaml.safe_dump({"hosts": [{"name": "jump"}]}))
+    stat = path.stat()
+    os.utime(path, (stat.st_atime, stat.st_mtime + 5))  # a distinct mtime even on coarse clocks
+    assert provider.host_names() == ["jump"]
 
 
 async def test_csv_inventory(tmp_path: Path) -> None:

@@ -2,16 +2,29 @@
 
 Cloud APIs disagree on everything (``Running`` vs ``RUNNING`` vs ``running``,
 memory in MiB vs GiB, EIPs apart from public IPs). Providers translate their
-answers into :class:`Server`; tools hand a :class:`SearchResult` back, which
-renders compactly for the model and as one short line for the card.
+answers into :class:`Server`; tools hand a :class:`SearchResult` back: its
+data (JSON-ready), its rendering for the model and one short line for the card.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
 
 from botgateway.tooling import ToolError, ToolOutput
+
+__all__ = [
+    "PROVIDER_LABELS",
+    "SEARCH_RESULT_KIND",
+    "STATUSES",
+    "ProviderFailure",
+    "SearchResult",
+    "Server",
+    "provider_label",
+]
 
 PROVIDER_LABELS: Mapping[str, str] = {
     "inventory": "Static inventory",
@@ -79,14 +92,19 @@ class Server:
         """All addresses, private first."""
         return self.private_ips + self.public_ips
 
-    def render(self) -> str:
-        """One compact line for the model; empty fields are left out."""
-        head = f"{self.name or '(no name)'} [{self.instance_id}]" if self.name != self.instance_id else self.name
-        where = f"{provider_label(self.provider)}"
-        if self.account and self.account != "default":
-            where += f" account={self.account}"
-        where += f" {self.region}" + (f"/{self.zone}" if self.zone else "")
-        parts = [head, where, self.status]
+    @property
+    def shown_account(self) -> str:
+        """The account label worth showing: empty for the default account."""
+        return self.account if self.account != "default" else ""
+
+    @property
+    def location(self) -> str:
+        """``region/zone``, or the region alone."""
+        return self.region + (f"/{self.zone}" if self.zone else "")
+
+    @property
+    def spec(self) -> str:
+        """Type, CPU/memory and OS in one phrase ("ecs.g7.large 2 vCPU/8 GiB Alibaba Cloud Linux 3"); empty when unknown."""
         spec = []
         if self.instance_type:
             spec.append(self.instance_type)
@@ -96,8 +114,23 @@ class Server:
             spec.append(f"{cpu}/{mem}")
         if self.os:
             spec.append(self.os)
-        if spec:
-            parts.append(" ".join(spec))
+        return " ".join(spec)
+
+    @property
+    def tag_labels(self) -> tuple[str, ...]:
+        """Tags as ``key=value`` (or ``key`` alone when the value is empty), sorted by key."""
+        return tuple(f"{k}={v}" if v else k for k, v in sorted(self.tags.items()))
+
+    def render(self) -> str:
+        """One compact line for the model; empty fields are left out."""
+        head = f"{self.name or '(no name)'} [{self.instance_id}]" if self.name != self.instance_id else self.name
+        where = f"{provider_label(self.provider)}"
+        if self.shown_account:
+            where += f" account={self.shown_account}"
+        where += f" {self.location}"
+        parts = [head, where, self.status]
+        if self.spec:
+            parts.append(self.spec)
         if self.private_ips:
             parts.append("private " + ",".join(self.private_ips))
         if self.public_ips:
@@ -105,7 +138,7 @@ class Server:
         if self.vpc:
             parts.append(f"vpc {self.vpc}")
         if self.tags:
-            parts.append("tags " + ",".join(f"{k}={v}" if v else k for k, v in sorted(self.tags.items())))
+            parts.append("tags " + ",".join(self.tag_labels))
         if self.created_at:
             parts.append(f"created {self.created_at}")
         if self.expires_at:
@@ -216,10 +249,15 @@ class SearchResult:
             text += f"; {', '.join(failed)} failed"
         return text
 
+    @property
+    def searched_labels(self) -> str:
+        """The providers asked, by their human names ("Static inventory, AWS"; "no provider")."""
+        return ", ".join(provider_label(p) for p in self.searched) or "no provider"
+
     def render(self) -> str:
         """The text the model reads."""
         lines = []
-        where = ", ".join(provider_label(p) for p in self.searched) or "no provider"
+        where = self.searched_labels
         n = self.found
         if n == 0:
             lines.append(f"No instance matches {self.query} (searched: {where}).")
@@ -236,8 +274,25 @@ class SearchResult:
         lines.extend(self.notes)
         return "\n".join(lines)
 
+    def to_data(self) -> dict[str, Any]:
+        """The result as JSON-ready data, tagged ``kind: server_search`` (read back by :meth:`from_data`)."""
+        return {"kind": SEARCH_RESULT_KIND, **_SEARCH_RESULT.dump_python(self, mode="json")}
+
+    @staticmethod
+    def from_data(data: Any) -> SearchResult | None:
+        """The result that :meth:`to_data` made ``data`` from; ``None`` for any other data."""
+        if not isinstance(data, Mapping) or data.get("kind") != SEARCH_RESULT_KIND:
+            return None
+        return _SEARCH_RESULT.validate_python({k: v for k, v in data.items() if k != "kind"})
+
     def to_tool_output(self) -> ToolOutput:
-        """Normalize for the registry; a search where every provider failed is a tool error."""
+        """Normalize for the registry: the data, its rendering and the card line; a search where every provider failed is a tool error."""
         if not self.servers and self.failures and not self.answered:
             raise ToolError("; ".join(f.describe() for f in self.failures))
-        return ToolOutput(content=self.render(), summary=self.summary())
+        return ToolOutput(content=self.render(), summary=self.summary(), data=self.to_data())
+
+
+SEARCH_RESULT_KIND = "server_search"
+"""The ``kind`` of a :class:`SearchResult` in tool data."""
+
+_SEARCH_RESULT = TypeAdapter(SearchResult)

@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Self, TypeAlias
 
 import structlog
 from aiohttp import web
@@ -375,7 +375,7 @@ class ScriptedLLMServer:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> ScriptedLLMServer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

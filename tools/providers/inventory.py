@@ -39,9 +39,12 @@ from botgateway.config import ConfigError, InventoryConfig
 from tools.providers.base import ServerQuery
 from tools.server import STATUSES, SearchResult, Server
 
+__all__ = ["DEFAULT_ACCOUNT", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
+
 log = structlog.get_logger(__name__)
 
 DEFAULT_ACCOUNT = "on-prem"
+"""Account label of an inventory file that does not name itself."""
 
 
 class InventoryHost(BaseModel):
@@ -237,6 +240,10 @@ class InventoryProvider:
         self.account, self._servers = load_inventory(self.path)
         self._mtime = mtime
         log.info("inventory_loaded", path=str(self.path), hosts=len(self._servers))
+
+    def host_names(self) -> list[str]:
+        """The name of every host, in file order (re-read first if the file changed)."""
+        return [server.name for server in self.servers]
 
     def owns_id(self, instance_id: str) -> bool:
         """Inventory ids are host names or free-form; any id may be one."""

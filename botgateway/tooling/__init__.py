@@ -1,0 +1,62 @@
+"""The tool mechanism: what the model can call, and how calls are run safely.
+
+A tool is anything that satisfies :class:`Tool` (:mod:`.contract`). Plain async
+(or sync) functions become tools through :func:`tool` (:mod:`.function`), which
+derives the JSON schema from type hints and the docstring with pydantic and
+validates arguments before the function runs. :class:`ToolRegistry`
+(:mod:`.registry`) runs calls with a timeout, a permission hook and a size cap,
+and turns every failure into an error result the model can read and recover
+from.
+
+A tool may return data beside its text (:attr:`ToolOutput.data`): the model
+reads the text, code reads the data. The registry remembers recent outcomes by
+the text it sent the model (:class:`RecentOutcomes`), so a model running in
+this process (the demo) reads the data behind a tool message without parsing
+its text.
+"""
+
+from botgateway.tooling.cache import TTLCache
+from botgateway.tooling.contract import (
+    PermissionHook,
+    RecentOutcomes,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    ToolOutput,
+    local_user,
+    one_line,
+)
+from botgateway.tooling.function import FunctionTool, format_validation_error, tool
+from botgateway.tooling.registry import (
+    RECENT_OUTCOMES,
+    TRUNCATION_NOTE,
+    ToolRegistry,
+    allow_all,
+    cap_text,
+    parse_arguments,
+)
+
+__all__ = [
+    "RECENT_OUTCOMES",
+    "TRUNCATION_NOTE",
+    "FunctionTool",
+    "PermissionHook",
+    "RecentOutcomes",
+    "TTLCache",
+    "Tool",
+    "ToolArgumentError",
+    "ToolContext",
+    "ToolError",
+    "ToolOutcome",
+    "ToolOutput",
+    "ToolRegistry",
+    "allow_all",
+    "cap_text",
+    "format_validation_error",
+    "local_user",
+    "one_line",
+    "parse_arguments",
+    "tool",
+]

@@ -1,0 +1,190 @@
+"""Running calls safely: timeout, permission hook, size cap, and every failure turned into a result the model can read.
+
+The registry also remembers recent outcomes by the text the model was sent
+(:class:`~botgateway.tooling.contract.RecentOutcomes`), so a model running in
+this process (the demo) reads the data behind a tool message instead of
+parsing its text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+from cachetools import LRUCache
+
+from botgateway.tooling.contract import (
+    PermissionHook,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    ToolOutput,
+    one_line,
+)
+
+__all__ = ["RECENT_OUTCOMES", "TRUNCATION_NOTE", "ToolRegistry", "allow_all", "cap_text", "parse_arguments"]
+
+log = structlog.get_logger(__name__)
+
+TRUNCATION_NOTE = "\n[output truncated: {omitted} of {total} characters omitted; narrow the query to see more]"
+
+RECENT_OUTCOMES = 256
+"""Outcomes a registry remembers for :meth:`ToolRegistry.recall` (a few turns' worth of calls)."""
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` characters, saying so in a note the model can act on."""
+    if len(text) <= limit:
+        return text
+    note = TRUNCATION_NOTE.format(omitted=len(text) - limit, total=len(text))
+    return text[:limit] + note
+
+
+def parse_arguments(raw_arguments: str | Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments object of a call; raises :class:`ToolArgumentError` saying how to fix malformed JSON."""
+    if isinstance(raw_arguments, Mapping):
+        return dict(raw_arguments)
+    text = (raw_arguments or "").strip() or "{}"
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise ToolArgumentError("arguments must be a JSON object")
+    return parsed
+
+
+async def allow_all(tool: Tool, ctx: ToolContext) -> str | None:
+    """The default permission hook: every caller may use every tool."""
+    return None
+
+
+class ToolRegistry:
+    """The set of tools offered to the model, and the safe way to run them.
+
+    It is also the :class:`RecentOutcomes` of the calls it ran.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        default_timeout_s: float = 30.0,
+        max_result_chars: int = 8000,
+        permission: PermissionHook = allow_all,
+        recent_outcomes: int = RECENT_OUTCOMES,
+    ) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.default_timeout_s = default_timeout_s
+        self.max_result_chars = max_result_chars
+        self.permission = permission
+        self._recent: LRUCache[str, ToolOutcome] = LRUCache(maxsize=max(1, recent_outcomes))
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Tool) -> None:
+        """Offer ``tool`` to the model; a later tool of the same name replaces it."""
+        self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        """Stop offering the tool called ``name`` (no error if absent)."""
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, if offered."""
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the offered tools, in registration order."""
+        return list(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def specs(self) -> list[dict[str, Any]]:
+        """The tools in the OpenAI ``tools`` request format."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": dict(t.parameters),
+                },
+            }
+            for t in self._tools.values()
+        ]
+
+    def recall(self, content: str) -> ToolOutcome | None:
+        """The outcome of a recent call whose model-facing text is exactly ``content``; ``None`` when not remembered.
+
+        Keyed by the text rather than the call id because the text is what the
+        model was sent: whoever holds a tool message finds the data behind it,
+        whatever ids the model or the loop chose. Equal texts render equal data.
+        """
+        return self._recent.get(content)
+
+    async def execute(self, name: str, raw_arguments: str | Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Run one call. Never raises except on cancellation: failures become error outcomes."""
+        started = time.monotonic()
+        arguments: dict[str, Any] = {}
+        try:
+            arguments = parse_arguments(raw_arguments)
+            output = await self._run(name, arguments, ctx)
+        except ToolError as exc:
+            reason = str(exc) or type(exc).__name__
+            outcome = ToolOutcome(
+                ok=False,
+                content=cap_text(f"Error: {reason}", self.max_result_chars),
+                summary=one_line(reason, 120),
+                duration_s=time.monotonic() - started,
+                arguments=arguments,
+                error=reason,
+            )
+        else:
+            outcome = ToolOutcome(
+                ok=True,
+                content=cap_text(output.content, self.max_result_chars),
+                summary=one_line(output.summary, 120),
+                duration_s=time.monotonic() - started,
+                arguments=arguments,
+                data=output.data,
+            )
+        self._recent[outcome.content] = outcome
+        return outcome
+
+    async def _run(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+        """Find, check and invoke the tool; every failure is raised as a :class:`ToolError` in the model's words."""
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            raise ToolError(f"unknown tool {name!r}; available tools: {known}")
+        await self._check_permission(tool, ctx)
+        timeout = tool.timeout_s if tool.timeout_s is not None else self.default_timeout_s
+        try:
+            async with asyncio.timeout(timeout):
+                return await tool.invoke(arguments, ctx)
+        except TimeoutError:
+            raise ToolError(f"timed out after {timeout:g} s") from None
+        except ToolError:
+            raise
+        except Exception as exc:  # a tool bug must not end the turn, but it must reach the log with its traceback
+            log.exception("tool.crashed", tool=name, error=type(exc).__name__)
+            raise ToolError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
+
+    async def _check_permission(self, tool: Tool, ctx: ToolContext) -> None:
+        try:
+            refusal = await self.permission(tool, ctx)
+        except Exception as exc:
+            # A broken policy must refuse, never allow, and never end the turn.
+            log.exception("tool.permission_check_failed", tool=tool.name, error=type(exc).__name__)
+            raise ToolError("not allowed: the permission check failed") from None
+        if refusal is not None:
+            raise ToolError(f"not allowed: {refusal}")

@@ -1,0 +1,126 @@
+"""The demo model's turn logic: one streamed reply per chat-completions request.
+
+A request is answered in one of four ways, as a small tool-using model would:
+a history summary when memory asks for one; a widened search when the
+per-provider lookups found nothing; the answer when tool results are in; else
+the first round, which calls the lookup tools for what the question names (or
+explains what the demo can do when it names nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botgateway.tooling import RecentOutcomes
+from tools.demo import server as ss
+from tools.demo.answers import (
+    compose_answer,
+    compose_help,
+    compose_thought,
+    help_thought,
+    results_thought,
+    widen_thought,
+)
+from tools.demo.findings import read_findings
+from tools.demo.planning import PlannedCall, offered_tools, plan_tool_calls, widen_search
+from tools.demo.question import analyze_question, is_chinese, last_user_text, since_last_question
+from tools.demo.summary import compose_summary, is_summary_request
+
+__all__ = ["CHARS_PER_CHUNK", "CHUNK_DELAY_S", "DemoResponder", "HostDirectory"]
+
+CHARS_PER_CHUNK = 4
+"""Characters per streamed chunk: small enough that the card visibly types."""
+CHUNK_DELAY_S = 0.03
+"""Pause between chunks (~130 characters a second, a brisk real model)."""
+
+
+class HostDirectory(Protocol):
+    """Where the demo learns the host names it recognises in a question (the static inventory)."""
+
+    def host_names(self) -> list[str]:
+        """Every known host name."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Round:
+    """What one reply streams after the role chunk."""
+
+    chunks: list[ss.Chunk]
+    """Reasoning, then answer text or tool calls."""
+    finish: str
+    """``stop`` or ``tool_calls``."""
+    completion_tokens: int
+    """Estimated tokens of what was generated."""
+
+
+def _estimate_tokens(value: Any) -> int:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return max(1, len(text) // 4)
+
+
+class DemoResponder:
+    """Decides the demo model's streamed reply to one chat-completions request."""
+
+    def __init__(
+        self,
+        *,
+        outcomes: RecentOutcomes | None = None,
+        hosts: HostDirectory | None = None,
+        chunk_chars: int = CHARS_PER_CHUNK,
+        delay_s: float = CHUNK_DELAY_S,
+    ) -> None:
+        self.outcomes = outcomes
+        """The registry's recent outcomes: the data behind each tool message (without it, results are quoted)."""
+        self.hosts = hosts
+        """Known host names, so a bare name ("bastion") is looked up too."""
+        self.chunk_chars = chunk_chars
+        """Characters per answer chunk (reasoning chunks are twice as long)."""
+        self.delay_s = delay_s
+        """Pause before every chunk."""
+        self._call_seq = 0
+
+    def __call__(self, body: Mapping[str, Any]) -> ss.Script:
+        """The script answering ``body`` (an OpenAI chat-completions request)."""
+        messages = body.get("messages") or []
+        if is_summary_request(messages):
+            return ss.Script(chunks=[ss.role_chunk(), *ss.text_chunks(compose_summary(messages), size=64), ss.finish_chunk("stop")])
+        reply = self._reply(messages, offered_tools(body))
+        prompt_tokens = _estimate_tokens(messages) + _estimate_tokens(body.get("tools") or [])
+        chunks = [ss.role_chunk(), *reply.chunks, ss.finish_chunk(reply.finish), ss.usage_chunk(prompt_tokens, reply.completion_tokens)]
+        return ss.Script(chunks=chunks, delay_s=self.delay_s)
+
+    def _reply(self, messages: Sequence[Mapping[str, Any]], tools: Mapping[str, Mapping[str, Any]]) -> _Round:
+        question = last_user_text(messages)
+        zh = is_chinese(question)
+        lookup = analyze_question(question, self.hosts.host_names() if self.hosts is not None else ())
+        since_question = since_last_question(messages)
+        if not any(m.get("role") == "tool" for m in since_question):
+            calls = plan_tool_calls(lookup, tools) if tools else []
+            if calls:
+                return self._call(compose_thought(lookup, calls, zh), calls)
+            return self._answer(help_thought(zh), compose_help(tools, zh))
+        findings = read_findings(messages, self.outcomes)
+        widen = None if findings.hosts else widen_search(lookup, tools, since_question)
+        if widen is not None:
+            return self._call(widen_thought(zh), [widen], widened=True)
+        return self._answer(results_thought(zh), compose_answer(question, findings, zh))
+
+    def _call(self, thought: str, calls: Sequence[PlannedCall], *, widened: bool = False) -> _Round:
+        """Reason, then call ``calls`` in one round."""
+        planned = []
+        for name, args in calls:
+            self._call_seq += 1
+            planned.append((f"call_demo_{self._call_seq}", name, args))
+        chunks = ss.reasoning_chunks(thought, size=self.chunk_chars * 2) + ss.tool_call_chunks(planned)
+        # A widened search is counted without its call id, as it always was: the usage a user sees stays the same.
+        counted = calls[0] if widened else planned
+        return _Round(chunks=chunks, finish="tool_calls", completion_tokens=_estimate_tokens(thought) + _estimate_tokens(counted))
+
+    def _answer(self, thought: str, answer: str) -> _Round:
+        """Reason, then stream ``answer``."""
+        chunks = ss.reasoning_chunks(thought, size=self.chunk_chars * 2) + ss.text_chunks(answer, size=self.chunk_chars)
+        return _Round(chunks=chunks, finish="stop", completion_tokens=_estimate_tokens(thought + answer))
