@@ -10,6 +10,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
+__all__ = [
+    "AnswerDelta",
+    "FailureReason",
+    "RoundStarted",
+    "ThoughtDelta",
+    "ToolCallFinished",
+    "ToolCallRecord",
+    "ToolCallStarted",
+    "TurnDone",
+    "TurnEvent",
+    "TurnFailed",
+    "TurnResult",
+    "Usage",
+    "UsageReported",
+    "event_to_dict",
+]
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -26,6 +43,7 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        """The counts of two rounds (or turns) together."""
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
@@ -77,6 +95,7 @@ class RoundStarted:
     max_rounds: int
     """The configured ceiling on rounds for this turn."""
     kind: Literal["round_started"] = "round_started"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +105,7 @@ class ThoughtDelta:
     text: str
     """The new reasoning text, to be appended to what came before."""
     kind: Literal["thought_delta"] = "thought_delta"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,7 @@ class AnswerDelta:
     text: str
     """The new text, to be appended to what came before in this round."""
     kind: Literal["answer_delta"] = "answer_delta"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,7 @@ class ToolCallStarted:
     arguments: dict[str, Any]
     """Parsed arguments; empty when the model sent invalid JSON."""
     kind: Literal["tool_call_started"] = "tool_call_started"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +152,7 @@ class ToolCallFinished:
     duration_s: float
     """Wall time of the call in seconds."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +164,7 @@ class UsageReported:
     completion_tokens: int
     """Completion tokens of this round."""
     kind: Literal["usage_reported"] = "usage_reported"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +174,7 @@ class TurnDone:
     result: TurnResult
     """The answer, tool calls and usage of the turn."""
     kind: Literal["turn_done"] = "turn_done"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 FailureReason: TypeAlias = Literal[
@@ -158,6 +183,7 @@ FailureReason: TypeAlias = Literal[
     "cancelled",  # the user pressed stop or the gateway shut down
     "internal",  # a bug of ours; the message is still safe to show
 ]
+"""Why a turn ended without a complete answer (:attr:`TurnFailed.reason`)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +197,7 @@ class TurnFailed:
     partial_answer: str = ""
     """Whatever answer text had already streamed, so it is not lost."""
     kind: Literal["turn_failed"] = "turn_failed"
+    """Discriminator: which event this is, the first key of its JSON object."""
 
 
 TurnEvent: TypeAlias = (
@@ -183,6 +210,7 @@ TurnEvent: TypeAlias = (
     | TurnDone
     | TurnFailed
 )
+"""Any event of a turn's stream; dispatch on the type or on ``kind``."""
 
 
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
@@ -36,12 +36,17 @@ from botgateway.events import (
 )
 from botgateway.tooling import ToolContext, local_user
 
+if TYPE_CHECKING:
+    from botgateway.cli.runtime import Runtime
+
 __all__ = ["run_ask"]
 
 log = structlog.get_logger(__name__)
 
 EXIT_OK = 0
+"""The turn completed."""
 EXIT_FAILED = 1
+"""The turn failed, or never started."""
 
 
 @dataclass
@@ -53,6 +58,8 @@ class _Tally:
     round: int = 0
     answer: list[str] = field(default_factory=list)
     """Answer text of the current round, reported if the turn is interrupted."""
+    final: TurnDone | TurnFailed | None = None
+    """The event that ended the turn, once it came."""
 
     def apply(self, event: TurnEvent) -> None:
         """Fold one event into the tally."""
@@ -103,19 +110,15 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
     out, err = sys.stdout, sys.stderr
     started = time.monotonic()
 
-    def elapsed() -> float:
-        return round(time.monotonic() - started, 3)
-
     if not question.strip():
         message = "the question is empty; usage: botgateway ask \"which server is 10.0.1.100?\""
         if json_mode:
-            _emit(out, _result_line(TurnFailed("usage", message), _Tally(), elapsed()))
+            _emit(out, _result_line(TurnFailed("usage", message), _Tally(), _since(started)))
         else:
             print(f"botgateway ask: {message}", file=err)
         return EXIT_FAILED
 
     tally = _Tally()
-    final: TurnDone | TurnFailed | None = None
     try:
         async with build_runtime(config) as runtime:
             if new:
@@ -125,44 +128,68 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
                 from adapters.terminal import render_ask
 
                 return await render_ask(runtime.gateway, config.adapters.terminal, question, conversation_id=conversation_id)
-            user = local_user()
-            ctx = ToolContext(
-                user_id=user,
-                user_name=user,
-                platform="cli",
-                conversation_id=conversation_id,
-                chat_id=conversation_id,
-            )
-            turn_id = uuid.uuid4().hex
-            async for event in runtime.loop.run_turn(conversation_id, question, ctx, turn_id=turn_id):
-                tally.apply(event)
-                if json_mode:
-                    _emit(out, {**event_to_dict(event), "t": elapsed()})
-                else:
-                    _print_progress(event, err)
-                if isinstance(event, (TurnDone, TurnFailed)):
-                    final = event
+            await _stream_turn(runtime, question, conversation_id, tally, json_mode, out, err, started)
     except asyncio.CancelledError:
         # Ctrl-C: a script reading --json still gets its result line (and the exit status is 130).
         if json_mode:
-            ending = final or TurnFailed("cancelled", "interrupted before the turn ended", partial_answer="".join(tally.answer))
-            _emit(out, _result_line(ending, tally, elapsed()))
+            ending = tally.final or TurnFailed("cancelled", "interrupted before the turn ended", partial_answer="".join(tally.answer))
+            _emit(out, _result_line(ending, tally, _since(started)))
         raise
     except Exception as exc:  # start-up problems (store, tools, endpoint) in plain words, never a traceback
-        if final is not None:
-            # The turn ended; only shutting the runtime down failed. Report the turn as it was.
-            log.warning("ask_shutdown_failed", error=type(exc).__name__)
-            return _report(final, tally, json_mode, elapsed())
-        log.error("ask_failed", error=type(exc).__name__)
-        log.debug("ask_failed.traceback", exc_info=True)  # a bug of ours is diagnosable with log.level: debug
-        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        if json_mode:
-            _emit(out, _result_line(TurnFailed("internal", message), tally, elapsed()))
-        else:
-            print(f"botgateway ask: {message}", file=err)
-        return EXIT_FAILED
+        return _startup_failed(exc, tally, json_mode, out, err, _since(started))
 
-    return _report(final, tally, json_mode, elapsed())
+    return _report(tally.final, tally, json_mode, _since(started))
+
+
+def _since(started: float) -> float:
+    """Seconds since ``started`` (monotonic), as the ``t`` of a JSON line."""
+    return round(time.monotonic() - started, 3)
+
+
+async def _stream_turn(
+    runtime: Runtime,
+    question: str,
+    conversation_id: str,
+    tally: _Tally,
+    json_mode: bool,
+    out: TextIO,
+    err: TextIO,
+    started: float,
+) -> None:
+    """Run the turn as the local user, printing each event; ``tally.final`` holds how it ended."""
+    user = local_user()
+    ctx = ToolContext(
+        user_id=user,
+        user_name=user,
+        platform="cli",
+        conversation_id=conversation_id,
+        chat_id=conversation_id,
+    )
+    turn_id = uuid.uuid4().hex
+    async for event in runtime.loop.run_turn(conversation_id, question, ctx, turn_id=turn_id):
+        tally.apply(event)
+        if json_mode:
+            _emit(out, {**event_to_dict(event), "t": _since(started)})
+        else:
+            _print_progress(event, err)
+        if isinstance(event, (TurnDone, TurnFailed)):
+            tally.final = event
+
+
+def _startup_failed(exc: Exception, tally: _Tally, json_mode: bool, out: TextIO, err: TextIO, t: float) -> int:
+    """Report a failure around the turn (start-up or shutdown of the runtime); returns the exit status."""
+    if tally.final is not None:
+        # The turn ended; only shutting the runtime down failed. Report the turn as it was.
+        log.warning("ask_shutdown_failed", error=type(exc).__name__)
+        return _report(tally.final, tally, json_mode, t)
+    log.error("ask_failed", error=type(exc).__name__)
+    log.debug("ask_failed.traceback", exc_info=exc)  # a bug of ours is diagnosable with log.level: debug
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    if json_mode:
+        _emit(out, _result_line(TurnFailed("internal", message), tally, t))
+    else:
+        print(f"botgateway ask: {message}", file=err)
+    return EXIT_FAILED
 
 
 def _report(final: TurnDone | TurnFailed | None, tally: _Tally, json_mode: bool, t: float) -> int:
