@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.stores.base import Store
-    from botgateway.telemetry import MetricsServer
+    from botgateway.telemetry import MetricsServer, TurnObserver
 
 __all__ = ["Runtime", "build_runtime", "tool_registry"]
 
@@ -69,68 +69,35 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
     """Build the runtime; everything is closed in reverse order on exit."""
     from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
-    from botgateway.llm import LLMClient
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.stores import open_store
+    from tools.catalog import build_toolset
 
     async with AsyncExitStack() as stack:
         store = await open_store(config.memory)
         stack.push_async_callback(store.close)
-
-        from tools.catalog import build_toolset
-
         toolset = await build_toolset(config.tools)
         stack.push_async_callback(toolset.aclose)
         registry = tool_registry(config, toolset.tools)
         toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
-
-        base_url: str | None = None
-        model_label = config.llm.resolved_model
-        if config.llm.resolved_provider == "demo":
-            from tools.demo.model import start_demo_model
-
-            base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
-            model_label = "demo model"
-            log.info("llm.demo", note="no LLM key configured: using the built-in offline demo model")
-
-        llm = LLMClient(config.llm, base_url=base_url)
-        stack.push_async_callback(llm.aclose)
+        llm, model_label = await _model(stack, config, registry, toolset)
         memory = Memory(
             store,
             max_history_tokens=config.memory.max_history_tokens,
             keep_recent_turns=config.memory.keep_recent_turns,
             summarizer=llm.complete,
         )
-        loop = ToolLoop(
-            llm,
-            registry,
-            memory,
-            max_rounds=config.llm.max_rounds,
-            system_prompt=config.llm.system_prompt,
-        )
+        loop = ToolLoop(llm, registry, memory, max_rounds=config.llm.max_rounds, system_prompt=config.llm.system_prompt)
         budget = RateBudget()
-        observers = []
-        metrics_server = None
-        if config.metrics.enabled:
-            from botgateway.telemetry import PrometheusTelemetry
-
-            telemetry = PrometheusTelemetry()
-            try:
-                metrics_server = telemetry.serve(config.metrics.host, config.metrics.port)
-            except OSError as exc:
-                raise ConfigError(
-                    [f"metrics.port: cannot serve metrics on {config.metrics.host}:{config.metrics.port} ({exc.strerror})"]
-                ) from None
-            stack.callback(metrics_server.close)
-            observers.append(telemetry)
+        telemetry, metrics_server = _telemetry(stack, config)
         gateway = Gateway(
             loop=loop,
             store=store,
             budget=budget,
             config=config,
             model_label=model_label,
-            observers=observers,
+            observers=telemetry,
             clear_history=memory.clear,
         )
         stack.push_async_callback(gateway.aclose)
@@ -148,3 +115,37 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             model_label=model_label,
             metrics=metrics_server,
         )
+
+
+async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, toolset: Any) -> tuple[LLMClient, str]:
+    """The model client and its footer label; the offline demo model is started when no model is configured."""
+    from botgateway.llm import LLMClient
+
+    base_url: str | None = None
+    model_label = config.llm.resolved_model
+    if config.llm.resolved_provider == "demo":
+        from tools.demo.model import start_demo_model
+
+        base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
+        model_label = "demo model"
+        log.info("llm.demo", note="no LLM key configured: using the built-in offline demo model")
+    llm = LLMClient(config.llm, base_url=base_url)
+    stack.push_async_callback(llm.aclose)
+    return llm, model_label
+
+
+def _telemetry(stack: AsyncExitStack, config: Config) -> tuple[list[TurnObserver], MetricsServer | None]:
+    """The turn observers, and the ``/metrics`` endpoint when ``metrics.enabled``."""
+    if not config.metrics.enabled:
+        return [], None
+    from botgateway.telemetry import PrometheusTelemetry
+
+    telemetry = PrometheusTelemetry()
+    try:
+        server = telemetry.serve(config.metrics.host, config.metrics.port)
+    except OSError as exc:
+        raise ConfigError(
+            [f"metrics.port: cannot serve metrics on {config.metrics.host}:{config.metrics.port} ({exc.strerror})"]
+        ) from None
+    stack.callback(server.close)
+    return [telemetry], server

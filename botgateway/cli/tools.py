@@ -129,7 +129,7 @@ async def tools_call(config: Config, name: str, args: list[str], *, console: Con
     finally:
         await toolset.aclose()
     if not outcome.ok:
-        message = outcome.content.removeprefix("Error: ")
+        message = outcome.error or outcome.content
         err.print(Text(f"error: {name} failed: {message}", style="red"), soft_wrap=True)
         return EXIT_FAILED
     out.print(Text(f"✓ {name}: {outcome.summary} ({outcome.duration_s:.2f} s)", style="green"))
