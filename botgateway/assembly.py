@@ -39,7 +39,9 @@ __all__ = [
 ]
 
 THINK_OPEN = "<think>"
+"""Opens an inline reasoning block in the content."""
 THINK_CLOSE = "</think>"
+"""Closes an inline reasoning block."""
 
 
 @dataclass(frozen=True)
