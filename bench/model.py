@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.settings import BenchSettings
 from botgateway.tooling import tool
-from tools.demo.server import Script
+from tools.demo.script import Script
 
 TURN_TAG = re.compile(r"\[bench-turn (\d+)\]")
 

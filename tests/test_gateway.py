@@ -27,7 +27,8 @@ from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry, tool
 from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
-from tools.demo.server import Script, ScriptedLLMServer
+from tools.demo.script import Script
+from tools.demo.server import ScriptedLLMServer
 
 
 @tool

@@ -16,19 +16,13 @@ from typing import Any
 
 import pytest
 
-from botgateway.assembly import (
-    AssembledRound,
-    ReasoningPart,
-    TextPart,
-    ToolCallFragment,
-)
+from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment
 from botgateway.events import Usage
 from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
 from tests.fakes.llm import TEST_API_KEY, llm_config
-from tools.demo.server import (
+from tools.demo.script import (
     Pause,
     Script,
-    ScriptedLLMServer,
     chunk,
     empty_chunk,
     finish_chunk,
@@ -38,6 +32,7 @@ from tools.demo.server import (
     think_chunks,
     usage_chunk,
 )
+from tools.demo.server import ScriptedLLMServer
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "which host is 10.0.0.1?"}]
 

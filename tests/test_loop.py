@@ -32,7 +32,8 @@ from botgateway.memory import Memory
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
 from tests.fakes.llm import llm_config
-from tools.demo.server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
+from tools.demo.script import Pause, Script, role_chunk, text_chunks
+from tools.demo.server import ScriptedLLMServer
 
 SYSTEM = "You are a test assistant."
 CTX = ToolContext(user_id="U1", platform="cli", conversation_id="conv")

@@ -16,19 +16,13 @@ import pytest
 
 from botgateway.config import LLMConfig
 from botgateway.llm import LLMClient
-from botgateway.memory import (
-    SUMMARY_ACK,
-    SUMMARY_HEADER,
-    Memory,
-    estimate_text_tokens,
-    estimate_tokens,
-    summary_text,
-)
+from botgateway.memory import SUMMARY_ACK, SUMMARY_HEADER, Memory, estimate_text_tokens, estimate_tokens, summary_text
 from botgateway.stores.base import Store
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
-from tools.demo.server import Script, ScriptedLLMServer
+from tools.demo.script import Script
+from tools.demo.server import ScriptedLLMServer
 
 Message = dict[str, Any]
 

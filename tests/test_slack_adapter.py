@@ -21,7 +21,7 @@ from adapters.slack.render import STOP_ACTION_ID
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
 from tests.fakes.slack_env import ANSWER, Env, answer_of, controls, replies, slack_config, slack_env
-from tools.demo.server import Script
+from tools.demo.script import Script
 
 
 @pytest.fixture

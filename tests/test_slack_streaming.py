@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.slack import FakeSlack, Window
 from tests.fakes.slack_env import ANSWER, answer_of, controls, replies, slack_env
-from tools.demo.server import Script
+from tools.demo.script import Script
 
 # --- streaming modes ------------------------------------------------------------------------
 

@@ -12,26 +12,16 @@ import re
 from contextlib import AsyncExitStack
 from typing import Any
 
-from botgateway.config import (
-    CloudAccount,
-    CloudProviderConfig,
-    InventoryConfig,
-    ToolsConfig,
-)
+from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, ToolsConfig
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.tooling import ToolContext, ToolRegistry
-from tests.fakes.clouds import (
-    FakeAliyun,
-    FakeTencent,
-    Rendezvous,
-    aliyun_instance,
-    tencent_instance,
-)
+from tests.fakes.clouds import FakeAliyun, FakeTencent, Rendezvous, aliyun_instance, tencent_instance
 from tests.fakes.llm import llm_config
 from tools.catalog import build_toolset
-from tools.demo.server import Script, ScriptedLLMServer
+from tools.demo.script import Script
+from tools.demo.server import ScriptedLLMServer
 
 IP = "10.0.1.100"
 

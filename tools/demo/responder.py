@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from botgateway.tooling import RecentOutcomes
-from tools.demo import server as ss
+from tools.demo import script as ss
 from tools.demo.answers import (
     compose_answer,
     compose_help,
