@@ -211,7 +211,7 @@ def _usage_from(raw: Any) -> Usage | None:
         prompt, completion = getattr(raw, "prompt_tokens", None), getattr(raw, "completion_tokens", None)
     if prompt is None and completion is None:
         return None
-    return Usage(int(prompt or 0), int(completion or 0))
+    return Usage(prompt_tokens=int(prompt or 0), completion_tokens=int(completion or 0))
 
 
 class StreamAssembler:

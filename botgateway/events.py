@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Usage:
     """Token counts reported by the model, summed over the rounds of a turn."""
 
@@ -45,12 +45,12 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         """The counts of two rounds (or turns) together."""
         return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolCallRecord:
     """One tool call of a finished turn, as reported in the turn result."""
 
@@ -70,7 +70,7 @@ class ToolCallRecord:
     """The round (1-based) the call was made in."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TurnResult:
     """What a completed turn produced."""
 
@@ -86,7 +86,7 @@ class TurnResult:
     """True when the turn was closed because it reached ``max_rounds``."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RoundStarted:
     """A new streamed completion (one model round) begins."""
 
@@ -98,7 +98,7 @@ class RoundStarted:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ThoughtDelta:
     """A fragment of the model's reasoning (``reasoning_content``, ``reasoning`` or ``<think>``)."""
 
@@ -108,7 +108,7 @@ class ThoughtDelta:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnswerDelta:
     """A fragment of visible model text.
 
@@ -123,7 +123,7 @@ class AnswerDelta:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolCallStarted:
     """The model called a tool and the call is now running."""
 
@@ -137,7 +137,7 @@ class ToolCallStarted:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolCallFinished:
     """A tool call ended, successfully or not."""
 
@@ -155,7 +155,7 @@ class ToolCallFinished:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UsageReported:
     """The provider reported token usage for one round."""
 
@@ -167,7 +167,7 @@ class UsageReported:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TurnDone:
     """The turn completed; history has been committed."""
 
@@ -186,7 +186,7 @@ FailureReason: TypeAlias = Literal[
 """Why a turn ended without a complete answer (:attr:`TurnFailed.reason`)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TurnFailed:
     """The turn ended without a complete answer; history is unchanged."""
 

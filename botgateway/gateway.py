@@ -136,7 +136,7 @@ class Gateway:
         """Schedule ``msg`` and return at once; the turn runs in the gateway's own task."""
         locale = msg.target.locale
         if not await self.first_delivery(msg.platform, msg.message_id):
-            return Submission("duplicate", "")
+            return Submission(status="duplicate", turn_id="")
 
         if self._is_stop_word(msg.text):
             return await self._stop_from_message(msg, sink)
@@ -174,8 +174,8 @@ class Gateway:
             position=position,
         )
         if position:
-            return Submission("queued", turn.turn_id, turn.done, position=position)
-        return Submission("started", turn.turn_id, turn.done)
+            return Submission(status="queued", turn_id=turn.turn_id, done=turn.done, position=position)
+        return Submission(status="started", turn_id=turn.turn_id, done=turn.done)
 
     async def stop_turn(self, turn_id: str, user_id: str) -> bool:
         """Stop a running or queued turn (stop buttons); only its asker or an admin may.
@@ -227,7 +227,7 @@ class Gateway:
         for turn in turns:
             # A task cancelled before its first step never resolved its future: nobody may wait forever.
             if not turn.done.done():
-                turn.done.set_result(TurnOutcome(turn.turn_id, "stopped", turn.answer, turn.state.snapshot()))
+                turn.done.set_result(TurnOutcome(turn_id=turn.turn_id, outcome="stopped", answer=turn.answer, snapshot=turn.state.snapshot()))
         await self._background.aclose()
         # Last: a card still open now is an orphan that the other processes may close.
         await self.recovery.aclose()
@@ -287,7 +287,7 @@ class Gateway:
         # "stop" ends the asker's running turn and drops their waiting questions too
         for turn in mine:
             self._cancel(turn, stopped_by=user)
-        return Submission("stopped", mine[0].turn_id, mine[0].done)
+        return Submission(status="stopped", turn_id=mine[0].turn_id, done=mine[0].done)
 
     def _refuse(
         self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused", as_answer: bool = False
@@ -302,10 +302,10 @@ class Gateway:
                                 deadline_s=self._config.card.final_deadline_s)
             finally:
                 if not done.done():
-                    done.set_result(TurnOutcome("", status, snapshot=snapshot))
+                    done.set_result(TurnOutcome(turn_id="", outcome=status, snapshot=snapshot))
 
         self._side.spawn(deliver())
-        return Submission(status, "", done, message=note)
+        return Submission(status=status, turn_id="", done=done, message=note)
 
     def _release(self, turn: ScheduledTurn) -> None:
         """Take ``turn`` off its conversation, let the next waiting question run and show the others their place."""

@@ -149,8 +149,8 @@ class ToolLoop:
                 log.exception("turn_crashed")
                 if not ended:
                     yield TurnFailed(
-                        "internal",
-                        f"Something went wrong on our side ({type(exc).__name__}); the details are in the log",
+                        reason="internal",
+                        message=f"Something went wrong on our side ({type(exc).__name__}); the details are in the log",
                         partial_answer="".join(answer),
                     )
 
@@ -177,7 +177,7 @@ class ToolLoop:
                 return
             if assembled.usage is not None:
                 turn.usage = turn.usage + assembled.usage
-                yield UsageReported(assembled.usage.prompt_tokens, assembled.usage.completion_tokens)
+                yield UsageReported(prompt_tokens=assembled.usage.prompt_tokens, completion_tokens=assembled.usage.completion_tokens)
 
             calls = unique_call_ids(assembled.tool_calls, turn.used_ids, round_no)
             if not calls or round_no == self.max_rounds:
@@ -205,7 +205,7 @@ class ToolLoop:
             log.exception("history_load_failed")
             # A store error says what to check (and never holds a password); anything else is a bug of ours.
             detail = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
-            return TurnFailed("internal", f"Could not read the conversation history ({detail}); try again")
+            return TurnFailed(reason="internal", message=f"Could not read the conversation history ({detail}); try again")
 
     def _closing(self, round_no: int, turn: _Turn) -> bool:
         """Whether ``round_no`` is the last allowed round after tool rounds, told to answer without tools.
@@ -239,18 +239,18 @@ class ToolLoop:
             ) as stream:
                 async for item in stream:
                     if isinstance(item, TextPart):
-                        yield AnswerDelta(item.text)
+                        yield AnswerDelta(text=item.text)
                     elif isinstance(item, ReasoningPart):
-                        yield ThoughtDelta(item.text)
+                        yield ThoughtDelta(text=item.text)
                     elif isinstance(item, AssembledRound):
                         assembled = item
         except LLMInterrupted as exc:
             log.warning("turn_failed", reason="interrupted", partial_chars=len(exc.partial_text))
-            yield TurnFailed("interrupted", exc.message, partial_answer=exc.partial_text)
+            yield TurnFailed(reason="interrupted", message=exc.message, partial_answer=exc.partial_text)
             return
         except LLMError as exc:  # LLMUnavailable, or any other model failure before output
             log.warning("turn_failed", reason="llm_unavailable", status=exc.status)
-            yield TurnFailed("llm_unavailable", exc.message)
+            yield TurnFailed(reason="llm_unavailable", message=exc.message)
             return
         if assembled is None:  # a ChatModel that ended without its round; treat as empty
             assembled = AssembledRound("", "", (), None, None)
@@ -262,13 +262,13 @@ class ToolLoop:
             # Out of rounds and the model still wants tools: close in plain words.
             note = max_rounds_note(self.max_rounds)
             answer = (assembled.text.rstrip() + "\n\n" + note) if assembled.text.strip() else note
-            yield AnswerDelta(("\n\n" + note) if assembled.text.strip() else note)
+            yield AnswerDelta(text=("\n\n" + note) if assembled.text.strip() else note)
             log.info("turn_max_rounds", rounds=round_no)
             hit_max_rounds = True
         else:
             answer = assembled.text
             if not answer.strip():
-                yield TurnFailed("llm_unavailable", _empty_answer_message(assembled.finish_reason), partial_answer="")
+                yield TurnFailed(reason="llm_unavailable", message=_empty_answer_message(assembled.finish_reason), partial_answer="")
                 return
             if assembled.finish_reason == "length":
                 log.warning("answer_truncated", reason="length")
@@ -294,7 +294,7 @@ class ToolLoop:
             duration_s=round(time.monotonic() - turn.started, 3),
         )
         return TurnDone(
-            TurnResult(
+            result=TurnResult(
                 answer=answer,
                 tool_calls=tuple(turn.records),
                 usage=turn.usage,

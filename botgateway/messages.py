@@ -64,7 +64,7 @@ class InboundMessage:
     """Who asked, for tools and permission checks."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TurnOutcome:
     """How a turn's card ended; the result of :attr:`Submission.done`."""
 
@@ -80,7 +80,7 @@ class TurnOutcome:
     """The streamer's per-turn card metrics, when a card was streamed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Submission:
     """What :meth:`Gateway.submit` did with a message."""
 

@@ -52,12 +52,12 @@ async def run_tool_round(
     in the assistant message with them.
     """
     for call in calls:
-        yield ToolCallStarted(call.call_id, call.name, dict(call.arguments))
+        yield ToolCallStarted(call_id=call.call_id, name=call.name, arguments=dict(call.arguments))
     outcomes: dict[int, ToolOutcome] = {}
     async for position, outcome in run_calls(tools, calls, ctx):
         outcomes[position] = outcome
         call = calls[position]
-        yield ToolCallFinished(call.call_id, call.name, outcome.ok, outcome.summary, outcome.duration_s)
+        yield ToolCallFinished(call_id=call.call_id, name=call.name, ok=outcome.ok, summary=outcome.summary, duration_s=outcome.duration_s)
     ordered = [outcomes[position] for position in range(len(calls))]
     yield ToolRoundResult(
         messages=(
@@ -145,7 +145,7 @@ def _outcome_of(task: asyncio.Task[ToolOutcome], call: AssembledToolCall) -> Too
         return task.result()
     except Exception as exc:  # execute() never raises; a broken registry must not end the turn
         log.error("tool_execute_crashed", tool=call.name, error=repr(exc), exc_info=exc)
-        return ToolOutcome(False, f"Error: {type(exc).__name__}", f"failed: {type(exc).__name__}", 0.0)
+        return ToolOutcome(ok=False, content=f"Error: {type(exc).__name__}", summary=f"failed: {type(exc).__name__}", duration_s=0.0)
 
 
 def unique_call_ids(calls: Sequence[AssembledToolCall], used: set[str], round_no: int) -> tuple[AssembledToolCall, ...]:

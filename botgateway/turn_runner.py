@@ -116,7 +116,7 @@ class TurnRunner:
     async def _ended(self, turn: ScheduledTurn, metrics: CardMetrics | None, started: float) -> None:
         self._release(turn)
         snapshot = turn.state.snapshot()
-        outcome = TurnOutcome(turn.turn_id, turn.outcome, turn.answer or snapshot.answer, snapshot, metrics)
+        outcome = TurnOutcome(turn_id=turn.turn_id, outcome=turn.outcome, answer=turn.answer or snapshot.answer, snapshot=snapshot, metrics=metrics)
         log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
         try:
             async with asyncio.timeout(5):

@@ -62,7 +62,7 @@ def test_openai_text_with_usage_in_last_chunk_with_empty_choices() -> None:
     parts, result = run(chunks)
     assert texts(parts, TextPart) == "Hello, world"
     assert result.text == "Hello, world"
-    assert result.usage == Usage(12, 3)
+    assert result.usage == Usage(prompt_tokens=12, completion_tokens=3)
     assert result.finish_reason == "stop"
     assert result.tool_calls == ()
 
@@ -117,7 +117,7 @@ def test_qwen_usage_on_every_chunk_last_wins() -> None:
         {**delta({"content": "b"}, finish="stop"), "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}},
     ]
     _, result = run(chunks)
-    assert result.usage == Usage(10, 2)
+    assert result.usage == Usage(prompt_tokens=10, completion_tokens=2)
 
 
 def test_moonshot_usage_inside_the_choice() -> None:
@@ -126,7 +126,7 @@ def test_moonshot_usage_inside_the_choice() -> None:
         delta({}, finish="stop", usage={"prompt_tokens": 8, "completion_tokens": 1, "total_tokens": 9}),
     ]
     _, result = run(chunks)
-    assert result.usage == Usage(8, 1)
+    assert result.usage == Usage(prompt_tokens=8, completion_tokens=1)
 
 
 def test_empty_choices_and_null_tool_calls_are_harmless() -> None:

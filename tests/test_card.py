@@ -28,25 +28,25 @@ class FakeClock:
 
 def tool_round(state: CardState) -> None:
     for event in (
-        RoundStarted(1, 8),
-        ThoughtDelta("The user wants the host behind an IP. "),
-        AnswerDelta("Let me look that up."),
-        ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}),
-        ToolCallStarted("c2", "aws_find", {"ip": "10.0.1.100", "region": "us-east-1", "filters": {"a": 1}}),
+        RoundStarted(round=1, max_rounds=8),
+        ThoughtDelta(text="The user wants the host behind an IP. "),
+        AnswerDelta(text="Let me look that up."),
+        ToolCallStarted(call_id="c1", name="inventory_lookup", arguments={"ip": "10.0.1.100"}),
+        ToolCallStarted(call_id="c2", name="aws_find", arguments={"ip": "10.0.1.100", "region": "us-east-1", "filters": {"a": 1}}),
     ):
         state.apply(event)
 
 
 def test_round_text_becomes_narration_when_the_round_calls_a_tool() -> None:
     state = CardState()
-    state.apply(RoundStarted(1, 8))
-    state.apply(AnswerDelta("Let me look "))
-    state.apply(AnswerDelta("that up."))
+    state.apply(RoundStarted(round=1, max_rounds=8))
+    state.apply(AnswerDelta(text="Let me look "))
+    state.apply(AnswerDelta(text="that up."))
     # Until a tool call arrives the text is shown as the (streaming) answer.
     assert state.snapshot().answer == "Let me look that up."
     assert state.snapshot().status == "streaming"
     assert state.phase == "answer"
-    state.apply(ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}))
+    state.apply(ToolCallStarted(call_id="c1", name="inventory_lookup", arguments={"ip": "10.0.1.100"}))
     snap = state.snapshot()
     assert snap.answer == ""
     assert snap.status == "working"
@@ -60,15 +60,15 @@ def test_round_text_becomes_narration_when_the_round_calls_a_tool() -> None:
 def test_tool_lines_go_running_then_done_or_failed_in_call_order() -> None:
     state = CardState()
     tool_round(state)
-    state.apply(ToolCallFinished("c2", "aws_find", False, "timed out after 10 s", 10.0))
-    state.apply(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 1.23))
+    state.apply(ToolCallFinished(call_id="c2", name="aws_find", ok=False, summary="timed out after 10 s", duration_s=10.0))
+    state.apply(ToolCallFinished(call_id="c1", name="inventory_lookup", ok=True, summary="1 host found", duration_s=1.23))
     lines = [b for b in state.snapshot().blocks if isinstance(b, ToolLine)]
     assert [(l.name, l.status) for l in lines] == [("inventory_lookup", "done"), ("aws_find", "failed")]
     assert lines[0].duration_s == 1.23 and lines[0].summary == "1 host found"
     assert lines[1].summary == "timed out after 10 s"
     # Key arguments survive the finish; nested values are left out of the preview.
     assert lines[1].args_preview == "ip=10.0.1.100 region=us-east-1"
-    state.apply(ToolCallFinished("c3", "dump", True, "line\n" * 200, 0.1))  # finish without a start
+    state.apply(ToolCallFinished(call_id="c3", name="dump", ok=True, summary="line\n" * 200, duration_s=0.1))  # finish without a start
     last = state.snapshot().blocks[-1]
     assert isinstance(last, ToolLine) and last.name == "dump" and len(last.summary) <= 120 and "\n" not in last.summary
 
@@ -76,11 +76,11 @@ def test_tool_lines_go_running_then_done_or_failed_in_call_order() -> None:
 def test_answer_of_the_last_round_after_tools() -> None:
     state = CardState()
     tool_round(state)
-    state.apply(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 1.2))
-    state.apply(ToolCallFinished("c2", "aws_find", True, "0 found", 0.4))
-    state.apply(RoundStarted(2, 8))
-    state.apply(AnswerDelta("10.0.1.100 is "))
-    state.apply(AnswerDelta("web-01."))
+    state.apply(ToolCallFinished(call_id="c1", name="inventory_lookup", ok=True, summary="1 host found", duration_s=1.2))
+    state.apply(ToolCallFinished(call_id="c2", name="aws_find", ok=True, summary="0 found", duration_s=0.4))
+    state.apply(RoundStarted(round=2, max_rounds=8))
+    state.apply(AnswerDelta(text="10.0.1.100 is "))
+    state.apply(AnswerDelta(text="web-01."))
     snap = state.snapshot()
     assert snap.answer == "10.0.1.100 is web-01."
     assert snap.status == "streaming"
@@ -89,33 +89,33 @@ def test_answer_of_the_last_round_after_tools() -> None:
 
 def test_thought_is_a_short_tail_hidden_once_the_answer_starts() -> None:
     state = CardState(thought_chars=40)
-    state.apply(RoundStarted(1, 8))
-    state.apply(ThoughtDelta("word " * 30 + "final words here"))
+    state.apply(RoundStarted(round=1, max_rounds=8))
+    state.apply(ThoughtDelta(text="word " * 30 + "final words here"))
     thought = state.snapshot().thought
     assert thought.startswith("…") and thought.endswith("final words here")
     assert len(thought) <= 41
-    state.apply(AnswerDelta("Answer"))
+    state.apply(AnswerDelta(text="Answer"))
     assert state.snapshot().thought == ""
     # More reasoning in the same round stays hidden once the answer is visible.
-    state.apply(ThoughtDelta("more"))
+    state.apply(ThoughtDelta(text="more"))
     assert state.snapshot().thought == ""
 
 
 def test_thought_can_be_turned_off() -> None:
     state = CardState(show_thought=False)
-    state.apply(RoundStarted(1, 8))
-    assert state.apply(ThoughtDelta("secret reasoning")) == 0
+    state.apply(RoundStarted(round=1, max_rounds=8))
+    assert state.apply(ThoughtDelta(text="secret reasoning")) == 0
     assert state.snapshot().thought == ""
 
 
 def test_footer_counts_round_tokens_elapsed_and_names_the_model() -> None:
     clock = FakeClock()
     state = CardState(model_label="demo model", clock=clock)
-    state.apply(RoundStarted(2, 8))
-    state.apply(UsageReported(1000, 234))
+    state.apply(RoundStarted(round=2, max_rounds=8))
+    state.apply(UsageReported(prompt_tokens=1000, completion_tokens=234))
     clock.now += 3.4
     assert state.snapshot().footer == "round 2/8 · 1,234 tokens · 3.4 s · demo model"
-    state.apply(TurnDone(TurnResult("done", usage=Usage(1000, 300), rounds=2)))
+    state.apply(TurnDone(result=TurnResult(answer="done", usage=Usage(prompt_tokens=1000, completion_tokens=300), rounds=2)))
     clock.now += 100
     # Elapsed is frozen at the end; tokens come from the authoritative result.
     assert state.snapshot().footer == "round 2/8 · 1,300 tokens · 3.4 s · demo model"
@@ -124,21 +124,21 @@ def test_footer_counts_round_tokens_elapsed_and_names_the_model() -> None:
 
 def test_turn_done_result_is_authoritative_and_final() -> None:
     state = CardState()
-    state.apply(RoundStarted(1, 8))
-    state.apply(AnswerDelta("partial"))
-    state.apply(TurnDone(TurnResult("partial and complete")))
+    state.apply(RoundStarted(round=1, max_rounds=8))
+    state.apply(AnswerDelta(text="partial"))
+    state.apply(TurnDone(result=TurnResult(answer="partial and complete")))
     snap = state.snapshot()
     assert snap.status == "done" and snap.final
     assert snap.answer == "partial and complete"
     # Events after the end change nothing.
-    assert state.apply(AnswerDelta("late")) == 0
+    assert state.apply(AnswerDelta(text="late")) == 0
     assert state.snapshot().answer == "partial and complete"
 
 
 def test_failed_turn_keeps_the_partial_answer_and_explains() -> None:
     state = CardState()
     tool_round(state)
-    state.apply(TurnFailed("interrupted", "The model connection dropped.", partial_answer="Half an ans"))
+    state.apply(TurnFailed(reason="interrupted", message="The model connection dropped.", partial_answer="Half an ans"))
     snap = state.snapshot()
     assert snap.status == "failed"
     assert snap.answer == "Half an ans"
@@ -149,23 +149,23 @@ def test_failed_turn_keeps_the_partial_answer_and_explains() -> None:
 
 def test_stop_keeps_partial_answer_and_is_idempotent_after_end() -> None:
     state = CardState(locale="zh-CN")
-    state.apply(RoundStarted(1, 8))
-    state.apply(AnswerDelta("一半的回答"))
+    state.apply(RoundStarted(round=1, max_rounds=8))
+    state.apply(AnswerDelta(text="一半的回答"))
     state.mark_stopped()
     snap = state.snapshot()
     assert snap.status == "stopped" and snap.answer == "一半的回答" and snap.error == "⏹ 已停止。"
     state.mark_stopped("ignored")
     assert state.snapshot().error == "⏹ 已停止。"
     done = CardState()
-    done.apply(TurnDone(TurnResult("ok")))
+    done.apply(TurnDone(result=TurnResult(answer="ok")))
     done.mark_stopped()
     assert done.snapshot().status == "done"
 
 
 def test_cancelled_turn_ends_as_stopped() -> None:
     state = CardState()
-    state.apply(AnswerDelta("so far"))
-    state.apply(TurnFailed("cancelled", "stopped by the user", partial_answer="so far"))
+    state.apply(AnswerDelta(text="so far"))
+    state.apply(TurnFailed(reason="cancelled", message="stopped by the user", partial_answer="so far"))
     assert state.snapshot().status == "stopped"
     assert state.snapshot().answer == "so far"
 
@@ -179,7 +179,7 @@ def test_queued_card_says_it_waits_then_starts() -> None:
     assert "waiting for the previous question to finish" in snap.error.lower()
     assert snap.footer == ""
     clock.now += 50  # time in the queue is not the turn's elapsed time
-    state.apply(RoundStarted(1, 8))
+    state.apply(RoundStarted(round=1, max_rounds=8))
     snap = state.snapshot()
     assert snap.status == "working" and snap.error == "" and snap.queue_position == 0
     assert "0.0 s" in snap.footer
@@ -188,8 +188,8 @@ def test_queued_card_says_it_waits_then_starts() -> None:
 def test_part_snapshot_shows_only_what_earlier_parts_did_not() -> None:
     state = CardState(asker="alice")
     tool_round(state)
-    state.apply(RoundStarted(2, 8))
-    state.apply(AnswerDelta("A" * 50 + "B" * 50))
+    state.apply(RoundStarted(round=2, max_rounds=8))
+    state.apply(AnswerDelta(text="A" * 50 + "B" * 50))
     part2 = state.part_snapshot(2, first_block=state.block_count, answer_offset=50, answer_epoch=state.answer_epoch)
     assert part2.part == 2 and part2.blocks == () and part2.answer == "B" * 50 and part2.asker == ""
     whole = state.part_snapshot(1, 0, 0, state.answer_epoch - 1)  # an older epoch: the whole text is new
@@ -198,12 +198,12 @@ def test_part_snapshot_shows_only_what_earlier_parts_did_not() -> None:
 
 def test_answer_epoch_changes_only_when_the_text_is_replaced() -> None:
     state = CardState()
-    state.apply(AnswerDelta("Looking"))
+    state.apply(AnswerDelta(text="Looking"))
     epoch = state.answer_epoch
-    state.apply(TurnDone(TurnResult("Looking it up: done")))  # same text, extended
+    state.apply(TurnDone(result=TurnResult(answer="Looking it up: done")))  # same text, extended
     assert state.answer_epoch == epoch
     other = CardState()
-    other.apply(AnswerDelta("narration"))
+    other.apply(AnswerDelta(text="narration"))
     before = other.answer_epoch
-    other.apply(ToolCallStarted("c1", "x", {}))
+    other.apply(ToolCallStarted(call_id="c1", name="x", arguments={}))
     assert other.answer_epoch == before + 1 and other.answer == ""

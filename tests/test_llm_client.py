@@ -89,7 +89,7 @@ async def test_request_carries_stream_options_tools_sampling_and_extra_body(serv
     assert server.request_headers[0]["Authorization"] == f"Bearer {TEST_API_KEY}"
     assert "".join(p.text for p in parts if isinstance(p, TextPart)) == "web-1"
     assert result.text == "web-1"
-    assert result.usage == Usage(11, 2)
+    assert result.usage == Usage(prompt_tokens=11, completion_tokens=2)
 
 
 # --- quirks end to end ------------------------------------------------------------------------
@@ -142,7 +142,7 @@ async def test_tool_call_quirks_through_the_sdk(server: ScriptedLLMServer, clien
     assert all(c.parse_error is None for c in result.tool_calls)
     assert result.text == "Checking both clouds."
     assert any(isinstance(p, ToolCallFragment) for p in parts)
-    assert result.usage == Usage(30, 15)
+    assert result.usage == Usage(prompt_tokens=30, completion_tokens=15)
 
 
 async def test_usage_never_reported(server: ScriptedLLMServer, client: LLMClient) -> None:

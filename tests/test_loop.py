@@ -91,10 +91,10 @@ async def test_simple_answer_streams_and_commits(harness: Harness) -> None:
     assert isinstance(events[0], RoundStarted) and events[0].round == 1 and events[0].max_rounds == 4
     assert "".join(e.text for e in of(events, ThoughtDelta)) == "Just answer."
     assert answer_text(events) == "web-1 is up."
-    assert of(events, UsageReported) == [UsageReported(40, 8)]
+    assert of(events, UsageReported) == [UsageReported(prompt_tokens=40, completion_tokens=8)]
     done = events[-1]
     assert isinstance(done, TurnDone)
-    assert done.result.answer == "web-1 is up." and done.result.usage == Usage(40, 8) and done.result.rounds == 1
+    assert done.result.answer == "web-1 is up." and done.result.usage == Usage(prompt_tokens=40, completion_tokens=8) and done.result.rounds == 1
     assert len(of(events, TurnDone) + of(events, TurnFailed)) == 1
 
     sent = harness.server.requests[0]["messages"]
@@ -172,7 +172,7 @@ async def test_parallel_interleaved_calls_run_concurrently_and_results_return_in
     assert sorted(e.call_id for e in finished) == ["call_A", "call_B"] and all(e.ok for e in finished)
     assert [e.call_id for e in finished] == ["call_B", "call_A"]  # as they completed
     assert [e.round for e in of(events, RoundStarted)] == [1, 2]
-    assert of(events, UsageReported) == [UsageReported(100, 20), UsageReported(200, 10)]
+    assert of(events, UsageReported) == [UsageReported(prompt_tokens=100, completion_tokens=20), UsageReported(prompt_tokens=200, completion_tokens=10)]
 
     follow_up = harness.server.requests[1]["messages"]
     assistant, result_a, result_b = follow_up[-3:]
@@ -188,7 +188,7 @@ async def test_parallel_interleaved_calls_run_concurrently_and_results_return_in
     assert isinstance(done, TurnDone)
     assert done.result.answer == "10.0.0.1 is web-1 on ECS."
     assert [r.call_id for r in done.result.tool_calls] == ["call_A", "call_B"]
-    assert done.result.usage == Usage(300, 30) and done.result.rounds == 2
+    assert done.result.usage == Usage(prompt_tokens=300, completion_tokens=30) and done.result.rounds == 2
     assert seen_log_context and seen_log_context[0]["turn_id"] and seen_log_context[0]["round"] == 1
     assert seen_log_context[0]["conversation"] == "conv"
     assert seen_log_context[0]["user"] == "U1" and seen_log_context[0]["platform"] == "cli"
@@ -493,7 +493,7 @@ async def test_narration_kept_reasoning_dropped_in_history(harness: Harness) -> 
     assert "".join(e.text for e in of(events, ThoughtDelta)) == "secret planmore thought"
     done = events[-1]
     assert isinstance(done, TurnDone) and done.result.answer == "Step 7 is fine."
-    assert done.result.usage == Usage(30, 15)  # the second round reported no usage
+    assert done.result.usage == Usage(prompt_tokens=30, completion_tokens=15)  # the second round reported no usage
     assert len(of(events, UsageReported)) == 1
     history = await harness.memory.history("conv")
     assert history[1]["content"] == "Probing step 7."

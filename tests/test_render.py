@@ -14,13 +14,13 @@ from botgateway.strings import STRINGS, t
 
 def card(locale: str) -> CardState:
     state = CardState(locale=locale, model_label="demo model", clock=lambda: 0.0)
-    state.apply(RoundStarted(1, 8))
-    state.apply(AnswerDelta("Checking."))
-    state.apply(ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}))
-    state.apply(ToolCallStarted("c2", "aws_find", {"ip": "10.0.1.100"}))
-    state.apply(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 1.2))
-    state.apply(RoundStarted(2, 8))
-    state.apply(AnswerDelta("It is web-01."))
+    state.apply(RoundStarted(round=1, max_rounds=8))
+    state.apply(AnswerDelta(text="Checking."))
+    state.apply(ToolCallStarted(call_id="c1", name="inventory_lookup", arguments={"ip": "10.0.1.100"}))
+    state.apply(ToolCallStarted(call_id="c2", name="aws_find", arguments={"ip": "10.0.1.100"}))
+    state.apply(ToolCallFinished(call_id="c1", name="inventory_lookup", ok=True, summary="1 host found", duration_s=1.2))
+    state.apply(RoundStarted(round=2, max_rounds=8))
+    state.apply(AnswerDelta(text="It is web-01."))
     return state
 
 
@@ -44,7 +44,7 @@ def test_markdown_zh_cn_and_no_cursor_once_final() -> None:
     state = card("zh-CN")
     streaming = render_markdown(state.snapshot())
     assert "第 2/8 轮" in streaming and "0.0 秒" in streaming and CURSOR in streaming
-    state.apply(TurnDone(TurnResult("It is web-01.")))
+    state.apply(TurnDone(result=TurnResult(answer="It is web-01.")))
     final = render_markdown(state.snapshot())
     assert CURSOR not in final
     assert "⚙️" not in final and "🤔" not in final

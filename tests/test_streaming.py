@@ -99,11 +99,11 @@ async def test_stream_stalled_after_three_characters_shows_them_within_max_wait(
         stall_over = asyncio.Event()
 
         async def model() -> None:
-            await card.feed(RoundStarted(1, 8))
-            await card.feed(AnswerDelta("Hel"))
+            await card.feed(RoundStarted(round=1, max_rounds=8))
+            await card.feed(AnswerDelta(text="Hel"))
             await stall_over.wait()  # the stream stalls here until the test has seen "Hel" on the card
-            await card.feed(AnswerDelta("lo there."))
-            await card.feed(TurnDone(TurnResult("Hello there.")))
+            await card.feed(AnswerDelta(text="lo there."))
+            await card.feed(TurnDone(result=TurnResult(answer="Hello there.")))
 
         task = asyncio.create_task(model())
         # The stall lasts 2 s at most: the characters must reach the card before it ends.
@@ -124,15 +124,15 @@ async def test_max_wait_timer_flushes_pending_text_mid_answer() -> None:
     async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
         card = streamer(sink, policy=policy)
         await card.start()
-        await card.feed(RoundStarted(1, 8))
-        await card.feed(AnswerDelta("The first twenty-five chars"))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
+        await card.feed(AnswerDelta(text="The first twenty-five chars"))
         await api.wait_for(lambda a: any(c.answer == "The first twenty-five chars" for c in a.calls_of("update")))
         fed_at = time.monotonic()
-        await card.feed(AnswerDelta(" ok"))
+        await card.feed(AnswerDelta(text=" ok"))
         await api.wait_for(lambda a: any(c.answer.endswith(" ok") for c in a.calls_of("update")), timeout=2.0)
         seen = next(c for c in api.calls_of("update") if c.answer.endswith(" ok"))
         assert seen.arrived_at - fed_at >= 0.3  # it was the timer, not the char threshold
-        await card.feed(TurnDone(TurnResult("The first twenty-five chars ok")))
+        await card.feed(TurnDone(result=TurnResult(answer="The first twenty-five chars ok")))
         await card.finish()
 
 
@@ -145,16 +145,16 @@ async def test_tool_status_lines_show_promptly_and_phase_change_flushes() -> Non
     async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
         card = streamer(sink, policy=policy)
         await card.start()
-        await card.feed(RoundStarted(1, 8))
-        await card.feed(ThoughtDelta("need the inventory"))
-        await card.feed(ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
+        await card.feed(ThoughtDelta(text="need the inventory"))
+        await card.feed(ToolCallStarted(call_id="c1", name="inventory_lookup", arguments={"ip": "10.0.1.100"}))
         await api.wait_for(lambda a: any("🔧 inventory_lookup ip=10.0.1.100" in c.text for c in a.calls_of("update")), timeout=3.0)
-        await card.feed(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 0.8))
+        await card.feed(ToolCallFinished(call_id="c1", name="inventory_lookup", ok=True, summary="1 host found", duration_s=0.8))
         await api.wait_for(lambda a: any("✅ inventory_lookup · 0.8 s · 1 host found" in c.text for c in a.calls_of("update")), timeout=3.0)
-        await card.feed(RoundStarted(2, 8))
-        await card.feed(AnswerDelta("web-01"))  # tool → answer: a phase change flushes at once
+        await card.feed(RoundStarted(round=2, max_rounds=8))
+        await card.feed(AnswerDelta(text="web-01"))  # tool → answer: a phase change flushes at once
         await api.wait_for(lambda a: any(c.answer == "web-01" for c in a.calls_of("update")), timeout=3.0)
-        await card.feed(TurnDone(TurnResult("web-01")))
+        await card.feed(TurnDone(result=TurnResult(answer="web-01")))
         await card.finish()
 
 
@@ -166,19 +166,19 @@ async def test_latest_wins_while_an_update_is_in_flight() -> None:
         card = streamer(sink, policy=BufferPolicy.every_chunk())
         await card.start()
         gate = api.hold("update")
-        await card.feed(RoundStarted(1, 8))
-        await card.feed(AnswerDelta("w0 "))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
+        await card.feed(AnswerDelta(text="w0 "))
         await asyncio.wait_for(gate.arrived.wait(), 5)
         text = "w0 "
         for i in range(1, 60):
-            await card.feed(AnswerDelta(f"w{i} "))
+            await card.feed(AnswerDelta(text=f"w{i} "))
             text += f"w{i} "
         # Still one update in flight: nothing else was sent while it is slow.
         assert len(api.calls_of("update")) == 1
         gate.release()
         await api.wait_for(lambda a: len([c for c in a.calls_of("update") if c.ok]) >= 2)
         assert api.calls_of("update")[1].answer == text  # the next update carries the newest text
-        await card.feed(TurnDone(TurnResult(text)))
+        await card.feed(TurnDone(result=TurnResult(answer=text)))
         metrics = await card.finish()
     assert len(api.calls_of("update")) <= 3 < metrics.events
     assert metrics.coalesced > 0
@@ -193,10 +193,10 @@ async def test_final_update_throttled_three_times_still_lands_complete() -> None
         api.fail("finalize", 429, times=3, retry_after=0.05)
         card = streamer(sink)
         await card.start()
-        await card.feed(RoundStarted(1, 8))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
         for piece in chunks(LONG_ANSWER[:300], 7):
-            await card.feed(AnswerDelta(piece))
-        await card.feed(TurnDone(TurnResult(LONG_ANSWER[:300])))
+            await card.feed(AnswerDelta(text=piece))
+        await card.feed(TurnDone(result=TurnResult(answer=LONG_ANSWER[:300])))
         metrics = await card.finish()
     finals = api.calls_of("finalize")
     assert [c.status for c in finals] == [429, 429, 429, 200]
@@ -218,8 +218,8 @@ async def test_throttled_create_pauses_the_bucket_and_the_card_still_streams() -
         creates = api.calls_of("create")
         assert [c.status for c in creates] == [429, 429, 200]
         assert creates[2].arrived_at - creates[1].arrived_at >= 0.09  # paused, not hammered
-        await card.feed(AnswerDelta("still here"))
-        await card.feed(TurnDone(TurnResult("still here")))
+        await card.feed(AnswerDelta(text="still here"))
+        await card.feed(TurnDone(result=TurnResult(answer="still here")))
         metrics = await card.finish()
     assert api.cards_for("t1")[0].answer == "still here" and metrics.throttles == 2
 
@@ -229,11 +229,11 @@ async def test_dingtalk_style_403_qps_limit_counts_as_a_throttle() -> None:
         api.fail("update", 403, times=1, body={"code": "Forbidden.AccessDenied.QpsLimitForApi"})
         card = streamer(sink, policy=BufferPolicy.every_chunk())
         await card.start()
-        await card.feed(AnswerDelta("first"))
+        await card.feed(AnswerDelta(text="first"))
         await api.wait_for(lambda a: any(c.status == 403 for c in a.calls))
-        await card.feed(AnswerDelta(" second"))
+        await card.feed(AnswerDelta(text=" second"))
         await api.wait_for(lambda a: any(c.ok and c.answer == "first second" for c in a.calls_of("update")))
-        await card.feed(TurnDone(TurnResult("first second")))
+        await card.feed(TurnDone(result=TurnResult(answer="first second")))
         metrics = await card.finish()
     assert metrics.throttles == 1 and api.cards_for("t1")[0].answer == "first second"
 
@@ -245,10 +245,10 @@ async def test_transient_errors_are_retried_with_backoff() -> None:
         api.fail("finalize", 503, times=2)
         card = streamer(sink, policy=BufferPolicy.every_chunk())
         await card.start()
-        await card.feed(RoundStarted(1, 8))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
         for piece in chunks("a transient failure is retried", 5):
-            await card.feed(AnswerDelta(piece))
-        await card.feed(TurnDone(TurnResult("a transient failure is retried")))
+            await card.feed(AnswerDelta(text=piece))
+        await card.feed(TurnDone(result=TurnResult(answer="a transient failure is retried")))
         metrics = await card.finish()
     assert api.cards_for("t1")[0].answer == "a transient failure is retried"
     assert api.cards_for("t1")[0].finalized
@@ -260,8 +260,8 @@ async def test_final_deadline_passes_then_fallback_message_delivers() -> None:
         api.fail("finalize", 500, times=10_000)
         card = streamer(sink, deadline=0.5)
         await card.start()
-        await card.feed(AnswerDelta("the answer"))
-        await card.feed(TurnDone(TurnResult("the answer is 42")))
+        await card.feed(AnswerDelta(text="the answer"))
+        await card.feed(TurnDone(result=TurnResult(answer="the answer is 42")))
         metrics = await card.finish()
         await card.aclose()  # the card itself is never finalized here: stop trying
     assert len(api.calls_of("finalize")) >= 2  # retried, not given up at once
@@ -276,12 +276,12 @@ async def test_card_gone_stops_live_updates_and_falls_back_at_the_end() -> None:
         await card.start()
         assert card.handle is not None
         api.expire(card.handle.card_id)
-        await card.feed(RoundStarted(1, 8))
-        await card.feed(AnswerDelta("The answer "))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
+        await card.feed(AnswerDelta(text="The answer "))
         await api.wait_for(lambda a: any(c.status == 404 for c in a.calls_of("update")))
         for piece in chunks("is 42, and here is why.", 3):
-            await card.feed(AnswerDelta(piece))
-        await card.feed(TurnDone(TurnResult("The answer is 42, and here is why.")))
+            await card.feed(AnswerDelta(text=piece))
+        await card.feed(TurnDone(result=TurnResult(answer="The answer is 42, and here is why.")))
         metrics = await card.finish()
     assert len(api.calls_of("update")) == 1  # no more live updates once the card is gone
     assert api.calls_of("finalize") == []
@@ -305,10 +305,10 @@ async def test_card_left_live_by_a_fallback_is_closed_later_with_a_note(tmp_path
             card = streamer(sink, deadline=0.3, store=store, state=CardState(locale=locale))
             await card.start()
             card_id = card.handle.card_id
-            await card.feed(RoundStarted(1, 8))
-            await card.feed(AnswerDelta("the answer"))
+            await card.feed(RoundStarted(round=1, max_rounds=8))
+            await card.feed(AnswerDelta(text="the answer"))
             await api.wait_for(lambda a: any(c.answer == "the answer" for c in a.calls_of("update")))
-            await card.feed(TurnDone(TurnResult("the answer is 42")))
+            await card.feed(TurnDone(result=TurnResult(answer="the answer is 42")))
             metrics = await card.finish()
             # The answer arrived, as a new message…
             assert [m.answer for m in api.messages] == ["the answer is 42"]
@@ -339,8 +339,8 @@ async def test_card_that_cannot_be_closed_stays_on_record_for_start_up_recovery(
             api.fail("finalize", 503, times=10_000)
             card = streamer(sink, deadline=0.2, store=store, late_close_s=0.6)
             await card.start()
-            await card.feed(AnswerDelta("ok"))
-            await card.feed(TurnDone(TurnResult("ok")))
+            await card.feed(AnswerDelta(text="ok"))
+            await card.feed(TurnDone(result=TurnResult(answer="ok")))
             await card.finish()
             assert await card.wait_closed(timeout=5) is False  # gave up after late_close_s
             tried = len(api.calls_of("finalize"))
@@ -356,8 +356,8 @@ async def test_closing_after_a_lost_fallback_puts_the_answer_on_the_card(tmp_pat
         api.fail("fallback", 500, times=10_000)
         card = streamer(sink, deadline=0.2)
         await card.start()
-        await card.feed(AnswerDelta("the answer"))
-        await card.feed(TurnDone(TurnResult("the answer is 42")))
+        await card.feed(AnswerDelta(text="the answer"))
+        await card.feed(TurnDone(result=TurnResult(answer="the answer is 42")))
         metrics = await card.finish()
         assert not metrics.delivered and api.messages == []
         api.clear_failures()
@@ -374,7 +374,7 @@ async def test_shutdown_cancels_background_closing_and_keeps_the_record(tmp_path
             api.fail("finalize", 500, times=10_000)
             card = streamer(sink, deadline=0.2, store=store, late_close_s=600, background=background)
             await card.start()
-            await card.feed(TurnDone(TurnResult("bye")))
+            await card.feed(TurnDone(result=TurnResult(answer="bye")))
             await card.finish()
             assert card.closing and len(background) == 1
             await asyncio.wait_for(background.aclose(), 5)  # does not wait the 600 s out
@@ -399,14 +399,14 @@ async def test_long_answer_continues_in_new_cards_with_nothing_lost(tmp_path) ->
             open_cards = await store.open_cards("fake")
             assert [c.card_id for c in open_cards] == [card.handle.card_id]
             assert open_cards[0].target["turn_id"] == "t1"
-            await card.feed(RoundStarted(1, 8))
-            await card.feed(ToolCallStarted("c1", "inventory_lookup", {"ip": "10.0.1.100"}))
-            await card.feed(ToolCallFinished("c1", "inventory_lookup", True, "1 host found", 0.5))
-            await card.feed(RoundStarted(2, 8))
+            await card.feed(RoundStarted(round=1, max_rounds=8))
+            await card.feed(ToolCallStarted(call_id="c1", name="inventory_lookup", arguments={"ip": "10.0.1.100"}))
+            await card.feed(ToolCallFinished(call_id="c1", name="inventory_lookup", ok=True, summary="1 host found", duration_s=0.5))
+            await card.feed(RoundStarted(round=2, max_rounds=8))
             for piece in chunks(LONG_ANSWER, 9):
-                await card.feed(AnswerDelta(piece))
+                await card.feed(AnswerDelta(text=piece))
             await api.wait_for(lambda a: len(a.calls_of("create")) >= 3)  # rolled over while streaming
-            await card.feed(TurnDone(TurnResult(LONG_ANSWER)))
+            await card.feed(TurnDone(result=TurnResult(answer=LONG_ANSWER)))
             metrics = await card.finish()
         assert await store.open_cards() == []
     finally:
@@ -429,8 +429,8 @@ async def test_final_only_long_answer_is_split_at_the_end() -> None:
         card = streamer(sink, policy=BufferPolicy.final_only())
         await card.start()
         assert api.calls == []  # no streaming: nothing is sent before the end
-        await card.feed(AnswerDelta(LONG_ANSWER[:100]))
-        await card.feed(TurnDone(TurnResult(LONG_ANSWER)))
+        await card.feed(AnswerDelta(text=LONG_ANSWER[:100]))
+        await card.feed(TurnDone(result=TurnResult(answer=LONG_ANSWER)))
         metrics = await card.finish()
     assert api.calls_of("update") == []
     assert api.delivered_answer("t1") == LONG_ANSWER
@@ -442,10 +442,10 @@ async def test_too_long_answer_from_the_platform_splits_smaller() -> None:
     async with FakeCardAPI(max_text=400) as api, HttpCardSink(api.base_url, rate=FAST, max_chars=2000) as sink:
         card = streamer(sink, policy=BufferPolicy.every_chunk())
         await card.start()
-        await card.feed(RoundStarted(1, 8))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
         for piece in chunks(LONG_ANSWER, 40):
-            await card.feed(AnswerDelta(piece))
-        await card.feed(TurnDone(TurnResult(LONG_ANSWER)))
+            await card.feed(AnswerDelta(text=piece))
+        await card.feed(TurnDone(result=TurnResult(answer=LONG_ANSWER)))
         metrics = await card.finish()
     assert any(c.status == 413 for c in api.calls)
     assert api.delivered_answer("t1") == LONG_ANSWER
@@ -462,8 +462,8 @@ async def test_finish_after_cancellation_shows_stopped_with_partial_answer() -> 
         await card.start()
 
         async def turn() -> None:
-            await card.feed(RoundStarted(1, 8))
-            await card.feed(AnswerDelta("partial answer"))
+            await card.feed(RoundStarted(round=1, max_rounds=8))
+            await card.feed(AnswerDelta(text="partial answer"))
             await asyncio.Event().wait()  # the model hangs until stopped
 
         task = asyncio.create_task(turn())
@@ -489,7 +489,7 @@ async def test_finish_without_a_final_event_marks_the_card_failed() -> None:
     async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
         card = streamer(sink)
         await card.start()
-        await card.feed(AnswerDelta("half"))
+        await card.feed(AnswerDelta(text="half"))
         await card.finish()
     shown = api.cards_for("t1")[0]
     assert shown.finalized and shown.snapshot["status"] == "failed" and shown.answer == "half"
@@ -506,7 +506,7 @@ async def test_queued_card_then_refresh_when_the_turn_starts() -> None:
         state.mark_started()
         await card.refresh()
         await api.wait_for(lambda a: any(c.body["snapshot"]["status"] == "working" for c in a.calls_of("update")))
-        await card.feed(TurnDone(TurnResult("好的")))
+        await card.feed(TurnDone(result=TurnResult(answer="好的")))
         await card.finish()
     assert api.cards_for("t1")[0].answer == "好的"
 
@@ -603,19 +603,19 @@ async def test_budget_is_fair_between_two_cards_on_one_key() -> None:
         async def flood() -> None:
             i = 0
             while not stop.is_set():
-                await chatty.feed(AnswerDelta(f"c{i} "))
+                await chatty.feed(AnswerDelta(text=f"c{i} "))
                 i += 1
                 await asyncio.sleep(0.005)  # the model's token rate
 
         task = asyncio.create_task(flood())
         await api.wait_for(lambda a: len(a.calls_of("update")) >= 2)
-        await quiet.feed(AnswerDelta("quiet one"))
+        await quiet.feed(AnswerDelta(text="quiet one"))
         await api.wait_for(lambda a: any(c.answer == "quiet one" for c in a.calls_of("update")), timeout=3.0)
-        await quiet.feed(TurnDone(TurnResult("quiet one")))
+        await quiet.feed(TurnDone(result=TurnResult(answer="quiet one")))
         await asyncio.wait_for(quiet.finish(), 3.0)
         stop.set()
         await task
-        await chatty.feed(TurnDone(TurnResult("done")))
+        await chatty.feed(TurnDone(result=TurnResult(answer="done")))
         await chatty.finish()
     assert api.cards_for("quiet")[0].answer == "quiet one"
     # Both cards used the bucket; the chatty one could not take it all.
@@ -630,11 +630,11 @@ def _run_turns(api: FakeCardAPI, sink: HttpCardSink, *, n: int, policy: BufferPo
         answer = " ".join(f"t{i}w{k}" for k in range(50)) + "."
         card = streamer(sink, turn=f"t{i}", policy=policy, budget=budget, unpaced=unpaced, deadline=10.0)
         await card.start()
-        await card.feed(RoundStarted(1, 4))
+        await card.feed(RoundStarted(round=1, max_rounds=4))
         for piece in chunks(answer, 8):
-            await card.feed(AnswerDelta(piece))
+            await card.feed(AnswerDelta(text=piece))
             await asyncio.sleep(pace_s)  # the model's token rate
-        await card.feed(TurnDone(TurnResult(answer)))
+        await card.feed(TurnDone(result=TurnResult(answer=answer)))
         return answer, await card.finish()
 
     return asyncio.gather(*(one(i) for i in range(n)))
@@ -671,10 +671,10 @@ async def test_metrics_are_reported(locale: str) -> None:
     async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
         card = streamer(sink, state=CardState(locale=locale))
         await card.start()
-        await card.feed(RoundStarted(1, 8))
-        await card.feed(ThoughtDelta("hmm"))
-        await card.feed(AnswerDelta("yes"))
-        await card.feed(TurnDone(TurnResult("yes")))
+        await card.feed(RoundStarted(round=1, max_rounds=8))
+        await card.feed(ThoughtDelta(text="hmm"))
+        await card.feed(AnswerDelta(text="yes"))
+        await card.feed(TurnDone(result=TurnResult(answer="yes")))
         metrics = await card.finish()
     assert metrics.api_calls["create"] == 1 and metrics.api_calls["finalize"] == 1
     assert metrics.first_token_to_visible_s is not None

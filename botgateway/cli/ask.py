@@ -77,7 +77,7 @@ class _Tally:
             entry = self.calls.setdefault(event.call_id, {"call_id": event.call_id, "name": event.name, "arguments": {}, "round": self.round})
             entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
         elif isinstance(event, UsageReported):
-            self.usage = self.usage + Usage(event.prompt_tokens, event.completion_tokens)
+            self.usage = self.usage + Usage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens)
         elif isinstance(event, RoundStarted):
             self.round = event.round
             self.answer.clear()
@@ -113,7 +113,7 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
     if not question.strip():
         message = "the question is empty; usage: botgateway ask \"which server is 10.0.1.100?\""
         if json_mode:
-            _emit(out, _result_line(TurnFailed("usage", message), _Tally(), _since(started)))
+            _emit(out, _result_line(TurnFailed(reason="usage", message=message), _Tally(), _since(started)))
         else:
             print(f"botgateway ask: {message}", file=err)
         return EXIT_FAILED
@@ -132,7 +132,7 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
     except asyncio.CancelledError:
         # Ctrl-C: a script reading --json still gets its result line (and the exit status is 130).
         if json_mode:
-            ending = tally.final or TurnFailed("cancelled", "interrupted before the turn ended", partial_answer="".join(tally.answer))
+            ending = tally.final or TurnFailed(reason="cancelled", message="interrupted before the turn ended", partial_answer="".join(tally.answer))
             _emit(out, _result_line(ending, tally, _since(started)))
         raise
     except Exception as exc:  # start-up problems (store, tools, endpoint) in plain words, never a traceback
@@ -186,7 +186,7 @@ def _startup_failed(exc: Exception, tally: _Tally, json_mode: bool, out: TextIO,
     log.debug("ask_failed.traceback", exc_info=exc)  # a bug of ours is diagnosable with log.level: debug
     message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     if json_mode:
-        _emit(out, _result_line(TurnFailed("internal", message), tally, t))
+        _emit(out, _result_line(TurnFailed(reason="internal", message=message), tally, t))
     else:
         print(f"botgateway ask: {message}", file=err)
     return EXIT_FAILED

@@ -91,7 +91,7 @@ PermissionHook = Callable[[Tool, ToolContext], Awaitable[str | None]]
 """Returns ``None`` to allow the call, or the reason it is refused."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolOutcome:
     """The result of one call as the loop sees it."""
 
