@@ -382,7 +382,7 @@ async def test_queue_first_then_sync_responder_and_recording_cap() -> None:
         client = client_for(srv)
         try:
             texts = [(await collect(client))[1].text for _ in range(3)]
-            await srv.wait_for_requests(3, timeout=1)
+            await srv.wait_for_requests(3, timeout=10)
         finally:
             await client.aclose()
     assert texts == ["queued", "from responder", "from responder"]

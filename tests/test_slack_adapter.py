@@ -57,11 +57,11 @@ async def test_mention_is_answered_in_its_thread_progressively_with_exact_final_
 
 
 async def test_ack_comes_before_any_slack_call_even_when_slack_is_slow(env: Env) -> None:
-    env.fake.latency_s = 1.5  # every Web API answer now takes 1.5 s
+    env.fake.latency_s = 4.0  # every Web API answer now takes 4 s
     env.llm.enqueue(Script.text("slow but fine"))
     event = env.fake.mention("anyone there?", channel="C1")
     envelope = await env.fake.push(env.fake.event_payload(event))
-    await env.fake.wait_ack(envelope, timeout=1.0)  # acked before a single Slack call could answer
+    await env.fake.wait_ack(envelope, timeout=3.0)  # acked before a single Slack call could answer
     delivery = await env.next_delivery()
     env.fake.latency_s = 0.0
     outcome = await env.done(delivery)

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+import structlog.testing
 
 from botgateway.config import (
     CloudAccount,
@@ -185,16 +186,43 @@ async def test_malformed_ip_is_rejected_before_any_api_call(aliyun: FakeAliyun, 
     assert aliyun.calls() == []
 
 
+async def test_clients_are_built_when_the_toolset_starts_not_by_the_first_question(
+    aliyun: FakeAliyun, toolsets: list[Toolset], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no profile files
+    for name in ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_ECS_METADATA"):
+        monkeypatch.delenv(name, raising=False)
+    accounts = [
+        CloudAccount(name="prod", access_key_id=ALIYUN_KEY, access_key_secret="s", regions=["cn-hangzhou", "cn-beijing"], endpoint=aliyun.endpoint),  # type: ignore[arg-type]
+        CloudAccount(name="nokey", regions=["cn-hangzhou"], endpoint=aliyun.endpoint),
+    ]
+    with structlog.testing.capture_logs() as logs:
+        registry = await make(toolsets, aliyun=CloudProviderConfig(enabled=True, accounts=accounts))
+    started = [e for e in logs if e["event"] == "provider_started"]
+    assert [(e["provider"], e["clients"], e["failed"]) for e in started] == [("aliyun", 2, 1)]
+    failed = [e for e in logs if e["event"] == "provider_client_failed"]
+    assert [(e["account"], e["region"]) for e in failed] == [("nokey", "cn-hangzhou")]
+    assert failed[0]["reason"].startswith("no credentials")
+    assert aliyun.calls() == []  # building a client asks the API nothing
+
+    # A client that could not be built at start is tried again, and its reason reported, per question.
+    out = await registry.execute("search_ecs_by_ip", {"ip": "172.16.1.10"}, CTX)
+    assert out.ok and "prod-api-01" in out.content
+    assert "Alibaba Cloud: no credentials: set access_key_id/access_key_secret" in out.content and "account nokey" in out.content
+
+
 async def test_slow_region_times_out_while_others_answer(toolsets: list[Toolset]) -> None:
-    with FakeAliyun({"cn-hangzhou": hangzhou()}, delay_s=1.5) as slow, FakeAliyun({"cn-beijing": hangzhou()}) as fast:
+    # The slow region never answers, so it times out however long the fast one takes; the
+    # fast one has a whole second, which a busy machine does not eat (its client is built at start).
+    with FakeAliyun({"cn-hangzhou": hangzhou()}, stall=True) as slow, FakeAliyun({"cn-beijing": hangzhou()}) as fast:
         accounts = [
             CloudAccount(name="slow", access_key_id=ALIYUN_KEY, access_key_secret="s", regions=["cn-hangzhou"], endpoint=slow.endpoint),  # type: ignore[arg-type]
             CloudAccount(name="fast", access_key_id=ALIYUN_KEY, access_key_secret="s", regions=["cn-beijing"], endpoint=fast.endpoint),  # type: ignore[arg-type]
         ]
-        registry = await make(toolsets, aliyun=CloudProviderConfig(enabled=True, accounts=accounts, timeout_s=0.3))
+        registry = await make(toolsets, aliyun=CloudProviderConfig(enabled=True, accounts=accounts, timeout_s=1))
         out = await asyncio.wait_for(registry.execute("search_ecs_by_ip", {"ip": "172.16.2.10"}, CTX), 10)
         assert out.ok and out.summary == "1 instance found; Alibaba Cloud failed"
-        assert "Alibaba Cloud: timed out after 0.3 s in cn-hangzhou (account slow)" in out.content
+        assert "Alibaba Cloud: timed out after 1 s in cn-hangzhou (account slow)" in out.content
         assert "account=fast" in out.content
 
 

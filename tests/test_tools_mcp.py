@@ -239,7 +239,7 @@ async def test_failed_restarts_back_off_and_fail_fast(tmp_path: Path) -> None:
         first = await asyncio.wait_for(registry.execute("fake__echo", {"text": "a"}, CTX), 30)
         assert not first.ok and "'fake' is unavailable" in first.content and "retrying in 30 s" in first.content
         # Within the back-off no process is spawned: the call fails at once with the same reason.
-        second = await asyncio.wait_for(registry.execute("fake__echo", {"text": "b"}, CTX), 2)
+        second = await asyncio.wait_for(registry.execute("fake__echo", {"text": "b"}, CTX), 5)
         assert not second.ok and "retrying in" in second.content
 
         marker.unlink()

@@ -9,6 +9,7 @@ MCP server that cannot start is only reported in :attr:`Toolset.problems`.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -178,6 +179,13 @@ async def build_toolset(
 ) -> Toolset:
     """Every tool ``config`` asks for; MCP servers are connected concurrently."""
     providers = build_providers(config)
+    try:
+        # Clients are built (their SDKs imported) now, not inside the first question's tool timeout.
+        await asyncio.gather(*(p.start() for p in providers if isinstance(p, CloudProvider)))
+    except BaseException:
+        for provider in providers:
+            await provider.aclose()
+        raise
     slowest = max((p.timeout_s for p in providers if isinstance(p, CloudProvider)), default=0.0)
     # Pages are fetched one after another; leave room for a couple before the registry gives up.
     timeout = max(config.default_timeout_s, 2 * slowest + 5) if slowest else None

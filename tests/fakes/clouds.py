@@ -58,7 +58,7 @@ class Rendezvous:
 
 
 class FakeCloud:
-    """Common plumbing: a threaded server, recorded requests, latency and denied regions."""
+    """Common plumbing: a threaded server, recorded requests, latency, stalls and denied regions."""
 
     def __init__(
         self,
@@ -68,6 +68,7 @@ class FakeCloud:
         page_cap: int = 2,
         denied_regions: Iterable[str] = (),
         delay_s: float = 0.0,
+        stall: bool = False,
         rendezvous: Rendezvous | None = None,
         name: str = "",
     ) -> None:
@@ -78,6 +79,9 @@ class FakeCloud:
         self.page_cap = page_cap
         self.denied_regions = set(denied_regions)
         self.delay_s = delay_s
+        self.stall = stall
+        """Answer nothing until the fake stops (a region that never answers in time, with no clock to race)."""
+        self._released = threading.Event()
         self.requests: list[dict[str, Any]] = []
         """Every request: action, region, params (decoded)."""
         self._lock = threading.Lock()
@@ -111,7 +115,8 @@ class FakeCloud:
         return self
 
     def stop(self) -> None:
-        """Stop listening."""
+        """Stop listening (stalled requests are let go first, so their threads end)."""
+        self._released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -130,7 +135,9 @@ class FakeCloud:
             self.requests.append(entry)
 
     def wait(self) -> None:
-        """Simulated API latency, then the rendezvous (if any)."""
+        """Simulated API latency or a stall, then the rendezvous (if any)."""
+        if self.stall:
+            self._released.wait()
         if self.delay_s:
             time.sleep(self.delay_s)
         if self.rendezvous is not None:

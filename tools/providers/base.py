@@ -2,7 +2,9 @@
 
 A cloud search runs for every configured account × region at once; each page
 request is a blocking SDK call run on the provider's own thread pool (so a slow
-cloud cannot starve the others of threads) under the provider's timeout.
+cloud cannot starve the others of threads) under the provider's timeout. The
+SDK clients are built by :meth:`CloudProvider.start`, when the toolset starts,
+so no request's timeout pays for importing an SDK.
 Successful (account, region) answers are cached for ``cache_ttl_s``; failures
 are not cached and become :class:`~tools.server.ProviderFailure` notes while
 the other regions and providers still answer.
@@ -33,6 +35,13 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 MAX_PAGES = 20
 """Most pages fetched per (account, region, request): a runaway paginator cannot hang a call."""
+
+START_TIMEOUT_S = 60.0
+"""Longest :meth:`CloudProvider.start` waits for its clients (an SDK import takes about a second cold).
+
+Only a hung credential source gets near it; start-up then goes on, and
+each request builds the client itself, as it does after any failed build.
+"""
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,37 @@ class CloudProvider(ABC):
             limit=query.limit,
         )
 
+    async def start(self) -> None:
+        """Build the client of every account × region now, on the pool, outside any request's timeout.
+
+        Building the first client imports the cloud's SDK, about a second on a
+        cold, busy host: inside the first request's timeout it made that
+        request fail. A client that cannot be built now (no credentials) is
+        logged and built again by each request, which reports why.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            failed = await asyncio.wait_for(loop.run_in_executor(self._executor, self._build_clients), START_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("provider_start_slow", provider=self.name, timeout_s=START_TIMEOUT_S)
+            return
+        for account, region, reason in failed:
+            log.warning("provider_client_failed", provider=self.name, account=account, region=region, reason=reason)
+        log.info("provider_started", provider=self.name, clients=len(self._clients), failed=len(failed))
+
+    def _build_clients(self) -> list[tuple[str, str, str]]:
+        """Build every client (blocking, one thread: SDK imports are not worth racing); (account, region, reason) of failures."""
+        failed = []
+        for account in self.config.accounts:
+            for region in account.regions:
+                try:
+                    self._client(account, region)
+                except ProviderCallError as exc:
+                    failed.append((account.name, region, exc.reason))
+                except Exception as exc:  # an SDK error of any shape; the request reports it again
+                    failed.append((account.name, region, self.classify(exc)))
+        return failed
+
     async def aclose(self) -> None:
         """Stop the thread pool (running SDK calls finish in the background)."""
         self._closed = True
@@ -250,7 +290,9 @@ class CloudProvider(ABC):
             return cached
         started = time.monotonic()
         try:
-            client = await self._run(self._client, account, region)
+            client = self._clients.get((account.name, region))
+            if client is None:  # not built at start (no credentials then, or no start at all)
+                client = await self._run(self._client, account, region)
             merged: dict[str, Server] = {}
             more = False
             # Filters of one request are ANDed by every API, so each address field is its own request.
@@ -311,6 +353,7 @@ class CloudProvider(ABC):
             raise ProviderCallError(self.classify(exc)) from None
 
     def _client(self, account: CloudAccount, region: str) -> Any:
+        """The client of (``account``, ``region``), built on first use (blocking)."""
         key = (account.name, region)
         client = self._clients.get(key)
         if client is None:
