@@ -29,7 +29,8 @@ from botgateway.memory import Memory
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolRegistry, tool
 from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
-from tools.demo.server import Pause, Script, ScriptedLLMServer, role_chunk, text_chunks
+from tools.demo.script import Pause, Script, role_chunk, text_chunks
+from tools.demo.server import ScriptedLLMServer
 
 GROUP = "cidOpsGroup01=="
 ANSWER = (
