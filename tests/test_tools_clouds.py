@@ -30,7 +30,7 @@ from tools.catalog import Toolset, build_providers, build_toolset
 from tools.cloud_tools import build_cloud_tools
 from tools.providers.aliyun import AliyunProvider
 from tools.providers.aws import AwsProvider
-from tools.providers.base import require_sdk
+from tools.providers.sdk import require_sdk
 
 CTX = ToolContext(user_id="U1", platform="cli")
 ALIYUN_KEY = "test-key-id"

@@ -22,7 +22,9 @@ from botgateway.config import ConfigError, ToolsConfig
 from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
 from tools.mcp import Backoff, McpManager, ToolSink
-from tools.providers.base import CloudProvider, Provider, require_sdk
+from tools.providers.base import Provider
+from tools.providers.cloud import CloudProvider
+from tools.providers.sdk import require_sdk
 
 log = structlog.get_logger(__name__)
 

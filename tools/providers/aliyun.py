@@ -14,19 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import (
-    CloudProvider,
-    NoCredentials,
-    Page,
-    ServerQuery,
-    as_tuple,
-    credential_chain_configured,
-    first,
-    resolve_keys,
-    short_reason,
-    split_endpoint,
-)
+from tools.providers.base import ServerQuery
+from tools.providers.cloud import CloudProvider, NoCredentials, Page
+from tools.providers.sdk import as_tuple, credential_chain_configured, first, resolve_keys, short_reason, split_endpoint
 from tools.server import Server
+
+__all__ = ["SDK_MODULES", "AliyunProvider"]
 
 SDK_MODULES = ("alibabacloud_ecs20140526", "alibabacloud_tea_openapi")
 

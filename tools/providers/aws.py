@@ -16,15 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import (
-    CloudProvider,
-    Page,
-    ServerQuery,
-    as_tuple,
-    short_reason,
-    tag_filter,
-)
+from tools.providers.base import ServerQuery
+from tools.providers.cloud import CloudProvider, Page
+from tools.providers.sdk import as_tuple, short_reason, tag_filter
 from tools.server import Server
+
+__all__ = ["SDK_MODULES", "AwsProvider"]
 
 SDK_MODULES = ("boto3",)
 

@@ -14,11 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from botgateway.config import CloudAccount
-from tools.providers.base import (
-    CloudProvider,
-    NoCredentials,
-    Page,
-    ServerQuery,
+from tools.providers.base import ServerQuery
+from tools.providers.cloud import CloudProvider, NoCredentials, Page
+from tools.providers.sdk import (
     as_tuple,
     credential_chain_configured,
     first,
@@ -28,6 +26,8 @@ from tools.providers.base import (
     tag_filter,
 )
 from tools.server import Server
+
+__all__ = ["SDK_MODULES", "TencentProvider"]
 
 SDK_MODULES = ("tencentcloud.cvm", "tencentcloud.common")
 
