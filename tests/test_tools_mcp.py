@@ -21,10 +21,11 @@ from botgateway.config import (
     ToolsConfig,
     parse_config,
 )
+from botgateway.backoff import Backoff
 from botgateway.logs import secret_values
 from botgateway.tooling import Tool, ToolContext, ToolRegistry
 from tools.catalog import build_toolset
-from tools.mcp import Backoff, McpManager, namespaced_name
+from tools.mcp import McpManager, namespaced_name
 
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 CTX = ToolContext(user_id="U1", platform="cli")
@@ -221,7 +222,7 @@ async def test_failed_restarts_back_off_and_fail_fast(tmp_path: Path) -> None:
     clock = FakeClock()
     manager = McpManager(
         [stdio(env={"FAKE_MCP_REFUSE_IF_EXISTS": str(marker)})],
-        backoff=Backoff(initial_s=30, max_s=300),
+        backoff=Backoff(base_s=30, max_s=300, jitter=(1.0, 1.0)),
         clock=clock,
         connect_timeout_s=20,
     )
@@ -281,7 +282,7 @@ async def test_a_server_down_at_start_up_is_retried_and_its_tools_join_the_live_
     with structlog.testing.capture_logs() as logs:
         toolset = await build_toolset(
             tools_config(config, stdio("early")),
-            mcp_backoff=Backoff(initial_s=0.05, max_s=0.2),
+            mcp_backoff=Backoff(base_s=0.05, max_s=0.2, jitter=(1.0, 1.0)),
             mcp_connect_timeout_s=20,
         )
         try:
@@ -323,7 +324,7 @@ async def test_a_server_down_at_start_up_is_retried_and_its_tools_join_the_live_
 
 async def test_closing_stops_the_start_up_retries() -> None:
     missing = McpServerConfig(name="missing", command="/nonexistent/bin/mcp-server")
-    manager = McpManager([missing], backoff=Backoff(initial_s=30, max_s=60))
+    manager = McpManager([missing], backoff=Backoff(base_s=30, max_s=60, jitter=(1.0, 1.0)))
     await manager.start()
     assert manager.retrying == ["missing"] and manager.tools == []
     await asyncio.wait_for(manager.aclose(), 10)  # cancels the task sleeping through its back-off

@@ -18,10 +18,11 @@ from typing import Any
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
+from botgateway.backoff import Backoff
 from botgateway.config import ConfigError, ToolsConfig
 from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
-from tools.mcp import Backoff, McpManager, ToolSink
+from tools.mcp import RECONNECT_BACKOFF, McpManager, ToolSink
 from tools.providers.base import Provider
 from tools.providers.cloud import CloudProvider
 from tools.providers.sdk import require_sdk
@@ -177,7 +178,7 @@ async def build_toolset(
     config: ToolsConfig,
     *,
     mcp_connect_timeout_s: float = 15.0,
-    mcp_backoff: Backoff = Backoff(),
+    mcp_backoff: Backoff = RECONNECT_BACKOFF,
 ) -> Toolset:
     """Every tool ``config`` asks for; MCP servers are connected concurrently."""
     providers = build_providers(config)
