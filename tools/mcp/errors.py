@@ -40,7 +40,7 @@ def describe(exc: BaseException, config: McpServerConfig) -> str:
 
 
 def scrub(text: str, config: McpServerConfig) -> str:
-    """Keep header and env secrets and URL query strings out of ``text``; one line, at most :data:`MAX_REASON` characters."""
+    """``text`` without header or env secrets and URL query strings, on one line, cut to :data:`MAX_REASON`."""
     secrets = [v.get_secret_value() for v in config.headers.values()]
     # Env holds flags and paths as well as tokens; masking very short values would only mangle the text.
     secrets += [v.get_secret_value() for v in config.env.values() if len(v.get_secret_value()) >= 6]

@@ -15,8 +15,8 @@ from typing import Protocol
 
 import structlog
 
-from botgateway.backoff import Backoff
 from botgateway.background import BackgroundTasks
+from botgateway.backoff import Backoff
 from botgateway.config import McpServerConfig
 from botgateway.tooling import Tool
 from tools.mcp.connection import RECONNECT_BACKOFF, McpConnection

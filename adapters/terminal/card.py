@@ -1,0 +1,96 @@
+"""A card as ``rich`` draws it: status lines, muted thought, Markdown answer, footer."""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.segment import Segment
+from rich.spinner import Spinner
+from rich.text import Text
+
+from botgateway.cards.render import CURSOR, close_open_fence, tool_line_text
+from botgateway.snapshot import CardSnapshot, Narration
+from botgateway.strings import t
+
+__all__ = ["Tail", "card_renderable"]
+
+_BORDER = {
+    "queued": "yellow",
+    "working": "cyan",
+    "streaming": "cyan",
+    "done": "green",
+    "failed": "red",
+    "stopped": "yellow",
+}
+_TOOL_STYLE = {"running": "cyan", "done": "green", "failed": "red"}
+
+
+
+def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableType:
+    """The card as a rich renderable: status lines, muted thought, Markdown answer, footer."""
+    locale = snapshot.locale
+    rows: list[RenderableType] = []
+    if snapshot.asker and snapshot.part == 1:
+        rows.append(Text(t(locale, "asker", asker=snapshot.asker), style="bold"))
+    if snapshot.part > 1:
+        rows.append(Text(t(locale, "continuation", part=snapshot.part), style="dim"))
+    if snapshot.status == "queued":
+        note = snapshot.error
+        if not note:
+            position = snapshot.queue_position
+            note = t(locale, "queued_position", position=position) if position else t(locale, "queued")
+        rows.append(Text(note, style="yellow"))
+    else:
+        for block in snapshot.blocks:
+            if isinstance(block, Narration):
+                if block.text.strip():
+                    rows.append(Markdown(close_open_fence(block.text.strip())))
+            else:
+                rows.append(Text(tool_line_text(block, locale), style=_TOOL_STYLE.get(block.status, "")))
+        if snapshot.thought:
+            rows.append(Text("💭 " + " ".join(snapshot.thought.split()), style="dim italic"))
+        answer = snapshot.answer
+        if snapshot.status == "streaming":
+            answer = close_open_fence(answer)
+            answer += ("\n" if answer.endswith("```") else "") + CURSOR
+        if answer.strip():
+            rows.append(Markdown(answer))
+        elif snapshot.status == "working" and not snapshot.thought:
+            label = t(locale, "working") if snapshot.blocks else t(locale, "thinking")
+            rows.append(Spinner("dots", text=Text(label, style="cyan")))
+        if snapshot.continued:
+            rows.append(Text(t(locale, "continued"), style="dim"))
+        if snapshot.final and snapshot.error:
+            rows.append(Text(snapshot.error, style="red" if snapshot.status == "failed" else "yellow"))
+        elif snapshot.status == "stopped":
+            rows.append(Text(t(locale, "stopped"), style="yellow"))
+    if snapshot.footer:
+        rows.append(Text(snapshot.footer, style="dim"))
+    return Panel(
+        Group(*rows),
+        title=title or None,
+        title_align="left",
+        border_style=_BORDER.get(snapshot.status, "white"),
+        expand=True,
+    )
+
+
+class Tail:
+    """Shows only the last lines of a renderable that would not fit the screen.
+
+    While a long answer streams, the newest text is what matters; the full card
+    is printed once it is final.
+    """
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.renderable, options.update(height=None), pad=False)
+        room = max(5, (options.max_height or console.height) - 1)
+        if len(lines) > room:
+            lines = lines[-room:]
+        for line in lines:
+            yield from line
+            yield Segment.line()
