@@ -36,7 +36,11 @@ async def send_note(
     async def send() -> None:
         await sink.fallback(target, snapshot)
 
-    outcome = await caller.call("fallback", send, deadline=time.monotonic() + deadline_s, priority=False)
+    try:
+        outcome = await caller.call("fallback", send, deadline=time.monotonic() + deadline_s, priority=False)
+    except Exception as exc:  # a sink that cannot even name its budget: the note is lost, the gateway is not
+        log.warning("gateway.note_failed", platform=target.platform, error=type(exc).__name__)
+        return False
     if outcome is not CallOutcome.OK:
         log.warning("gateway.note_failed", platform=target.platform, error=outcome.value)
     return outcome is CallOutcome.OK

@@ -140,7 +140,8 @@ class Recovery:
             log.warning("gateway.forget_instance_failed", error=type(exc).__name__)
 
     async def stop_watching(self) -> None:
-        """Stop the periodic recovery (shutdown begins); heartbeats go on until :meth:`aclose`."""
+        """Stop the periodic recovery (shutdown begins); heartbeats go on until :meth:`aclose`, none restarts."""
+        self._closed = True
         await _cancel_task(self._watcher)
 
     async def _beat(self) -> None:

@@ -681,3 +681,24 @@ async def test_metrics_are_reported(locale: str) -> None:
     assert metrics.first_token_to_visible_s is not None
     assert metrics.final_delivery_s is not None and metrics.parts == 1 and metrics.delivered
     assert metrics.to_dict()["total_calls"] == metrics.total_calls == len(api.calls)
+
+
+async def test_a_live_update_refused_as_too_long_aims_below_what_was_sent_not_what_streamed_in_meanwhile() -> None:
+    # The platform refuses bodies over 400 characters; the sink claims 2,000.
+    async with FakeCardAPI(max_text=400) as api, HttpCardSink(api.base_url, rate=FAST, max_chars=2000) as sink:
+        card = streamer(sink, policy=BufferPolicy.every_chunk())
+        await card.start()
+        gate = api.hold("update")
+        await card.feed(RoundStarted(round=1, max_rounds=8))
+        await card.feed(AnswerDelta(text=LONG_ANSWER[:600]))
+        await asyncio.wait_for(gate.arrived.wait(), 5)
+        # While the 600-character update is in flight, the rest of the answer streams in.
+        await card.feed(AnswerDelta(text=LONG_ANSWER[600:]))
+        gate.release()
+        await api.wait_for(lambda a: any(c.status == 413 for c in a.calls))
+        # The card rolls over into part 2 while the turn still streams.
+        await api.wait_for(lambda a: len([c for c in a.calls_of("create") if c.ok]) >= 2)
+        await card.feed(TurnDone(result=TurnResult(answer=LONG_ANSWER)))
+        metrics = await card.finish()
+    assert metrics.delivered
+    assert api.delivered_answer("t1") == LONG_ANSWER  # every character reached the user, in order

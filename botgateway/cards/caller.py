@@ -39,6 +39,12 @@ _T = TypeVar("_T")
 LIVE_BACKOFF = Backoff(base_s=0.25, max_s=5.0)
 """Retry pacing of a card's calls after a transient error or an unexplained throttle."""
 
+PACER_BACKOFF = Backoff(base_s=1.0, max_s=1.0, jitter=(1.0, 1.0))
+"""A sink's own throttled call without a Retry-After pauses its bucket this long."""
+
+PACER_MAX_SLEEP_S = 5.0
+"""Without a budget to pause, a sink's throttled call waits at most this long before its next try."""
+
 _NO_DEADLINE_S = 3600.0
 """How long a wait without a deadline may sleep at most between tries."""
 
@@ -127,7 +133,10 @@ class CardCaller:
             self.metrics.count_call(op)
             if attempt:
                 self.metrics.retries += 1
-            outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry)
+            last = attempts is not None and attempt + 1 >= attempts
+            outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry and not last)
+            if last and outcome in (CallOutcome.THROTTLED, CallOutcome.RETRY):
+                return CallOutcome.TIMEOUT  # the tries ran out
             if outcome is not None:
                 return outcome
             attempt += 1
@@ -229,7 +238,7 @@ class BudgetPacer:
     ``backoff``) before the next try; other errors are raised at once.
     """
 
-    def __init__(self, budget: RateBudget | None, *, backoff: Backoff = Backoff(base_s=1.0, max_s=10.0, jitter=(1.0, 1.0))) -> None:
+    def __init__(self, budget: RateBudget | None, *, backoff: Backoff = PACER_BACKOFF) -> None:
         self._budget = budget
         self._backoff = backoff
 
@@ -257,7 +266,7 @@ class BudgetPacer:
                 if attempt + 1 >= attempts:
                     raise
                 if self._budget is None:
-                    await asyncio.sleep(pause)
+                    await asyncio.sleep(min(pause, PACER_MAX_SLEEP_S))
         raise AssertionError("unreachable")
 
 

@@ -81,7 +81,7 @@ class FinalDelivery:
                     if self._cursor.shrink(cut):
                         continue
                     # Even a minimal part is refused (huge tool lines?): send it as plain messages.
-                    outcome = await self._fall_back(snapshot, close=not self._card.vanished)
+                    outcome = await self.fall_back(snapshot)
                 delivered = delivered and outcome != "lost"
                 if last:
                     break
@@ -137,9 +137,10 @@ class FinalDelivery:
             self._late.close_later(handle, snapshot, delivered=sent)
         return "fallback" if sent else "lost"
 
-    async def _fall_back(self, snapshot: CardSnapshot, *, close: bool) -> PartOutcome:
+    async def fall_back(self, snapshot: CardSnapshot) -> PartOutcome:
+        """The card refuses even a minimal part: send ``snapshot`` as message(s) and close the card later."""
         sent = await self.fallback(snapshot)
-        if close and self._card.handle is not None:
+        if not self._card.vanished and self._card.handle is not None:
             self._late.close_later(self._card.handle, snapshot, delivered=sent)
         return "fallback" if sent else "lost"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
@@ -58,6 +59,7 @@ class LateCloser:
         final_deadline_s: float,
         background: BackgroundTasks | None,
         owner: str,
+        on_visible: Callable[[CardSnapshot], None],
     ) -> None:
         self._sink = sink
         self._target = target
@@ -69,6 +71,7 @@ class LateCloser:
         self._final_deadline_s = final_deadline_s
         self._background = background
         self._owner = owner
+        self._on_visible = on_visible
         self._tasks: list[asyncio.Task[bool]] = []
 
     def close_later(self, handle: CardHandle, snapshot: CardSnapshot, *, delivered: bool) -> None:
@@ -123,6 +126,8 @@ class LateCloser:
             # Each attempt gets a full final deadline (budget wait and call), even the last one.
             deadline = time.monotonic() + max(self._final_deadline_s, 1.0)
             outcome = await self._caller.call("finalize", finalize, deadline=deadline, retry=False)
+            if outcome is CallOutcome.OK:
+                self._on_visible(snapshot)
             if outcome in (CallOutcome.OK, CallOutcome.GONE):
                 # GONE: deleted, or already final (an earlier finalize that timed out here did land).
                 await self._records.forget(handle)

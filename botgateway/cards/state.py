@@ -248,8 +248,11 @@ class CardState:
         if self.final:
             return 0
         self._begin()
-        fold = self._folds.get(type(event))
-        return fold(event) if fold is not None else 0
+        for kind in type(event).__mro__:
+            fold = self._folds.get(kind)
+            if fold is not None:
+                return fold(event)
+        return 0
 
     def _round_started(self, event: RoundStarted) -> int:
         self._close_round()

@@ -128,6 +128,7 @@ class CardStreamer:
             sink, target, self._caller, records,
             late_close_s=timing.late_close_s, backoff=timing.late_backoff,
             final_deadline_s=timing.final_deadline_s, background=background, owner=owner,
+            on_visible=self._note_visible,
         )
         self._delivery = FinalDelivery(
             sink, target, card=self._card, cursor=self._cursor, caller=self._caller, records=records,
@@ -280,8 +281,9 @@ class CardStreamer:
         self._live_attempts += 1
         # A first text that waits for the budget goes first; a later update that waits just carries newer text.
         priority = self.metrics.first_token_to_visible_s is None
-        outcome = await self._card.update(self._cursor.view(), priority=priority, interrupt=self._finishing)
-        await self._after_live(outcome)
+        snapshot = self._cursor.view()
+        outcome = await self._card.update(snapshot, priority=priority, interrupt=self._finishing)
+        await self._after_live(outcome, sent=snapshot)
 
     async def _create_part(self) -> None:
         """The card of this part does not exist yet (creation was refused or timed out): try again."""
@@ -294,7 +296,7 @@ class CardStreamer:
         elif outcome is CallOutcome.TOO_LONG:
             self._card.gone = True
 
-    async def _after_live(self, outcome: CallOutcome) -> None:
+    async def _after_live(self, outcome: CallOutcome, *, sent: CardSnapshot) -> None:
         if outcome is CallOutcome.OK:
             self._live_attempts = 0
         elif outcome in (CallOutcome.INTERRUPTED, CallOutcome.TIMEOUT):
@@ -310,7 +312,8 @@ class CardStreamer:
                     await self._finishing.wait()
             self._wake.set()
         elif outcome is CallOutcome.TOO_LONG:
-            if self._cursor.shrink(len(self._cursor.answer())):
+            # Aim below what was refused, not below what streamed in meanwhile.
+            if self._cursor.shrink(len(sent.answer)):
                 self._pacing.again()
             else:
                 self._card.gone = True
@@ -323,7 +326,11 @@ class CardStreamer:
         """Close the current card at a clean split point and open the next part."""
         cut = split_point(self._cursor.answer(), self._cursor.capacity)
         closing = self._cursor.closing_view(cut)
-        await self._delivery.deliver_part(closing, deadline=time.monotonic() + self.timing.final_deadline_s)
+        outcome = await self._delivery.deliver_part(closing, deadline=time.monotonic() + self.timing.final_deadline_s)
+        if outcome == "too_long":
+            if self._cursor.shrink(cut):
+                return  # the platform refused this much: close the card at a smaller cut on the next flush
+            await self._delivery.fall_back(closing)  # even a minimal part is refused: the message below has it
         self._cursor.advance(cut)
         self._card.next_part()
         if not self._finishing.is_set():
