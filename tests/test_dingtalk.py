@@ -13,6 +13,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -295,6 +296,22 @@ async def test_gateway_pings_are_acked_and_a_disconnect_request_reconnects(make_
     msg_id, _ = await env.ask("重连后的问题")
     await env.finished(msg_id)
     assert "重连后的回答。" in env.cards()[0].content
+
+
+async def test_the_composition_root_builds_the_adapter_on_the_runtimes_gateway(make_env):
+    from botgateway.cli.run import build_adapter
+
+    env = await make_env()
+    runtime = SimpleNamespace(gateway=env.gateway, config=env.config)
+    adapter = build_adapter("dingtalk", env.config.adapters.dingtalk, runtime)  # type: ignore[arg-type]
+    make_env.closers.append(adapter.stop)
+    assert isinstance(adapter, DingTalkAdapter) and adapter.sink.card is not None
+    env.llm_server.enqueue(Script.text("组合根构建的适配器。"))
+    data = bot_message("谁构建了我？", webhook=env.fake.session_webhook(GROUP), conversation_id=GROUP)
+    submission = await adapter.handle(data)  # submitted to the runtime's gateway, no start() needed
+    assert submission is not None and submission.done is not None
+    assert (await asyncio.wait_for(submission.done, 15)).outcome == "done"
+    assert "组合根构建的适配器。" in env.cards()[0].content
 
 
 async def test_refused_credentials_fail_the_start_with_a_plain_reason(make_env):

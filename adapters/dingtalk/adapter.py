@@ -12,20 +12,20 @@ by staff id.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import structlog
 
 from adapters.dingtalk.callback import CallbackServer
-from adapters.dingtalk.card_sink import DingTalkCardSink
-from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
+from adapters.dingtalk.message import MEDIA_HINT, BotMessage, parse_bot_message
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.background import BackgroundTasks
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import DingTalkConfig
 from botgateway.messages import InboundMessage, Submission, conversation_key
@@ -38,43 +38,15 @@ if TYPE_CHECKING:
     from adapters.dingtalk.stream import StreamConnection
     from botgateway.gateway import Gateway
 
+__all__ = ["HANDOFF_TIMEOUT_S", "KEPT_SUBMISSIONS", "DingTalkAdapter"]
+
 log = structlog.get_logger(__name__)
 
-MEDIA_TYPES = {"picture", "file", "video", "audio"}
-MEDIA_HINT = "(The user also attached an image or file, which you cannot see.)"
-"""Added to a question that came with media, so the model does not pretend to have seen it."""
+HANDOFF_TIMEOUT_S = 10.0
+"""How long :meth:`DingTalkAdapter.stop` waits for received messages to reach the gateway before cancelling them."""
 
-
-@dataclass(frozen=True)
-class ParsedText:
-    """The text of a bot message and whether media was dropped."""
-
-    text: str
-    """The question, trimmed; empty when the message carried none."""
-    had_media: bool
-    """The message carried an image, file or video that was ignored."""
-
-
-def message_text(data: dict[str, Any]) -> ParsedText:
-    """The question in a bot-message payload: text, rich text (text parts joined) or audio recognition."""
-    msgtype = data.get("msgtype", "text")
-    content = data.get("content") if isinstance(data.get("content"), dict) else {}
-    if msgtype == "text":
-        text = (data.get("text") or {}).get("content", "")
-        return ParsedText(str(text).strip(), False)
-    if msgtype == "richText":
-        pieces, media = [], False
-        for item in content.get("richText") or []:
-            if not isinstance(item, dict):
-                continue
-            if "text" in item:
-                pieces.append(str(item["text"]))
-            elif item.get("downloadCode") or item.get("pictureDownloadCode") or item.get("type") in MEDIA_TYPES:
-                media = True
-        return ParsedText("\n".join(p.strip() for p in pieces if p.strip()), media)
-    if msgtype == "audio" and content.get("recognition"):
-        return ParsedText(str(content["recognition"]).strip(), False)
-    return ParsedText("", True)
+KEPT_SUBMISSIONS = 200
+"""Recent (msgId, submission) pairs kept for diagnostics and tests."""
 
 
 class DingTalkAdapter:
@@ -110,29 +82,16 @@ class DingTalkAdapter:
             clock=monotonic,
         )
         """Decides when new turns degrade to markdown replies."""
-        sender = MarkdownSender(self.api, robot_code=self.robot_code, clock=clock)
-        markdown = DingTalkMarkdownSink(sender, robot_code=self.robot_code, max_chars=config.max_card_chars)
-        card = None
-        if config.card_template_id:
-            card = DingTalkCardSink(
-                self.api,
-                template_id=config.card_template_id,
-                robot_code=self.robot_code,
-                content_key=config.card_content_key,
-                qps=config.qps,
-                max_chars=config.max_card_chars,
-                sender=sender,
-                monitor=self.monitor,
-            )
-        self.sink = DingTalkSink(markdown, card)
+        self.sink = DingTalkSink.from_config(
+            config, self.api, robot_code=self.robot_code, monitor=self.monitor, clock=clock
+        )
         """The adapter's card sink (AI card or markdown reply per turn)."""
         self.policy = BufferPolicy.from_config(config.policy)
         """Update pacing of this adapter's cards."""
-        self.submissions: list[tuple[str, Submission]] = []
-        """Recent (msgId, submission) pairs, oldest first (bounded; for diagnostics and tests)."""
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.submissions: collections.deque[tuple[str, Submission]] = collections.deque(maxlen=KEPT_SUBMISSIONS)
+        """Recent (msgId, submission) pairs, oldest first (for diagnostics and tests)."""
+        self._handoffs = BackgroundTasks()
         self._stream: StreamConnection | None = None
-        self._stream_task: asyncio.Task[None] | None = None
         self._callback: CallbackServer | None = None
         self._api_closer: asyncio.Future[None] | None = None
 
@@ -163,40 +122,44 @@ class DingTalkAdapter:
         if problems:
             raise ValueError("adapters.dingtalk: " + "; ".join(problems))
         if self.config.mode == "http":
-            self._callback = CallbackServer(
-                secret=self.config.client_secret.get_secret_value(),
-                on_message=self._on_callback,
-                host=self.config.http_host,
-                port=self.config.http_port,
-                path=self.config.http_path,
-                clock=self._clock,
-            )
-            await self._callback.start()
+            await self._start_callback()
         else:
-            from dingtalk_stream import (
-                Credential,  # the SDK is only needed in Stream mode
-            )
-
-            from adapters.dingtalk.stream import StreamConnection
-
-            self._stream = StreamConnection(
-                Credential(self.config.client_id, self.config.client_secret.get_secret_value()),
-                self.receive,
-                api_base_url=self.config.api_base_url,
-                session=self.api.session(),
-            )
-            # A refused app id/secret fails the start with a plain reason; a network
-            # problem does not (the connection keeps retrying in the background).
-            first: dict[str, Any] | None = None
-            try:
-                first = await self._stream.open_connection_async()
-            except PermissionError as exc:
-                await self.api.aclose()
-                raise ValueError(str(exc)) from None
-            except ConnectionError as exc:
-                log.warning("dingtalk.stream_unreachable", detail=str(exc))
-            self._stream_task = asyncio.create_task(self._stream.run(first), name="dingtalk-stream")
+            await self._start_stream()
         log.info("dingtalk.started", mode=self.config.mode, cards=self.sink.card is not None)
+
+    async def _start_callback(self) -> None:
+        self._callback = CallbackServer(
+            secret=self.config.client_secret.get_secret_value(),
+            on_message=self._on_callback,
+            host=self.config.http_host,
+            port=self.config.http_port,
+            path=self.config.http_path,
+            clock=self._clock,
+        )
+        await self._callback.start()
+
+    async def _start_stream(self) -> None:
+        from dingtalk_stream import Credential  # the SDK is only needed in Stream mode
+
+        from adapters.dingtalk.stream import StreamConnection
+
+        self._stream = StreamConnection(
+            Credential(self.config.client_id, self.config.client_secret.get_secret_value()),
+            self.receive,
+            api_base_url=self.config.api_base_url,
+            session=self.api.session(),
+        )
+        # A refused app id/secret fails the start with a plain reason; a network
+        # problem does not (the connection keeps retrying in the background).
+        first: dict[str, Any] | None = None
+        try:
+            first = await self._stream.open_connection_async()
+        except PermissionError as exc:
+            await self.api.aclose()
+            raise ValueError(str(exc)) from None
+        except ConnectionError as exc:
+            log.warning("dingtalk.stream_unreachable", detail=str(exc))
+        self._stream.run_in_background(first)
 
     def _config_problems(self) -> list[str]:
         problems = []
@@ -210,17 +173,11 @@ class DingTalkAdapter:
         """Stop receiving; turns already submitted are the gateway's to finish."""
         if self._stream is not None:
             await self._stream.stop()
-        if self._stream_task is not None:
-            self._stream_task.cancel()
-            await asyncio.gather(self._stream_task, return_exceptions=True)
         if self._callback is not None:
             await self._callback.stop()
-        if self._tasks:
-            # Handing a message to the gateway is quick; one stuck longer (a hung store) must not outlive the adapter.
-            _, stuck = await asyncio.wait(list(self._tasks), timeout=10)
-            for task in stuck:
-                task.cancel()
-            await asyncio.gather(*stuck, return_exceptions=True)
+        # Handing a message to the gateway is quick; one stuck longer (a hung store) must not outlive the adapter.
+        await self._handoffs.wait(timeout=HANDOFF_TIMEOUT_S)
+        await self._handoffs.aclose()
         # Cards of running turns are finished by the gateway after we stop receiving;
         # they still need the OpenAPI session, so it closes once they are done.
         pending = [s.done for _, s in self.submissions if s.done is not None and not s.done.done()]
@@ -228,6 +185,7 @@ class DingTalkAdapter:
             await self.api.aclose()
             return
         if self._api_closer is None:
+            # Outlives stop() on purpose: the gateway finishes these cards later, and nothing owns us then.
             self._api_closer = asyncio.ensure_future(self._close_api_after(pending))
 
     async def _close_api_after(self, pending: list[asyncio.Future[Any]]) -> None:
@@ -237,10 +195,8 @@ class DingTalkAdapter:
     # --- receiving ---------------------------------------------------------------------
 
     def receive(self, data: dict[str, Any]) -> None:
-        """Handle a bot-message payload in the adapter's own task (returns at once)."""
-        task = asyncio.create_task(self._handle_safely(data))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Handle a bot-message payload in a task the adapter owns (returns at once)."""
+        self._handoffs.spawn(self._handle_safely(data), name="dingtalk-message")
 
     async def _on_callback(self, data: dict[str, Any]) -> None:
         self.receive(data)
@@ -255,83 +211,86 @@ class DingTalkAdapter:
         """Parse one bot-message payload and submit it; None when it is not a question."""
         if self._gateway is None:
             raise RuntimeError("the adapter is not started")
-        conversation = str(data.get("conversationId") or "")
-        is_group = str(data.get("conversationType")) == "2"
-        if not conversation:
-            log.warning("dingtalk.message_without_conversation", msg_id=data.get("msgId"))
+        message = parse_bot_message(data)
+        if not message.conversation:
+            log.warning("dingtalk.message_without_conversation", msg_id=message.msg_id)
             return None
-        if is_group and data.get("isInAtList") is False:
+        if message.is_group and not message.addressed:
             return None  # group chatter that does not address the bot
-        staff_id = str(data.get("senderStaffId") or "")
-        # External users (and some org setups) come without a staff id; senderId still tells askers apart.
-        user_id = staff_id or str(data.get("senderId") or "")
-        user_name = str(data.get("senderNick") or "")
-        parsed = message_text(data)
-        webhook = str(data.get("sessionWebhook") or "")
-        if webhook and not webhook.startswith(self.config.oapi_base_url.rstrip("/") + "/"):
-            # Never post answers to a host that is not DingTalk's (a forged payload could try).
-            log.warning("dingtalk.webhook_ignored", reason="not under oapi_base_url")
-            webhook = ""
-        mode = "card" if self.sink.card is not None and not self.monitor.degraded else "markdown"
-        if mode == "card" and not is_group and not staff_id:
+        target = self._target(message)
+        if not message.text.text:
+            if await self._gateway.first_delivery(self.name, message.msg_id):
+                key = "images_ignored" if message.text.had_media else "empty_question"
+                await self._note(target, t(self.config.locale, key))
+            return None
+        inbound = self._inbound_message(message, target)
+        submission = await self._gateway.submit(inbound, self.sink, self.policy)
+        self.submissions.append((inbound.message_id or f"anon-{id(inbound):x}", submission))
+        log.info(
+            "dingtalk.submitted", status=submission.status, turn_id=submission.turn_id,
+            mode=target.extra["mode"], group=message.is_group,
+        )
+        return submission
+
+    def _mode(self, message: BotMessage) -> str:
+        """``card`` or ``markdown`` for this turn."""
+        if self.sink.card is None or self.monitor.degraded:
+            return "markdown"
+        if not message.is_group and not message.staff_id:
             # A 1:1 card goes to dtv1.card//IM_ROBOT.{staffId}, which a senderId cannot fill;
             # this turn replies in markdown through the session webhook instead.
-            mode = "markdown"
-            log.info("dingtalk.card_needs_staff_id", msg_id=data.get("msgId"), conversation=conversation,
+            log.info("dingtalk.card_needs_staff_id", msg_id=message.msg_id, conversation=message.conversation,
                      note="1:1 sender has no senderStaffId; answering with a markdown reply")
-        target = CardTarget(
+            return "markdown"
+        return "card"
+
+    def _webhook(self, message: BotMessage) -> str:
+        """The session webhook, if it is DingTalk's: a forged payload must not make us post answers elsewhere."""
+        if message.webhook and not message.webhook.startswith(self.config.oapi_base_url.rstrip("/") + "/"):
+            log.warning("dingtalk.webhook_ignored", reason="not under oapi_base_url")
+            return ""
+        return message.webhook
+
+    def _target(self, message: BotMessage) -> CardTarget:
+        return CardTarget(
             platform=self.name,
-            chat_id=conversation,
-            user_id=user_id,
-            user_name=user_name,
-            is_group=is_group,
+            chat_id=message.conversation,
+            user_id=message.user_id,
+            user_name=message.user_name,
+            is_group=message.is_group,
             locale=self.config.locale,
-            workspace_id=str(data.get("robotCode") or self.robot_code),
+            workspace_id=message.robot_code or self.robot_code,
             extra={
-                "mode": mode,
-                "session_webhook": webhook,
-                "session_webhook_expires_ms": int(data.get("sessionWebhookExpiredTime") or 0),
-                "msg_id": str(data.get("msgId") or ""),
+                "mode": self._mode(message),
+                "session_webhook": self._webhook(message),
+                "session_webhook_expires_ms": message.webhook_expires_ms,
+                "msg_id": message.msg_id,
             },
         )
-        if not parsed.text:
-            if await self._gateway.first_delivery(self.name, str(data.get("msgId") or "")):
-                await self._note(target, t(self.config.locale, "images_ignored" if parsed.had_media else "empty_question"))
-            return None
-        text = parsed.text
-        if parsed.had_media:
+
+    def _inbound_message(self, message: BotMessage, target: CardTarget) -> InboundMessage:
+        text = message.text.text
+        if message.text.had_media:
             # Tell the model, so it does not pretend to have seen the picture.
             text += "\n\n" + MEDIA_HINT
         key = conversation_key(
             self.name,
             self.config.session_scope,
-            workspace=str(data.get("chatbotCorpId") or ""),
-            chat=conversation,
-            user=user_id,
+            workspace=message.corp_id,
+            chat=message.conversation,
+            user=message.user_id,
         )
-        msg = InboundMessage(
+        ctx = ToolContext(
+            user_id=message.user_id,
+            user_name=message.user_name,
             platform=self.name,
-            message_id=str(data.get("msgId") or ""),
             conversation_id=key,
-            text=text,
-            target=target,
-            ctx=ToolContext(
-                user_id=user_id,
-                user_name=user_name,
-                platform=self.name,
-                conversation_id=key,
-                chat_id=conversation,
-                is_group=is_group,
-            ),
+            chat_id=message.conversation,
+            is_group=message.is_group,
         )
-        submission = await self._gateway.submit(msg, self.sink, self.policy)
-        self._remember(msg.message_id or f"anon-{id(msg):x}", submission)
-        log.info("dingtalk.submitted", status=submission.status, turn_id=submission.turn_id, mode=mode, group=is_group)
-        return submission
-
-    def _remember(self, msg_id: str, submission: Submission) -> None:
-        self.submissions.append((msg_id, submission))
-        del self.submissions[:-200]
+        return InboundMessage(
+            platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx
+        )
 
     def submission(self, msg_id: str) -> Submission | None:
         """The first submission of DingTalk message ``msg_id`` (redeliveries come after it)."""
@@ -339,8 +298,8 @@ class DingTalkAdapter:
 
     async def drain(self) -> None:
         """Wait until every message received so far has been handed to the gateway."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        while len(self._handoffs):
+            await self._handoffs.wait()
 
     async def _note(self, target: CardTarget, text: str) -> None:
         """Answer a message that is not a question with a short markdown note."""

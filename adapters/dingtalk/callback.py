@@ -20,6 +20,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+__all__ = ["MAX_SKEW_S", "CallbackServer", "MessageHandler", "SignatureError", "sign", "verify_signature"]
+
 log = structlog.get_logger(__name__)
 
 MAX_SKEW_S = 3600.0

@@ -21,6 +21,8 @@ from botgateway.budget import RateLimit
 from botgateway.sink import CardHandle, CardOp, CardTarget, PermanentError, RateLimited
 from botgateway.snapshot import CardSnapshot
 
+__all__ = ["PACING", "DingTalkCardSink", "open_space_id", "undelivered"]
+
 log = structlog.get_logger(__name__)
 
 PACING = 0.9
@@ -45,7 +47,7 @@ def open_space_id(target: CardTarget) -> str:
 
 
 class DingTalkCardSink:
-    """A :class:`~adapters.base.CardSink` streaming into an AI card built from ``template_id``."""
+    """A :class:`~botgateway.sink.CardSink` streaming into an AI card built from ``template_id``."""
 
     platform = "dingtalk"
 

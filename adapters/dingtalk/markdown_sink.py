@@ -14,18 +14,14 @@ from collections.abc import Callable
 
 import structlog
 
+from adapters.dingtalk.errors import batch_send_error
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_reply
 from botgateway.budget import RateLimit
-from botgateway.sink import (
-    CardGone,
-    CardHandle,
-    CardOp,
-    CardTarget,
-    PermanentError,
-    RateLimited,
-)
+from botgateway.sink import CardGone, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
+
+__all__ = ["NO_CALL", "SEND_RATE", "WEBHOOK_MARGIN_MS", "DingTalkMarkdownSink", "MarkdownSender"]
 
 log = structlog.get_logger(__name__)
 
@@ -79,18 +75,14 @@ class MarkdownSender:
         else:
             answer = await self._api.send_user_markdown(self._robot_code, [target.user_id], title, text)
             # batchSend answers HTTP 200 even when it sent nothing: the lists say who was skipped.
-            if isinstance(answer, dict) and target.user_id in (answer.get("flowControlledStaffIdList") or []):
-                raise RateLimited(None, "DingTalk robot 1:1 message: the user is flow-controlled, try again shortly")
-            if isinstance(answer, dict) and target.user_id in (answer.get("invalidStaffIdList") or []):
-                raise PermanentError(
-                    "DingTalk robot 1:1 message: the user is not a valid recipient for this robot "
-                    "(outside the app's visible range?)"
-                )
+            error = batch_send_error(answer, target.user_id)
+            if error is not None:
+                raise error
         return "openapi"
 
 
 class DingTalkMarkdownSink:
-    """A :class:`~adapters.base.CardSink` that shows nothing while the turn runs and replies once at the end."""
+    """A :class:`~botgateway.sink.CardSink` that shows nothing while the turn runs and replies once at the end."""
 
     platform = "dingtalk"
 

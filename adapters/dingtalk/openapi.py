@@ -4,7 +4,8 @@ One shared :class:`aiohttp.ClientSession` for every call (the SDK's card
 helpers open a session per call, fetch the token with blocking ``requests`` and
 swallow errors). The access token is cached until shortly before it expires and
 refreshed once when a call answers 401. Failures become the typed sink errors
-of :mod:`adapters.base` so the card streamer can pace, coalesce and fall back.
+of :mod:`botgateway.sink` (classified in :mod:`adapters.dingtalk.errors`) so
+the card streamer can pace, coalesce and fall back.
 """
 
 from __future__ import annotations
@@ -20,39 +21,15 @@ import aiohttp
 import structlog
 from multidict import CIMultiDict
 
-from botgateway.sink import (
-    CardGone,
-    PermanentError,
-    RateLimited,
-    TransientError,
-    parse_retry_after,
-)
+from adapters.dingtalk.errors import answer_error, token_error, transport_error, webhook_error
+from botgateway.sink import PermanentError
+
+__all__ = ["TOKEN_MARGIN_S", "DingTalkOpenAPI"]
 
 log = structlog.get_logger(__name__)
 
-QPS_LIMIT_CODES = ("Forbidden.AccessDenied.QpsLimitForAppkeyAndApi", "QpsLimit", "Throttling")
-"""Error codes (or code fragments) DingTalk uses when it throttles a call."""
-
-CARD_GONE_CODES = ("cardNotExist", "card.notExist", "notFound", "NotExist", "streamingFinished")
-"""Error-code fragments meaning the card can no longer be updated."""
-
-QPS_WINDOW_S = 1.0
-"""DingTalk's QPS limits count calls per second; a throttled call waits this long unless told otherwise."""
-
 TOKEN_MARGIN_S = 300.0
 """Refresh the token this long before DingTalk says it expires."""
-
-
-def _error_code(payload: Any) -> str:
-    if isinstance(payload, Mapping):
-        return str(payload.get("code") or payload.get("errcode") or "")
-    return ""
-
-
-def _error_message(payload: Any) -> str:
-    if isinstance(payload, Mapping):
-        return str(payload.get("message") or payload.get("errmsg") or "")[:200]
-    return ""
 
 
 class DingTalkOpenAPI:
@@ -127,17 +104,11 @@ class DingTalkOpenAPI:
                 payload = await self._json(resp)
                 status = resp.status
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise TransientError(f"DingTalk token request failed: {type(exc).__name__}") from None
-        if status >= 500:
-            raise TransientError(f"DingTalk token endpoint answered HTTP {status}")
-        if status == 429 or any(c in _error_code(payload) for c in QPS_LIMIT_CODES):
-            raise RateLimited(None, "DingTalk throttled the token request")
-        token = payload.get("accessToken") if isinstance(payload, Mapping) else None
-        if status != 200 or not token:
-            raise PermanentError(
-                f"DingTalk refused the app credentials (HTTP {status} {_error_code(payload)}): "
-                "check adapters.dingtalk.client_id and client_secret"
-            )
+            raise transport_error(exc, "token request failed") from None
+        error = token_error(status, payload)
+        if error is not None:
+            raise error
+        token = payload["accessToken"]
         expire_in = float(payload.get("expireIn") or 7200)
         margin = min(TOKEN_MARGIN_S, expire_in / 10)
         self._token_expires_at = self._clock() + expire_in - margin
@@ -160,19 +131,19 @@ class DingTalkOpenAPI:
                 log.info("dingtalk.token_rejected", call=what)
                 self.invalidate_token(token)
                 continue
-            return self._check(status, payload, headers, what)
+            error = answer_error(status, payload, headers, what)
+            if error is not None:
+                raise error
+            return payload
         raise AssertionError("unreachable")  # the second attempt always returns or raises
 
     async def post_json(self, url: str, body: Mapping[str, Any], *, what: str) -> Any:
         """POST to a full URL that needs no access token (a session webhook)."""
         status, payload, headers = await self._request("POST", url, body, None, what)
-        result = self._check(status, payload, headers, what)
-        errcode = result.get("errcode", 0) if isinstance(result, Mapping) else 0
-        if errcode not in (0, "0", None):
-            if errcode in (130101, 660026, 90018):  # "send too fast" family
-                raise RateLimited(None, f"DingTalk {what}: sending too fast")
-            raise CardGone(f"DingTalk {what} failed: errcode {errcode} {_error_message(result)}")
-        return result
+        error = answer_error(status, payload, headers, what) or webhook_error(payload, what)
+        if error is not None:
+            raise error
+        return payload
 
     async def _request(
         self, method: str, url: str, body: Mapping[str, Any], token: str | None, what: str
@@ -187,7 +158,7 @@ class DingTalkOpenAPI:
                 # case-insensitive: a proxy or HTTP/2 hop may lower-case "Retry-After"
                 return resp.status, await self._json(resp), CIMultiDict(resp.headers)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            raise TransientError(f"DingTalk {what}: {type(exc).__name__}") from None
+            raise transport_error(exc, what) from None
 
     @staticmethod
     async def _json(resp: aiohttp.ClientResponse) -> Any:
@@ -196,34 +167,6 @@ class DingTalkOpenAPI:
             return json.loads(text) if text else {}
         except json.JSONDecodeError:
             return {"message": text[:200]}
-
-    @staticmethod
-    def _check(status: int, payload: Any, headers: Mapping[str, str], what: str) -> Any:
-        code = _error_code(payload)
-        if status == 429 or (status == 403 and any(c in code for c in QPS_LIMIT_CODES)):
-            # DingTalk counts calls per second: without a Retry-After, one second
-            # is the wait that reaches a fresh window (shorter ones get throttled again).
-            retry_after = parse_retry_after(headers.get("Retry-After"))
-            if retry_after is None:
-                retry_after = QPS_WINDOW_S
-            raise RateLimited(retry_after, f"DingTalk throttled {what} ({code or status})")
-        if status >= 500:
-            raise TransientError(f"DingTalk {what}: HTTP {status} {code}".rstrip())
-        if status == 401:
-            raise PermanentError(
-                f"DingTalk {what}: a fresh access token was rejected too ({code}); "
-                "check that the app is published and client_id/client_secret belong to it"
-            )
-        if status == 404 or (status == 400 and any(c in code for c in CARD_GONE_CODES)):
-            raise CardGone(f"DingTalk {what}: {code or status} {_error_message(payload)}".rstrip())
-        if status == 403:
-            raise PermanentError(
-                f"DingTalk {what} was denied ({code}): grant the app the permission this call needs "
-                "(Card.Streaming.Write, Card.Instance.Write, qyapi_robot_sendmsg)"
-            )
-        if status >= 400:
-            raise PermanentError(f"DingTalk {what} failed: HTTP {status} {code} {_error_message(payload)}".rstrip())
-        return payload
 
     # --- the calls the adapter makes -----------------------------------------------------
 

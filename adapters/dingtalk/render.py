@@ -1,4 +1,4 @@
-"""DingTalk markdown for a :class:`~botgateway.card.CardSnapshot`.
+"""DingTalk markdown for a :class:`~botgateway.snapshot.CardSnapshot`.
 
 Two renderings: the AI card's markdown variable (:func:`render_card`, redrawn
 on every streaming update) and the one-shot robot markdown message
@@ -6,7 +6,7 @@ on every streaming update) and the one-shot robot markdown message
 the fallback. DingTalk's robot markdown is a small dialect (no colours, single
 newlines collapse), so blocks are separated by blank lines. The answer text is
 passed through exactly as the model wrote it. Shared strings and the tool line
-come from :mod:`botgateway.render`; only DingTalk's own notes live here.
+come from :mod:`botgateway.cards.render` and :mod:`botgateway.strings`.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from botgateway.cards import render as core
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
 
+__all__ = ["MAX_SUMMARY_LINES", "MAX_TOOL_LINES", "MUTED", "render_card", "render_reply", "reply_title", "tool_summary"]
+
 MAX_TOOL_LINES = 10
 """Tool lines shown on a card; older ones collapse into one "and N earlier" line."""
 MAX_SUMMARY_LINES = 5
 """Tool lines in the summary above a markdown reply."""
 MUTED = "<font color=common_level3_base_color>{}</font>"
 """Muted text in the AI card's markdown (a colour token of the card platform)."""
+
 
 def _tool_lines(snapshot: CardSnapshot, limit: int) -> list[str]:
     lines = [b for b in snapshot.blocks if isinstance(b, ToolLine)]

@@ -1,4 +1,4 @@
-"""The adapter's one :class:`~adapters.base.CardSink`: routes each card to the AI card or the markdown reply.
+"""The adapter's one :class:`~botgateway.sink.CardSink`: routes each card to the AI card or the markdown reply.
 
 The adapter decides the mode of a turn when the message arrives (a card when
 a template is configured and the app is not degraded) and writes it into
@@ -8,11 +8,19 @@ recorded in the Store is finalized the right way after a restart.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from adapters.dingtalk.card_sink import DingTalkCardSink
-from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink
+from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
+from adapters.dingtalk.openapi import DingTalkOpenAPI
+from adapters.dingtalk.throttle import ThrottleMonitor
 from botgateway.budget import RateLimit
+from botgateway.config import DingTalkConfig
 from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
 from botgateway.snapshot import CardSnapshot
+
+__all__ = ["DingTalkSink"]
 
 
 class DingTalkSink:
@@ -27,6 +35,33 @@ class DingTalkSink:
         """AI card sink, or None without a template."""
         self.max_chars = min(markdown.max_chars, card.max_chars) if card else markdown.max_chars
         """Answer text per card or message."""
+
+    @classmethod
+    def from_config(
+        cls,
+        config: DingTalkConfig,
+        api: DingTalkOpenAPI,
+        *,
+        robot_code: str,
+        monitor: ThrottleMonitor,
+        clock: Callable[[], float] = time.time,
+    ) -> DingTalkSink:
+        """The markdown sink, and the AI card sink when ``config`` names a card template."""
+        sender = MarkdownSender(api, robot_code=robot_code, clock=clock)
+        markdown = DingTalkMarkdownSink(sender, robot_code=robot_code, max_chars=config.max_card_chars)
+        card = None
+        if config.card_template_id:
+            card = DingTalkCardSink(
+                api,
+                template_id=config.card_template_id,
+                robot_code=robot_code,
+                content_key=config.card_content_key,
+                qps=config.qps,
+                max_chars=config.max_card_chars,
+                sender=sender,
+                monitor=monitor,
+            )
+        return cls(markdown, card)
 
     def pick(self, target: CardTarget, card_id: str = "") -> CardSink:
         """The sink that serves ``target`` (or the existing card ``card_id``)."""

@@ -8,8 +8,10 @@ replace two things in a small subclass:
   ``requests`` from inside the event loop; we post with the adapter's aiohttp
   session to a configurable URL (tests point it at a fake gateway);
 - the reconnect loop: the SDK sleeps 10 s after every drop and cannot be
-  stopped; ours backs off from 1 s, resets after a good connection and stops
-  cleanly.
+  stopped; ours backs off from 1 s (:data:`RECONNECT_BACKOFF`), resets after a
+  good connection and stops cleanly. The loop and the frame tasks are
+  :class:`~botgateway.background.BackgroundTasks` the connection owns, ended
+  by :meth:`StreamConnection.stop`.
 
 The handler acks every bot message at once and hands it to the adapter, which
 runs the turn in tasks it (and the gateway) own, so a dropped socket never
@@ -38,9 +40,21 @@ from dingtalk_stream import (
 )
 from dingtalk_stream.version import VERSION_STRING
 
+from botgateway.background import BackgroundTasks
+from botgateway.backoff import Backoff
+
+__all__ = ["OPEN_PATH", "RECONNECT_BACKOFF", "BotMessageHandler", "StreamConnection"]
+
 log = structlog.get_logger(__name__)
 
 OPEN_PATH = "/v1.0/gateway/connections/open"
+"""The gateway endpoint that hands out a websocket endpoint and a one-time ticket."""
+
+RECONNECT_BACKOFF = Backoff(base_s=1.0, max_s=30.0, jitter=(1.0, 1.0))
+"""1 s after a drop, doubling up to 30 s; one connection per app, so there is no crowd to spread with jitter."""
+
+_AT_CAP = 64
+"""A failure count whose back-off is the longest (:meth:`Backoff.delay` caps the exponent there)."""
 
 
 class BotMessageHandler(ChatbotHandler):
@@ -72,7 +86,7 @@ class StreamConnection(DingTalkStreamClient):
         *,
         api_base_url: str,
         session: aiohttp.ClientSession,
-        max_backoff_s: float = 30.0,
+        backoff: Backoff = RECONNECT_BACKOFF,
     ) -> None:
         super().__init__(credential, logger=logging.getLogger("adapters.dingtalk.sdk"))
         self.open_url = api_base_url.rstrip("/") + OPEN_PATH
@@ -82,8 +96,8 @@ class StreamConnection(DingTalkStreamClient):
         self.connections = 0
         """Websockets opened so far."""
         self._session = session
-        self._max_backoff_s = max_backoff_s
-        self._frame_tasks: set[asyncio.Task[Any]] = set()
+        self._backoff = backoff
+        self._tasks = BackgroundTasks()
         self._stopping = False
         self.register_callback_handler(ChatbotMessage.TOPIC, BotMessageHandler(receive))
 
@@ -120,10 +134,14 @@ class StreamConnection(DingTalkStreamClient):
             raise ConnectionError(f"the DingTalk stream gateway answered HTTP {status} without an endpoint")
         return connection
 
+    def run_in_background(self, first: dict[str, Any] | None = None) -> None:
+        """:meth:`run` in a task this connection owns; :meth:`stop` ends it."""
+        self._tasks.spawn(self.run(first), name="dingtalk-stream")
+
     async def run(self, first: dict[str, Any] | None = None) -> None:
         """Connect (with ``first``, an endpoint already obtained, if given), route frames, reconnect until :meth:`stop`."""
         self.pre_start()
-        backoff = 1.0
+        failures = 0
         while not self._stopping:
             ticket = ""
             try:
@@ -135,7 +153,7 @@ class StreamConnection(DingTalkStreamClient):
                     self.websocket = websocket
                     self.connections += 1
                     self.connected.set()
-                    backoff = 1.0
+                    failures = 0
                     log.info("dingtalk.stream_connected", connections=self.connections)
                     async for raw in websocket:
                         self._route(raw)
@@ -144,7 +162,7 @@ class StreamConnection(DingTalkStreamClient):
                 raise
             except PermissionError as exc:
                 log.error("dingtalk.stream_refused", reason=str(exc))
-                backoff = self._max_backoff_s
+                failures = _AT_CAP  # a refused app waits the longest until it connects again
             except Exception as exc:
                 # websockets puts the URI (with its one-time ticket) into some messages.
                 detail = str(exc).replace(quote_plus(ticket), "***").replace(ticket, "***") if ticket else str(exc)
@@ -153,8 +171,8 @@ class StreamConnection(DingTalkStreamClient):
                 self.connected.clear()
             if self._stopping:
                 break
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self._max_backoff_s)
+            await asyncio.sleep(self._backoff.delay(failures))
+            failures = min(failures + 1, _AT_CAP)
 
     def _route(self, raw: str | bytes) -> None:
         try:
@@ -163,18 +181,13 @@ class StreamConnection(DingTalkStreamClient):
             log.warning("dingtalk.bad_frame")
             return
         # The SDK routes and acks; handlers only schedule work, so these tasks are short.
-        task = asyncio.create_task(self.background_task(frame))
-        self._frame_tasks.add(task)
-        task.add_done_callback(self._frame_tasks.discard)
+        self._tasks.spawn(self.background_task(frame), name="dingtalk-frame")
 
     async def stop(self) -> None:
-        """Stop reconnecting and close the socket."""
+        """Stop reconnecting, close the socket, and end the loop and the frame tasks."""
         self._stopping = True
         websocket = self.websocket
         if websocket is not None:
             await websocket.close()
-        tasks = list(self._frame_tasks)
-        for task in tasks:
-            task.cancel()
-        # Awaited so no frame task outlives the adapter (they only ack and hand over, so this is quick).
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Awaited so no task outlives the adapter (frame tasks only ack and hand over, so this is quick).
+        await self._tasks.aclose()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import structlog
 
+__all__ = ["ThrottleMonitor"]
+
 log = structlog.get_logger(__name__)
 
 

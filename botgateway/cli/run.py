@@ -61,9 +61,9 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
 
         return SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget))
     if name == "dingtalk":
-        from adapters.dingtalk import create_adapter as dingtalk_adapter
+        from adapters.dingtalk import DingTalkAdapter
 
-        return dingtalk_adapter(adapter_config, runtime)
+        return DingTalkAdapter(adapter_config, gateway=runtime.gateway)
     raise ValueError(f"unknown adapter {name!r}")
 
 
