@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
+
+ROOT = REPO
 LINT = Path(sys.executable).parent / "lint-imports"
 
 
@@ -54,7 +56,7 @@ def test_the_tree_keeps_every_contract() -> None:
         ("botgateway/gateway.py", "from adapters.base import CardSink", "The core owns its contracts"),
         ("botgateway/cards/streamer.py", "import tools.catalog", "The core owns its contracts"),
         ("botgateway/budget.py", "import slack_sdk", "Only the adapters talk to a chat platform's SDK"),
-        ("adapters/terminal.py", "from botgateway.cli.runtime import Runtime", "Adapters import neither"),
+        ("adapters/terminal/chat.py", "from botgateway.cli.runtime import Runtime", "Adapters import neither"),
         ("tools/catalog.py", "import adapters.slack", "Tools import neither"),
         ("botgateway/sink.py", "import botgateway.gateway", "No import cycles inside botgateway"),
     ],
@@ -65,3 +67,42 @@ def test_a_layering_mistake_breaks_a_contract(tree: Path, module: str, line: str
     assert result.returncode != 0
     broken = result.stdout.split("Broken contracts", 1)[-1]
     assert contract in " ".join(broken.split()), result.stdout
+
+
+def layout_entries(readme: str) -> list[Path]:
+    """The paths the README's layout section names, each joined to its parent folder by indentation."""
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    parents: list[tuple[int, Path]] = []
+    named: list[Path] = []
+    for line in block.splitlines():
+        head = line.split("  ", 1)[0] if not line.startswith(" ") else line.strip().split("  ", 1)[0]
+        indent = len(line) - len(line.lstrip(" "))
+        if not head or indent > 12 or "`" in head:
+            continue  # a continuation line or a description
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        base = parents[-1][1] if parents else Path()
+        for name in (n.strip() for n in head.split(",")):
+            if name.endswith("/") or name.endswith(".py"):
+                named.append(base / name)
+        if head.endswith("/"):
+            parents.append((indent, base / head))
+    return named
+
+
+def test_the_readme_layout_names_only_what_exists() -> None:
+    named = layout_entries((ROOT / "README.md").read_text())
+    assert len(named) > 40
+    missing = [str(path) for path in named if not (ROOT / path).exists()]
+    assert missing == []
+
+
+def test_the_readme_layout_names_every_package_of_the_code() -> None:
+    named = {str(path).rstrip("/") for path in layout_entries((ROOT / "README.md").read_text())}
+    packages = {
+        str(init.parent.relative_to(ROOT))
+        for top in ("botgateway", "adapters", "tools")
+        for init in (ROOT / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert packages - named == set()

@@ -4,7 +4,7 @@ Chunks are built from raw JSON the way the ``openai`` SDK builds them from SSE
 data (``construct_type``: lenient, unknown fields kept in ``model_extra``), so
 each quirk reaches the assembler exactly as it would in production. The same
 quirks run end to end through the SDK and the scripted server in
-``test_llm_client.py``.
+``test_llm.py``.
 """
 
 from __future__ import annotations

@@ -163,7 +163,8 @@ class SlackAdapter:
     def _build_app(self) -> AsyncApp:
         http = self.config.mode == "http"
         app = AsyncApp(
-            name="botgateway",
+            # Not "botgateway": bolt sets the level of the logger named after the app, and that one is ours.
+            name="botgateway-slack",
             # bolt gives each request a copy of this client with the token from authorize()
             client=AsyncWebClient(base_url=self.config.api_base_url, timeout=15),
             # the identity learned by auth.test at start: no Web API call before an ack

@@ -13,8 +13,9 @@ import yaml
 
 from botgateway.cli.tools import ArgumentSyntaxError, parse_args
 from tests.fakes.clouds import FakeAliyun, aliyun_instance
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def botgateway(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """Slack answers as they stream: native streams, edit mode, continuation messages and rate budgets.
 
-Same setup as ``test_slack_adapter.py``: real slack-bolt / slack-sdk against the
+Same setup as ``test_adapter.py``: real slack-bolt / slack-sdk against the
 fake Slack, the real gateway, card streamer and tool loop, the scripted model.
 """
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,6 +22,7 @@ from botgateway.snapshot import ToolLine
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolError, ToolOutput, ToolRegistry, tool
 from tests.fakes.gateway import RecordingSink
+from tests.paths import SAMPLE_INVENTORY
 from tools.catalog import build_toolset
 from tools.demo.model import start_demo_model
 from tools.demo.question import analyze_question
@@ -30,7 +30,7 @@ from tools.demo.responder import DemoResponder
 from tools.demo.server import ScriptedLLMServer
 from tools.server import SearchResult, Server
 
-SAMPLE = Path(__file__).resolve().parent.parent / "tools" / "sample_inventory.yaml"
+SAMPLE = SAMPLE_INVENTORY
 
 
 def _host_with_ip(ip: str) -> str:

@@ -15,14 +15,7 @@ from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card, render_reply
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
-from botgateway.sink import (
-    CardGone,
-    CardHandle,
-    CardTarget,
-    PermanentError,
-    RateLimited,
-    TransientError,
-)
+from botgateway.sink import CardGone, CardHandle, CardTarget, PermanentError, RateLimited, TransientError
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from tests.fakes.dingtalk import FakeDingTalk
 

@@ -14,20 +14,15 @@ from pathlib import Path
 import pytest
 import structlog
 
-from botgateway.config import (
-    ConfigError,
-    InventoryConfig,
-    McpServerConfig,
-    ToolsConfig,
-    parse_config,
-)
 from botgateway.backoff import Backoff
+from botgateway.config import ConfigError, InventoryConfig, McpServerConfig, ToolsConfig, parse_config
 from botgateway.logs import secret_values
 from botgateway.tooling import Tool, ToolContext, ToolRegistry
+from tests.paths import FAKES
 from tools.catalog import build_toolset
 from tools.mcp import McpManager, namespaced_name
 
-FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
+FAKE = str(FAKES / "mcp_server.py")
 CTX = ToolContext(user_id="U1", platform="cli")
 
 

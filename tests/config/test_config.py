@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from botgateway.config import ConfigError, load_config, parse_config
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def problems_of(data: object, env: dict[str, str] | None = None) -> list[str]:

@@ -24,18 +24,12 @@ from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import BufferPolicyConfig, PhasePolicy
-from botgateway.events import (
-    AnswerDelta,
-    RoundStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnDone,
-    TurnResult,
-)
+from botgateway.events import AnswerDelta, RoundStarted, ToolCallFinished, ToolCallStarted, TurnDone, TurnResult
 from botgateway.sink import CardGone, CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot, ToolLine
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 ANSI = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][A-Z0-9]|[=>78])")
 
 

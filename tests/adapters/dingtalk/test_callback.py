@@ -13,12 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.dingtalk.callback import (
-    CallbackServer,
-    SignatureError,
-    sign,
-    verify_signature,
-)
+from adapters.dingtalk.callback import CallbackServer, SignatureError, sign, verify_signature
 from tests.fakes.dingtalk import bot_message
 
 SECRET = "callback-app-secret"

@@ -11,21 +11,9 @@ import boto3
 import pytest
 import structlog.testing
 
-from botgateway.config import (
-    CloudAccount,
-    CloudProviderConfig,
-    ConfigError,
-    InventoryConfig,
-    ToolsConfig,
-)
+from botgateway.config import CloudAccount, CloudProviderConfig, ConfigError, InventoryConfig, ToolsConfig
 from botgateway.tooling import ToolContext, ToolRegistry
-from tests.fakes.clouds import (
-    FakeAliyun,
-    FakeTencent,
-    aliyun_instance,
-    start_moto,
-    tencent_instance,
-)
+from tests.fakes.clouds import FakeAliyun, FakeTencent, aliyun_instance, start_moto, tencent_instance
 from tools.catalog import Toolset, build_providers, build_toolset
 from tools.cloud_tools import build_cloud_tools
 from tools.providers.aliyun import AliyunProvider

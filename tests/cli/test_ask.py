@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.paths import REPO
 from tools.demo.script import Pause, Script, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
-REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "tools" / "sample_inventory.yaml"
 
 

@@ -10,12 +10,13 @@ import yaml
 
 from botgateway.config import ConfigError, InventoryConfig, ToolsConfig
 from botgateway.tooling import ToolContext, ToolRegistry
+from tests.paths import SAMPLE_INVENTORY
 from tools.catalog import build_toolset
 from tools.providers.base import ServerQuery
 from tools.providers.inventory import InventoryProvider, resolve_path
 from tools.server import STATUSES, SearchResult
 
-SAMPLE = Path(__file__).resolve().parent.parent / "tools" / "sample_inventory.yaml"
+SAMPLE = SAMPLE_INVENTORY
 CTX = ToolContext(user_id="U1", platform="cli")
 
 

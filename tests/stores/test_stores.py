@@ -17,14 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from botgateway.config import MemoryConfig
-from botgateway.stores import (
-    AuditRecord,
-    OpenCard,
-    Store,
-    StoredTurn,
-    StoreError,
-    open_store,
-)
+from botgateway.stores import AuditRecord, OpenCard, Store, StoredTurn, StoreError, open_store
 from botgateway.stores._codec import decode_card
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
