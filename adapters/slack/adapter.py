@@ -196,8 +196,10 @@ class SlackAdapter:
         self._report(Delivery(str(event.get("type", "")), "ignored", "event not used"))
 
     async def _on_error(self, error: Exception, body: dict[str, Any]) -> None:
+        # the body is whatever failed, so it is read without trusting its shape
+        event = body.get("event") if isinstance(body, dict) else None
         log.error("slack.listener_failed", error=type(error).__name__, detail=str(error)[:300],
-                  event_type=(body.get("event") or {}).get("type"))
+                  event_type=event.get("type") if isinstance(event, dict) else None)
 
     def _report(self, delivery: Delivery) -> None:
         if delivery.outcome in ("ignored", "duplicate"):

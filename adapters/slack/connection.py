@@ -1,18 +1,20 @@
 """Connecting one Slack app: check its bot token, then open Socket Mode or serve the HTTP Events API.
 
 Socket Mode (default) needs the bot token and an app-level token; HTTP mode
-serves the Events API with aiohttp and checks the signing secret. Every
-failure to start is a :class:`SlackStartError` whose message says what to fix.
+serves the Events API with aiohttp and checks each request's signature and
+body (:mod:`adapters.slack.verify`) before bolt sees it. Every failure to
+start is a :class:`SlackStartError` whose message says what to fix.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app
 from slack_bolt.authorization import AuthorizeResult
@@ -20,6 +22,8 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from adapters.slack.errors import classify, slack_error_code
+from adapters.slack.verify import RejectedRequest, check_signature
+from adapters.slack.verify import bolt_request as verified_bolt_request
 
 if TYPE_CHECKING:
     from slack_bolt.app.async_app import AsyncApp
@@ -107,9 +111,17 @@ async def serve_http(app: AsyncApp, config: SlackConfig, *, port: int, team_id: 
         raise SlackStartError("adapters.slack.signing_secret is empty: HTTP mode needs the app's Signing Secret "
                               "(Basic Information → App Credentials), for example ${SLACK_SIGNING_SECRET}")
 
+    secret = config.signing_secret.get_secret_value()
+
     async def events(request: web.Request) -> web.Response:
-        bolt_response = await app.async_dispatch(await to_bolt_request(request))
-        return await to_aiohttp_response(bolt_response)
+        body = await request.read()
+        try:
+            check_signature(body, request.headers, secret=secret, now_s=time.time())
+            bolt_request = verified_bolt_request(body, request.headers, request.query_string)
+        except RejectedRequest as exc:
+            log.warning("slack.http_rejected", status=exc.status, reason=str(exc), remote=request.remote)
+            return web.Response(status=exc.status, text=str(exc))
+        return await to_aiohttp_response(await app.async_dispatch(bolt_request))
 
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "team": team_id})

@@ -372,10 +372,11 @@ class FakeSlack:
     # --- HTTP Events API helper -------------------------------------------------
 
     @staticmethod
-    def sign(body: str, secret: str = SIGNING_SECRET, timestamp: int | None = None) -> dict[str, str]:
-        """Headers Slack sends with an HTTP event: timestamp and ``v0=`` HMAC signature."""
+    def sign(body: str | bytes, secret: str = SIGNING_SECRET, timestamp: int | None = None) -> dict[str, str]:
+        """Headers Slack sends with an HTTP event: timestamp and ``v0=`` HMAC signature (of the raw bytes)."""
         ts = str(int(time.time()) if timestamp is None else timestamp)
-        digest = hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+        raw = body.encode() if isinstance(body, str) else body
+        digest = hmac.new(secret.encode(), f"v0:{ts}:".encode() + raw, hashlib.sha256).hexdigest()
         return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}", "Content-Type": "application/json"}
 
     # --- Web API ---------------------------------------------------------------------

@@ -19,7 +19,8 @@ from pydantic import SecretStr
 from adapters.slack import SlackAdapter, SlackStartError
 from adapters.slack.render import STOP_ACTION_ID
 from botgateway.stores.sqlite import SqliteStore
-from tests.fakes.slack import BOT_TOKEN, FakeSlack
+from tests.adapters.log_lines import captured_log
+from tests.fakes.slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from tests.fakes.slack_env import ANSWER, Env, answer_of, controls, replies, slack_config, slack_env
 from tools.demo.script import Script
 
@@ -354,6 +355,58 @@ async def test_http_mode_accepts_a_valid_signature_and_rejects_an_invalid_one(tm
         outcome = await env.done(delivery)
         assert outcome.answer == "over HTTP"
         assert len(env.llm.requests) == 1  # the rejected requests never reached the model
+
+
+async def test_http_mode_refuses_junk_with_a_4xx_and_one_warning_each_never_a_traceback(tmp_path: Any) -> None:
+    form = "application/x-www-form-urlencoded"
+    signed_junk: list[tuple[str, bytes, str]] = [
+        ("bad JSON", b'{"type": "event_callback", ', "application/json"),
+        ("a JSON list", b'[{"type": "event_callback"}]', "application/json"),
+        ("JSON null", b"null", "application/json"),
+        ("a number", b"42", "application/json"),
+        ("not UTF-8", b'{"type": "\xff\xfe"}', "application/json"),
+        ("bad JSON in payload=", b"payload=%7B%22type%22%3A", form),
+        ("a list in payload=", b"payload=%5B1%2C2%5D", form),
+        ("odd fields", b'{"type": "event_callback", "authorizations": "x", "event": "y"}', "application/json"),
+        ("an event that is a string", b'{"type": "event_callback", "team_id": "T0001", "event": "y"}', "application/json"),
+        ("an event without a type", b'{"type": "event_callback", "team_id": "T0001", "event": {"type": 5}}', "application/json"),
+        ("too deep", b"[" * 100_000 + b"]" * 100_000, "application/json"),
+    ]
+    with captured_log() as log:
+        async for env in slack_env(tmp_path, mode="http", http_port=0):
+            fake = env.fake
+            env.llm.enqueue(Script.text("still fine"))
+            body = json.dumps(fake.event_payload(fake.mention("hi", channel="C1"), event_id="EvJunk1"))
+            unsigned = [
+                {"X-Slack-Request-Timestamp": "yesterday", "X-Slack-Signature": "v0=00"},
+                {"X-Slack-Request-Timestamp": "1e9", "X-Slack-Signature": "v0=00"},
+                {"X-Slack-Request-Timestamp": "", "X-Slack-Signature": ""},
+                {},
+            ]
+            async with aiohttp.ClientSession() as http:
+                for headers in unsigned:
+                    mark = log.mark()
+                    async with http.post(env.adapter.http_url, data=body, headers=headers) as response:
+                        assert response.status == 401, headers
+                        assert "Traceback" not in await response.text()
+                    [warning] = log.problems(mark)
+                    assert warning["level"] == "warning" and "exception" not in warning, warning
+                for what, raw, content_type in signed_junk:
+                    mark = log.mark()
+                    headers = {**fake.sign(raw), "Content-Type": content_type}
+                    async with http.post(env.adapter.http_url, data=raw, headers=headers) as response:
+                        assert response.status == 400, what
+                        text = await response.text()
+                        assert "Traceback" not in text and SIGNING_SECRET not in text
+                    [warning] = log.problems(mark)
+                    assert warning["level"] == "warning" and "exception" not in warning, (what, warning)
+                # a good request still goes through after all that
+                async with http.post(env.adapter.http_url, data=body, headers=fake.sign(body)) as response:
+                    assert response.status == 200
+                assert (await env.done(await env.next_delivery())).answer == "still fine"
+            assert env.deliveries.empty()
+        assert all("Traceback" not in str(line) for line in log.since())
+        assert all(SIGNING_SECRET not in str(line) for line in log.since())
 
 
 async def test_start_reports_bad_tokens_in_plain_words(tmp_path: Any) -> None:
