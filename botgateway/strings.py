@@ -38,6 +38,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "failed_llm_unavailable": "⚠️ The model could not be reached, so there is no answer. {message}",
         "failed_interrupted": "⚠️ The answer was interrupted before it was complete. {message}",
         "failed_internal": "⚠️ Something went wrong on our side. {message}",
+        "failed_timeout": "⚠️ The answer took too long, so it was stopped here. {message}",
         "failed_unfinished": "The answer ended before it was complete.",
         "partial_note": "(partial answer)",
         "continued": "(continued in the next message ↓)",
@@ -69,6 +70,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "reply_title": "Answer",
         "images_ignored": "I can only read text for now, so I ignored the image or file. Please type your question.",
         "empty_question": "I did not find a question in that message. Please type it as text.",
+        "message_unreadable": "I could not read that message. Please send your question again as plain text.",
     },
     "zh-CN": {
         # the card
@@ -91,6 +93,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "failed_llm_unavailable": "⚠️ 无法连接模型，暂时没有回答。{message}",
         "failed_interrupted": "⚠️ 回答在完成前中断了。{message}",
         "failed_internal": "⚠️ 我们这边出了问题。{message}",
+        "failed_timeout": "⚠️ 回答用时过长，已在此停止。{message}",
         "failed_unfinished": "回答未能完成。",
         "partial_note": "（部分回答）",
         "continued": "（接下一条消息 ↓）",
@@ -122,6 +125,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "reply_title": "答复",
         "images_ignored": "我目前只能读文字，已忽略图片或文件。请用文字描述你的问题。",
         "empty_question": "这条消息里没有找到问题，请用文字发送。",
+        "message_unreadable": "我没能读懂这条消息，请用纯文字重新发送你的问题。",
     },
 }
 """Every fixed string shown to users, per locale."""

@@ -220,8 +220,7 @@ class DingTalkAdapter:
         target = self._target(message)
         if not message.text.text:
             if await self._gateway.first_delivery(self.name, message.msg_id):
-                key = "images_ignored" if message.text.had_media else "empty_question"
-                await self._note(target, t(self.config.locale, key))
+                await self._note(target, t(self.config.locale, self._note_key(message)))
             return None
         inbound = self._inbound_message(message, target)
         submission = await self._gateway.submit(inbound, self.sink, self.policy)
@@ -231,6 +230,14 @@ class DingTalkAdapter:
             mode=target.extra["mode"], group=message.is_group,
         )
         return submission
+
+    @staticmethod
+    def _note_key(message: BotMessage) -> str:
+        """What to tell the asker of a message without a question (logged when it could not be read)."""
+        if message.text.unreadable:
+            log.warning("dingtalk.message_unreadable", msg_id=message.msg_id, reason=message.text.unreadable)
+            return "message_unreadable"
+        return "images_ignored" if message.text.had_media else "empty_question"
 
     def _mode(self, message: BotMessage) -> str:
         """``card`` or ``markdown`` for this turn."""

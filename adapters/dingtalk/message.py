@@ -20,34 +20,84 @@ MEDIA_HINT = "(The user also attached an image or file, which you cannot see.)"
 
 @dataclass(frozen=True)
 class ParsedText:
-    """The text of a bot message and whether media was dropped."""
+    """The text of a bot message, whether media was dropped, and whether it could be read at all."""
 
     text: str
     """The question, trimmed; empty when the message carried none."""
     had_media: bool
     """The message carried an image, file or video that was ignored."""
+    unreadable: str = ""
+    """Why the content could not be read (a field of an unexpected type); empty when it could."""
+
+
+class _Unreadable(Exception):
+    """A field of the payload has a type no documented message shape uses."""
+
+
+def _string(value: Any, field: str) -> str:
+    """A text field: a string, or absent; anything else makes the message unreadable."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    raise _Unreadable(f"{field} is a {type(value).__name__}")
+
+
+def _text_field(value: Any, field: str) -> str:
+    """A text field DingTalk sends as an object (``{"content": …}``, ``{"text": …}``) or, in some payloads, a plain string."""
+    if isinstance(value, dict):
+        inner = value.get("content", value.get("text"))
+        return _string(inner, f"{field}.content")
+    return _string(value, field)
+
+
+def _rich_text(content: dict[str, Any]) -> ParsedText:
+    items = content.get("richText")
+    if items is None:
+        return ParsedText("", False)
+    if not isinstance(items, list):
+        raise _Unreadable(f"content.richText is a {type(items).__name__}")
+    pieces, media = [], False
+    for item in items:
+        if not isinstance(item, dict):
+            continue  # one odd piece does not hide the text around it
+        if item.get("text") is not None:
+            pieces.append(_string(item["text"], "content.richText[].text"))
+        elif item.get("downloadCode") or item.get("pictureDownloadCode") or item.get("type") in MEDIA_TYPES:
+            media = True
+    return ParsedText("\n".join(p.strip() for p in pieces if p.strip()), media)
+
+
+def _read_text(data: dict[str, Any]) -> ParsedText:
+    msgtype = data.get("msgtype") or "text"
+    if not isinstance(msgtype, str):
+        raise _Unreadable(f"msgtype is a {type(msgtype).__name__}")
+    content = data.get("content") if isinstance(data.get("content"), dict) else {}
+    if msgtype == "text":
+        return ParsedText(_text_field(data.get("text"), "text").strip(), False)
+    if msgtype == "richText":
+        return _rich_text(content)
+    if msgtype == "markdown":
+        text = _text_field(content, "content") if content else _text_field(data.get("markdown"), "markdown")
+        return ParsedText(text.strip(), False)
+    if msgtype == "audio":
+        recognition = _string(content.get("recognition"), "content.recognition").strip()
+        return ParsedText(recognition, not recognition)
+    # picture, video, file and types we do not know: nothing to read as text
+    return ParsedText("", True)
 
 
 def message_text(data: dict[str, Any]) -> ParsedText:
-    """The question in a bot-message payload: text, rich text (text parts joined) or audio recognition."""
-    msgtype = data.get("msgtype", "text")
-    content = data.get("content") if isinstance(data.get("content"), dict) else {}
-    if msgtype == "text":
-        text = (data.get("text") or {}).get("content", "")
-        return ParsedText(str(text).strip(), False)
-    if msgtype == "richText":
-        pieces, media = [], False
-        for item in content.get("richText") or []:
-            if not isinstance(item, dict):
-                continue
-            if "text" in item:
-                pieces.append(str(item["text"]))
-            elif item.get("downloadCode") or item.get("pictureDownloadCode") or item.get("type") in MEDIA_TYPES:
-                media = True
-        return ParsedText("\n".join(p.strip() for p in pieces if p.strip()), media)
-    if msgtype == "audio" and content.get("recognition"):
-        return ParsedText(str(content["recognition"]).strip(), False)
-    return ParsedText("", True)
+    """The question in a bot-message payload: text, rich text (text parts joined), markdown or audio recognition.
+
+    Every documented shape is read, with missing or null fields as empty; a
+    field of a type no shape uses gives ``unreadable`` with the reason instead
+    of an exception.
+    """
+    try:
+        return _read_text(data)
+    except _Unreadable as exc:
+        return ParsedText("", False, unreadable=str(exc))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,20 +130,37 @@ class BotMessage:
     """The question and whether media was dropped."""
 
 
+def _plain(value: Any) -> str:
+    """An id or name field as text; a number is kept, anything else (objects, lists) is empty."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+def _millis(value: Any) -> int:
+    """An epoch-milliseconds field; 0 when absent or not a number."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
 def parse_bot_message(data: dict[str, Any]) -> BotMessage:
-    """Read a bot-message payload (missing fields become empty values)."""
-    staff_id = str(data.get("senderStaffId") or "")
+    """Read a bot-message payload; never raises (missing or odd fields become empty values)."""
+    staff_id = _plain(data.get("senderStaffId"))
     return BotMessage(
-        msg_id=str(data.get("msgId") or ""),
-        conversation=str(data.get("conversationId") or ""),
-        is_group=str(data.get("conversationType")) == "2",
+        msg_id=_plain(data.get("msgId")),
+        conversation=_plain(data.get("conversationId")),
+        is_group=_plain(data.get("conversationType")) == "2",
         addressed=data.get("isInAtList") is not False,
         staff_id=staff_id,
-        user_id=staff_id or str(data.get("senderId") or ""),
-        user_name=str(data.get("senderNick") or ""),
-        webhook=str(data.get("sessionWebhook") or ""),
-        webhook_expires_ms=int(data.get("sessionWebhookExpiredTime") or 0),
-        robot_code=str(data.get("robotCode") or ""),
-        corp_id=str(data.get("chatbotCorpId") or ""),
+        user_id=staff_id or _plain(data.get("senderId")),
+        user_name=_plain(data.get("senderNick")),
+        webhook=_plain(data.get("sessionWebhook")),
+        webhook_expires_ms=_millis(data.get("sessionWebhookExpiredTime")),
+        robot_code=_plain(data.get("robotCode")),
+        corp_id=_plain(data.get("chatbotCorpId")),
         text=message_text(data),
     )

@@ -11,8 +11,6 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,133 +19,14 @@ import pytest
 
 from adapters.dingtalk import DingTalkAdapter, sign
 from adapters.dingtalk.adapter import MEDIA_HINT
-from botgateway.budget import RateBudget
-from botgateway.config import Config, parse_config
-from botgateway.gateway import Gateway
-from botgateway.llm import LLMClient
-from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
-from botgateway.stores.sqlite import SqliteStore
-from botgateway.tooling import ToolRegistry, tool
-from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
+from tests.fakes.dingtalk import FakeCard, bot_message
+from tests.fakes.dingtalk_env import GROUP
 from tools.demo.script import Pause, Script, role_chunk, text_chunks
-from tools.demo.server import ScriptedLLMServer
 
-GROUP = "cidOpsGroup01=="
 ANSWER = (
     "10.0.1.100 是 web-01，位于杭州可用区 H，状态运行中。它在 prod 账号下，规格 ecs.g7.large，"
     "最近一次重启是 3 天前。如需登录，请通过堡垒机并使用运维账号。"
 )
-
-
-@tool
-def find_host(ip: str) -> str:
-    """Find a host by IP.
-
-    Args:
-        ip: The IP address.
-    """
-    return f"1 host: web-01 {ip} running"
-
-
-@dataclass
-class Env:
-    fake: FakeDingTalk
-    llm_server: ScriptedLLMServer
-    store: SqliteStore
-    gateway: Gateway
-    adapter: DingTalkAdapter
-    config: Config
-
-    async def ask(self, text: str, **kwargs: Any) -> tuple[str, str]:
-        """Push a bot message; returns (msgId, frame id) once the client acked it."""
-        kwargs.setdefault("conversation_id", GROUP)
-        kwargs.setdefault("webhook", self.fake.session_webhook(kwargs["conversation_id"]))
-        data = bot_message(text, **kwargs)
-        frame = await self.fake.push_bot_message(data)
-        ack = await self.fake.wait_ack(frame)
-        assert ack["code"] == 200 and ack["headers"]["messageId"] == frame
-        return data["msgId"], frame
-
-    async def finished(self, msg_id: str, timeout: float = 15.0):
-        """Wait for the turn of ``msg_id`` to end and return its outcome."""
-        await self.adapter.drain()
-        submission = self.adapter.submission(msg_id)
-        assert submission is not None and submission.done is not None, f"{msg_id} was not submitted"
-        return await asyncio.wait_for(submission.done, timeout)
-
-    def cards(self, conversation: str = GROUP) -> list[FakeCard]:
-        return self.fake.cards_in(f"dtv1.card//IM_GROUP.{conversation}")
-
-
-def dingtalk_config(fake: FakeDingTalk, llm_url: str, **dingtalk: Any) -> Config:
-    section = {
-        "enabled": True,
-        "client_id": fake.client_id,
-        "client_secret": fake.client_secret,
-        "card_template_id": "botgateway-ai-card.schema",
-        "api_base_url": fake.base_url,
-        "oapi_base_url": fake.base_url,
-        "locale": "zh-CN",
-        **dingtalk,
-    }
-    return parse_config(
-        {
-            "llm": {"provider": "custom", "base_url": llm_url, "model": "m", "max_rounds": 4},
-            "card": {"final_deadline_s": 10, "footer": False},
-            "adapters": {"dingtalk": section},
-        },
-        env={},
-    )
-
-
-class EnvFactory:
-    """Builds environments; everything it started is closed in reverse order after the test."""
-
-    def __init__(self, tmp_path) -> None:
-        self.tmp_path = tmp_path
-        self.closers: list[Any] = []
-
-    async def fake(self, **options: Any) -> FakeDingTalk:
-        fake = FakeDingTalk(**options)
-        await fake.start()
-        self.closers.append(fake.stop)
-        return fake
-
-    async def __call__(
-        self, *, fake: FakeDingTalk | None = None, db: str = "dt.db", responder: Any = None, **dingtalk: Any
-    ) -> Env:
-        closers = self.closers
-        tmp_path = self.tmp_path
-        if fake is None:
-            fake = await self.fake()
-        llm_server = ScriptedLLMServer(responder=responder)
-        llm_url = await llm_server.start()
-        closers.append(llm_server.stop)
-        config = dingtalk_config(fake, llm_url, **dingtalk)
-        store = SqliteStore(tmp_path / db)
-        await store.open()
-        closers.append(store.close)
-        llm = LLMClient(config.llm, base_url=llm_url)
-        closers.append(llm.aclose)
-        memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
-        loop = ToolLoop(llm, ToolRegistry([find_host]), memory, max_rounds=4, system_prompt="sys")
-        gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config)
-        closers.append(gateway.aclose)
-        adapter = DingTalkAdapter(config.adapters.dingtalk, gateway=gateway)
-        await adapter.start()
-        closers.append(adapter.stop)
-        if config.adapters.dingtalk.mode == "stream":
-            await fake.wait_connected()
-        return Env(fake, llm_server, store, gateway, adapter, config)
-
-
-@pytest.fixture
-async def make_env(tmp_path) -> AsyncIterator[EnvFactory]:
-    factory = EnvFactory(tmp_path)
-    yield factory
-    for close in reversed(factory.closers):
-        await close()
 
 
 def answer_updates(card: FakeCard) -> list[dict[str, Any]]:
