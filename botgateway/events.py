@@ -182,6 +182,7 @@ FailureReason: TypeAlias = Literal[
     "interrupted",  # the model stream broke after output had started
     "cancelled",  # the user pressed stop or the gateway shut down
     "internal",  # a bug of ours; the message is still safe to show
+    "timeout",  # the whole turn ran past llm.turn_timeout_s
 ]
 """Why a turn ended without a complete answer (:attr:`TurnFailed.reason`)."""
 

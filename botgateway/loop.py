@@ -11,6 +11,10 @@ History changes only when a turn completes: the user message, each assistant
 message with its tool calls, the tool results and the final answer are
 committed together. A failed or cancelled turn leaves history exactly as it
 was. Reasoning is never stored.
+
+A whole turn is bounded by ``turn_timeout_s`` (:mod:`botgateway.turn_deadline`):
+a model that keeps its stream alive forever ends the turn with a ``timeout``
+:class:`TurnFailed` carrying what was written so far.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from botgateway.logs import bind_turn
 from botgateway.stores.base import StoreError
 from botgateway.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
 from botgateway.tooling import ToolContext, ToolRegistry
+from botgateway.turn_deadline import TurnDeadline, TurnTimedOut, turn_timeout_message
 
 __all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note"]
 
@@ -87,6 +92,7 @@ class _Turn:
     history: list[dict[str, Any]]
     specs: list[dict[str, Any]]
     messages: list[dict[str, Any]]
+    deadline: TurnDeadline
     records: list[ToolCallRecord] = field(default_factory=list)
     used_ids: set[str] = field(default_factory=set)
     usage: Usage = field(default_factory=Usage)
@@ -103,7 +109,9 @@ class ToolLoop:
         *,
         max_rounds: int,
         system_prompt: str,
+        turn_timeout_s: float | None = None,
     ) -> None:
+        """``turn_timeout_s`` bounds a whole turn (``llm.turn_timeout_s``); ``None`` leaves it unbounded."""
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         self.llm = llm
@@ -111,6 +119,7 @@ class ToolLoop:
         self.memory = memory
         self.max_rounds = max_rounds
         self.system_prompt = system_prompt
+        self.turn_timeout_s = turn_timeout_s
 
     async def run_turn(
         self,
@@ -124,19 +133,29 @@ class ToolLoop:
 
         Cancelling the consuming task raises ``CancelledError`` out of the
         iterator promptly (running tools are cancelled) and leaves history
-        untouched.
+        untouched; so does the turn deadline, which then ends the stream with a
+        ``timeout`` :class:`TurnFailed`.
         """
         turn_id = turn_id or uuid.uuid4().hex
         ended = False
         answer: list[str] = []
+        deadline = TurnDeadline(self.turn_timeout_s)
         # bind_turn restores by value, not by reset token: safe when the generator is closed from another context.
         with (
             bind_turn(turn_id=turn_id, conversation=conversation_id, user=ctx.user_id or None, platform=ctx.platform or None),
             ExitStack() as round_context,
         ):
             try:
-                async with aclosing(self._turn(conversation_id, user_text, ctx, turn_id)) as events:
-                    async for event in events:
+                async with aclosing(self._turn(conversation_id, user_text, ctx, turn_id, deadline)) as events:
+                    deadline.start()
+                    while not ended:
+                        # Only the turn's own step runs under the deadline, never the consumer between events.
+                        try:
+                            event = await deadline.run(anext(events))
+                        except StopAsyncIteration:
+                            break
+                        except TurnTimedOut:
+                            event = self._timed_out("".join(answer))
                         if isinstance(event, RoundStarted):
                             answer.clear()
                             round_context.enter_context(bind_turn(round=event.round))
@@ -154,7 +173,15 @@ class ToolLoop:
                         partial_answer="".join(answer),
                     )
 
-    async def _turn(self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str) -> AsyncIterator[TurnEvent]:
+    def _timed_out(self, partial_answer: str) -> TurnFailed:
+        """The end of a turn that ran out of time; history is left as it was."""
+        assert self.turn_timeout_s is not None
+        log.warning("turn_failed", reason="timeout", timeout_s=self.turn_timeout_s, partial_chars=len(partial_answer))
+        return TurnFailed(reason="timeout", message=turn_timeout_message(self.turn_timeout_s), partial_answer=partial_answer)
+
+    async def _turn(
+        self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str, deadline: TurnDeadline
+    ) -> AsyncIterator[TurnEvent]:
         """The rounds of one turn, until an answer, a failure, or the last allowed round."""
         started = time.monotonic()
         history = await self._load_history(conversation_id)
@@ -162,7 +189,7 @@ class ToolLoop:
             yield history
             return
         user_message = {"role": "user", "content": user_text}
-        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(), [user_message])
+        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(), [user_message], deadline)
         log.info("turn_started", history_messages=len(history), tools=len(turn.specs))
 
         for round_no in range(1, self.max_rounds + 1):
@@ -274,6 +301,7 @@ class ToolLoop:
                 log.warning("answer_truncated", reason="length")
             hit_max_rounds = self._closing(round_no, turn)
         turn.messages.append({"role": "assistant", "content": answer})
+        turn.deadline.disarm()  # the answer is complete: a deadline now could only cut its commit in half
         yield await self._commit(turn, answer, round_no, hit_max_rounds)
 
     async def _commit(self, turn: _Turn, answer: str, rounds: int, hit_max_rounds: bool) -> TurnDone:

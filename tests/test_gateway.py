@@ -25,9 +25,10 @@ from botgateway.messages import InboundMessage, conversation_key
 from botgateway.sink import CardTarget
 from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
+from botgateway.strings import t
 from botgateway.tooling import ToolContext, ToolRegistry, tool
 from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
-from tools.demo.script import Script
+from tools.demo.script import Pause, Script, empty_chunk, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
 
@@ -61,10 +62,10 @@ class Harness:
         return await self.gateway.submit(self.message(text, **kwargs), self.sink, self.policy)
 
 
-def _config(base_url: str, **gateway: Any) -> Config:
+def _config(base_url: str, *, llm: dict[str, Any] | None = None, **gateway: Any) -> Config:
     return parse_config(
         {
-            "llm": {"provider": "custom", "base_url": base_url, "model": "m", "max_rounds": 4},
+            "llm": {"provider": "custom", "base_url": base_url, "model": "m", "max_rounds": 4, **(llm or {})},
             "gateway": {"admins": ["root"], **gateway},
             "card": {"final_deadline_s": 5},
         },
@@ -72,14 +73,18 @@ def _config(base_url: str, **gateway: Any) -> Config:
     )
 
 
-async def _harness(tmp_path, server: ScriptedLLMServer, *, access: Any = None, **gateway: Any) -> AsyncIterator[Harness]:
+async def _harness(
+    tmp_path, server: ScriptedLLMServer, *, access: Any = None, llm: dict[str, Any] | None = None, **gateway: Any
+) -> AsyncIterator[Harness]:
     base_url = await server.start()
-    config = _config(base_url, **gateway)
+    config = _config(base_url, llm=llm, **gateway)
     store = SqliteStore(tmp_path / "gw.db")
     await store.open()
     memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
-    llm = LLMClient(config.llm, base_url=base_url)
-    loop = ToolLoop(llm, ToolRegistry([find_server]), memory, max_rounds=4, system_prompt="sys")
+    client = LLMClient(config.llm, base_url=base_url)
+    loop = ToolLoop(
+        client, ToolRegistry([find_server]), memory, max_rounds=4, system_prompt="sys", turn_timeout_s=config.llm.turn_timeout_s
+    )
     extra = {"access": access} if access is not None else {}
     gw = Gateway(
         loop=loop, store=store, budget=RateBudget(), config=config, model_label="test model", clear_history=memory.clear, **extra
@@ -89,7 +94,7 @@ async def _harness(tmp_path, server: ScriptedLLMServer, *, access: Any = None, *
         yield Harness(server, store, memory, gw, RecordingSink(), policy, config)
     finally:
         await gw.aclose()
-        await llm.aclose()
+        await client.aclose()
         await store.close()
         await server.stop()
 
@@ -576,3 +581,28 @@ async def test_a_clean_shutdown_withdraws_the_heartbeat(tmp_path) -> None:
         assert await h.store.live_instances() == set()
         await h.gateway.start()  # a closed gateway does not come back to life
         assert await h.store.live_instances() == set()
+
+
+# --- faults that must end cleanly ------------------------------------------------------------
+
+
+async def test_a_model_that_streams_forever_ends_at_the_turn_deadline_and_the_next_question_runs(tmp_path) -> None:
+    endless = [item for _ in range(20_000) for item in (Pause(0.05), empty_chunk())]
+    server = ScriptedLLMServer()
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("So far: web-1 is "), *endless]), Script.text("web-2 is fine."))
+    async for h in _harness(tmp_path, server, llm={"turn_timeout_s": 2}):
+        first = await h.submit("is web-1 fine?")
+        second = await h.submit("and web-2?")
+        outcome = await asyncio.wait_for(first.done, 30)
+        assert outcome.outcome == "failed:timeout"
+        card = h.sink.card_for(first.turn_id)
+        assert card is not None and card.status == "failed"
+        assert card.answer == "So far: web-1 is "
+        assert card.error.startswith(t("en", "failed_timeout", message="").strip())
+        assert "llm.turn_timeout_s" in card.error and "Traceback" not in card.error
+
+        assert (await asyncio.wait_for(second.done, 15)).outcome == "done"
+        assert h.sink.card_for(second.turn_id).answer == "web-2 is fine."
+        # The timed-out turn left no trace in history: the next question came alone.
+        assert _user_texts(h.server.requests[1]) == ["and web-2?"]
+        assert [m["content"] for m in await h.memory.history("conv-a")] == ["and web-2?", "web-2 is fine."]

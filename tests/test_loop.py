@@ -31,8 +31,9 @@ from botgateway.loop import CLOSING_INSTRUCTION, ToolLoop, max_rounds_note
 from botgateway.memory import Memory
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
+from botgateway.turn_deadline import TurnDeadline, TurnTimedOut
 from tests.fakes.llm import llm_config
-from tools.demo.script import Pause, Script, role_chunk, text_chunks
+from tools.demo.script import Pause, Script, empty_chunk, reasoning_chunks, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
 SYSTEM = "You are a test assistant."
@@ -525,3 +526,65 @@ async def test_a_store_failure_says_what_to_check(harness: Harness) -> None:
     assert isinstance(failed, TurnFailed) and failed.reason == "internal"
     assert failed.message.startswith("Could not read the conversation history (the SQLite store was used after it was closed")
     assert harness.server.requests == []
+
+
+# --- the turn deadline (llm.turn_timeout_s) --------------------------------------------------------
+
+
+def _endless(filler: str) -> Script:
+    """Some answer text, then a stream kept alive forever by empty chunks or reasoning."""
+    keep_alive = empty_chunk() if filler == "empty" else reasoning_chunks("still thinking… ", 64)[0]
+    return Script(chunks=[role_chunk(), *text_chunks("Checking web-1: "), *[item for _ in range(20_000) for item in (Pause(0.05), keep_alive)]])
+
+
+@pytest.mark.parametrize("filler", ["empty", "reasoning"])
+async def test_a_stream_kept_alive_forever_ends_at_the_turn_deadline(harness: Harness, filler: str) -> None:
+    harness.server.enqueue(Script.text("First answer."), _endless(filler), Script.text("Third answer."))
+    loop = ToolLoop(harness.llm, harness.registry, harness.memory, max_rounds=4, system_prompt=SYSTEM, turn_timeout_s=2)
+    assert of([e async for e in loop.run_turn("conv", "first question", CTX)], TurnDone)
+    before = await harness.memory.history("conv")
+
+    events = [e async for e in loop.run_turn("conv", "second question", CTX)]
+
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "timeout"
+    assert failed.partial_answer == "Checking web-1: " == answer_text(events)
+    assert "llm.turn_timeout_s" in failed.message and "2 s" in failed.message
+    assert len(of(events, TurnFailed) + of(events, TurnDone)) == 1
+    await harness.server.wait_for_disconnects(1)  # the model was hung up on, not left streaming
+    assert await harness.memory.history("conv") == before  # nothing of the timed-out turn was kept
+
+    third = [e async for e in loop.run_turn("conv", "third question", CTX)]
+    assert isinstance(third[-1], TurnDone) and third[-1].result.answer == "Third answer."
+    assert [m["content"] for m in harness.server.requests[2]["messages"][1:]] == [
+        "first question", "First answer.", "third question",
+    ]
+
+
+async def test_the_turn_deadline_does_not_count_a_pause_and_ends_with_disarm() -> None:
+    released = asyncio.Event()
+
+    async def wait_for_a_person() -> str:
+        with deadline.paused():
+            await released.wait()  # longer than the deadline, but paused
+        return "approved"
+
+    deadline = TurnDeadline(0.2)
+    deadline.start()
+    waiting = asyncio.create_task(deadline.run(wait_for_a_person()))
+    asyncio.get_running_loop().call_later(0.5, released.set)
+    assert await waiting == "approved"
+
+    with pytest.raises(TurnTimedOut):
+        await deadline.run(asyncio.Event().wait())
+    assert deadline.expired
+
+    finished = TurnDeadline(0.01)
+    finished.start()
+    finished.disarm()  # the answer is complete: its commit is never cut
+    assert await finished.run(_after(0.05, "committed")) == "committed"
+
+
+async def _after(seconds: float, value: str) -> str:
+    await asyncio.sleep(seconds)
+    return value

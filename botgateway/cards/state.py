@@ -33,6 +33,7 @@ _FAILURE_KEYS = {
     "llm_unavailable": "failed_llm_unavailable",
     "interrupted": "failed_interrupted",
     "internal": "failed_internal",
+    "timeout": "failed_timeout",
 }
 
 

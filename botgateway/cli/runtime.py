@@ -88,7 +88,14 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             keep_recent_turns=config.memory.keep_recent_turns,
             summarizer=llm.complete,
         )
-        loop = ToolLoop(llm, registry, memory, max_rounds=config.llm.max_rounds, system_prompt=config.llm.system_prompt)
+        loop = ToolLoop(
+            llm,
+            registry,
+            memory,
+            max_rounds=config.llm.max_rounds,
+            system_prompt=config.llm.system_prompt,
+            turn_timeout_s=config.llm.turn_timeout_s,
+        )
         budget = RateBudget()
         telemetry, metrics_server = _telemetry(stack, config)
         gateway = Gateway(

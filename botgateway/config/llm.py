@@ -77,6 +77,8 @@ class LLMConfig(Section):
     """Ceiling on one backoff wait (Retry-After included)."""
     max_rounds: int = Field(6, ge=1, le=50)
     """Most model rounds (tool round trips) per turn."""
+    turn_timeout_s: float = Field(180.0, gt=0)
+    """Longest a whole turn may take, all rounds and tool calls together; past it the turn ends with what it wrote so far."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     """The system message."""
 
