@@ -119,6 +119,7 @@ class SlackAdapter:
         self._socket: AckFirstSocketModeHandler | None = None
         self._runner: web.AppRunner | None = None
         self._tasks = BackgroundTasks()
+        self._store = store
         self._bot_threads = BotThreads(store)
         self._live_turns: dict[str, Submission] = {}
         self._names = DisplayNames(self.client)
@@ -131,6 +132,8 @@ class SlackAdapter:
     async def start(self, gateway: Gateway) -> None:
         """Check the tokens, then connect (Socket Mode) or listen (HTTP mode)."""
         self._gateway = gateway
+        if gateway is not None:  # Stop controls are on record like the gateway's cards, with the same owner
+            self.sink.keep_controls_on_record(self._store, gateway.instance_id)
         if self._policy is None:
             from botgateway.cards.policy import BufferPolicy
 

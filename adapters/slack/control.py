@@ -11,11 +11,17 @@ still streams; "stop" typed in the thread still works.
 
 Every control call goes through the :class:`~botgateway.sink.CallPacer`, tried
 up to :data:`CONTROL_ATTEMPTS` times when Slack throttles it.
+
+A posted control is on record in the Store like a card (same owner, its target
+marked by :data:`CONTROL_MARK`) until it is taken away, so when the process is
+killed, recovery finalizes it through the sink (:meth:`StopControls.take_away_left`)
+instead of leaving a Stop button in the thread forever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +33,16 @@ from adapters.slack.handles import CardKey, card_key
 from adapters.slack.limits import SlackBuckets, paced
 from adapters.slack.render import control_blocks, control_done_blocks
 from botgateway.background import BackgroundTasks
-from botgateway.sink import CallPacer, CardGone, CardTarget, SinkError
+from botgateway.cards.records import OpenCardRecords
+from botgateway.sink import CallPacer, CardGone, CardHandle, CardTarget, PermanentError, SinkError
 from botgateway.strings import t
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
-__all__ = ["CONTROL_ATTEMPTS", "CONTROL_WAIT_S", "Control", "StopControls"]
+    from botgateway.stores.base import Store
+
+__all__ = ["CONTROL_ATTEMPTS", "CONTROL_MARK", "CONTROL_WAIT_S", "Control", "StopControls", "is_control"]
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +54,14 @@ CONTROL_ATTEMPTS = 3
 
 _MAX_CARDS = 10_000
 """Controls kept at most; the oldest (cards that were never finalized) are retired."""
+
+CONTROL_MARK = "slack_control"
+"""Key in the ``extra`` of a control's recorded target: this record is a Stop control, not an answer."""
+
+
+def is_control(target: CardTarget) -> bool:
+    """Whether ``target`` is the recorded target of a Stop control (recovered after a restart)."""
+    return bool(target.extra.get(CONTROL_MARK))
 
 
 class Control:
@@ -65,6 +82,13 @@ class Control:
         """True while ``chat.postMessage`` is in flight (it cannot be taken back, only deleted after)."""
         self.ending = False
         """The card ended: do not post; delete what was posted."""
+        self.record: OpenCardRecords | None = None
+        """The control's record in the Store while it is posted (None: not kept)."""
+
+    def handle(self) -> CardHandle:
+        """The posted control as a recorded card: its ts, in its channel, its target marked as a control."""
+        extra = {**self.target.extra, CONTROL_MARK: True}
+        return CardHandle(card_id=self.ts, target=dataclasses.replace(self.target, chat_id=self.channel, extra=extra))
 
 
 class _Controls(LRUCache[CardKey, Control]):
@@ -92,6 +116,33 @@ class StopControls:
         self._pacer = pacer
         self._tasks = BackgroundTasks()
         self._controls = _Controls(_MAX_CARDS, self._retire_later)
+        self._store: Store | None = None
+        self._owner = ""
+
+    def keep_on_record(self, store: Store, instance_id: str) -> None:
+        """Record every control posted from now on in ``store``, owned by the process ``instance_id`` (as its cards)."""
+        self._store = store
+        self._owner = instance_id
+
+    async def take_away_left(self, handle: CardHandle) -> None:
+        """Take away a control a process that is gone left behind (``handle`` rebuilt from its record).
+
+        Deleted, or when Slack will not, turned into a note without its button.
+        Sink errors are raised: the caller (recovery) paid for the delete and
+        retries a throttle.
+        """
+        target = handle.target
+        try:
+            await call_slack(self._client.chat_delete, channel=target.chat_id, ts=handle.card_id)
+            return
+        except CardGone:
+            return  # someone deleted it already
+        except PermanentError as exc:
+            log.info("slack.stop_control_delete_failed", turn_id=target.turn_id, error=str(exc))
+        await paced(self._pacer, self._buckets.update_bucket(target),
+                    lambda: call_slack(self._client.chat_update, channel=target.chat_id, ts=handle.card_id,
+                                       text=t(target.locale, "control_done"), blocks=control_done_blocks(target.locale)),
+                    owner=_owner(target), attempts=CONTROL_ATTEMPTS)
 
     def open(self, target: CardTarget) -> None:
         """Post the Stop control for ``target``'s stream in the background (once per card)."""
@@ -162,6 +213,7 @@ class StopControls:
             control.ts = str(response.get("ts") or "")
             control.channel = str(response.get("channel") or control.channel)
             log.debug("slack.stop_control_posted", turn_id=target.turn_id, ts=control.ts)
+            await self._remember(control)
             if control.ending:
                 await self._delete(control)
         except asyncio.CancelledError:
@@ -172,8 +224,23 @@ class StopControls:
         except Exception:
             log.exception("slack.stop_control_crashed", turn_id=target.turn_id)
 
+    async def _remember(self, control: Control) -> None:
+        """Put the posted control on record, so a process killed now still has it taken away."""
+        if self._store is None or not control.ts:
+            return
+        control.record = OpenCardRecords(self._store, control.target, instance_id=self._owner)
+        await control.record.remember(control.handle())
+
     async def _delete(self, control: Control) -> None:
-        """Delete the control message; if Slack will not, at least take its button away."""
+        """Delete the control message (if Slack will not, at least take its button away); then forget its record."""
+        try:
+            await self._take_away(control)
+        finally:
+            if control.record is not None:
+                # Shielded: a shutdown cancelling this must not leave a record that recovery would redo.
+                await asyncio.shield(control.record.forget(control.handle()))
+
+    async def _take_away(self, control: Control) -> None:
         target = control.target
         try:
             await paced(self._pacer, self._buckets.delete_bucket(target),

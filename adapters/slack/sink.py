@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import structlog
 from cachetools import LRUCache
 
-from adapters.slack.control import StopControls
+from adapters.slack.control import StopControls, is_control
 from adapters.slack.edit import EditMessages
 from adapters.slack.handles import CardKey, card_key
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from botgateway.config import SlackConfig
+    from botgateway.stores.base import Store
 
 __all__ = ["SlackCardSink"]
 
@@ -81,6 +82,10 @@ class SlackCardSink:
         # Mode per live card, so rate_key names the bucket the next call really uses.
         self._modes: LRUCache[CardKey, _Mode] = LRUCache(_MAX_CARDS)
 
+    def keep_controls_on_record(self, store: Store, instance_id: str) -> None:
+        """Record Stop controls in ``store`` as the cards are (owned by ``instance_id``), for recovery after a crash."""
+        self._controls.keep_on_record(store, instance_id)
+
     # --- budgets ----------------------------------------------------------------
 
     def native_available(self, workspace_id: str) -> bool:
@@ -93,7 +98,10 @@ class SlackCardSink:
         Creating a card: ``chat.startStream`` per workspace when it will stream
         natively, else ``chat.postMessage`` per channel (fallbacks too). Updates:
         ``chat.update`` or stream appends per workspace, shared by all cards.
+        Finalizing a recovered Stop control: ``chat.delete`` per workspace.
         """
+        if op == "finalize" and is_control(target):
+            return self._buckets.delete_bucket(target)  # a recovered Stop control is deleted
         if op == "create" and self._planned_create_mode(target) == "native":
             return self._buckets.start_bucket(target)
         if op in ("create", "fallback"):
@@ -157,7 +165,13 @@ class SlackCardSink:
         return handle
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
-        """Show the final ``snapshot`` and end the stream; the Stop button goes away."""
+        """Show the final ``snapshot`` and end the stream; the Stop button goes away.
+
+        A recovered Stop control (a process that is gone left it) is taken away instead.
+        """
+        if is_control(handle.target):
+            await self._controls.take_away_left(handle)
+            return handle
         stream = self._native.of(handle)
         if stream is not None:
             try:
