@@ -131,6 +131,8 @@ class DingTalkAdapter:
         self._callback = CallbackServer(
             secret=self.config.client_secret.get_secret_value(),
             on_message=self._on_callback,
+            first_use=self._first_use_of_signature,
+            max_skew_s=self.config.callback_max_skew_s,
             host=self.config.http_host,
             port=self.config.http_port,
             path=self.config.http_path,
@@ -161,12 +163,22 @@ class DingTalkAdapter:
             log.warning("dingtalk.stream_unreachable", detail=str(exc))
         self._stream.run_in_background(first)
 
+    async def _first_use_of_signature(self, key: str) -> bool:
+        # the gateway's dedupe claims it in the Store, so every replica sees a pair used anywhere
+        assert self._gateway is not None
+        return await self._gateway.first_delivery(self.name, key)
+
     def _config_problems(self) -> list[str]:
         problems = []
         if not self.config.client_id:
             problems.append("client_id is empty (the robot app's AppKey)")
         if not self.config.client_secret.get_secret_value():
             problems.append("client_secret is empty (the robot app's AppSecret; use ${DINGTALK_CLIENT_SECRET})")
+        remembered = self._gateway.config.memory.dedupe_ttl_s if self._gateway is not None else None
+        skew = self.config.callback_max_skew_s
+        if self.config.mode == "http" and remembered is not None and remembered < 2 * skew:
+            problems.append(f"callback_max_skew_s ({skew:g} s) must be at most half of memory.dedupe_ttl_s "
+                            f"({remembered:g} s): a used signature is remembered that long, and is valid for twice the skew")
         return problems
 
     async def stop(self) -> None:

@@ -2,9 +2,12 @@
 
 Every request carries ``timestamp`` (ms) and ``sign`` headers; ``sign`` is the
 base64 of HMAC-SHA256 over ``timestamp + "\\n" + appSecret``, keyed with the
-app secret. Requests with a wrong signature or a clock skew over one hour are
-rejected before the body is looked at. Accepted messages are handed over at
-once and answered with an empty 200, so DingTalk never waits for the turn.
+app secret. The protocol signs only the timestamp, not the body, so a captured
+pair would carry any body while its timestamp is accepted. Hence two checks
+before the body is looked at: the clock skew is small (``callback_max_skew_s``,
+five minutes by default), and each pair is used once (``first_use`` claims it
+in the Store, which replicas share). Accepted messages are handed over at once
+and answered with an empty 200, so DingTalk never waits for the turn.
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-__all__ = ["MAX_SKEW_S", "CallbackServer", "MessageHandler", "SignatureError", "sign", "verify_signature"]
+__all__ = ["MAX_SKEW_S", "CallbackServer", "FirstUse", "MessageHandler", "SignatureError", "replay_key", "sign", "verify_signature"]
 
 log = structlog.get_logger(__name__)
 
-MAX_SKEW_S = 3600.0
-"""Largest accepted difference between DingTalk's timestamp and our clock."""
+MAX_SKEW_S = 300.0
+"""Largest accepted difference between DingTalk's timestamp and our clock, by default (``callback_max_skew_s``)."""
 
 
 class SignatureError(Exception):
@@ -61,7 +64,15 @@ def verify_signature(
         raise SignatureError("the signature does not match; check adapters.dingtalk.client_secret")
 
 
+def replay_key(timestamp: str, signature: str) -> str:
+    """The key a signed pair is claimed under (the Store prefixes the platform)."""
+    return f"sign:{timestamp}:{signature}"
+
+
 MessageHandler = Callable[[dict[str, Any]], Awaitable[None]]
+
+FirstUse = Callable[[str], Awaitable[bool]]
+"""True the first time a :func:`replay_key` is seen, by any replica, within twice the allowed skew."""
 
 
 class CallbackServer:
@@ -72,6 +83,8 @@ class CallbackServer:
         *,
         secret: str,
         on_message: MessageHandler,
+        first_use: FirstUse,
+        max_skew_s: float = MAX_SKEW_S,
         host: str = "0.0.0.0",
         port: int = 8090,
         path: str = "/dingtalk/callback",
@@ -79,6 +92,8 @@ class CallbackServer:
     ) -> None:
         self._secret = secret
         self._on_message = on_message
+        self._first_use = first_use
+        self._max_skew_s = max_skew_s
         self._host = host
         self._port = port
         self._path = path
@@ -118,8 +133,11 @@ class CallbackServer:
             self._runner = None
 
     async def _handle(self, request: web.Request) -> web.Response:
+        timestamp, signature = request.headers.get("timestamp"), request.headers.get("sign")
         try:
-            verify_signature(request.headers.get("timestamp"), request.headers.get("sign"), self._secret, now_s=self._clock())
+            verify_signature(timestamp, signature, self._secret, now_s=self._clock(), max_skew_s=self._max_skew_s)
+            if not await self._first_use(replay_key(str(timestamp), str(signature))):
+                raise SignatureError("this timestamp and sign were already used: a request is signed for one use only")
         except SignatureError as exc:
             log.warning("dingtalk.callback_rejected", reason=str(exc), remote=request.remote)
             return web.json_response({"errcode": 401, "errmsg": str(exc)}, status=401)

@@ -144,6 +144,12 @@ class DingTalkConfig(AdapterBase):
     """HTTP callback listen port."""
     http_path: str = "/dingtalk/callback"
     """HTTP callback path."""
+    callback_max_skew_s: float = Field(300.0, gt=0, le=1800)
+    """HTTP callback: largest accepted difference between a request's ``timestamp`` and our clock, in seconds.
+
+    DingTalk signs only the timestamp, so this is how long a captured signature
+    could be tried; each one is accepted once (remembered for
+    ``memory.dedupe_ttl_s``, which must be at least twice this)."""
     qps: float = Field(20.0, gt=0)
     """Card API calls per second for the whole app."""
     throttle_window_s: float = Field(60.0, gt=0)
