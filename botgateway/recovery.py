@@ -6,6 +6,12 @@ heartbeats to the Store and periodically finalizes the open cards whose owner
 has stopped sending them ("interrupted, please ask again"), so a crashed
 replica's cards are closed by the replicas still running, and a restarted
 process closes what its predecessor left open.
+
+An instance id may outlive its process (:mod:`botgateway.instance`): a process
+restarted under the same id finds its predecessor's cards owned by itself and
+still "live" (the dead process's heartbeat has not expired, and the new one
+renews it). So at start-up it closes them at once: cards of its own id created
+before it started that no running turn of it holds.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ class Recovery:
         self._watcher: asyncio.Task[None] | None = None
         self._beating = True
         self._closed = False
+        self._started_at = time.time()
+        """Cards of this id created before this are a previous process's (the id outlived it)."""
 
     async def start(self) -> None:
         """Tell the store this process is live, now and every ``heartbeat_s`` until :meth:`aclose`. Idempotent."""
@@ -89,12 +97,16 @@ class Recovery:
             self._watcher.cancel()
         self._watcher = asyncio.create_task(self._watch(dict(sinks), older_than_s), name=f"gateway-recovery-{self.instance_id[:8]}")
 
-    async def recover_open_cards(self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0) -> int:
+    async def recover_open_cards(
+        self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0, at_start: bool = False
+    ) -> int:
         """Finalize cards left streaming by a process that is gone; returns how many were closed.
 
         A card is an orphan when its owner no longer sends heartbeats; a card
         without an owner (written by an older release) when it is older than
-        ``older_than_s``. This process's own cards are never touched. Each
+        ``older_than_s``. This process's own cards are never touched; ``at_start``
+        (the first pass after start-up), the cards a previous process of the same
+        instance id left are closed too, without waiting for a heartbeat. Each
         orphan is finalized as failed with a short "interrupted, please ask
         again" note, retried a few times when throttled or failing
         transiently. A card the sink still cannot finalize (deleted, expired)
@@ -111,7 +123,7 @@ class Recovery:
         now = time.time()
         closed = 0
         for card in cards:
-            if not self._orphaned(card, live, now, older_than_s):
+            if not self._orphaned(card, live, now, older_than_s, at_start):
                 continue
             sink = sinks.get(card.platform)
             if sink is None:
@@ -180,9 +192,12 @@ class Recovery:
             log.warning("gateway.liveness_unknown", error=type(exc).__name__, detail=str(exc)[:200])
             return None
 
-    def _orphaned(self, card: OpenCard, live: set[str] | None, now: float, older_than_s: float) -> bool:
-        if self._is_running(card.turn_id) or card.owner == self.instance_id:
+    def _orphaned(self, card: OpenCard, live: set[str] | None, now: float, older_than_s: float, at_start: bool) -> bool:
+        if self._is_running(card.turn_id):
             return False
+        if card.owner == self.instance_id:
+            # Made before this process started: by the process this one replaces, under the same id.
+            return at_start and card.created_at < self._started_at
         if card.owner:
             # When liveness is unknown (store hiccup), sparing a card beats closing a live answer.
             return live is not None and card.owner not in live

@@ -105,7 +105,8 @@ async def _recover(runtime: Runtime, adapters: list[Adapter]) -> None:
     grace = REDIS_RECOVERY_GRACE_S if runtime.config.memory.store == "redis" else 0.0
     sinks = _sinks(adapters)
     try:
-        await runtime.gateway.recovery.recover_open_cards(sinks, older_than_s=grace)
+        # at_start: the cards this instance id left before a restart are closed now, not after its heartbeat expires.
+        await runtime.gateway.recovery.recover_open_cards(sinks, older_than_s=grace, at_start=True)
     except Exception as exc:  # recovery is best effort; it must not keep the bot from starting
         log.error("gateway.recover_failed", error=type(exc).__name__, exc_info=True)
     runtime.gateway.recovery.watch(sinks, older_than_s=grace)

@@ -69,6 +69,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
     """Build the runtime; everything is closed in reverse order on exit."""
     from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
+    from botgateway.instance import claim_instance_id
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.stores import open_store
@@ -98,7 +99,11 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         )
         budget = RateBudget()
         telemetry, metrics_server = _telemetry(stack, config)
+        # Kept across restarts, so a restarted process closes the cards it left at once (recovery at start).
+        claim = claim_instance_id(config.gateway, config.memory)
+        stack.callback(claim.release)
         gateway = Gateway(
+            instance_id=claim.instance_id,
             loop=loop,
             store=store,
             budget=budget,

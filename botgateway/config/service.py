@@ -62,6 +62,24 @@ class GatewayConfig(Section):
     """A process silent this long counts as crashed: other processes finalize its open cards."""
     recover_interval_s: float = Field(30.0, gt=0)
     """How often a running process looks for cards left open by a crashed process."""
+    instance_id: str = Field(
+        "",
+        max_length=200,
+        pattern=r"^([A-Za-z0-9][A-Za-z0-9._:-]*)?$",
+        description=(
+            "This process's identity, the owner of its open cards; kept across restarts so a restarted process "
+            "closes the cards it left at once. Empty: derived (see botgateway.instance). Must differ per replica."
+        ),
+    )
+    """This process's identity, the owner of its open cards, kept across restarts (empty: derived).
+
+    A restarted process closes at once, at start-up, the cards its predecessor
+    under the same id left open; other replicas wait for ``instance_ttl_s``.
+    Empty: with SQLite, an id made on first start and kept next to the
+    database file; with Redis, the pod name (``POD_NAME``) or host name
+    (``HOSTNAME``). Two live processes never share an id: one already in use on
+    this host (a lock file) gives the second process a random id.
+    """
 
     @model_validator(mode="after")
     def _ttl_outlives_heartbeats(self) -> GatewayConfig:

@@ -1,0 +1,114 @@
+"""Recovery after a restart under the same instance identity: its own left cards are closed at once.
+
+Real tool loop against the scripted OpenAI-compatible server, real SQLite store
+(one file shared by the "processes"), the real CardStreamer and a recording
+CardSink. A "kill -9" is a gateway whose state is dropped without ``aclose``:
+its heartbeat stays live for ``instance_ttl_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from botgateway.budget import RateBudget
+from botgateway.cards.policy import BufferPolicy
+from botgateway.config import parse_config
+from botgateway.gateway import Gateway
+from botgateway.llm import LLMClient
+from botgateway.loop import ToolLoop
+from botgateway.memory import Memory
+from botgateway.messages import InboundMessage, Submission
+from botgateway.sink import CardTarget
+from botgateway.stores.sqlite import SqliteStore
+from botgateway.tooling import ToolContext, ToolRegistry
+from tests.fakes.gateway import RecordingSink
+from tools.demo.script import Script
+from tools.demo.server import ScriptedLLMServer
+
+
+@dataclass
+class Process:
+    """One gateway process on the shared SQLite file."""
+
+    server: ScriptedLLMServer
+    store: SqliteStore
+    gateway: Gateway
+    sink: RecordingSink
+
+    async def submit(self, text: str) -> Submission:
+        target = CardTarget(platform="test", chat_id="chat-1", user_id="alice", user_name="alice", locale="en")
+        ctx = ToolContext(user_id="alice", user_name="alice", platform="test", chat_id="chat-1")
+        msg = InboundMessage("test", f"m-{text}", "conv-a", text, target, ctx)
+        return await self.gateway.submit(msg, self.sink, BufferPolicy.from_config())
+
+
+@asynccontextmanager
+async def process(tmp_path: Path, instance_id: str, *, responder: Any = None) -> AsyncIterator[Process]:
+    """A gateway with ``instance_id`` on ``tmp_path``'s SQLite file, started (beating), closed on exit."""
+    server = ScriptedLLMServer(responder=responder)
+    base_url = await server.start()
+    config = parse_config({"llm": {"provider": "custom", "base_url": base_url, "model": "m"}}, env={})
+    store = SqliteStore(tmp_path / "gw.db")
+    await store.open()
+    memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
+    llm = LLMClient(config.llm, base_url=base_url)
+    loop = ToolLoop(llm, ToolRegistry([]), memory, max_rounds=2, system_prompt="sys")
+    gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, instance_id=instance_id)
+    try:
+        await gateway.start()
+        yield Process(server, store, gateway, RecordingSink())
+    finally:
+        await gateway.aclose()
+        await llm.aclose()
+        await store.close()
+        await server.stop()
+
+
+def _held(gate: asyncio.Event) -> Any:
+    async def responder(body: dict[str, Any]) -> Script:
+        await gate.wait()  # the turn stays mid-answer
+        return Script.text("done now")
+
+    return responder
+
+
+async def test_a_restarted_process_closes_its_own_left_cards_at_start_while_other_replicas_wait(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    async with process(tmp_path, "host-1", responder=_held(gate)) as first:
+        try:
+            sub = await first.submit("a long question")
+            await first.server.wait_for_requests(1)
+            [card] = await first.store.open_cards()
+            assert card.owner == "host-1"
+            # "host-1" is killed here: its heartbeat stays live for instance_ttl_s (30 s).
+
+            async with process(tmp_path, "host-2") as other:  # another replica waits for that heartbeat to expire
+                assert await other.gateway.recovery.recover_open_cards({"test": other.sink}, at_start=True) == 0
+
+            async with process(tmp_path, "host-1") as restarted:  # the same identity, restarted: closes it at once
+                recovery = restarted.gateway.recovery
+                assert await recovery.recover_open_cards({"test": restarted.sink}) == 0  # only at start
+                assert await recovery.recover_open_cards({"test": restarted.sink}, at_start=True) == 1
+                final = restarted.sink.cards[card.card_id]
+                assert final.status == "failed" and "ask again" in final.error
+                assert restarted.sink.targets[card.card_id].turn_id == sub.turn_id
+                assert await restarted.store.open_cards() == []
+        finally:
+            gate.set()
+
+
+async def test_at_start_the_cards_of_this_process_are_spared(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    async with process(tmp_path, "host-1", responder=_held(gate)) as h:
+        sub = await h.submit("a long question")
+        await h.server.wait_for_requests(1)
+        # Held by a running turn of this process: never an orphan, whatever its owner says.
+        assert await h.gateway.recovery.recover_open_cards({"test": h.sink}, at_start=True) == 0
+        assert [c.turn_id for c in await h.store.open_cards()] == [sub.turn_id]
+        gate.set()
+        assert (await asyncio.wait_for(sub.done, 10)).outcome == "done"
