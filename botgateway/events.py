@@ -183,6 +183,7 @@ FailureReason: TypeAlias = Literal[
     "cancelled",  # the user pressed stop or the gateway shut down
     "internal",  # a bug of ours; the message is still safe to show
     "timeout",  # the whole turn ran past llm.turn_timeout_s
+    "llm_refused",  # the model service refused the request (HTTP 4xx: too long, invalid…)
 ]
 """Why a turn ended without a complete answer (:attr:`TurnFailed.reason`)."""
 

@@ -156,6 +156,12 @@ class Gateway:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
 
+        limit = self._config.gateway.max_question_chars
+        if len(msg.text) > limit:
+            # One huge question would be sent again with every later turn of the conversation.
+            log.info("gateway.too_long", platform=msg.platform, user=msg.ctx.user_id, chars=len(msg.text), limit=limit)
+            return self._refuse(msg, sink, t(locale, "question_too_long", length=len(msg.text), limit=limit))
+
         turns = self._queues.line(msg.conversation_id)
         waiting = len(turns) - 1
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:

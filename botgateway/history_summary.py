@@ -17,6 +17,7 @@ from botgateway.stores.base import Message, StoredTurn
 from botgateway.token_estimate import content_text
 
 __all__ = [
+    "MESSAGE_CHARS",
     "SUMMARY_ACK",
     "SUMMARY_HEADER",
     "SUMMARY_INSTRUCTION",
@@ -46,6 +47,8 @@ SUMMARY_INSTRUCTION = (
 
 TOOL_RESULT_CHARS = 1500
 """Tool output longer than this is cut in the transcript sent to the summarizer."""
+MESSAGE_CHARS = 6000
+"""A question or answer longer than this is cut in the transcript too, so one huge message cannot sink the summary."""
 
 
 def summary_turn(text: str, *, created_at: float | None = None) -> StoredTurn:
@@ -70,7 +73,7 @@ def summary_text(turn: StoredTurn) -> str:
 
 
 def render_transcript(turns: Sequence[StoredTurn], *, tool_result_chars: int = TOOL_RESULT_CHARS) -> str:
-    """Turns as a plain transcript for the summarizer (long tool output cut)."""
+    """Turns as a plain transcript for the summarizer (long tool output and long messages cut)."""
     lines: list[str] = []
     for turn in turns:
         names: dict[str, str] = {}
@@ -78,10 +81,10 @@ def render_transcript(turns: Sequence[StoredTurn], *, tool_result_chars: int = T
             role = message.get("role")
             text = content_text(message.get("content")).strip()
             if role == "user":
-                lines.append(f"User: {text}")
+                lines.append(f"User: {_cut(text, MESSAGE_CHARS)}")
             elif role == "assistant":
                 if text:
-                    lines.append(f"Assistant: {text}")
+                    lines.append(f"Assistant: {_cut(text, MESSAGE_CHARS)}")
                 for call in message.get("tool_calls") or ():
                     function = call.get("function") or {}
                     name = str(function.get("name", "?"))
@@ -89,11 +92,14 @@ def render_transcript(turns: Sequence[StoredTurn], *, tool_result_chars: int = T
                     lines.append(f"Assistant called tool {name} with {function.get('arguments', '{}')}")
             elif role == "tool":
                 name = names.get(str(message.get("tool_call_id", "")), "tool")
-                if len(text) > tool_result_chars:
-                    text = text[:tool_result_chars] + f" … [{len(text) - tool_result_chars} more characters]"
-                lines.append(f"Result of {name}: {text}")
+                lines.append(f"Result of {name}: {_cut(text, tool_result_chars)}")
         lines.append("")
     return "\n".join(lines).strip()
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and how many more there were."""
+    return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
 
 
 def build_summary_request(previous: str, turns: Sequence[StoredTurn], *, target_tokens: int) -> list[Message]:

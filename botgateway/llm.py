@@ -30,11 +30,13 @@ from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart
 from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
 from botgateway.llm_errors import (
+    LLMContextTooLong,
     LLMError,
     LLMInterrupted,
+    LLMRefused,
     LLMUnavailable,
-    describe_failure,
     endpoint_host,
+    failure_error,
     provider_message,
     retry_after,
 )
@@ -43,8 +45,10 @@ __all__ = [
     "RETRYABLE_STATUS",
     "ChatModel",
     "LLMClient",
+    "LLMContextTooLong",
     "LLMError",
     "LLMInterrupted",
+    "LLMRefused",
     "LLMUnavailable",
     "RoundItem",
     "round_s",
@@ -239,9 +243,10 @@ class LLMClient:
             )
             await asyncio.sleep(wait)
             return attempt + 1
-        message = describe_failure(exc, attempts=attempt + 1, base_url=self.base_url, model=self.model, secret=self._secret)
-        log.warning("llm_unavailable", status=status, error=type(exc).__name__, attempts=attempt + 1)
-        raise LLMUnavailable(message, status=status) from None
+        error = failure_error(exc, attempts=attempt + 1, base_url=self.base_url, model=self.model, secret=self._secret)
+        refused = isinstance(error, LLMRefused)
+        log.warning("llm_unavailable", status=status, error=type(exc).__name__, attempts=attempt + 1, refused=refused)
+        raise error from None
 
     @contextmanager
     def _interruptions(self, assembler: StreamAssembler) -> Iterator[None]:

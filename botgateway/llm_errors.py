@@ -3,7 +3,9 @@
 Every failure of :class:`~botgateway.llm.LLMClient` is an :class:`LLMError`
 whose message names the config key to check and never contains the API key.
 This module also reads what a failed answer tells us: the provider's own
-message, its error code, and how long it asks us to wait (``Retry-After``).
+message, its error code, how long it asks us to wait (``Retry-After``), and
+whether it refused the request (HTTP 4xx: :class:`LLMRefused`), in particular
+as too long for the model's context (:class:`LLMContextTooLong`).
 """
 
 from __future__ import annotations
@@ -15,14 +17,33 @@ from urllib.parse import urlsplit
 import openai
 
 __all__ = [
+    "LLMContextTooLong",
     "LLMError",
     "LLMInterrupted",
+    "LLMRefused",
     "LLMUnavailable",
     "describe_failure",
     "endpoint_host",
+    "failure_error",
+    "is_context_too_long",
     "provider_message",
     "retry_after",
 ]
+
+_CONTEXT_PHRASES = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "too many tokens",
+    "input is too long",
+    "prompt is too long",
+    "input length",
+)
+"""How OpenAI-compatible providers word a request past the model's context (matched case-insensitively)."""
+
+_NOT_REFUSALS = frozenset({401, 403, 404, 408, 409, 429})
+"""4xx answers that are about our setup or the service's load, not about this request."""
 
 
 class LLMError(Exception):
@@ -38,6 +59,14 @@ class LLMError(Exception):
 
 class LLMUnavailable(LLMError):
     """Nothing streamed: the model could not be reached, refused, or never started answering."""
+
+
+class LLMRefused(LLMUnavailable):
+    """The model service answered, and refused this request (HTTP 4xx); retrying it unchanged would not help."""
+
+
+class LLMContextTooLong(LLMRefused):
+    """The request was refused as longer than the model's context; a shorter history may succeed."""
 
 
 class LLMInterrupted(LLMError):
@@ -87,9 +116,36 @@ def describe_failure(exc: BaseException, *, attempts: int, base_url: str, model:
         return f"The model service is rate limiting requests (HTTP 429){tries}; try again in a minute"
     if status is not None and status >= 500:
         return f"The model service had an internal error (HTTP {status}){tries}; try again shortly"
+    if is_context_too_long(exc, secret):
+        return (
+            f"The model service refused the request as too long for the model (HTTP {status}): "
+            f"{provider_message(exc, secret)}. Ask a shorter question, or start a new conversation"
+        )
     if status is not None:
-        return f"The model service rejected the request (HTTP {status}): {provider_message(exc, secret)}"
+        return f"The model service refused the request (HTTP {status}): {provider_message(exc, secret)}"
     return f"The model service reported an error: {provider_message(exc, secret)}"
+
+
+def is_context_too_long(exc: BaseException, secret: str) -> bool:
+    """Whether the provider refused the request as longer than the model's context."""
+    status = getattr(exc, "status_code", None)
+    if status == 413:  # Payload Too Large, from the service or a proxy before it
+        return True
+    if status not in (400, 422):
+        return False
+    said = f"{_error_code(exc) or ''} {provider_message(exc, secret)}".lower()
+    return any(phrase in said for phrase in _CONTEXT_PHRASES)
+
+
+def failure_error(exc: BaseException, *, attempts: int, base_url: str, model: str, secret: str) -> LLMUnavailable:
+    """The error for a failure before the first token: a refusal of the request, or the model unavailable."""
+    status = getattr(exc, "status_code", None)
+    message = describe_failure(exc, attempts=attempts, base_url=base_url, model=model, secret=secret)
+    if is_context_too_long(exc, secret):
+        return LLMContextTooLong(message, status=status)
+    if status is not None and 400 <= status < 500 and status not in _NOT_REFUSALS:
+        return LLMRefused(message, status=status)
+    return LLMUnavailable(message, status=status)
 
 
 def retry_after(exc: BaseException) -> float | None:

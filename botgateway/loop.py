@@ -32,6 +32,7 @@ import structlog
 from botgateway.assembly import AssembledRound, ReasoningPart, TextPart
 from botgateway.events import (
     AnswerDelta,
+    FailureReason,
     RoundStarted,
     ThoughtDelta,
     ToolCallRecord,
@@ -42,9 +43,11 @@ from botgateway.events import (
     Usage,
     UsageReported,
 )
-from botgateway.llm import ChatModel, LLMError, LLMInterrupted
+from botgateway.llm import ChatModel, LLMContextTooLong, LLMError, LLMInterrupted, LLMRefused, RoundItem
 from botgateway.logs import bind_turn
+from botgateway.memory import trim_history
 from botgateway.stores.base import StoreError
+from botgateway.token_estimate import estimate_tokens
 from botgateway.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
 from botgateway.tooling import ToolContext, ToolRegistry
 from botgateway.turn_deadline import TurnDeadline, TurnTimedOut, turn_timeout_message
@@ -244,44 +247,45 @@ class ToolLoop:
     async def _stream_round(self, turn: _Turn, round_no: int) -> AsyncIterator[TurnEvent | AssembledRound]:
         """One streamed completion: :class:`RoundStarted`, text and thought as they arrive, then the assembled round.
 
-        A model failure ends the stream with a :class:`TurnFailed` instead of the round.
+        A request the provider refuses as too long for the model is sent once more
+        with trimmed history (it failed before any output, so the card repeats
+        nothing). A model failure ends the stream with a :class:`TurnFailed` instead of the round.
         """
+        yield RoundStarted(round=round_no, max_rounds=self.max_rounds)
+        assembled: AssembledRound | None = None
+        retried = False
+        while True:
+            try:
+                async with aclosing(self._completion(turn, round_no)) as stream:
+                    async for item in stream:
+                        if isinstance(item, TextPart):
+                            yield AnswerDelta(text=item.text)
+                        elif isinstance(item, ReasoningPart):
+                            yield ThoughtDelta(text=item.text)
+                        elif isinstance(item, AssembledRound):
+                            assembled = item
+                break
+            except LLMContextTooLong as exc:
+                if retried or not _trim_history(turn):
+                    yield _model_failed(exc)
+                    return
+                retried = True
+            except LLMError as exc:  # interrupted, refused, or unavailable
+                yield _model_failed(exc)
+                return
+        if assembled is None:  # a ChatModel that ended without its round; treat as empty
+            assembled = AssembledRound("", "", (), None, None)
+        yield assembled
+
+    def _completion(self, turn: _Turn, round_no: int) -> AsyncIterator[RoundItem]:
+        """The model's streamed completion for ``round_no`` of ``turn``."""
         # The last allowed round still sees the tool definitions (history holds tool
         # calls, and some providers insist on matching definitions) but may not call them.
         closing = self._closing(round_no, turn)
         system = self.system_prompt + ("\n\n" + CLOSING_INSTRUCTION if closing else "")
         no_tools = round_no == self.max_rounds and bool(turn.specs)
         request = [{"role": "system", "content": system}, *turn.history, *turn.messages]
-        yield RoundStarted(round=round_no, max_rounds=self.max_rounds)
-
-        assembled: AssembledRound | None = None
-        try:
-            async with aclosing(
-                self.llm.stream(
-                    request,
-                    tools=turn.specs or None,
-                    tool_choice="none" if no_tools else None,
-                    round=round_no,
-                )
-            ) as stream:
-                async for item in stream:
-                    if isinstance(item, TextPart):
-                        yield AnswerDelta(text=item.text)
-                    elif isinstance(item, ReasoningPart):
-                        yield ThoughtDelta(text=item.text)
-                    elif isinstance(item, AssembledRound):
-                        assembled = item
-        except LLMInterrupted as exc:
-            log.warning("turn_failed", reason="interrupted", partial_chars=len(exc.partial_text))
-            yield TurnFailed(reason="interrupted", message=exc.message, partial_answer=exc.partial_text)
-            return
-        except LLMError as exc:  # LLMUnavailable, or any other model failure before output
-            log.warning("turn_failed", reason="llm_unavailable", status=exc.status)
-            yield TurnFailed(reason="llm_unavailable", message=exc.message)
-            return
-        if assembled is None:  # a ChatModel that ended without its round; treat as empty
-            assembled = AssembledRound("", "", (), None, None)
-        yield assembled
+        return self.llm.stream(request, tools=turn.specs or None, tool_choice="none" if no_tools else None, round=round_no)
 
     async def _close(self, turn: _Turn, assembled: AssembledRound, round_no: int, *, wants_tools: bool) -> AsyncIterator[TurnEvent]:
         """The round that ends the turn: its answer, or a plain-words note when the model still wanted tools."""
@@ -330,6 +334,26 @@ class ToolLoop:
                 hit_max_rounds=hit_max_rounds,
             )
         )
+
+
+def _trim_history(turn: _Turn) -> bool:
+    """Halve the history ``turn`` sends (newest whole turns kept); False when there is none to trim."""
+    if not turn.history:
+        return False
+    tokens = estimate_tokens(turn.history)
+    turn.history = trim_history(turn.history, tokens // 2)
+    log.warning("llm_context_too_long_retry", history_tokens=tokens, trimmed_tokens=estimate_tokens(turn.history))
+    return True
+
+
+def _model_failed(exc: LLMError) -> TurnFailed:
+    """The :class:`TurnFailed` for a model failure: interrupted mid-answer, refused (4xx), or unavailable."""
+    if isinstance(exc, LLMInterrupted):
+        log.warning("turn_failed", reason="interrupted", partial_chars=len(exc.partial_text))
+        return TurnFailed(reason="interrupted", message=exc.message, partial_answer=exc.partial_text)
+    reason: FailureReason = "llm_refused" if isinstance(exc, LLMRefused) else "llm_unavailable"
+    log.warning("turn_failed", reason=reason, status=exc.status)
+    return TurnFailed(reason=reason, message=exc.message)
 
 
 def _empty_answer_message(finish_reason: str | None) -> str:

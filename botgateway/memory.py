@@ -10,7 +10,11 @@ the ``keep_recent_turns`` newest are folded, together with the previous
 summary, into one new summary by the ``summarizer`` (the model). The summary
 goes back into the store atomically in place of the turns it covers. If there
 is no summarizer, or it fails (error, timeout, empty answer), the oldest whole
-turns are dropped until the history fits instead.
+turns are dropped until the history fits instead. What is sent never exceeds
+the budget: when the newest turns alone are over it, their longest messages are
+cut (:func:`~botgateway.token_estimate.fit_to_tokens`) in what is sent, while
+the store keeps them whole. :func:`trim_history` is the same bound for a
+request the provider refused as too long.
 
 The summary reaches the model as a ``user`` message followed by a short
 ``assistant`` acknowledgement. That keeps the user/assistant alternation that
@@ -50,6 +54,7 @@ from botgateway.token_estimate import (
     estimate_message_tokens,
     estimate_text_tokens,
     estimate_tokens,
+    fit_to_tokens,
     truncate_to_tokens,
 )
 
@@ -72,6 +77,7 @@ __all__ = [
     "render_transcript",
     "summary_text",
     "summary_turn",
+    "trim_history",
     "truncate_to_tokens",
     "turn_tokens",
 ]
@@ -175,7 +181,22 @@ class Memory:
             turns = await self.store.load_turns(conversation_id)
             if sum(map(turn_tokens, turns)) <= self.max_history_tokens:
                 return flatten(turns)
-            return flatten(await self._compress(conversation_id, turns))
+            return self._fit(conversation_id, flatten(await self._compress(conversation_id, turns)))
+
+    def _fit(self, conversation_id: str, messages: list[Message]) -> list[Message]:
+        """``messages`` within the budget: the newest turns too, however long a message in them was."""
+        tokens = estimate_tokens(messages)
+        if tokens <= self.max_history_tokens:
+            return messages
+        fitted = fit_to_tokens(messages, self.max_history_tokens)
+        log.warning(
+            "memory.cut_to_fit",
+            conversation=conversation_id,
+            tokens_before=tokens,
+            tokens_after=estimate_tokens(fitted),
+            budget=self.max_history_tokens,
+        )
+        return fitted
 
     async def _compress(self, conversation_id: str, turns: list[StoredTurn]) -> list[StoredTurn]:
         total = sum(map(turn_tokens, turns))
@@ -192,7 +213,7 @@ class Memory:
                 conversation=conversation_id,
                 tokens=total,
                 budget=self.max_history_tokens,
-                note="the newest turns alone exceed the budget; sending them whole",
+                note="the newest turns alone exceed the budget; their longest messages are cut in what is sent",
             )
             return self._drop_oldest(turns, recent)
 
@@ -283,6 +304,26 @@ class Memory:
         """Forget the conversation."""
         await self.store.clear(conversation_id)
         log.info("memory.cleared", conversation=conversation_id)
+
+
+def trim_history(messages: Sequence[Message], max_tokens: int) -> list[Message]:
+    """The newest whole turns of flattened history ``messages`` within ``max_tokens``.
+
+    A turn begins at a ``user`` message (a summary pair too), so a tool result is
+    never parted from its call. When even the newest turn alone is over, it is
+    kept, cut to fit (:func:`~botgateway.token_estimate.fit_to_tokens`).
+    """
+    turns: list[list[Message]] = []
+    for message in messages:
+        if message.get("role") == "user" or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    kept: list[Message] = []
+    for turn in reversed(turns):
+        if kept and estimate_tokens(kept) + estimate_tokens(turn) > max_tokens:
+            break
+        kept[:0] = turn
+    return fit_to_tokens(kept, max_tokens)
 
 
 def flatten(turns: Iterable[StoredTurn]) -> list[Message]:

@@ -39,6 +39,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "failed_interrupted": "⚠️ The answer was interrupted before it was complete. {message}",
         "failed_internal": "⚠️ Something went wrong on our side. {message}",
         "failed_timeout": "⚠️ The answer took too long, so it was stopped here. {message}",
+        "failed_llm_refused": "⚠️ The model service refused the request, so there is no answer. {message}",
         "failed_unfinished": "The answer ended before it was complete.",
         "partial_note": "(partial answer)",
         "continued": "(continued in the next message ↓)",
@@ -57,6 +58,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "cleared": "🧹 Started a new conversation: earlier questions here are forgotten.",
         "clear_busy": "An answer is still running here; say \"stop\" or wait for it before starting a new conversation.",
         "clear_failed": "Could not clear the conversation ({reason}); please try again.",
+        "question_too_long": (
+            "Your message is {length:,} characters long; I can take at most {limit:,}. Please send a shorter one: "
+            "the part that matters (for example the relevant lines of a log) instead of the whole text."
+        ),
         # Slack
         "stop_button": "Stop",
         "control_working": "⏳ Working on it…",
@@ -94,6 +99,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "failed_interrupted": "⚠️ 回答在完成前中断了。{message}",
         "failed_internal": "⚠️ 我们这边出了问题。{message}",
         "failed_timeout": "⚠️ 回答用时过长，已在此停止。{message}",
+        "failed_llm_refused": "⚠️ 模型服务拒绝了这个请求，暂时没有回答。{message}",
         "failed_unfinished": "回答未能完成。",
         "partial_note": "（部分回答）",
         "continued": "（接下一条消息 ↓）",
@@ -112,6 +118,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "cleared": "🧹 已开始新对话：之前的问题不再作为上下文。",
         "clear_busy": "这里还有回答在进行，请先发送“停止”或等它结束，再开始新对话。",
         "clear_failed": "清空对话失败（{reason}），请重试。",
+        "question_too_long": "你的消息有 {length:,} 个字符，最多只能接收 {limit:,} 个。请发送更短的内容：只发相关部分（例如日志中的关键几行），而不是全文。",
         # Slack
         "stop_button": "停止",
         "control_working": "⏳ 正在处理…",

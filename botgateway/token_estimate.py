@@ -4,23 +4,29 @@ Exact counts need the provider's tokenizer; the history budget only has to be
 roughly right. Real tokenizers give about one token per common
 Chinese/Japanese/Korean character and about four characters per token for
 English, code, JSON and IPs; mixed text is estimated part by part.
+
+:func:`fit_to_tokens` cuts a list of messages down to a budget without
+changing its shape, so a request stays within what the model accepts however
+long one message was.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "CUT_MARKER",
     "MESSAGE_OVERHEAD_TOKENS",
     "TOOL_CALL_OVERHEAD_TOKENS",
     "content_text",
     "estimate_message_tokens",
     "estimate_text_tokens",
     "estimate_tokens",
+    "fit_to_tokens",
     "truncate_to_tokens",
 ]
 
@@ -30,6 +36,8 @@ TOOL_CALL_OVERHEAD_TOKENS = 6
 """Per-tool-call framing (id, type, name keys) on top of the name and arguments."""
 CHARS_PER_TOKEN = 4
 """Non-CJK text: about four characters per token for English, code, JSON and IPs."""
+CUT_MARKER = "\n[… {n} characters left out here to fit the model's context]"
+"""Ends a message :func:`fit_to_tokens` cut, so the model knows it sees only the beginning."""
 
 _CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
@@ -95,10 +103,15 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     """``text`` cut (at a line or word end when possible) so its estimate is at most ``max_tokens``."""
     if estimate_text_tokens(text) <= max_tokens:
         return text
+    return _prefix_within(text, max_tokens - 1) + " …"
+
+
+def _prefix_within(text: str, max_tokens: int) -> str:
+    """The longest beginning of ``text`` within ``max_tokens``, ended at a line or word end when one is near."""
     low, high = 0, len(text)
     while low < high:  # longest prefix within the budget
         middle = (low + high + 1) // 2
-        if estimate_text_tokens(text[:middle]) + 1 <= max_tokens:
+        if estimate_text_tokens(text[:middle]) <= max_tokens:
             low = middle
         else:
             high = middle - 1
@@ -108,4 +121,46 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
         if at > low * 0.7:
             cut = cut[:at]
             break
-    return cut.rstrip() + " …"
+    return cut.rstrip()
+
+
+def fit_to_tokens(messages: Sequence[Mapping[str, Any]], max_tokens: int) -> list[dict[str, Any]]:
+    """``messages`` with their longest texts cut so the estimate is at most ``max_tokens``.
+
+    The shape never changes: every message, role, tool call and id stays, so a
+    tool result still follows its call. Only string ``content`` is cut, each to
+    one common length (shorter texts stay whole), keeping its beginning and
+    ending with :data:`CUT_MARKER`. Best effort when even the framing is over.
+    """
+    out = [dict(message) for message in messages]
+    total = estimate_tokens(out)
+    if total <= max_tokens:
+        return out
+    sizes = [estimate_text_tokens(m["content"]) if isinstance(m.get("content"), str) else 0 for m in out]
+    cap = _common_cap(sizes, max_tokens - (total - sum(sizes)))
+    for message, size in zip(out, sizes, strict=True):
+        if size > cap:
+            message["content"] = _cut(message["content"], cap, size)
+    return out
+
+
+def _common_cap(sizes: Sequence[int], room: int) -> int:
+    """The largest cap on each text's tokens whose capped sizes together fit ``room`` (0 when nothing fits)."""
+    low, high = 0, max(sizes, default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if sum(min(size, middle) for size in sizes) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _cut(text: str, cap: int, size: int) -> str:
+    """``text`` (``size`` tokens) cut to at most ``cap`` tokens with the marker; never longer than it was."""
+    marker_tokens = estimate_text_tokens(CUT_MARKER.format(n=len(text)))
+    if cap <= marker_tokens:
+        marker = CUT_MARKER.format(n=len(text)).lstrip()
+        return marker if estimate_text_tokens(marker) < size else text
+    head = _prefix_within(text, cap - marker_tokens)
+    return head + CUT_MARKER.format(n=len(text) - len(head))

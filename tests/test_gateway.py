@@ -606,3 +606,29 @@ async def test_a_model_that_streams_forever_ends_at_the_turn_deadline_and_the_ne
         # The timed-out turn left no trace in history: the next question came alone.
         assert _user_texts(h.server.requests[1]) == ["and web-2?"]
         assert [m["content"] for m in await h.memory.history("conv-a")] == ["and web-2?", "web-2 is fine."]
+
+
+async def test_a_question_over_the_size_cap_is_refused_with_the_limit_and_never_reaches_the_model(h: Harness) -> None:
+    sub = await h.submit("x" * 150_000)
+    assert sub.status == "refused"
+    await asyncio.wait_for(sub.done, 10)
+    (note,) = h.sink.fallbacks()
+    assert "150,000" in note.error and "20,000" in note.error  # how long it was, and what fits
+    assert "shorter" in note.error or "shorten" in note.error
+    assert h.server.requests == []
+    assert await h.memory.history("conv-a") == []
+
+    h.server.enqueue(Script.text("fits"))
+    fits = await h.submit("y" * 20_000)
+    assert (await asyncio.wait_for(fits.done, 15)).outcome == "done"
+
+
+async def test_a_400_from_the_model_says_the_provider_refused_the_request_not_that_it_was_unreachable(h: Harness) -> None:
+    h.server.enqueue(Script.error(400, "Invalid value for 'temperature': must be at most 2", code="invalid_value"))
+    sub = await h.submit("hi")
+    outcome = await asyncio.wait_for(sub.done, 15)
+    assert outcome.outcome == "failed:llm_refused"
+    card = h.sink.card_for(sub.turn_id)
+    assert "could not be reached" not in card.error
+    assert card.error.startswith(t("en", "failed_llm_refused", message="").strip())
+    assert "HTTP 400" in card.error and "must be at most 2" in card.error

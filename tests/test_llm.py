@@ -18,7 +18,7 @@ import pytest
 
 from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment
 from botgateway.events import Usage
-from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
+from botgateway.llm import LLMClient, LLMContextTooLong, LLMInterrupted, LLMRefused, LLMUnavailable
 from tests.fakes.llm import TEST_API_KEY, llm_config
 from tools.demo.script import (
     Pause,
@@ -226,6 +226,38 @@ async def test_400_shows_the_provider_reason_without_the_key(server: ScriptedLLM
     assert len(server.requests) == 1
     assert "maximum context length" in info.value.message
     assert TEST_API_KEY not in info.value.message and "***" in info.value.message
+
+
+async def test_a_plain_400_is_a_refusal_with_the_providers_short_reason(server: ScriptedLLMServer, client: LLMClient) -> None:
+    server.enqueue(Script.error(400, f"Invalid 'messages[1].content': bad value (key {TEST_API_KEY})"), Script.text("unused"))
+    with pytest.raises(LLMRefused) as info:
+        await collect(client)
+    assert not isinstance(info.value, LLMContextTooLong)
+    assert len(server.requests) == 1  # a refusal is not retried
+    assert info.value.status == 400
+    assert info.value.message.startswith("The model service refused the request (HTTP 400): Invalid 'messages[1].content'")
+    assert TEST_API_KEY not in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "code"),
+    [
+        (400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.", "context_length_exceeded"),
+        (400, "This model's maximum context length is 32768 tokens", None),
+        (400, "Range of input length should be [1, 30720]: too many tokens", None),
+        (400, "Input is too long for requested model.", None),
+        (400, "prompt is too long: 210000 tokens > 200000 maximum", "invalid_request_error"),
+        (413, "Request Entity Too Large", None),
+    ],
+)
+async def test_a_context_length_refusal_is_recognized(
+    server: ScriptedLLMServer, client: LLMClient, status: int, message: str, code: str | None
+) -> None:
+    server.enqueue(Script.error(status, message, code=code))
+    with pytest.raises(LLMContextTooLong) as info:
+        await collect(client)
+    assert len(server.requests) == 1
+    assert info.value.status == status and "too long" in info.value.message
 
 
 async def test_404_names_the_model(server: ScriptedLLMServer, client: LLMClient) -> None:

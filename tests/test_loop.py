@@ -28,7 +28,8 @@ from botgateway.events import (
 )
 from botgateway.llm import LLMClient
 from botgateway.loop import CLOSING_INSTRUCTION, ToolLoop, max_rounds_note
-from botgateway.memory import Memory
+from botgateway.memory import Memory, estimate_tokens
+from botgateway.stores.base import StoredTurn
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
 from botgateway.turn_deadline import TurnDeadline, TurnTimedOut
@@ -588,3 +589,76 @@ async def test_the_turn_deadline_does_not_count_a_pause_and_ends_with_disarm() -
 async def _after(seconds: float, value: str) -> str:
     await asyncio.sleep(seconds)
     return value
+
+
+# --- huge messages: a bounded request, and one retry when the provider says it is too long -------------
+
+
+CONTEXT_TOO_LONG = Script.error(
+    400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.",
+    code="context_length_exceeded",
+)
+
+
+def request_chars(request: dict[str, Any]) -> int:
+    return sum(len(str(m.get("content") or "")) for m in request["messages"])
+
+
+async def test_a_huge_turn_left_in_history_by_an_older_release_no_longer_poisons_the_conversation(harness: Harness) -> None:
+    huge = ({"role": "user", "content": "Read this log:\n" + "E" * 150_000}, {"role": "assistant", "content": "Done reading."})
+    await harness.store.append_turn("conv", StoredTurn(turn_id="old", messages=huge, created_at=1.0))
+    memory = Memory(harness.store, max_history_tokens=6000, keep_recent_turns=2)
+    loop = ToolLoop(harness.llm, harness.registry, memory, max_rounds=4, system_prompt=SYSTEM)
+    harness.server.enqueue(Script.text("web-1 is up."))
+
+    events = [e async for e in loop.run_turn("conv", "is web-1 up?", CTX)]
+
+    assert isinstance(events[-1], TurnDone) and events[-1].result.answer == "web-1 is up."
+    assert len(harness.server.requests) == 1  # bounded from the start, not rescued by a retry
+    sent = harness.server.requests[0]["messages"]
+    assert request_chars(harness.server.requests[0]) <= 6000 * 4 + 200
+    assert sent[1]["content"].startswith("Read this log:\nEEEE")  # the old turn's beginning, not dropped
+    assert sent[-1] == {"role": "user", "content": "is web-1 up?"}
+
+
+async def test_a_context_length_refusal_is_retried_once_with_trimmed_history(harness: Harness) -> None:
+    for n in range(1, 4):
+        harness.server.enqueue(Script.text(f"Answer {n}: " + "a" * 400))
+        await harness.run(f"question {n} " + "q" * 400)
+    stored = await harness.memory.history("conv")
+    harness.server.enqueue(CONTEXT_TOO_LONG, Script.text("Still answered."))
+
+    events = await harness.run("question 4")
+
+    assert isinstance(events[-1], TurnDone) and events[-1].result.answer == "Still answered."
+    assert len(of(events, RoundStarted)) == 1  # the retry is part of the same round on the card
+    first, retry = harness.server.requests[3]["messages"], harness.server.requests[4]["messages"]
+    assert first == [{"role": "system", "content": SYSTEM}, *stored, {"role": "user", "content": "question 4"}]
+    assert retry[0] == first[0] and retry[-1] == first[-1]
+    assert estimate_tokens(retry) <= estimate_tokens(first[:1]) + estimate_tokens(stored) // 2 + estimate_tokens(first[-1:])
+    assert retry[1]["role"] == "user"  # whole turns: the trimmed history still starts with a question
+    # Only the request was trimmed: the stored history keeps every turn, and the new one.
+    assert await harness.memory.history("conv") == [*stored, {"role": "user", "content": "question 4"}, {"role": "assistant", "content": "Still answered."}]
+
+
+async def test_a_second_context_length_refusal_ends_the_turn_saying_what_to_do(harness: Harness) -> None:
+    harness.server.enqueue(Script.text("Earlier answer."))
+    await harness.run("earlier question")
+    harness.server.enqueue(CONTEXT_TOO_LONG, CONTEXT_TOO_LONG, Script.text("unused"))
+
+    events = await harness.run("x" * 30_000)
+
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "llm_refused"
+    assert "too long" in failed.message and "maximum context length" in failed.message
+    assert len(harness.server.requests) == 3  # the turn before, then one try and one retry
+    assert len(await harness.memory.history("conv")) == 2
+
+
+async def test_a_plain_400_fails_the_turn_as_refused_without_a_retry(harness: Harness) -> None:
+    harness.server.enqueue(Script.error(400, "Invalid value for 'temperature'"), Script.text("unused"))
+    events = await harness.run("hi")
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "llm_refused"
+    assert failed.message == "The model service refused the request (HTTP 400): Invalid value for 'temperature'"
+    assert len(harness.server.requests) == 1

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from botgateway.config import LLMConfig
+from botgateway.history_summary import MESSAGE_CHARS
 from botgateway.llm import LLMClient
 from botgateway.memory import SUMMARY_ACK, SUMMARY_HEADER, Memory, estimate_text_tokens, estimate_tokens, summary_text
-from botgateway.stores.base import Store
+from botgateway.stores.base import Store, StoredTurn
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
@@ -320,13 +321,46 @@ async def test_without_a_summarizer_the_oldest_turns_are_dropped_for_good(store:
     assert [t.turn_id for t in await store.load_turns("c")] == ["t4", "t5"]
 
 
-async def test_recent_turns_over_budget_are_kept_whole(store: Store) -> None:
+async def test_recent_turns_over_budget_are_kept_as_turns_but_cut_to_fit(store: Store) -> None:
     memory = Memory(store, max_history_tokens=200, keep_recent_turns=2)
     await commit_all(memory, "c", [plain_turn(n, size=600) for n in range(1, 4)])
 
     history = await memory.history("c")
 
-    assert history == plain_turn(2, size=600) + plain_turn(3, size=600)
+    # The two newest turns, each message there with its beginning, cut so the whole fits the budget.
+    whole = plain_turn(2, size=600) + plain_turn(3, size=600)
+    assert [m["role"] for m in history] == [m["role"] for m in whole]
+    for sent, original in zip(history, whole, strict=True):
+        head = sent["content"].split("\n[", 1)[0]
+        assert original["content"].startswith(head) and len(head) > 20
+        assert "characters left out" in sent["content"]
+    assert estimate_tokens(history) <= 200
+    # Only what is sent is cut: the store keeps the turns whole.
+    assert [t.messages for t in await store.load_turns("c")][-2:] == [tuple(plain_turn(2, 600)), tuple(plain_turn(3, 600))]
+
+
+async def test_a_huge_newest_turn_stored_by_an_older_release_is_cut_to_the_budget(store: Store) -> None:
+    huge = [{"role": "user", "content": "Please read this log:\n" + "E" * 150_000}, {"role": "assistant", "content": "It is long."}]
+    await store.append_turn("c", StoredTurn(turn_id="t1", messages=tuple(huge), created_at=1.0))
+    memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
+
+    history = await memory.history("c")
+
+    assert estimate_tokens(history) <= 6000
+    assert history[0]["content"].startswith("Please read this log:\nEEEE")
+    assert history[1] == {"role": "assistant", "content": "It is long."}  # the short message is left whole
+    assert (await store.load_turns("c"))[0].messages == tuple(huge)
+
+
+async def test_cutting_to_fit_keeps_tool_calls_with_their_results(store: Store) -> None:
+    memory = Memory(store, max_history_tokens=300, keep_recent_turns=2)
+    await commit_all(memory, "c", [tool_turn(1, size=5000), tool_turn(2, size=5000)])
+
+    history = await memory.history("c")
+
+    assert_well_formed(history)
+    assert estimate_tokens(history) <= 300
+    assert [m.get("tool_calls") for m in history] == [m.get("tool_calls") for m in tool_turn(1) + tool_turn(2)]
 
 
 async def test_cancelled_summary_leaves_the_store_untouched(store: Store) -> None:
@@ -397,3 +431,18 @@ async def test_history_returns_copies(store: Store) -> None:
     history = await memory.history("c")
     history[1]["tool_calls"].clear()
     assert await memory.history("c") == tool_turn(1)
+
+
+async def test_a_huge_older_turn_is_cut_in_the_summary_request(store: Store, llm: LLMClient, server: ScriptedLLMServer) -> None:
+    huge = [{"role": "user", "content": "Please read this log:\n" + "E" * 150_000}, {"role": "assistant", "content": "It is long."}]
+    await store.append_turn("c", StoredTurn(turn_id="t1", messages=tuple(huge), created_at=1.0))
+    memory = Memory(store, max_history_tokens=300, keep_recent_turns=1, summarizer=llm.complete)
+    await commit_all(memory, "c", [plain_turn(2)], start=2)
+    server.enqueue(Script.text("The user shared a long error log."))
+
+    history = await memory.history("c")
+
+    transcript = server.requests[0]["messages"][1]["content"]
+    assert "User: Please read this log:\nEEEE" in transcript and len(transcript) < 10_000
+    assert f"{150_000 + 22 - MESSAGE_CHARS} more characters" in transcript
+    assert history[2:] == plain_turn(2) and estimate_tokens(history) <= 300

@@ -34,6 +34,7 @@ _FAILURE_KEYS = {
     "interrupted": "failed_interrupted",
     "internal": "failed_internal",
     "timeout": "failed_timeout",
+    "llm_refused": "failed_llm_refused",
 }
 
 

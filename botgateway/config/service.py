@@ -50,6 +50,8 @@ class GatewayConfig(Section):
     """Questions waiting behind a running turn in one conversation; more are refused politely."""
     max_concurrent_turns: int = Field(64, ge=1)
     """Turns running at once across all conversations."""
+    max_question_chars: int = Field(20_000, ge=100)
+    """Longest question accepted, in characters; a longer one is refused with a note saying the limit, and never reaches the model."""
     admins: list[str] = Field(default_factory=list)
     """Platform user ids allowed to stop anyone's turn."""
     stop_words: list[str] = Field(default_factory=lambda: ["stop", "停止", "/stop"])
