@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from botgateway.config import Config, ConfigError, load_config
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -102,6 +100,10 @@ def _check_config(config: Config, source: str) -> int:
 
 
 def _print_config_problems(error: ConfigError) -> None:
+    if len(error.problems) == 1:
+        # One problem reads best as one line, the way compilers report: "file: where: what".
+        print(f"{error.source}: {error.problems[0]}", file=sys.stderr)
+        return
     print(f"{error.source}: {len(error.problems)} problem(s):", file=sys.stderr)
     for problem in error.problems:
         print(f"  - {problem}", file=sys.stderr)
@@ -158,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # Last line of defence against a bug of ours: one plain line for the operator; the
         # traceback only at debug level, since for ask/tools the log is this same stderr.
+        import structlog  # here, not at the top: a config that fails to load is reported before logging costs an import
+
         log = structlog.get_logger(__name__)
         log.error("command_crashed", command=args.command, error=type(exc).__name__)
         log.debug("command_crashed.traceback", exc_info=True)
