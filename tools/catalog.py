@@ -20,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from botgateway.backoff import Backoff
 from botgateway.config import ConfigError, ToolsConfig
+from botgateway.config.problems import plain_word
 from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
 from tools.mcp import RECONNECT_BACKOFF, McpManager, ToolSink
@@ -158,8 +159,23 @@ async def check_toolset(config: ToolsConfig) -> list[str]:
         await provider.aclose()
     for i, server in enumerate(config.mcp):
         if server.command and shutil.which(server.command) is None:
-            problems.append(f"tools.mcp[{i}].command: {server.command!r} is not an executable on PATH")
+            problems.append(_not_on_path(f"tools.mcp[{i}]", server.command))
     return problems
+
+
+def _not_on_path(where: str, command: str) -> str:
+    """Why ``command`` cannot start, naming the program only when its name cannot carry a secret."""
+    program = plain_word(command)
+    if program is not None and program == command:
+        return f"{where}.command: {program!r} is not an executable on PATH"
+    if len(command.split()) > 1:
+        # The command is started as one program name, so flags written into it (often a token) never work.
+        named = f" ({program!r})" if program else ""
+        return (
+            f"{where}.command: the command is not an executable on PATH: it holds more than the program's name{named};"
+            f" put the arguments in {where}.args"
+        )
+    return f"{where}.command: the command is not an executable on PATH (not shown: it may hold a secret)"
 
 
 def unavailable_reasons(config: ToolsConfig, enabled: Sequence[str]) -> dict[str, str]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, SecretStr, model_validator
 
-from botgateway.config.section import Section
+from botgateway.config.section import SECRET_BEARING, Section
 
 __all__ = ["CloudAccount", "CloudProviderConfig", "InventoryConfig", "McpServerConfig", "ToolsConfig"]
 
@@ -51,15 +53,16 @@ class McpServerConfig(Section):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
     """Namespace prefix of the server's tools."""
-    command: str | None = None
+    # Command lines, arguments and URLs often carry tokens (--api-token=…, ?key=…), so no message echoes them.
+    command: Annotated[str | None, SECRET_BEARING] = None
     """stdio transport: the command to start."""
-    args: list[str] = Field(default_factory=list)
+    args: Annotated[list[str], SECRET_BEARING] = Field(default_factory=list)
     """stdio transport: its arguments."""
-    env: dict[str, SecretStr] = Field(default_factory=dict)
+    env: Annotated[dict[str, SecretStr], SECRET_BEARING] = Field(default_factory=dict)
     """stdio transport: extra environment."""
-    url: str | None = None
+    url: Annotated[str | None, SECRET_BEARING] = None
     """streamable-HTTP transport: the server URL."""
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    headers: Annotated[dict[str, SecretStr], SECRET_BEARING] = Field(default_factory=dict)
     """streamable-HTTP transport: request headers (tokens)."""
     allow: list[str] = Field(default_factory=list)
     """Offer only these tool names (empty: all)."""
