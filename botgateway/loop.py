@@ -43,10 +43,10 @@ from botgateway.events import (
     Usage,
     UsageReported,
 )
+from botgateway.incidents import report_incident
 from botgateway.llm import ChatModel, LLMContextTooLong, LLMError, LLMInterrupted, LLMRefused, RoundItem
 from botgateway.logs import bind_turn
 from botgateway.memory import trim_history
-from botgateway.stores.base import StoreError
 from botgateway.token_estimate import estimate_tokens
 from botgateway.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
 from botgateway.tooling import ToolContext, ToolRegistry
@@ -232,10 +232,9 @@ class ToolLoop:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("history_load_failed")
-            # A store error says what to check (and never holds a password); anything else is a bug of ours.
-            detail = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
-            return TurnFailed(reason="internal", message=f"Could not read the conversation history ({detail}); try again")
+            # A store error names hosts, ports and files: what to check is for the log; the asker gets an error id.
+            incident = report_incident(log, "history_load_failed", exc, reason="Could not read the conversation history")
+            return TurnFailed(reason="internal", message=f"{incident.reason}; try again")
 
     def _closing(self, round_no: int, turn: _Turn) -> bool:
         """Whether ``round_no`` is the last allowed round after tool rounds, told to answer without tools.

@@ -18,6 +18,7 @@ import structlog
 
 from botgateway.assembly import AssembledToolCall
 from botgateway.events import ToolCallFinished, ToolCallRecord, ToolCallStarted
+from botgateway.incidents import report_incident
 from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
 
 __all__ = ["TOOL_CANCEL_GRACE_S", "ToolRoundResult", "run_calls", "run_tool_round", "unique_call_ids"]
@@ -144,8 +145,8 @@ def _outcome_of(task: asyncio.Task[ToolOutcome], call: AssembledToolCall) -> Too
             raise RuntimeError("the tool was cancelled")
         return task.result()
     except Exception as exc:  # execute() never raises; a broken registry must not end the turn
-        log.error("tool_execute_crashed", tool=call.name, error=repr(exc), exc_info=exc)
-        return ToolOutcome(ok=False, content=f"Error: {type(exc).__name__}", summary=f"failed: {type(exc).__name__}", duration_s=0.0)
+        incident = report_incident(log, "tool_execute_crashed", exc, reason="the tool failed unexpectedly", tool=call.name)
+        return ToolOutcome(ok=False, content=f"Error: {incident.reason}", summary=incident.reason, duration_s=0.0, error=incident.reason)
 
 
 def unique_call_ids(calls: Sequence[AssembledToolCall], used: set[str], round_no: int) -> tuple[AssembledToolCall, ...]:

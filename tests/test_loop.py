@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 import structlog
 
+from botgateway.cards.render import render_plain
+from botgateway.cards.state import CardState
 from botgateway.events import (
     AnswerDelta,
     RoundStarted,
@@ -30,10 +33,13 @@ from botgateway.llm import LLMClient
 from botgateway.loop import CLOSING_INSTRUCTION, ToolLoop, max_rounds_note
 from botgateway.memory import Memory, estimate_tokens
 from botgateway.stores.base import StoredTurn
+from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
 from botgateway.turn_deadline import TurnDeadline, TurnTimedOut
+from tests.adapters.log_lines import captured_log
 from tests.fakes.llm import llm_config
+from tests.fakes.stores import unique_prefix
 from tools.demo.script import Pause, Script, empty_chunk, reasoning_chunks, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
@@ -286,7 +292,9 @@ async def test_bad_arguments_unknown_tool_and_exceptions_become_error_results(ha
     assert "not valid JSON" in finished["c_json"].summary
     assert "unknown tool" in finished["c_unknown"].summary
     assert "limit" in finished["c_invalid"].summary
-    assert "backend exploded" in finished["c_crash"].summary
+    # An unexpected exception is told as plain words and an error id; its text is for the log only.
+    assert "backend exploded" not in finished["c_crash"].summary
+    assert finished["c_crash"].summary.startswith("the tool failed unexpectedly (error id ")
     assert finished["c_tool_error"].summary == "no access to the prod account"
     started = {e.call_id: e for e in of(events, ToolCallStarted)}
     assert started["c_json"].arguments == {}
@@ -301,6 +309,7 @@ async def test_bad_arguments_unknown_tool_and_exceptions_become_error_results(ha
     assert results["c_json"].startswith("Error: arguments are not valid JSON")
     assert "reboot_everything" in results["c_unknown"] and "lookup" in results["c_unknown"]
     assert results["c_invalid"].startswith("Error: invalid arguments") and "limit" in results["c_invalid"]
+    assert results["c_crash"] == f"Error: {finished['c_crash'].summary}"
     assert results["c_ok"] == "found"
 
     done = events[-1]
@@ -520,12 +529,18 @@ async def test_unreadable_history_fails_the_turn_in_plain_words(harness: Harness
     assert harness.server.requests == []
 
 
-async def test_a_store_failure_says_what_to_check(harness: Harness) -> None:
+async def test_a_store_failure_tells_the_log_what_to_check_under_the_error_id_the_asker_sees(harness: Harness) -> None:
     await harness.store.close()  # a real store that can no longer be used
-    events = [e async for e in harness.loop().run_turn("conv", "hi", CTX)]
+    with captured_log() as logs:
+        events = [e async for e in harness.loop().run_turn("conv", "hi", CTX)]
     (failed,) = events
     assert isinstance(failed, TurnFailed) and failed.reason == "internal"
-    assert failed.message.startswith("Could not read the conversation history (the SQLite store was used after it was closed")
+    assert failed.message.startswith("Could not read the conversation history (error id ")
+    assert "SQLite" not in failed.message
+    (error_id,) = re.findall(r"error id ([0-9a-f]{8})", failed.message)
+    (line,) = [line for line in logs.since() if line.get("error_id") == error_id]
+    assert line["event"] == "history_load_failed"
+    assert "the SQLite store was used after it was closed" in line["detail"]
     assert harness.server.requests == []
 
 
@@ -662,3 +677,67 @@ async def test_a_plain_400_fails_the_turn_as_refused_without_a_retry(harness: Ha
     assert isinstance(failed, TurnFailed) and failed.reason == "llm_refused"
     assert failed.message == "The model service refused the request (HTTP 400): Invalid value for 'temperature'"
     assert len(harness.server.requests) == 1
+
+
+# --- what the asker and the model are told of unexpected failures -------------------------------
+
+ERROR_ID = re.compile(r"error id ([0-9a-f]{8})")
+
+
+def card_text(events: list[Any]) -> str:
+    """The final card as a plain-text renderer draws it."""
+    state = CardState(footer=False)
+    for event in events:
+        state.apply(event)
+    return render_plain(state.snapshot())
+
+
+async def test_a_crashing_tool_tells_the_card_and_the_model_an_error_id_and_the_log_the_redacted_detail(harness: Harness) -> None:
+    @tool
+    def inventory_db() -> str:
+        """Reads the inventory database."""
+        raise RuntimeError("db password=hunter2 at 10.0.0.9 refused")
+
+    harness.registry.add(inventory_db)
+    harness.server.enqueue(Script.tool_calls([("c1", "inventory_db", {})]), Script.text("The inventory is unavailable."))
+    with captured_log() as logs:
+        events = await harness.run("what is in the inventory?")
+
+    (finished,) = of(events, ToolCallFinished)
+    told_model = harness.server.requests[1]["messages"][-1]["content"]
+    card = card_text(events)
+    for text in (finished.summary, told_model, card):
+        assert "hunter2" not in text and "10.0.0.9" not in text
+        assert "RuntimeError" not in text and "refused" not in text
+    assert not finished.ok
+    (error_id,) = ERROR_ID.findall(finished.summary)
+    assert ERROR_ID.findall(told_model) == [error_id] and error_id in card
+    assert told_model.startswith("Error: ")
+
+    (line,) = [line for line in logs.since() if line.get("error_id") == error_id]
+    assert line["level"] == "error" and line["tool"] == "inventory_db"
+    assert "10.0.0.9 refused" in line["detail"] and "password=***" in line["detail"]
+    assert "hunter2" not in json.dumps(line)
+
+
+async def test_a_redis_outage_shows_the_asker_an_error_id_and_no_host(harness: Harness) -> None:
+    store = RedisStore("redis://:hunter2secret@127.0.0.1:1/0", unique_prefix())  # nothing listens on port 1
+    memory = Memory(store, max_history_tokens=100_000, keep_recent_turns=2)
+    loop = ToolLoop(harness.llm, harness.registry, memory, max_rounds=2, system_prompt=SYSTEM)
+    try:
+        with captured_log() as logs:
+            events = [e async for e in loop.run_turn("conv", "hi", CTX)]
+    finally:
+        await store.close()
+
+    (failed,) = events
+    assert isinstance(failed, TurnFailed) and failed.reason == "internal"
+    card = card_text(events)
+    assert "conversation history" in card
+    for text in (failed.message, card):
+        assert "127.0.0.1" not in text and "Redis" not in text and "redis_url" not in text and "hunter2secret" not in text
+    (error_id,) = ERROR_ID.findall(card)
+    (line,) = [line for line in logs.since() if line.get("error_id") == error_id]
+    assert "127.0.0.1:1" in line["detail"] and "memory.redis_url" in line["detail"]  # what to check, for whoever runs the bot
+    assert "hunter2secret" not in json.dumps(line)
+    assert harness.server.requests == []

@@ -1,5 +1,8 @@
 """Running calls safely: timeout, permission hook, size cap, and every failure turned into a result the model can read.
 
+A tool's unexpected exception reaches the model and the card as plain words and an
+error id (:mod:`botgateway.incidents`); its text goes only to the log.
+
 The registry also remembers recent outcomes by the text the model was sent
 (:class:`~botgateway.tooling.contract.RecentOutcomes`), so a model running in
 this process (the demo) reads the data behind a tool message instead of
@@ -17,6 +20,7 @@ from typing import Any
 import structlog
 from cachetools import LRUCache
 
+from botgateway.incidents import report_incident
 from botgateway.tooling.contract import (
     PermissionHook,
     Tool,
@@ -160,6 +164,7 @@ class ToolRegistry:
         self._recent[outcome.content] = outcome
         return outcome
 
+
     async def _run(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         """Find, check and invoke the tool; every failure is raised as a :class:`ToolError` in the model's words."""
         tool = self._tools.get(name)
@@ -175,9 +180,10 @@ class ToolRegistry:
             raise ToolError(f"timed out after {timeout:g} s") from None
         except ToolError:
             raise
-        except Exception as exc:  # a tool bug must not end the turn, but it must reach the log with its traceback
-            log.exception("tool.crashed", tool=name, error=type(exc).__name__)
-            raise ToolError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
+        except Exception as exc:
+            # A tool bug must not end the turn; its text (hosts, even passwords) is for the log only.
+            incident = report_incident(log, "tool.crashed", exc, reason="the tool failed unexpectedly", tool=name)
+            raise ToolError(incident.reason) from None
 
     async def _check_permission(self, tool: Tool, ctx: ToolContext) -> None:
         try:
