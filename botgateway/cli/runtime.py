@@ -32,8 +32,13 @@ log = structlog.get_logger(__name__)
 
 
 def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
-    """``tools`` in a registry with the configured default timeout and result size cap."""
-    return ToolRegistry(tools, default_timeout_s=config.tools.default_timeout_s, max_result_chars=config.tools.max_result_chars)
+    """``tools`` in a registry with the configured default timeout, result size cap and threads for blocking tools."""
+    return ToolRegistry(
+        tools,
+        default_timeout_s=config.tools.default_timeout_s,
+        max_result_chars=config.tools.max_result_chars,
+        sync_workers=config.tools.sync_workers,
+    )
 
 
 @dataclass
@@ -81,6 +86,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         toolset = await build_toolset(config.tools)
         stack.push_async_callback(toolset.aclose)
         registry = tool_registry(config, toolset.tools)
+        stack.callback(registry.close)
         toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
         llm, model_label = await _model(stack, config, registry, toolset)
         memory = Memory(

@@ -6,7 +6,9 @@ derives the JSON schema from type hints and the docstring with pydantic and
 validates arguments before the function runs. :class:`ToolRegistry`
 (:mod:`.registry`) runs calls with a timeout, a permission hook and a size cap,
 and turns every failure into an error result the model can read and recover
-from.
+from. Blocking functions run on the registry's own bounded pool of daemon
+threads (:class:`SyncWorkers`, :mod:`.threads`) and are abandoned at their
+timeout.
 
 A tool may return data beside its text (:attr:`ToolOutput.data`): the model
 reads the text, code reads the data. The registry remembers recent outcomes by
@@ -37,13 +39,16 @@ from botgateway.tooling.registry import (
     cap_text,
     parse_arguments,
 )
+from botgateway.tooling.threads import DEFAULT_SYNC_WORKERS, SyncWorkers
 
 __all__ = [
+    "DEFAULT_SYNC_WORKERS",
     "RECENT_OUTCOMES",
     "TRUNCATION_NOTE",
     "FunctionTool",
     "PermissionHook",
     "RecentOutcomes",
+    "SyncWorkers",
     "TTLCache",
     "Tool",
     "ToolArgumentError",

@@ -7,7 +7,7 @@ model's arguments before the function runs.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import inspect
 import json
 import re
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from botgateway.tooling.cache import TTLCache
 from botgateway.tooling.contract import ToolArgumentError, ToolContext, ToolOutput, one_line
+from botgateway.tooling.threads import run_blocking
 
 __all__ = ["FunctionTool", "format_validation_error", "tool"]
 
@@ -144,7 +145,7 @@ class FunctionTool:
         if inspect.iscoroutinefunction(self.fn):
             raw = await self.fn(**kwargs)
         else:
-            raw = await asyncio.to_thread(self.fn, **kwargs)
+            raw = await run_blocking(functools.partial(self.fn, **kwargs))
         output = self._normalize(raw)
         if self._cache is not None:
             self._cache.put(key, output)

@@ -1,6 +1,8 @@
 """Running calls safely: timeout, permission hook, size cap, and every failure turned into a result the model can read.
 
-A tool's unexpected exception reaches the model and the card as plain words and an
+Blocking tool functions run on the registry's own bounded pool of daemon
+threads (:mod:`.threads`) and are abandoned at their timeout. A tool's
+unexpected exception reaches the model and the card as plain words and an
 error id (:mod:`botgateway.incidents`); its text goes only to the log.
 
 The registry also remembers recent outcomes by the text the model was sent
@@ -31,6 +33,7 @@ from botgateway.tooling.contract import (
     ToolOutput,
     one_line,
 )
+from botgateway.tooling.threads import DEFAULT_SYNC_WORKERS, Loan, SyncWorkers, lend
 
 __all__ = ["RECENT_OUTCOMES", "TRUNCATION_NOTE", "ToolRegistry", "allow_all", "cap_text", "parse_arguments"]
 
@@ -83,14 +86,20 @@ class ToolRegistry:
         max_result_chars: int = 8000,
         permission: PermissionHook = allow_all,
         recent_outcomes: int = RECENT_OUTCOMES,
+        sync_workers: int = DEFAULT_SYNC_WORKERS,
     ) -> None:
         self._tools: dict[str, Tool] = {}
         self.default_timeout_s = default_timeout_s
         self.max_result_chars = max_result_chars
         self.permission = permission
+        self._workers = SyncWorkers(sync_workers)
         self._recent: LRUCache[str, ToolOutcome] = LRUCache(maxsize=max(1, recent_outcomes))
         for t in tools:
             self.add(t)
+
+    def close(self) -> None:
+        """Stop the threads of blocking tools: waiting calls are dropped, running ones are not waited for."""
+        self._workers.close()
 
     def add(self, tool: Tool) -> None:
         """Offer ``tool`` to the model; a later tool of the same name replaces it."""
@@ -173,17 +182,27 @@ class ToolRegistry:
             raise ToolError(f"unknown tool {name!r}; available tools: {known}")
         await self._check_permission(tool, ctx)
         timeout = tool.timeout_s if tool.timeout_s is not None else self.default_timeout_s
-        try:
-            async with asyncio.timeout(timeout):
-                return await tool.invoke(arguments, ctx)
-        except TimeoutError:
-            raise ToolError(f"timed out after {timeout:g} s") from None
-        except ToolError:
-            raise
-        except Exception as exc:
-            # A tool bug must not end the turn; its text (hosts, even passwords) is for the log only.
-            incident = report_incident(log, "tool.crashed", exc, reason="the tool failed unexpectedly", tool=name)
-            raise ToolError(incident.reason) from None
+        with lend(self._workers) as loan:
+            try:
+                async with asyncio.timeout(timeout):
+                    return await tool.invoke(arguments, ctx)
+            except TimeoutError:
+                raise ToolError(self._timed_out(timeout, loan)) from None
+            except ToolError:
+                raise
+            except Exception as exc:
+                # A tool bug must not end the turn; its text (hosts, even passwords) is for the log only.
+                incident = report_incident(log, "tool.crashed", exc, reason="the tool failed unexpectedly", tool=name)
+                raise ToolError(incident.reason) from None
+
+    def _timed_out(self, timeout: float, loan: Loan) -> str:
+        """Why a call timed out, saying whether a blocking call still runs in its thread."""
+        if loan.fate == "abandoned":
+            return f"timed out after {timeout:g} s; the call was abandoned (it may still be running)"
+        if loan.fate == "never_started":
+            busy = self._workers.max_workers
+            return f"timed out after {timeout:g} s before it could start (all {busy} tools.sync_workers were busy)"
+        return f"timed out after {timeout:g} s"
 
     async def _check_permission(self, tool: Tool, ctx: ToolContext) -> None:
         try:
