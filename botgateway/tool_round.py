@@ -1,7 +1,9 @@
 """One tool round of a turn: the model's calls run concurrently and go back to it in call order.
 
 Each call runs through :meth:`ToolRegistry.execute` (its own timeout, its own
-error result), all calls of the round at once. :class:`ToolCallStarted` events
+error result), all calls of the round at once, up to the registry's
+``max_calls_per_round``: the calls past it are not run and fail with a note the
+model can act on (:meth:`ToolRegistry.over_cap`). :class:`ToolCallStarted` events
 come first, in call order; :class:`ToolCallFinished` events follow in true
 completion order; then the round's :class:`ToolRoundResult`: the messages and
 records the turn commits, in the order the model made the calls.
@@ -103,19 +105,26 @@ def _assistant_message(text: str, calls: Sequence[AssembledToolCall]) -> dict[st
 async def run_calls(tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx: ToolContext) -> AsyncIterator[tuple[int, ToolOutcome]]:
     """Run the calls concurrently; yields ``(position, outcome)`` as each finishes.
 
-    Leaving early (cancellation, or closing the iterator) cancels the calls
-    still running and waits up to :data:`TOOL_CANCEL_GRACE_S` for them.
+    Only the first ``tools.max_calls_per_round`` calls run; the others are
+    reported first, as failed without running. Leaving early (cancellation, or
+    closing the iterator) cancels the calls still running and waits up to
+    :data:`TOOL_CANCEL_GRACE_S` for them.
     """
     tasks: dict[asyncio.Task[ToolOutcome], int] = {}
     # Done-callbacks feed a queue so outcomes are reported in true completion order.
     finished: asyncio.Queue[asyncio.Task[ToolOutcome]] = asyncio.Queue()
-    for position, call in enumerate(calls):
+    cap = tools.max_calls_per_round
+    for position, call in enumerate(calls[:cap]):
         # The registry parses the raw text itself, so a malformed-JSON error reaches the model verbatim.
         task = asyncio.create_task(tools.execute(call.name, call.arguments_json, ctx), name=f"tool:{call.name}:{call.call_id}")
         task.add_done_callback(finished.put_nowait)
         tasks[task] = position
     remaining = len(tasks)
     try:
+        if len(calls) > cap:
+            log.warning("tool_calls_over_cap", calls=len(calls), max_calls_per_round=cap)
+        for position in range(cap, len(calls)):
+            yield position, tools.over_cap(calls[position].arguments)
         while remaining:
             task = await finished.get()
             remaining -= 1

@@ -741,3 +741,45 @@ async def test_a_redis_outage_shows_the_asker_an_error_id_and_no_host(harness: H
     assert "127.0.0.1:1" in line["detail"] and "memory.redis_url" in line["detail"]  # what to check, for whoever runs the bot
     assert "hunter2secret" not in json.dumps(line)
     assert harness.server.requests == []
+
+
+# --- a cap on the calls of one round -----------------------------------------------------------------
+
+
+async def test_calls_past_the_per_round_cap_are_not_run_and_the_model_is_told_why(harness: Harness) -> None:
+    ran: list[int] = []
+
+    @tool
+    async def probe(step: int) -> str:
+        """Probe something.
+
+        Args:
+            step: Which step.
+        """
+        ran.append(step)
+        return f"step {step} ok"
+
+    registry = ToolRegistry([probe], default_timeout_s=5, max_calls_per_round=2)
+    loop = ToolLoop(harness.llm, registry, harness.memory, max_rounds=3, system_prompt=SYSTEM)
+    calls = [(f"c{n}", "probe", {"step": n}) for n in range(5)]
+    harness.server.enqueue(Script.tool_calls(calls), Script.text("Two steps ran."))
+    events = [e async for e in loop.run_turn("conv", "probe five times", CTX)]
+
+    assert sorted(ran) == [0, 1]
+    assert [e.call_id for e in of(events, ToolCallStarted)] == [c[0] for c in calls]
+    finished = {e.call_id: e for e in of(events, ToolCallFinished)}
+    assert set(finished) == {c[0] for c in calls}
+    assert [cid for cid, e in sorted(finished.items()) if e.ok] == ["c0", "c1"]
+    refusal = "not run: at most 2 tool calls per round; call again with fewer"
+    assert all(finished[cid].summary == refusal for cid in ("c2", "c3", "c4"))
+    assert card_text(events).count(refusal) == 3
+
+    results = [m for m in harness.server.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == [c[0] for c in calls]  # still in call order
+    assert [m["content"] for m in results] == ["step 0 ok", "step 1 ok", *[f"Error: {refusal}"] * 3]
+    done = events[-1]
+    assert isinstance(done, TurnDone) and [r.ok for r in done.result.tool_calls] == [True, True, False, False, False]
+
+
+def test_the_per_round_cap_defaults_to_16() -> None:
+    assert ToolRegistry().max_calls_per_round == 16

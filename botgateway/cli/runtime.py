@@ -32,11 +32,12 @@ log = structlog.get_logger(__name__)
 
 
 def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
-    """``tools`` in a registry with the configured default timeout, result size cap and threads for blocking tools."""
+    """``tools`` in a registry with the configured timeout, result size cap, per-round cap and threads for blocking tools."""
     return ToolRegistry(
         tools,
         default_timeout_s=config.tools.default_timeout_s,
         max_result_chars=config.tools.max_result_chars,
+        max_calls_per_round=config.tools.max_calls_per_round,
         sync_workers=config.tools.sync_workers,
     )
 

@@ -85,6 +85,8 @@ class ToolsConfig(Section):
     """Timeout of a tool call unless the tool sets its own."""
     max_result_chars: int = Field(8000, ge=200)
     """Tool output longer than this is truncated with a note to the model."""
+    max_calls_per_round: int = Field(16, ge=1, le=256)
+    """Tool calls of one model round that run; the later ones are not run, and the model is told to call again with fewer."""
     sync_workers: int = Field(8, ge=1, le=64)
     """Threads for tools written as blocking functions; a call abandoned at its timeout holds one until it returns."""
     inventory: InventoryConfig = InventoryConfig()

@@ -32,6 +32,7 @@ from botgateway.tooling.contract import (
 )
 from botgateway.tooling.function import FunctionTool, format_validation_error, tool
 from botgateway.tooling.registry import (
+    DEFAULT_MAX_CALLS_PER_ROUND,
     RECENT_OUTCOMES,
     TRUNCATION_NOTE,
     ToolRegistry,
@@ -42,6 +43,7 @@ from botgateway.tooling.registry import (
 from botgateway.tooling.threads import DEFAULT_SYNC_WORKERS, SyncWorkers
 
 __all__ = [
+    "DEFAULT_MAX_CALLS_PER_ROUND",
     "DEFAULT_SYNC_WORKERS",
     "RECENT_OUTCOMES",
     "TRUNCATION_NOTE",

@@ -35,7 +35,15 @@ from botgateway.tooling.contract import (
 )
 from botgateway.tooling.threads import DEFAULT_SYNC_WORKERS, Loan, SyncWorkers, lend
 
-__all__ = ["RECENT_OUTCOMES", "TRUNCATION_NOTE", "ToolRegistry", "allow_all", "cap_text", "parse_arguments"]
+__all__ = [
+    "DEFAULT_MAX_CALLS_PER_ROUND",
+    "RECENT_OUTCOMES",
+    "TRUNCATION_NOTE",
+    "ToolRegistry",
+    "allow_all",
+    "cap_text",
+    "parse_arguments",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +51,9 @@ TRUNCATION_NOTE = "\n[output truncated: {omitted} of {total} characters omitted;
 
 RECENT_OUTCOMES = 256
 """Outcomes a registry remembers for :meth:`ToolRegistry.recall` (a few turns' worth of calls)."""
+
+DEFAULT_MAX_CALLS_PER_ROUND = 16
+"""Calls of one model round that run unless configured (``tools.max_calls_per_round``)."""
 
 
 def cap_text(text: str, limit: int) -> str:
@@ -87,11 +98,16 @@ class ToolRegistry:
         permission: PermissionHook = allow_all,
         recent_outcomes: int = RECENT_OUTCOMES,
         sync_workers: int = DEFAULT_SYNC_WORKERS,
+        max_calls_per_round: int = DEFAULT_MAX_CALLS_PER_ROUND,
     ) -> None:
+        if max_calls_per_round < 1:
+            raise ValueError("max_calls_per_round must be at least 1")
         self._tools: dict[str, Tool] = {}
         self.default_timeout_s = default_timeout_s
         self.max_result_chars = max_result_chars
         self.permission = permission
+        self.max_calls_per_round = max_calls_per_round
+        """Calls of one model round that run; the round's later calls fail with :meth:`over_cap`."""
         self._workers = SyncWorkers(sync_workers)
         self._recent: LRUCache[str, ToolOutcome] = LRUCache(maxsize=max(1, recent_outcomes))
         for t in tools:
@@ -152,15 +168,7 @@ class ToolRegistry:
             arguments = parse_arguments(raw_arguments)
             output = await self._run(name, arguments, ctx)
         except ToolError as exc:
-            reason = str(exc) or type(exc).__name__
-            outcome = ToolOutcome(
-                ok=False,
-                content=cap_text(f"Error: {reason}", self.max_result_chars),
-                summary=one_line(reason, 120),
-                duration_s=time.monotonic() - started,
-                arguments=arguments,
-                error=reason,
-            )
+            outcome = self.failure(str(exc) or type(exc).__name__, arguments=arguments, duration_s=time.monotonic() - started)
         else:
             outcome = ToolOutcome(
                 ok=True,
@@ -173,6 +181,21 @@ class ToolRegistry:
         self._recent[outcome.content] = outcome
         return outcome
 
+    def failure(self, reason: str, *, arguments: Mapping[str, Any] | None = None, duration_s: float = 0.0) -> ToolOutcome:
+        """The failed outcome that tells the model (``Error: reason``) and the card (``reason``) why a call did not work."""
+        return ToolOutcome(
+            ok=False,
+            content=cap_text(f"Error: {reason}", self.max_result_chars),
+            summary=one_line(reason, 120),
+            duration_s=duration_s,
+            arguments=dict(arguments or {}),
+            error=reason,
+        )
+
+    def over_cap(self, arguments: Mapping[str, Any] | None = None) -> ToolOutcome:
+        """The outcome of a call past :attr:`max_calls_per_round`: not run, and the model told how to go on."""
+        limit = self.max_calls_per_round
+        return self.failure(f"not run: at most {limit} tool calls per round; call again with fewer", arguments=arguments)
 
     async def _run(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         """Find, check and invoke the tool; every failure is raised as a :class:`ToolError` in the model's words."""
