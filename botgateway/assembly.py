@@ -13,7 +13,11 @@ is defensive:
   last call), some give every call ``index`` 0 with distinct ids (a new id at a
   known index is a new call), some repeat the id and the function name in every
   fragment (names and ids are assigned, never concatenated); arguments are
-  concatenated.
+  concatenated;
+- some put two complete argument objects back to back under one index
+  (``{"query": "a"}{"query": "b"}``): they are separate calls, the later ones
+  with ids derived from the first (``id_2``, ``id_3``…); a tail that is not a
+  complete object stays one call with the readable JSON error.
 
 :class:`StreamAssembler` is fed chunks as they arrive and returns the parts to
 show right away; :meth:`StreamAssembler.finish` returns the assembled round.
@@ -267,19 +271,25 @@ class StreamAssembler:
         """Flush held-back text and assemble the tool calls."""
         tail = self._splitter.flush()
         self._record(tail)
-        calls = []
+        calls: list[AssembledToolCall] = []
         taken: set[str] = set()
         for n, call in enumerate(self._calls, start=1):
             if not call.name and not call.joined().strip():
                 continue  # a phantom fragment carrying nothing
             # Missing ids get stable ones; a reused id gets a suffix so each result matches one call.
-            call_id = call.call_id or f"call_{self.round}_{n}"
-            unique, k = call_id, 1
-            while unique in taken or (unique != call.call_id and unique in self._by_id):
+            call_id = self._claim(call.call_id or f"call_{self.round}_{n}", call.call_id, taken)
+            pieces = _split_objects(call.joined())
+            if pieces is None:
+                calls.append(_assemble(call_id, call.name, call.joined()))
+                continue
+            calls.append(_assemble(call_id, call.name, pieces[0]))
+            k = 1
+            for piece in pieces[1:]:
                 k += 1
-                unique = f"{call_id}_{k}"
-            taken.add(unique)
-            calls.append(_assemble(unique, call.name, call.joined()))
+                while f"{call_id}_{k}" in taken or f"{call_id}_{k}" in self._by_id:
+                    k += 1  # the next free number, so the ids of one call stay a sequence
+                taken.add(f"{call_id}_{k}")
+                calls.append(_assemble(f"{call_id}_{k}", call.name, piece))
         return AssembledRound(
             text=self.text,
             reasoning=self.reasoning,
@@ -287,6 +297,15 @@ class StreamAssembler:
             usage=self._usage,
             finish_reason=self._finish_reason,
         )
+
+    def _claim(self, call_id: str, own: str | None, taken: set[str]) -> str:
+        """``call_id``, or it with a suffix when a call of this round already has it; ``own`` is the call's own provider id."""
+        unique, k = call_id, 1
+        while unique in taken or (unique != own and unique in self._by_id):
+            k += 1
+            unique = f"{call_id}_{k}"
+        taken.add(unique)
+        return unique
 
     def _record(self, parts: list[StreamPart]) -> None:
         for part in parts:
@@ -367,6 +386,30 @@ def _is_resend(call: _Call, piece: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _split_objects(raw: str) -> list[str] | None:
+    """The texts of two or more complete JSON objects sent back to back; ``None`` when ``raw`` is not exactly that."""
+    text = raw.strip()
+    if not text.startswith("{"):
+        return None
+    pieces: list[str] = []
+    at = 0
+    while at < len(text):
+        try:
+            value, end = _DECODER.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        pieces.append(text[at:end])
+        at = end
+        while at < len(text) and text[at].isspace():
+            at += 1
+    return pieces if len(pieces) > 1 else None
 
 
 def _assemble(call_id: str, name: str, raw: str) -> AssembledToolCall:

@@ -332,3 +332,40 @@ def test_one_id_reused_for_parallel_calls_at_different_indexes() -> None:
     ]
     _, result = run(chunks)
     assert args_of(result) == [("call_0", "f", {"a": 1}), ("call_0_2", "g", {"b": 2})]
+
+
+def test_back_to_back_argument_objects_under_one_index_are_separate_calls_with_unique_ids() -> None:
+    # Seen on some providers: two complete calls streamed under one index and one id.
+    chunks = [
+        delta({"tool_calls": [{"index": 0, "id": "call_x", "type": "function", "function": {"name": "find_server", "arguments": '{"query": "10.0.1.100"}'}}]}),
+        delta({"tool_calls": [{"index": 0, "function": {"arguments": ' {"query": "10.0.2.7"}\n{"query": '}}]}),
+        delta({"tool_calls": [{"index": 0, "function": {"arguments": '"db-1"}'}}]}),
+        delta({"tool_calls": [{"index": 1, "id": "call_x_2", "type": "function", "function": {"name": "list_servers", "arguments": "{}"}}]}),
+        delta({}, finish="tool_calls"),
+    ]
+    _, result = run(chunks)
+    _, again = run(chunks)
+    assert args_of(result) == [
+        ("call_x", "find_server", {"query": "10.0.1.100"}),
+        ("call_x_3", "find_server", {"query": "10.0.2.7"}),  # call_x_2 is the provider's id of another call
+        ("call_x_4", "find_server", {"query": "db-1"}),
+        ("call_x_2", "list_servers", {}),
+    ]
+    assert args_of(again) == args_of(result)
+    assert [c.arguments_json for c in result.tool_calls[:3]] == ['{"query": "10.0.1.100"}', '{"query": "10.0.2.7"}', '{"query": "db-1"}']
+    assert all(c.parse_error is None for c in result.tool_calls)
+
+
+def test_two_objects_without_ids_split_into_stable_ids() -> None:
+    chunks = [delta({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": '{"a": 1}{"a": 2}'}}]})]
+    _, result = run(chunks, round=2)
+    assert args_of(result) == [("call_2_1", "f", {"a": 1}), ("call_2_1_2", "f", {"a": 2})]
+
+
+@pytest.mark.parametrize("raw", ['{"a": 1}{"b": ', '{"a": 1} and more', '{"a": 1}[2]', '{"a": 1}{}x'])
+def test_an_unsplittable_tail_stays_one_call_with_a_readable_error(raw: str) -> None:
+    _, result = run([delta({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": raw}}]})])
+    (call,) = result.tool_calls
+    assert call.call_id == "a" and call.arguments == {} and call.arguments_json == raw
+    assert (call.parse_error or "").startswith("arguments are not valid JSON (Extra data at position ")
+    assert call.valid_arguments_json == "{}"

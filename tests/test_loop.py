@@ -40,7 +40,7 @@ from botgateway.turn_deadline import TurnDeadline, TurnTimedOut
 from tests.adapters.log_lines import captured_log
 from tests.fakes.llm import llm_config
 from tests.fakes.stores import unique_prefix
-from tools.demo.script import Pause, Script, empty_chunk, reasoning_chunks, role_chunk, text_chunks
+from tools.demo.script import Pause, Script, chunk, empty_chunk, finish_chunk, reasoning_chunks, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
 SYSTEM = "You are a test assistant."
@@ -783,3 +783,184 @@ async def test_calls_past_the_per_round_cap_are_not_run_and_the_model_is_told_wh
 
 def test_the_per_round_cap_defaults_to_16() -> None:
     assert ToolRegistry().max_calls_per_round == 16
+
+
+# --- two argument objects under one call ---------------------------------------------------------------
+
+
+async def test_back_to_back_argument_objects_under_one_index_become_separate_calls(harness: Harness) -> None:
+    queries: list[str] = []
+
+    @tool
+    async def find_server(query: str) -> str:
+        """Find a server.
+
+        Args:
+            query: An IP address or a name.
+        """
+        queries.append(query)
+        return f"{query} is a server"
+
+    harness.registry.add(find_server)
+    first = {"index": 0, "id": "call_x", "type": "function", "function": {"name": "find_server", "arguments": '{"query": "10.0.1.100"}'}}
+    harness.server.enqueue(
+        Script(chunks=[
+            role_chunk(),
+            chunk({"tool_calls": [first]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"query": '}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"10.0.2.7"}'}}]}),
+            finish_chunk("tool_calls"),
+        ]),
+        Script.text("Both are servers."),
+    )
+    events = await harness.run("who are 10.0.1.100 and 10.0.2.7?")
+
+    started = of(events, ToolCallStarted)
+    assert [(e.call_id, e.arguments) for e in started] == [("call_x", {"query": "10.0.1.100"}), ("call_x_2", {"query": "10.0.2.7"})]
+    assert sorted(queries) == ["10.0.1.100", "10.0.2.7"]
+    assert all(e.ok for e in of(events, ToolCallFinished))
+    follow_up = harness.server.requests[1]["messages"]
+    assistant, *results = follow_up[-3:]
+    assert [(c["id"], json.loads(c["function"]["arguments"])) for c in assistant["tool_calls"]] == [
+        ("call_x", {"query": "10.0.1.100"}),
+        ("call_x_2", {"query": "10.0.2.7"}),
+    ]
+    assert [(m["tool_call_id"], m["content"]) for m in results] == [
+        ("call_x", "10.0.1.100 is a server"),
+        ("call_x_2", "10.0.2.7 is a server"),
+    ]
+
+
+# --- the turn deadline (llm.turn_timeout_s) --------------------------------------------------------
+
+
+def _endless(filler: str) -> Script:
+    """Some answer text, then a stream kept alive forever by empty chunks or reasoning."""
+    keep_alive = empty_chunk() if filler == "empty" else reasoning_chunks("still thinking… ", 64)[0]
+    return Script(chunks=[role_chunk(), *text_chunks("Checking web-1: "), *[item for _ in range(20_000) for item in (Pause(0.05), keep_alive)]])
+
+
+@pytest.mark.parametrize("filler", ["empty", "reasoning"])
+async def test_a_stream_kept_alive_forever_ends_at_the_turn_deadline(harness: Harness, filler: str) -> None:
+    harness.server.enqueue(Script.text("First answer."), _endless(filler), Script.text("Third answer."))
+    loop = ToolLoop(harness.llm, harness.registry, harness.memory, max_rounds=4, system_prompt=SYSTEM, turn_timeout_s=2)
+    assert of([e async for e in loop.run_turn("conv", "first question", CTX)], TurnDone)
+    before = await harness.memory.history("conv")
+
+    events = [e async for e in loop.run_turn("conv", "second question", CTX)]
+
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "timeout"
+    assert failed.partial_answer == "Checking web-1: " == answer_text(events)
+    assert "llm.turn_timeout_s" in failed.message and "2 s" in failed.message
+    assert len(of(events, TurnFailed) + of(events, TurnDone)) == 1
+    await harness.server.wait_for_disconnects(1)  # the model was hung up on, not left streaming
+    assert await harness.memory.history("conv") == before  # nothing of the timed-out turn was kept
+
+    third = [e async for e in loop.run_turn("conv", "third question", CTX)]
+    assert isinstance(third[-1], TurnDone) and third[-1].result.answer == "Third answer."
+    assert [m["content"] for m in harness.server.requests[2]["messages"][1:]] == [
+        "first question", "First answer.", "third question",
+    ]
+
+
+async def test_the_turn_deadline_does_not_count_a_pause_and_ends_with_disarm() -> None:
+    released = asyncio.Event()
+
+    async def wait_for_a_person() -> str:
+        with deadline.paused():
+            await released.wait()  # longer than the deadline, but paused
+        return "approved"
+
+    deadline = TurnDeadline(0.2)
+    deadline.start()
+    waiting = asyncio.create_task(deadline.run(wait_for_a_person()))
+    asyncio.get_running_loop().call_later(0.5, released.set)
+    assert await waiting == "approved"
+
+    with pytest.raises(TurnTimedOut):
+        await deadline.run(asyncio.Event().wait())
+    assert deadline.expired
+
+    finished = TurnDeadline(0.01)
+    finished.start()
+    finished.disarm()  # the answer is complete: its commit is never cut
+    assert await finished.run(_after(0.05, "committed")) == "committed"
+
+
+async def _after(seconds: float, value: str) -> str:
+    await asyncio.sleep(seconds)
+    return value
+
+
+# --- huge messages: a bounded request, and one retry when the provider says it is too long -------------
+
+
+CONTEXT_TOO_LONG = Script.error(
+    400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.",
+    code="context_length_exceeded",
+)
+
+
+def request_chars(request: dict[str, Any]) -> int:
+    return sum(len(str(m.get("content") or "")) for m in request["messages"])
+
+
+async def test_a_huge_turn_left_in_history_by_an_older_release_no_longer_poisons_the_conversation(harness: Harness) -> None:
+    huge = ({"role": "user", "content": "Read this log:\n" + "E" * 150_000}, {"role": "assistant", "content": "Done reading."})
+    await harness.store.append_turn("conv", StoredTurn(turn_id="old", messages=huge, created_at=1.0))
+    memory = Memory(harness.store, max_history_tokens=6000, keep_recent_turns=2)
+    loop = ToolLoop(harness.llm, harness.registry, memory, max_rounds=4, system_prompt=SYSTEM)
+    harness.server.enqueue(Script.text("web-1 is up."))
+
+    events = [e async for e in loop.run_turn("conv", "is web-1 up?", CTX)]
+
+    assert isinstance(events[-1], TurnDone) and events[-1].result.answer == "web-1 is up."
+    assert len(harness.server.requests) == 1  # bounded from the start, not rescued by a retry
+    sent = harness.server.requests[0]["messages"]
+    assert request_chars(harness.server.requests[0]) <= 6000 * 4 + 200
+    assert sent[1]["content"].startswith("Read this log:\nEEEE")  # the old turn's beginning, not dropped
+    assert sent[-1] == {"role": "user", "content": "is web-1 up?"}
+
+
+async def test_a_context_length_refusal_is_retried_once_with_trimmed_history(harness: Harness) -> None:
+    for n in range(1, 4):
+        harness.server.enqueue(Script.text(f"Answer {n}: " + "a" * 400))
+        await harness.run(f"question {n} " + "q" * 400)
+    stored = await harness.memory.history("conv")
+    harness.server.enqueue(CONTEXT_TOO_LONG, Script.text("Still answered."))
+
+    events = await harness.run("question 4")
+
+    assert isinstance(events[-1], TurnDone) and events[-1].result.answer == "Still answered."
+    assert len(of(events, RoundStarted)) == 1  # the retry is part of the same round on the card
+    first, retry = harness.server.requests[3]["messages"], harness.server.requests[4]["messages"]
+    assert first == [{"role": "system", "content": SYSTEM}, *stored, {"role": "user", "content": "question 4"}]
+    assert retry[0] == first[0] and retry[-1] == first[-1]
+    assert estimate_tokens(retry) <= estimate_tokens(first[:1]) + estimate_tokens(stored) // 2 + estimate_tokens(first[-1:])
+    assert retry[1]["role"] == "user"  # whole turns: the trimmed history still starts with a question
+    # Only the request was trimmed: the stored history keeps every turn, and the new one.
+    assert await harness.memory.history("conv") == [*stored, {"role": "user", "content": "question 4"}, {"role": "assistant", "content": "Still answered."}]
+
+
+async def test_a_second_context_length_refusal_ends_the_turn_saying_what_to_do(harness: Harness) -> None:
+    harness.server.enqueue(Script.text("Earlier answer."))
+    await harness.run("earlier question")
+    harness.server.enqueue(CONTEXT_TOO_LONG, CONTEXT_TOO_LONG, Script.text("unused"))
+
+    events = await harness.run("x" * 30_000)
+
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "llm_refused"
+    assert "too long" in failed.message and "maximum context length" in failed.message
+    assert len(harness.server.requests) == 3  # the turn before, then one try and one retry
+    assert len(await harness.memory.history("conv")) == 2
+
+
+async def test_a_plain_400_fails_the_turn_as_refused_without_a_retry(harness: Harness) -> None:
+    harness.server.enqueue(Script.error(400, "Invalid value for 'temperature'"), Script.text("unused"))
+    events = await harness.run("hi")
+    failed = events[-1]
+    assert isinstance(failed, TurnFailed) and failed.reason == "llm_refused"
+    assert failed.message == "The model service refused the request (HTTP 400): Invalid value for 'temperature'"
+    assert len(harness.server.requests) == 1
