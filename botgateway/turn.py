@@ -2,13 +2,15 @@
 
 The gateway keeps one :class:`ScheduledTurn` per question from submission
 until its card is final; :meth:`ScheduledTurn.observe` folds the turn's events
-into the audit bookkeeping, and :meth:`ScheduledTurn.audit_record` writes it
-down when the turn ends.
+into the audit bookkeeping, :meth:`ScheduledTurn.tool_call_row` is what is
+written as each tool call starts and ends (so a killed turn is still audited),
+and :meth:`ScheduledTurn.audit_record` is written when the turn ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -16,7 +18,7 @@ from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent, TurnFailed, UsageReported
 from botgateway.messages import InboundMessage, TurnOutcome
-from botgateway.stores.base import AuditRecord
+from botgateway.stores.base import AuditRecord, ToolCallRow
 
 __all__ = ["ScheduledTurn"]
 
@@ -77,6 +79,27 @@ class ScheduledTurn:
         elif isinstance(event, TurnFailed):
             self.outcome = f"failed:{event.reason}"
             self.answer = event.partial_answer
+
+    def tool_call_row(self, event: TurnEvent) -> ToolCallRow | None:
+        """The row written when ``event`` is a tool call starting or ending (None for other events)."""
+        if not isinstance(event, (ToolCallStarted, ToolCallFinished)):
+            return None
+        msg = self.msg
+        row = ToolCallRow(
+            turn_id=self.turn_id,
+            call_id=event.call_id,
+            phase="started",
+            name=event.name,
+            at=time.time(),
+            platform=msg.platform,
+            conversation_id=msg.conversation_id,
+            user_id=self.user_id,
+        )
+        if isinstance(event, ToolCallStarted):
+            return dataclasses.replace(row, question=msg.text, arguments=event.arguments)
+        return dataclasses.replace(
+            row, phase="finished", ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3)
+        )
 
     def audit_record(self, outcome: TurnOutcome, duration_s: float) -> AuditRecord:
         """The turn's audit record, once it ended as ``outcome``."""

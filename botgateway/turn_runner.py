@@ -3,7 +3,8 @@
 The turn waits for its place in the conversation and a slot of the process,
 streams the tool loop's events into its card, and ends done, failed, stopped
 or crashed; then its card is finalized, the next question of the conversation
-may run, and the turn is audited.
+may run, and the turn is audited. Each tool call is also written down as it
+starts and ends, so a turn whose process is killed still has its calls audited.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from botgateway.turn import ScheduledTurn
 __all__ = ["TurnRunner"]
 
 log = structlog.get_logger(__name__)
+
+TOOL_ROW_TIMEOUT_S = 2.0
+"""Longest wait for writing one tool-call row: a slow store must not hold the card up for long."""
 
 
 class TurnRunner:
@@ -99,6 +103,7 @@ class TurnRunner:
                         if turn.stop_requested:
                             raise asyncio.CancelledError
                         turn.observe(event)
+                        await self._write_tool_call(turn, event)
                         await turn.streamer.feed(event)
         except asyncio.CancelledError:
             _uncancel()
@@ -125,6 +130,17 @@ class TurnRunner:
             log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
         if not turn.done.done():
             turn.done.set_result(outcome)
+
+    async def _write_tool_call(self, turn: ScheduledTurn, event: TurnEvent) -> None:
+        """Write a tool call's start or end as it happens (a store failure is logged, never raised)."""
+        row = turn.tool_call_row(event)
+        if row is None:
+            return
+        try:
+            async with asyncio.timeout(TOOL_ROW_TIMEOUT_S):
+                await self._store.record_tool_call(row)
+        except Exception as exc:  # TimeoutError included: the end-of-turn audit record still lists the call
+            log.warning("gateway.tool_call_record_failed", call_id=row.call_id, phase=row.phase, error=type(exc).__name__)
 
     async def _audit(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
         try:

@@ -25,7 +25,7 @@ from botgateway.memory import Memory
 from botgateway.messages import InboundMessage, Submission
 from botgateway.sink import CardTarget
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.tooling import ToolContext, ToolRegistry
+from botgateway.tooling import Tool, ToolContext, ToolRegistry, tool
 from tests.fakes.gateway import RecordingSink
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer
@@ -48,7 +48,9 @@ class Process:
 
 
 @asynccontextmanager
-async def process(tmp_path: Path, instance_id: str, *, responder: Any = None) -> AsyncIterator[Process]:
+async def process(
+    tmp_path: Path, instance_id: str, *, responder: Any = None, tools: tuple[Tool, ...] = ()
+) -> AsyncIterator[Process]:
     """A gateway with ``instance_id`` on ``tmp_path``'s SQLite file, started (beating), closed on exit."""
     server = ScriptedLLMServer(responder=responder)
     base_url = await server.start()
@@ -57,7 +59,7 @@ async def process(tmp_path: Path, instance_id: str, *, responder: Any = None) ->
     await store.open()
     memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
     llm = LLMClient(config.llm, base_url=base_url)
-    loop = ToolLoop(llm, ToolRegistry([]), memory, max_rounds=2, system_prompt="sys")
+    loop = ToolLoop(llm, ToolRegistry(list(tools)), memory, max_rounds=4, system_prompt="sys")
     gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, instance_id=instance_id)
     try:
         await gateway.start()
@@ -112,3 +114,65 @@ async def test_at_start_the_cards_of_this_process_are_spared(tmp_path: Path) -> 
         assert [c.turn_id for c in await h.store.open_cards()] == [sub.turn_id]
         gate.set()
         assert (await asyncio.wait_for(sub.done, 10)).outcome == "done"
+
+
+async def test_a_killed_turn_still_has_its_tool_calls_in_the_audit(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    entered = asyncio.Event()
+
+    @tool
+    def find_server(query: str) -> str:
+        """Find a server.
+
+        Args:
+            query: IP or name.
+        """
+        return f"web-1 is {query}"
+
+    @tool
+    async def list_alarms(region: str) -> str:
+        """List the alarms of a region.
+
+        Args:
+            region: Region name.
+        """
+        entered.set()
+        await gate.wait()  # the process is killed while this call runs
+        return "none"
+
+    async def responder(body: dict[str, Any]) -> Script:
+        if len(body["messages"]) == 2:  # system prompt and question: the first round
+            return Script.tool_calls([("c1", "find_server", {"query": "10.0.1.100"})])
+        return Script.tool_calls([("c2", "list_alarms", {"region": "dc1"})])
+
+    async with process(tmp_path, "host-1", responder=responder, tools=(find_server, list_alarms)) as first:
+        try:
+            sub = await first.submit("which server is 10.0.1.100, and any alarms?")
+            await asyncio.wait_for(entered.wait(), 10)
+            # What a restarted process (another store on the same file) finds in the audit log.
+            reader = SqliteStore(tmp_path / "gw.db")
+            try:
+                await reader.open()
+                records = await _until(lambda: reader.audit_records(), lambda found: _calls(found) == 2)
+            finally:
+                await reader.close()
+            [killed] = records
+            assert (killed.turn_id, killed.outcome, killed.user_id) == (sub.turn_id, "unfinished", "alice")
+            assert killed.question == "which server is 10.0.1.100, and any alarms?"
+            found, running = killed.tool_calls
+            assert found["name"] == "find_server" and found["arguments"] == {"query": "10.0.1.100"} and found["ok"] is True
+            assert running == {"name": "list_alarms", "arguments": {"region": "dc1"}}
+        finally:
+            gate.set()
+
+
+def _calls(records: list[Any]) -> int:
+    return sum(len(record.tool_calls) for record in records)
+
+
+async def _until(read: Any, holds: Any, timeout: float = 10.0) -> Any:
+    """Poll ``await read()`` until ``holds(value)`` and return the value; the timeout only proves "not stuck"."""
+    async with asyncio.timeout(timeout):
+        while not holds(value := await read()):
+            await asyncio.sleep(0.02)
+    return value

@@ -10,14 +10,33 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from botgateway.stores.base import AuditRecord, Message, OpenCard, Store, StoredTurn, StoreError
+from botgateway.stores.base import (
+    UNFINISHED,
+    AuditRecord,
+    Message,
+    OpenCard,
+    Store,
+    StoredTurn,
+    StoreError,
+    ToolCallRow,
+)
 
 if TYPE_CHECKING:
     from botgateway.config import MemoryConfig
     from botgateway.stores.redis import RedisStore
     from botgateway.stores.sqlite import SqliteStore
 
-__all__ = ["AuditRecord", "Message", "OpenCard", "Store", "StoreError", "StoredTurn", "open_store"]
+__all__ = [
+    "UNFINISHED",
+    "AuditRecord",
+    "Message",
+    "OpenCard",
+    "Store",
+    "StoreError",
+    "StoredTurn",
+    "ToolCallRow",
+    "open_store",
+]
 
 
 async def open_store(config: MemoryConfig) -> Store:

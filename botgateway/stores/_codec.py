@@ -12,9 +12,19 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, ToolCallRow
 
-__all__ = ["audit_from_dict", "audit_to_dict", "decode_card", "decode_turn", "dumps", "encode_card", "encode_turn"]
+__all__ = [
+    "audit_from_dict",
+    "audit_to_dict",
+    "decode_card",
+    "decode_tool_call",
+    "decode_turn",
+    "dumps",
+    "encode_card",
+    "encode_tool_call",
+    "encode_turn",
+]
 
 
 def dumps(value: Any) -> str:
@@ -87,3 +97,19 @@ def audit_from_dict(data: Mapping[str, Any]) -> AuditRecord:
     values["tool_calls"] = tuple(values.get("tool_calls") or ())
     values["extra"] = dict(values.get("extra") or {})
     return AuditRecord(**values)
+
+
+def encode_tool_call(row: ToolCallRow) -> str:
+    """One tool-call row as a JSON object."""
+    data = asdict(row)
+    data["arguments"] = dict(row.arguments)
+    return dumps(data)
+
+
+def decode_tool_call(text: str | bytes) -> ToolCallRow:
+    """The inverse of :func:`encode_tool_call`; unknown keys are ignored."""
+    data = json.loads(text)
+    known = ToolCallRow.__dataclass_fields__
+    values = {key: value for key, value in data.items() if key in known}
+    values["arguments"] = dict(values.get("arguments") or {})
+    return ToolCallRow(**values)

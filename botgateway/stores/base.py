@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["AuditRecord", "Message", "OpenCard", "Store", "StoreError", "StoredTurn"]
+__all__ = ["UNFINISHED", "AuditRecord", "Message", "OpenCard", "Store", "StoreError", "StoredTurn", "ToolCallRow"]
+
+UNFINISHED = "unfinished"
+"""The outcome of an audit record made from a turn's tool-call rows: it never ended (running, or its process was killed)."""
 
 
 class StoreError(Exception):
@@ -75,7 +78,7 @@ class AuditRecord:
     question: str
     """The user's text."""
     outcome: str
-    """``done``, ``failed:<reason>`` or ``stopped``."""
+    """``done``, ``failed:<reason>``, ``stopped``, or :data:`UNFINISHED` (listed from its tool-call rows)."""
     answer: str = ""
     """Final (or partial) answer."""
     tool_calls: tuple[Mapping[str, Any], ...] = ()
@@ -90,6 +93,38 @@ class AuditRecord:
     """Wall time of the turn."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Anything else worth keeping (card metrics)."""
+
+
+@dataclass(frozen=True)
+class ToolCallRow:
+    """A tool call starting or ending, written as it happens: a turn killed mid-way still has its calls audited."""
+
+    turn_id: str
+    """The turn that made the call."""
+    call_id: str
+    """The call's id within the turn."""
+    phase: Literal["started", "finished"]
+    """Whether the call started or ended."""
+    name: str
+    """The tool's name as the model called it."""
+    at: float
+    """Unix time of the start or the end."""
+    platform: str = ""
+    """Adapter the question came from."""
+    conversation_id: str = ""
+    """Conversation key."""
+    user_id: str = ""
+    """The asker."""
+    question: str = ""
+    """The user's text (so an unfinished turn's audit record says what was asked)."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """The call's arguments (on the start)."""
+    ok: bool | None = None
+    """Whether the tool succeeded (on the end)."""
+    summary: str = ""
+    """The one-line outcome (on the end)."""
+    duration_s: float = 0.0
+    """Wall time of the call (on the end)."""
 
 
 @runtime_checkable
@@ -140,12 +175,20 @@ class Store(Protocol):
         """Drop ``instance_id``'s heartbeat at once (a clean shutdown), so its cards count as orphaned."""
         ...
 
+    async def record_tool_call(self, row: ToolCallRow) -> None:
+        """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
+        ...
+
     async def record_audit(self, record: AuditRecord) -> None:
-        """Append an audit record."""
+        """Append an audit record; the turn's tool-call rows are dropped (the record holds its calls)."""
         ...
 
     async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
-        """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
+        """The newest ``limit`` audit records (of one conversation, or all), oldest first.
+
+        A turn with tool-call rows but no audit record yet (running, or its
+        process was killed) is listed as an :data:`UNFINISHED` record made from them.
+        """
         ...
 
     async def open(self) -> None:

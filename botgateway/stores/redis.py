@@ -8,7 +8,9 @@ keys of one conversation live in the same Redis Cluster slot):
 - ``dedupe:<key>`` — STRING set with ``SET NX PX`` (the TTL is Redis's own);
 - ``open_cards`` — HASH ``["platform","card_id"]`` → card JSON;
 - ``instances`` — ZSET gateway instance id → heartbeat expiry (Redis's own clock, in ms);
-- ``audit`` — STREAM of audit records (capped, approximately, at ``audit_max_len``).
+- ``audit`` — STREAM of audit records (capped, approximately, at ``audit_max_len``);
+- ``tool_calls:{<turn id>}`` — HASH ``call_id:phase`` → tool-call row JSON, until the turn's audit record;
+- ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``).
 
 Multi-key writes run as Lua scripts, which Redis executes atomically, so two
 replicas never see half a turn. Conversation keys expire ``history_ttl_s``
@@ -33,12 +35,15 @@ from botgateway.stores._codec import (
     audit_from_dict,
     audit_to_dict,
     decode_card,
+    decode_tool_call,
     decode_turn,
     dumps,
     encode_card,
+    encode_tool_call,
     encode_turn,
 )
-from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, StoreError
+from botgateway.stores._unfinished import merged, unfinished_records
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, StoreError, ToolCallRow
 
 __all__ = ["RedisStore", "mask_text", "mask_url"]
 
@@ -277,8 +282,24 @@ class RedisStore:
     def _audit_key(self) -> str:
         return f"{self.prefix}audit"
 
+    def _calls_key(self, turn_id: str | None = None) -> str:
+        return f"{self.prefix}tool_calls" if turn_id is None else f"{self.prefix}tool_calls:{{{turn_id}}}"
+
+    async def record_tool_call(self, row: ToolCallRow) -> None:
+        """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
+        calls = self._calls_key(row.turn_id)
+        # Not one transaction: the turn's key and the index live in different cluster slots;
+        # an index entry whose rows are gone reads as nothing.
+        async with self._errors(), self._redis.pipeline(transaction=False) as pipe:
+            pipe.hset(calls, f"{row.call_id}:{row.phase}", encode_tool_call(row))
+            if self.history_ttl_s is not None:
+                pipe.pexpire(calls, self._ttl_ms())
+            pipe.zadd(self._calls_key(), {row.turn_id: row.at})
+            pipe.zremrangebyrank(self._calls_key(), 0, -self.audit_max_len - 1)
+            await pipe.execute()
+
     async def record_audit(self, record: AuditRecord) -> None:
-        """Append an audit record."""
+        """Append an audit record, then drop the turn's tool-call rows (the record holds its calls)."""
         async with self._errors():
             await self._redis.xadd(
                 self._audit_key(),
@@ -286,12 +307,33 @@ class RedisStore:
                 maxlen=self.audit_max_len,
                 approximate=True,
             )
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.delete(self._calls_key(record.turn_id))
+                pipe.zrem(self._calls_key(), record.turn_id)
+                await pipe.execute()
+
+    async def _unfinished(self, conversation_id: str | None, limit: int) -> list[AuditRecord]:
+        """The newest ``limit`` turns (of one conversation, or all) with tool-call rows and no audit record yet."""
+        turn_ids = await self._redis.zrevrange(self._calls_key(), 0, -1)
+        found: list[AuditRecord] = []
+        for start in range(0, len(turn_ids), 200):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for turn_id in turn_ids[start : start + 200]:
+                    pipe.hvals(self._calls_key(turn_id))
+                pages = await pipe.execute()
+            for bodies in pages:
+                records = unfinished_records(decode_tool_call(body) for body in bodies)
+                found += [r for r in records if conversation_id is None or r.conversation_id == conversation_id]
+            if len(found) >= limit:
+                break
+        return found[:limit]
 
     async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
         """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
         found: list[AuditRecord] = []
         upper = "+"
         async with self._errors():
+            unfinished = await self._unfinished(conversation_id, limit)  # read first: see audit_records's merge
             while len(found) < limit:
                 page = await self._redis.xrevrange(self._audit_key(), max=upper, count=max(limit, 200))
                 if not page:
@@ -303,7 +345,7 @@ class RedisStore:
                             break
                 upper = f"({page[-1][0]}"
         found.reverse()
-        return found
+        return merged(found, unfinished, limit)
 
 
 def mask_url(url: str) -> str:

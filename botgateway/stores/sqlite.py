@@ -26,12 +26,15 @@ from botgateway.stores._codec import (
     audit_from_dict,
     audit_to_dict,
     decode_card,
+    decode_tool_call,
     decode_turn,
     dumps,
     encode_card,
+    encode_tool_call,
     encode_turn,
 )
-from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn
+from botgateway.stores._unfinished import merged, unfinished_records
+from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, ToolCallRow
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -110,6 +113,7 @@ class SqliteStore:
         await db.execute("DELETE FROM claims WHERE expires_at <= ?", (now,))
         # A bot answering for months must not grow the file without bound.
         await db.execute("DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?", (self.audit_max_len,))
+        await db.execute("DELETE FROM tool_calls WHERE id <= (SELECT MAX(id) FROM tool_calls) - ?", (self.audit_max_len,))
         cutoff = self._idle_before()
         if cutoff is not None:
             await db.execute(
@@ -278,22 +282,41 @@ class SqliteStore:
 
     # --- audit --------------------------------------------------------------------
 
+    async def record_tool_call(self, row: ToolCallRow) -> None:
+        """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute(
+                "INSERT INTO tool_calls (turn_id, conversation_id, body) VALUES (?, ?, ?)",
+                (row.turn_id, row.conversation_id, encode_tool_call(row)),
+            )
+
+        await self._transaction(work)
+
     async def record_audit(self, record: AuditRecord) -> None:
-        """Append an audit record."""
+        """Append an audit record; the turn's tool-call rows are dropped in the same transaction."""
 
         async def work(db: aiosqlite.Connection) -> None:
             await db.execute(
                 "INSERT INTO audit (turn_id, conversation_id, started_at, body) VALUES (?, ?, ?, ?)",
                 (record.turn_id, record.conversation_id, record.started_at, dumps(audit_to_dict(record))),
             )
+            await db.execute("DELETE FROM tool_calls WHERE turn_id = ?", (record.turn_id,))
 
         await self._transaction(work)
 
     async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
-        """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
+        """The newest ``limit`` audit records (of one conversation, or all), oldest first; unfinished turns too."""
+        # The tool-call rows of the newest ``limit`` turns that never ended.
+        calls = await self._fetchall(
+            "SELECT body FROM tool_calls WHERE turn_id IN (SELECT turn_id FROM tool_calls "
+            "WHERE (? IS NULL OR conversation_id = ?) GROUP BY turn_id ORDER BY MAX(id) DESC LIMIT ?) ORDER BY id",
+            (conversation_id, conversation_id, limit),
+        )
         rows = await self._fetchall(
             "SELECT body FROM (SELECT id, body FROM audit WHERE (? IS NULL OR conversation_id = ?) "
             "ORDER BY id DESC LIMIT ?) ORDER BY id",
             (conversation_id, conversation_id, limit),
         )
-        return [audit_from_dict(json.loads(row[0])) for row in rows]
+        written = [audit_from_dict(json.loads(row[0])) for row in rows]
+        return merged(written, unfinished_records(decode_tool_call(call[0]) for call in calls), limit)

@@ -25,7 +25,7 @@ __all__ = ["SCHEMA_VERSION", "SqliteConnection"]
 
 log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Written to ``PRAGMA user_version``, so a later release can tell which layout a file has."""
 
 _SCHEMA = """
@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS audit (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_conversation ON audit (conversation_id, id);
+CREATE TABLE IF NOT EXISTS tool_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tool_calls_turn ON tool_calls (turn_id);
+CREATE INDEX IF NOT EXISTS tool_calls_conversation ON tool_calls (conversation_id, id);
 """
 
 

@@ -314,6 +314,41 @@ async def test_audit_records_round_trip(store: SqliteStore | RedisStore) -> None
     assert [r.turn_id for r in await store.audit_records(limit=2)] == ["t2", "t3"]
 
 
+async def test_the_tool_calls_of_a_turn_that_never_ended_are_audited(make_store: StoreFactory) -> None:
+    from botgateway.stores import ToolCallRow
+
+    store = await make_store()
+    await store.record_audit(AuditRecord("t0", "slack", "C1", "U1", "before", "done", started_at=1000.0, duration_s=1.0))
+    question = "which host is 10.0.1.100?"
+    asker = {"platform": "slack", "conversation_id": "C1", "user_id": "U1", "question": question}
+    await store.record_tool_call(ToolCallRow("t1", "c1", "started", "find_host", 1002.0, arguments={"ip": "10.0.1.100"}, **asker))
+    await store.record_tool_call(
+        ToolCallRow("t1", "c1", "finished", "find_host", 1003.5, ok=True, summary="1 host", duration_s=1.5, **asker)
+    )
+    await store.record_tool_call(ToolCallRow("t1", "c2", "started", "list_alarms", 1004.0, **asker))
+    await store.record_tool_call(ToolCallRow("t9", "c1", "started", "find_host", 1005.0, **{**asker, "conversation_id": "C9"}))
+
+    # The turn's process was killed: no audit record was written, yet every replica lists its calls.
+    replica = await make_store()
+    before, killed = await replica.audit_records(conversation_id="C1")
+    assert before.turn_id == "t0"
+    assert (killed.turn_id, killed.outcome, killed.platform, killed.user_id) == ("t1", "unfinished", "slack", "U1")
+    assert killed.question == question and killed.started_at == 1002.0 and killed.duration_s == 2.0
+    assert killed.tool_calls == (
+        {"name": "find_host", "arguments": {"ip": "10.0.1.100"}, "ok": True, "summary": "1 host", "duration_s": 1.5},
+        {"name": "list_alarms", "arguments": {}},
+    )
+    assert [r.turn_id for r in await store.audit_records()] == ["t0", "t1", "t9"]
+    assert [r.turn_id for r in await store.audit_records(limit=2)] == ["t1", "t9"]
+
+    # A turn that does end is audited by its own record, once.
+    await store.record_audit(AuditRecord("t1", "slack", "C1", "U1", question, "done", started_at=1002.0, duration_s=3.0))
+    assert [(r.turn_id, r.outcome) for r in await replica.audit_records(conversation_id="C1")] == [
+        ("t0", "done"),
+        ("t1", "done"),
+    ]
+
+
 # --- SQLite specifics -------------------------------------------------------------
 
 
