@@ -112,9 +112,10 @@ class CardCaller:
     ) -> CallOutcome:
         """Make ``make_call`` through the budget, retrying throttles and transient errors until ``deadline``.
 
-        ``deadline`` is a :func:`time.monotonic` time (None: no deadline; the
-        call itself still times out after ``call_timeout_s``); a throttle asking
-        to wait past it ends the call at once with ``TIMEOUT``. ``attempts``
+        ``deadline`` is a :func:`time.monotonic` time (None: no deadline) for
+        waiting and retrying: no try starts after it, and a throttle asking to
+        wait past it ends the call at once with ``TIMEOUT``. A try once made
+        runs to its answer or ``call_timeout_s``, even past the deadline. ``attempts``
         caps the calls made (None: as many as the deadline allows). With
         ``retry=False`` a throttle or transient error ends the call at once
         (``THROTTLED`` / ``RETRY``). Setting ``interrupt`` while the call waits
@@ -147,12 +148,14 @@ class CardCaller:
         self, op: CardOp, make_call: Callable[[], Awaitable[object]], attempt: int, *, deadline: float | None, retry: bool
     ) -> CallOutcome | None:
         """One try: its outcome, or None when it is to be tried again (after the wait it asked for)."""
-        # Live calls get a bound too, so a hung request cannot freeze the card.
-        remaining = self._call_timeout_s if deadline is None else max(deadline - time.monotonic(), 0.001)
+        # A call once made gets the whole call timeout, never just what is left of the deadline: the
+        # platform may carry out a call we stopped listening to (a card created that nobody closes, an
+        # answer counted lost), and a busy event loop can eat those last moments before the answer is read.
+        # The deadline decides whether a try starts; the timeout keeps a hung request from freezing the card.
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (shutdown)
             # that arrives as the call completes, and the caller would carry on.
-            async with asyncio.timeout(remaining):
+            async with asyncio.timeout(self._call_timeout_s):
                 await make_call()
         except RateLimited as exc:
             pause = self._throttled(op, exc)

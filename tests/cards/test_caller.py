@@ -126,3 +126,39 @@ async def test_the_pacer_raises_the_last_throttle_when_the_tries_run_out() -> No
     with pytest.raises(RateLimited):
         async with asyncio.timeout(5):
             await pacer.call("k", LIMIT, post, owner="control", attempts=2)
+
+
+async def test_calls_the_platform_answers_after_their_deadline_are_not_abandoned() -> None:
+    # Many cards wait in line behind a throttle pause; each gets its token before the shared deadline, but
+    # the platform's answers are read only after it (a busy event loop: 1,000 turns on one process). A call
+    # abandoned there was still carried out: a card created that nobody closes, a final counted as lost.
+    budget = RateBudget()
+    limit = RateLimit(rate_per_s=50.0, burst=2)
+    answered = asyncio.Event()
+    carried_out: list[str] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 0.5
+    # The answers come back after the deadline (timers fire in order, however busy the machine).
+    loop.call_at(deadline + 0.25, answered.set)
+
+    def create(owner: str) -> Callable[[], Awaitable[None]]:
+        throttled = [owner == "card-0"]  # the first call is throttled: the bucket pauses for every card
+
+        async def call() -> None:
+            if throttled and throttled.pop():
+                raise RateLimited(retry_after=0.1)
+            carried_out.append(owner)  # the platform has it from here on
+            await answered.wait()
+
+        return call
+
+    async def one(owner: str) -> tuple[str, CallOutcome]:
+        card = CardCaller(budget, lambda op: ("key", limit), owner=owner, platform="test", call_timeout_s=60.0)
+        return owner, await card.call("create", create(owner), deadline=deadline)
+
+    async with asyncio.timeout(30):
+        outcomes = dict(await asyncio.gather(*(one(f"card-{i}") for i in range(12))))
+    assert carried_out  # the line moved before the deadline
+    # Every call the platform carried out came back OK; a call that never got a token was never made.
+    assert {owner for owner, outcome in outcomes.items() if outcome is CallOutcome.OK} == set(carried_out)
+    assert budget.waiting("key") == 0
