@@ -235,6 +235,7 @@ class Gateway:
             if not turn.done.done():
                 turn.done.set_result(TurnOutcome(turn_id=turn.turn_id, outcome="stopped", answer=turn.answer, snapshot=turn.state.snapshot()))
         await self._background.aclose()
+        await self._runner.aclose()
         # Last: a card still open now is an orphan that the other processes may close.
         await self.recovery.aclose()
 

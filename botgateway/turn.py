@@ -60,6 +60,8 @@ class ScheduledTurn:
         """The final (or partial) answer."""
         self.outcome = "failed:internal"
         """``done``, ``failed:<reason>`` or ``stopped``."""
+        self.row_writes: list[asyncio.Task[None]] = []
+        """Tool-call rows of this turn being written to the Store."""
 
     def observe(self, event: TurnEvent) -> None:
         """Keep what the audit record needs."""

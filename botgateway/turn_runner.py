@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from botgateway.background import BackgroundTasks
 from botgateway.cards.metrics import CardMetrics
 from botgateway.events import TurnEvent, TurnFailed
 from botgateway.loop import ToolLoop
 from botgateway.messages import TurnOutcome
-from botgateway.stores.base import AuditRecord, Store
+from botgateway.stores.base import AuditRecord, Store, ToolCallRow
 from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
@@ -30,7 +31,7 @@ __all__ = ["TurnRunner"]
 log = structlog.get_logger(__name__)
 
 TOOL_ROW_TIMEOUT_S = 2.0
-"""Longest wait for writing one tool-call row: a slow store must not hold the card up for long."""
+"""Longest wait for writing one tool-call row (the card never waits for it; the turn's audit record does)."""
 
 
 class TurnRunner:
@@ -51,6 +52,8 @@ class TurnRunner:
         self._slots = asyncio.Semaphore(max_concurrent)
         self._observers = tuple(observers)
         self._release = release
+        self._rows = BackgroundTasks()
+        """Tool-call rows being written: off the path of the card, awaited before the turn's audit record."""
 
     async def run(self, turn: ScheduledTurn) -> None:
         """Run ``turn`` and finish its card, whatever happens; then release, audit and resolve it."""
@@ -103,7 +106,7 @@ class TurnRunner:
                         if turn.stop_requested:
                             raise asyncio.CancelledError
                         turn.observe(event)
-                        await self._write_tool_call(turn, event)
+                        self._write_tool_call(turn, event)
                         await turn.streamer.feed(event)
         except asyncio.CancelledError:
             _uncancel()
@@ -123,6 +126,9 @@ class TurnRunner:
         snapshot = turn.state.snapshot()
         outcome = TurnOutcome(turn_id=turn.turn_id, outcome=turn.outcome, answer=turn.answer or snapshot.answer, snapshot=snapshot, metrics=metrics)
         log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
+        if turn.row_writes:
+            # The audit record replaces the turn's rows: a row landing after it would outlive it.
+            await asyncio.wait(turn.row_writes, timeout=TOOL_ROW_TIMEOUT_S)
         try:
             async with asyncio.timeout(5):
                 await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
@@ -131,16 +137,26 @@ class TurnRunner:
         if not turn.done.done():
             turn.done.set_result(outcome)
 
-    async def _write_tool_call(self, turn: ScheduledTurn, event: TurnEvent) -> None:
-        """Write a tool call's start or end as it happens (a store failure is logged, never raised)."""
+    def _write_tool_call(self, turn: ScheduledTurn, event: TurnEvent) -> None:
+        """Write a tool call's start or end as it happens, in the background (a store failure is logged, never raised)."""
         row = turn.tool_call_row(event)
         if row is None:
             return
+        task = self._rows.spawn(self._record_row(row), name=f"tool-row:{row.turn_id}:{row.call_id}")
+        if task is not None:
+            turn.row_writes.append(task)
+
+    async def _record_row(self, row: ToolCallRow) -> None:
         try:
             async with asyncio.timeout(TOOL_ROW_TIMEOUT_S):
                 await self._store.record_tool_call(row)
         except Exception as exc:  # TimeoutError included: the end-of-turn audit record still lists the call
             log.warning("gateway.tool_call_record_failed", call_id=row.call_id, phase=row.phase, error=type(exc).__name__)
+
+    async def aclose(self) -> None:
+        """Wait briefly for tool-call rows still being written, then drop them (shutdown)."""
+        await self._rows.wait(timeout=TOOL_ROW_TIMEOUT_S)
+        await self._rows.aclose()
 
     async def _audit(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
         try:
