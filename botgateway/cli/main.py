@@ -84,6 +84,7 @@ def _load(path: str | None) -> Config:
 def _check_config(config: Config, source: str) -> int:
     """Beyond the schema: the tools' own checks (inventory file, cloud SDKs, MCP commands)."""
     from botgateway.logs import configure_logging, secret_values
+    from botgateway.redaction import redact_text
     from tools.catalog import check_toolset
 
     # Only the verdict goes to the terminal; the tools' progress logs would bury it.
@@ -91,7 +92,8 @@ def _check_config(config: Config, source: str) -> int:
     try:
         problems = asyncio.run(check_toolset(config.tools))
     except Exception as exc:  # a broken extra must not turn check-config into a traceback
-        problems = [f"tools: could not be checked ({type(exc).__name__}: {exc})"]
+        detail = redact_text(str(exc), secret_values(config))
+        problems = [f"tools: could not be checked ({type(exc).__name__}: {detail})"]
     if problems:
         _print_config_problems(ConfigError(problems, source))
         return EXIT_FAILED
