@@ -175,6 +175,27 @@ class Store(Protocol):
         """Drop ``instance_id``'s heartbeat at once (a clean shutdown), so its cards count as orphaned."""
         ...
 
+    async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
+        """Atomically add ``amount`` (0 reads) to counter ``key`` and return its new total.
+
+        A counter starts at 0 and expires ``ttl_s`` seconds after it was created
+        (adding does not extend it), then starts at 0 again: the windows of the
+        per-principal limits, shared by every replica.
+        """
+        ...
+
+    async def take_lease(self, key: str, holder: str, limit: int, ttl_s: float) -> bool:
+        """Hold one of ``limit`` leases of ``key`` for ``ttl_s`` seconds; False when all are held by others.
+
+        Taking again a lease ``holder`` already holds renews it. A lease whose
+        holder died lapses after its TTL, so a killed process never keeps one.
+        """
+        ...
+
+    async def drop_lease(self, key: str, holder: str) -> None:
+        """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
+        ...
+
     async def record_tool_call(self, row: ToolCallRow) -> None:
         """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
         ...

@@ -10,6 +10,8 @@ keys of one conversation live in the same Redis Cluster slot):
 - ``instances`` — ZSET gateway instance id → heartbeat expiry (Redis's own clock, in ms);
 - ``audit`` — STREAM of audit records (capped, approximately, at ``audit_max_len``);
 - ``tool_calls:{<turn id>}`` — HASH ``call_id:phase`` → tool-call row JSON, until the turn's audit record;
+- ``counter:<key>`` — STRING counter of a per-principal limit, expiring with its window;
+- ``lease:<key>`` — ZSET holder → lease expiry (Redis's clock, in ms): concurrent turns of a principal;
 - ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``).
 
 Multi-key writes run as Lua scripts, which Redis executes atomically, so two
@@ -112,6 +114,28 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+inf')
 """
 
+# KEYS: counter. ARGV: amount, ttl_ms. The expiry is set once, when the counter is created.
+_COUNT = """
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return total
+"""
+
+# KEYS: lease. ARGV: holder, limit, ttl_ms. Returns 1 when held. Redis's clock, as for heartbeats.
+_LEASE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
 
 class RedisStore:
     """:class:`~botgateway.stores.base.Store` on Redis, shared by several replicas.
@@ -156,6 +180,8 @@ class RedisStore:
         self._load = self._redis.register_script(_LOAD)
         self._beat = self._redis.register_script(_BEAT)
         self._live = self._redis.register_script(_LIVE)
+        self._count = self._redis.register_script(_COUNT)
+        self._lease = self._redis.register_script(_LEASE)
 
     def __repr__(self) -> str:
         return f"RedisStore({self.safe_url!r}, prefix={self.prefix!r})"
@@ -232,6 +258,29 @@ class RedisStore:
                 f"{self.prefix}dedupe:{key}", "1", nx=True, px=max(1, math.ceil(ttl_s * 1000))
             )
         return bool(won)
+
+    # --- limits -------------------------------------------------------------------
+
+    async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
+        """Atomically add ``amount`` (0 reads) to counter ``key`` and return its new total (see the protocol)."""
+        async with self._errors():
+            total = await self._count(
+                keys=[f"{self.prefix}counter:{key}"], args=[int(amount), max(1, math.ceil(ttl_s * 1000))]
+            )
+        return int(total)
+
+    async def take_lease(self, key: str, holder: str, limit: int, ttl_s: float) -> bool:
+        """Hold one of ``limit`` leases of ``key`` for ``ttl_s`` seconds; False when all are held by others."""
+        async with self._errors():
+            held = await self._lease(
+                keys=[f"{self.prefix}lease:{key}"], args=[holder, int(limit), max(1, math.ceil(ttl_s * 1000))]
+            )
+        return bool(held)
+
+    async def drop_lease(self, key: str, holder: str) -> None:
+        """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
+        async with self._errors():
+            await self._redis.zrem(f"{self.prefix}lease:{key}", holder)
 
     # --- open cards ---------------------------------------------------------------
 

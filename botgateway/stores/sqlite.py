@@ -111,6 +111,8 @@ class SqliteStore:
             return
         self._last_sweep = now
         await db.execute("DELETE FROM claims WHERE expires_at <= ?", (now,))
+        await db.execute("DELETE FROM counters WHERE expires_at <= ?", (now,))
+        await db.execute("DELETE FROM leases WHERE expires_at <= ?", (now,))
         # A bot answering for months must not grow the file without bound.
         await db.execute("DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?", (self.audit_max_len,))
         await db.execute("DELETE FROM tool_calls WHERE id <= (SELECT MAX(id) FROM tool_calls) - ?", (self.audit_max_len,))
@@ -221,6 +223,53 @@ class SqliteStore:
             return cursor.rowcount == 1
 
         return bool(await self._transaction(work))
+
+    # --- limits -------------------------------------------------------------------
+
+    async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
+        """Atomically add ``amount`` (0 reads) to counter ``key`` and return its new total (see the protocol)."""
+        now = self._clock()
+
+        async def work(db: aiosqlite.Connection) -> int:
+            # An expired counter starts again from ``amount``; a live one keeps its expiry.
+            await db.execute(
+                "INSERT INTO counters (key, value, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET "
+                "value = CASE WHEN counters.expires_at <= ? THEN excluded.value ELSE counters.value + excluded.value END, "
+                "expires_at = CASE WHEN counters.expires_at <= ? THEN excluded.expires_at ELSE counters.expires_at END",
+                (key, amount, now + ttl_s, now, now),
+            )
+            rows = list(await db.execute_fetchall("SELECT value FROM counters WHERE key = ?", (key,)))
+            return int(rows[0][0])
+
+        return int(await self._transaction(work))
+
+    async def take_lease(self, key: str, holder: str, limit: int, ttl_s: float) -> bool:
+        """Hold one of ``limit`` leases of ``key`` for ``ttl_s`` seconds; False when all are held by others."""
+        now = self._clock()
+
+        async def work(db: aiosqlite.Connection) -> bool:
+            await db.execute("DELETE FROM leases WHERE key = ? AND expires_at <= ?", (key, now))
+            rows = list(
+                await db.execute_fetchall("SELECT COUNT(*), SUM(holder = ?) FROM leases WHERE key = ?", (holder, key))
+            )
+            held, mine = int(rows[0][0]), int(rows[0][1] or 0)
+            if not mine and held >= limit:
+                return False
+            await db.execute(
+                "INSERT OR REPLACE INTO leases (key, holder, expires_at) VALUES (?, ?, ?)", (key, holder, now + ttl_s)
+            )
+            return True
+
+        return bool(await self._transaction(work))
+
+    async def drop_lease(self, key: str, holder: str) -> None:
+        """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute("DELETE FROM leases WHERE key = ? AND holder = ?", (key, holder))
+
+        await self._transaction(work)
 
     # --- open cards ---------------------------------------------------------------
 

@@ -25,7 +25,7 @@ __all__ = ["SCHEMA_VERSION", "SqliteConnection"]
 
 log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Written to ``PRAGMA user_version``, so a later release can tell which layout a file has."""
 
 _SCHEMA = """
@@ -75,6 +75,17 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 );
 CREATE INDEX IF NOT EXISTS tool_calls_turn ON tool_calls (turn_id);
 CREATE INDEX IF NOT EXISTS tool_calls_conversation ON tool_calls (conversation_id, id);
+CREATE TABLE IF NOT EXISTS counters (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (key, holder)
+);
 """
 
 

@@ -226,6 +226,57 @@ async def test_claim_is_free_again_after_its_ttl(store: Store) -> None:
     assert not await store.claim("short", 60)
 
 
+# --- limits: counters and leases ------------------------------------------------
+
+
+async def test_a_counter_adds_reads_and_is_shared_by_replicas(make_store: StoreFactory) -> None:
+    one, two = await make_store(), await make_store()
+    assert await one.add_to_counter("turns:slack:U1:m1", 0, 60) == 0
+    assert await one.add_to_counter("turns:slack:U1:m1", 1, 60) == 1
+    assert await two.add_to_counter("turns:slack:U1:m1", 1500, 60) == 1501
+    assert await one.add_to_counter("turns:slack:U2:m1", 1, 60) == 1
+
+
+async def test_concurrent_counter_additions_are_all_counted(store: Store) -> None:
+    totals = await asyncio.gather(*(store.add_to_counter("flood", 1, 60) for _ in range(40)))
+    assert sorted(totals) == list(range(1, 41))
+
+
+async def test_a_counter_starts_again_after_its_window(store: Store) -> None:
+    assert await store.add_to_counter("window", 5, 0.2) == 5
+    deadline = time.monotonic() + 10  # generous: only proves the counter does expire
+    while await store.add_to_counter("window", 0, 0.2) != 0:
+        assert time.monotonic() < deadline, "counter never expired"
+        await asyncio.sleep(0.05)
+    assert await store.add_to_counter("window", 1, 60) == 1
+
+
+async def test_leases_are_limited_shared_renewable_and_given_back(make_store: StoreFactory) -> None:
+    one, two = await make_store(), await make_store()
+    assert await one.take_lease("turns:slack:U1", "t1", 2, 60)
+    assert await two.take_lease("turns:slack:U1", "t2", 2, 60)
+    assert not await one.take_lease("turns:slack:U1", "t3", 2, 60)
+    assert await one.take_lease("turns:slack:U1", "t1", 2, 60)  # renewing is not a new lease
+    assert await one.take_lease("turns:slack:U2", "t3", 2, 60)  # another principal
+    await two.drop_lease("turns:slack:U1", "t1")
+    await two.drop_lease("turns:slack:U1", "never-held")
+    assert await one.take_lease("turns:slack:U1", "t3", 2, 60)
+
+
+async def test_concurrent_lease_takers_never_exceed_the_limit(store: Store) -> None:
+    held = await asyncio.gather(*(store.take_lease("busy", f"t{n}", 3, 60) for n in range(20)))
+    assert held.count(True) == 3
+
+
+async def test_a_lease_of_a_dead_holder_lapses(store: Store) -> None:
+    assert await store.take_lease("lapse", "killed", 1, 0.2)
+    deadline = time.monotonic() + 10  # generous: only proves the lease does lapse
+    while not await store.take_lease("lapse", "next", 1, 60):
+        assert time.monotonic() < deadline, "lease never lapsed"
+        await asyncio.sleep(0.05)
+    assert not await store.take_lease("lapse", "killed", 1, 60)
+
+
 # --- open cards -------------------------------------------------------------------
 
 
