@@ -25,11 +25,14 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from botgateway.access import AccessHook, allow_all
+from botgateway.audit_trail import write_refusal
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
+from botgateway.fair_slots import FairSlots, fair_share
+from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
 from botgateway.notes import note_snapshot, send_note
@@ -68,7 +71,9 @@ class Gateway:
         observers: Sequence[TurnObserver] = (),
         clear_history: Callable[[str], Awaitable[None]] | None = None,
         instance_id: str | None = None,
+        limits: PrincipalLimits | None = None,
     ) -> None:
+        """``limits`` defaults to the ``limits:`` section's, for everyone (tests inject a clock)."""
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._clear_history = clear_history
@@ -77,8 +82,17 @@ class Gateway:
         self._config = config
         self._access = access
         self._queues = ConversationQueues()
+        self._limits = limits or PrincipalLimits(
+            store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
+        )
+        slots = config.gateway.max_concurrent_turns
         self._runner = TurnRunner(
-            loop, store, max_concurrent=config.gateway.max_concurrent_turns, observers=observers, release=self._release
+            loop,
+            store,
+            slots=FairSlots(slots, per_key=fair_share(slots, config.limits.max_slot_share)),
+            observers=observers,
+            release=self._release,
+            limits=self._limits,
         )
         self._side = BackgroundTasks()
         """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
@@ -154,6 +168,7 @@ class Gateway:
             refusal = "the access check failed; please try again later"
         if refusal is not None:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
+            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome="refused", note=refusal)
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
 
         limit = self._config.gateway.max_question_chars
@@ -162,13 +177,19 @@ class Gateway:
             log.info("gateway.too_long", platform=msg.platform, user=msg.ctx.user_id, chars=len(msg.text), limit=limit)
             return self._refuse(msg, sink, t(locale, "question_too_long", length=len(msg.text), limit=limit))
 
+        turn_id = uuid.uuid4().hex[:16]
+        limited = await self._over_limit(msg, sink, turn_id)
+        if limited is not None:
+            return limited
+
         turns = self._queues.line(msg.conversation_id)
         waiting = len(turns) - 1
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
             log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
+            self._side.spawn(self._limits.turn_ended(asker_of(msg), turn_id, 0))  # it never ran: end its lease
             return self._refuse(msg, sink, t(locale, "queue_full", n=len(turns)))
 
-        turn = self._new_turn(msg, sink, policy)
+        turn = self._new_turn(msg, sink, policy, turn_id)
         position = self._queues.add(turn)
         turn.task = asyncio.create_task(self._runner.run(turn), name=f"turn-{turn.turn_id}")
         log.info(
@@ -258,8 +279,17 @@ class Gateway:
         log.info("gateway.cleared", conversation=msg.conversation_id, user=msg.ctx.user_id)
         return self._refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
 
-    def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> ScheduledTurn:
-        turn_id = uuid.uuid4().hex[:16]
+    async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
+        """Count ``msg`` against its asker's limits; the refusal when one is reached (audited), else None."""
+        hit = await self._limits.admit(asker_of(msg), turn_id)
+        if hit is None:
+            return None
+        note = hit.note(msg.target.locale, self._limits.clock())
+        log.info("gateway.limit_hit", platform=msg.platform, user=msg.ctx.user_id, limit=hit.limit)
+        await write_refusal(self._store, msg, turn_id=turn_id, outcome=f"limit:{hit.limit}", note=note)
+        return self._refuse(msg, sink, note)
+
+    def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> ScheduledTurn:
         roles = set(msg.ctx.roles)
         if self.is_admin(msg.ctx.user_id):
             roles.add("admin")

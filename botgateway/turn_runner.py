@@ -1,7 +1,7 @@
 """Running one scheduled turn into its card: whatever happens, the card is finished.
 
-The turn waits for its place in the conversation and a slot of the process,
-streams the tool loop's events into its card, and ends done, failed, stopped
+The turn waits for its place in the conversation and a slot of the process
+(slots are shared fairly between askers, :mod:`botgateway.fair_slots`), streams the tool loop's events into its card, and ends done, failed, stopped
 or crashed; then its card is finalized, the next question of the conversation
 may run, and the turn is audited. Each tool call is also written down as it
 starts and ends, so a turn whose process is killed still has its calls audited.
@@ -19,6 +19,8 @@ import structlog
 from botgateway.background import BackgroundTasks
 from botgateway.cards.metrics import CardMetrics
 from botgateway.events import TurnEvent, TurnFailed
+from botgateway.fair_slots import FairSlots
+from botgateway.limits import PrincipalLimits, asker_of
 from botgateway.loop import ToolLoop
 from botgateway.messages import TurnOutcome
 from botgateway.stores.base import AuditRecord, Store, ToolCallRow
@@ -35,21 +37,26 @@ TOOL_ROW_TIMEOUT_S = 2.0
 
 
 class TurnRunner:
-    """Runs scheduled turns through the tool loop into their cards, up to ``max_concurrent`` at once."""
+    """Runs scheduled turns through the tool loop into their cards, in the process's fairly shared slots."""
 
     def __init__(
         self,
         loop: ToolLoop,
         store: Store,
         *,
-        max_concurrent: int,
+        slots: FairSlots,
         observers: Sequence[TurnObserver] = (),
         release: Callable[[ScheduledTurn], None],
+        limits: PrincipalLimits | None = None,
     ) -> None:
-        """``release(turn)`` is called once the card is final, before the audit, to let the next turn run."""
+        """``release(turn)`` is called once the card is final, before the audit, to let the next turn run.
+
+        ``limits`` is told when a turn ends (its tokens count against the asker's day, its lease ends).
+        """
         self._loop = loop
         self._store = store
-        self._slots = asyncio.Semaphore(max_concurrent)
+        self._slots = slots
+        self._limits = limits
         self._observers = tuple(observers)
         self._release = release
         self._rows = BackgroundTasks()
@@ -94,7 +101,7 @@ class TurnRunner:
                 await turn.go.wait()
                 turn.state.mark_started()
                 await turn.streamer.refresh()
-            async with self._slots:
+            async with self._slots.hold(asker_of(msg)):
                 started = time.monotonic()
                 turn.started_at = time.time()
                 if turn.stop_requested:
@@ -131,6 +138,9 @@ class TurnRunner:
             await asyncio.wait(turn.row_writes, timeout=TOOL_ROW_TIMEOUT_S)
         try:
             async with asyncio.timeout(5):
+                if self._limits is not None:
+                    tokens = turn.prompt_tokens + turn.completion_tokens
+                    await self._limits.turn_ended(asker_of(turn.msg), turn.turn_id, tokens)
                 await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
         except (asyncio.CancelledError, TimeoutError):
             log.warning("gateway.audit_skipped", turn_id=turn.turn_id)

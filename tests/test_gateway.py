@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from botgateway.budget import RateBudget
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config, parse_config
 from botgateway.gateway import Gateway
+from botgateway.limits import PrincipalLimits, limits_from_config
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
@@ -62,22 +63,33 @@ class Harness:
         return await self.gateway.submit(self.message(text, **kwargs), self.sink, self.policy)
 
 
-def _config(base_url: str, *, llm: dict[str, Any] | None = None, **gateway: Any) -> Config:
+def _config(
+    base_url: str, *, llm: dict[str, Any] | None = None, sections: dict[str, Any] | None = None, **gateway: Any
+) -> Config:
     return parse_config(
         {
             "llm": {"provider": "custom", "base_url": base_url, "model": "m", "max_rounds": 4, **(llm or {})},
             "gateway": {"admins": ["root"], **gateway},
             "card": {"final_deadline_s": 5},
+            **(sections or {}),
         },
         env={},
     )
 
 
 async def _harness(
-    tmp_path, server: ScriptedLLMServer, *, access: Any = None, llm: dict[str, Any] | None = None, **gateway: Any
+    tmp_path,
+    server: ScriptedLLMServer,
+    *,
+    access: Any = None,
+    llm: dict[str, Any] | None = None,
+    sections: dict[str, Any] | None = None,
+    clock: Callable[[], float] | None = None,
+    **gateway: Any,
 ) -> AsyncIterator[Harness]:
+    """``sections``: more top-level config sections (``limits``); ``clock``: the wall clock of the per-asker limits."""
     base_url = await server.start()
-    config = _config(base_url, llm=llm, **gateway)
+    config = _config(base_url, llm=llm, sections=sections, **gateway)
     store = SqliteStore(tmp_path / "gw.db")
     await store.open()
     memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
@@ -85,7 +97,9 @@ async def _harness(
     loop = ToolLoop(
         client, ToolRegistry([find_server]), memory, max_rounds=4, system_prompt="sys", turn_timeout_s=config.llm.turn_timeout_s
     )
-    extra = {"access": access} if access is not None else {}
+    extra: dict[str, Any] = {"access": access} if access is not None else {}
+    if clock is not None:
+        extra["limits"] = PrincipalLimits(store, limits_from_config(config.limits), clock=clock)
     gw = Gateway(
         loop=loop, store=store, budget=RateBudget(), config=config, model_label="test model", clear_history=memory.clear, **extra
     )
@@ -632,3 +646,37 @@ async def test_a_400_from_the_model_says_the_provider_refused_the_request_not_th
     assert "could not be reached" not in card.error
     assert card.error.startswith(t("en", "failed_llm_refused", message="").strip())
     assert "HTTP 400" in card.error and "must be at most 2" in card.error
+
+
+# --- fairness: one asker's flood does not hold back another ---------------------------
+
+
+async def test_a_flood_of_40_questions_by_one_user_does_not_hold_back_another_users_turn(tmp_path) -> None:
+    release_alice = asyncio.Event()
+    bob_asked = asyncio.Event()
+    started: list[str] = []
+
+    async def responder(body: dict[str, Any]) -> Script:
+        question = _user_texts(body)[-1]
+        started.append(question)
+        if question.startswith("bob"):
+            bob_asked.set()
+            return Script.text("bob's answer")
+        await release_alice.wait()  # alice's turns hold their slots until bob has been answered
+        return Script.text("ok")
+
+    async for h in _harness(tmp_path, ScriptedLLMServer(responder=responder), max_concurrent_turns=4):
+        flood = [await h.submit(f"alice {n}?", conversation=f"a{n}") for n in range(40)]
+        await h.server.wait_for_requests(2)  # alice holds her fair share: 2 of the 4 slots
+        bob = await h.submit("bob: is web-1 up?", conversation="b", user="bob")
+        assert bob.status == "started"
+        await asyncio.wait_for(bob_asked.wait(), 15)
+        outcome = await asyncio.wait_for(bob.done, 15)
+        assert outcome.outcome == "done" and h.sink.card_for(bob.turn_id).answer == "bob's answer"
+        # bob's turn started while alice's backlog still waited: only her fair share ran before it
+        assert started.index("bob: is web-1 up?") == 2
+        assert sum(1 for sub in flood if not sub.done.done()) == 40
+        release_alice.set()
+        outcomes = await asyncio.wait_for(asyncio.gather(*(sub.done for sub in flood)), 60)
+        assert {o.outcome for o in outcomes} == {"done"}
+        assert len(started) == 41

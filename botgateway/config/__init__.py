@@ -13,9 +13,11 @@ The package keeps one room per idea: the sections of the file (:mod:`.llm`,
 
 from __future__ import annotations
 
+from botgateway.config.audit import AuditConfig
 from botgateway.config.card import BufferPolicyConfig, CardConfig, PhasePolicy
 from botgateway.config.env import substitute_env
 from botgateway.config.errors import ConfigError
+from botgateway.config.limits import LimitsConfig
 from botgateway.config.llm import DEFAULT_SYSTEM_PROMPT, KEYLESS_PROVIDERS, PROVIDER_PRESETS, LLMConfig, ProviderName
 from botgateway.config.loading import load_config, parse_config
 from botgateway.config.platforms import (
@@ -38,6 +40,7 @@ __all__ = [
     "PROVIDER_PRESETS",
     "AdapterBase",
     "AdaptersConfig",
+    "AuditConfig",
     "BufferPolicyConfig",
     "CardConfig",
     "CloudAccount",
@@ -48,6 +51,7 @@ __all__ = [
     "GatewayConfig",
     "InventoryConfig",
     "LLMConfig",
+    "LimitsConfig",
     "LogConfig",
     "McpServerConfig",
     "MemoryConfig",

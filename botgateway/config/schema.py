@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from botgateway.config.audit import AuditConfig
 from botgateway.config.card import CardConfig
+from botgateway.config.limits import LimitsConfig
 from botgateway.config.llm import LLMConfig
 from botgateway.config.platforms import AdaptersConfig
 from botgateway.config.section import Section
@@ -31,3 +33,7 @@ class Config(Section):
     """Tools."""
     metrics: MetricsConfig = MetricsConfig()
     """Metrics."""
+    limits: LimitsConfig = LimitsConfig()
+    """Per-asker limits (the access policy's roles override them) and the fair share of turn slots."""
+    audit: AuditConfig = AuditConfig()
+    """Audit records and their retention."""

@@ -1,0 +1,48 @@
+"""Audit records of questions that never became a turn: refusals and limit hits.
+
+A turn's own record is written when it ends (:mod:`botgateway.turn_runner`);
+a question refused by the access check or by a limit is written here, so that
+``botgateway audit`` shows who was turned away, why, and when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from botgateway.messages import InboundMessage
+from botgateway.stores.base import AuditRecord, Store
+
+__all__ = ["REFUSAL_WRITE_TIMEOUT_S", "refusal_record", "write_refusal"]
+
+log = structlog.get_logger(__name__)
+
+REFUSAL_WRITE_TIMEOUT_S = 2.0
+"""Longest wait for a refusal's record: it is written before the asker is answered, but never holds them up long."""
+
+
+def refusal_record(msg: InboundMessage, *, turn_id: str, outcome: str, note: str, at: float) -> AuditRecord:
+    """The record of ``msg`` turned away as ``outcome`` (``refused``, ``limit:<name>``), ``note`` being what the asker was told."""
+    return AuditRecord(
+        turn_id=turn_id,
+        platform=msg.platform,
+        conversation_id=msg.conversation_id,
+        user_id=msg.ctx.user_id or msg.target.user_id,
+        question=msg.text,
+        outcome=outcome,
+        answer=note,
+        started_at=at,
+        extra={"channel": msg.ctx.chat_id or msg.target.chat_id},
+    )
+
+
+async def write_refusal(store: Store, msg: InboundMessage, *, turn_id: str, outcome: str, note: str) -> None:
+    """Write the record of a refusal; a store failure is logged, never raised (the note is what matters)."""
+    record = refusal_record(msg, turn_id=turn_id, outcome=outcome, note=note, at=time.time())
+    try:
+        async with asyncio.timeout(REFUSAL_WRITE_TIMEOUT_S):
+            await store.record_audit(record)
+    except Exception as exc:  # TimeoutError included
+        log.warning("audit.refusal_not_recorded", outcome=outcome, error=type(exc).__name__)
