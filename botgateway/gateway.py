@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from botgateway.access import AccessHook, allow_all
+from botgateway.access import AccessHook, allow_all, decide_message, with_decision
 from botgateway.audit_trail import write_refusal
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
@@ -36,6 +36,7 @@ from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
 from botgateway.notes import note_snapshot, send_note
+from botgateway.policy import effective_policy
 from botgateway.queues import ConversationQueues
 from botgateway.recovery import Recovery
 from botgateway.sink import CardSink
@@ -44,6 +45,7 @@ from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
 from botgateway.turn_runner import TurnRunner
+from botgateway.whoami import WHOAMI_WORDS, describe, refusal_note
 
 __all__ = ["Gateway"]
 
@@ -81,6 +83,8 @@ class Gateway:
         self._budget = budget
         self._config = config
         self._access = access
+        self._policy = effective_policy(config.access)
+        self._tool_names = lambda: loop.tools.names  # read per message: MCP servers add tools as they come up
         self._queues = ConversationQueues()
         self._limits = limits or PrincipalLimits(
             store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
@@ -170,6 +174,15 @@ class Gateway:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
             await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome="refused", note=refusal)
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
+
+        # The configured policy always applies, after any custom hook; a refused asker costs no model request.
+        decision = decide_message(self._policy, msg, self._tool_names())
+        if _matches(msg.text, WHOAMI_WORDS):
+            return self._refuse(msg, sink, describe(decision, locale), status="whoami", as_answer=True)
+        if not decision.allowed:
+            log.info("gateway.refused", platform=msg.platform, principal=decision.principal.id, reason=decision.refusal)
+            return self._refuse(msg, sink, t(locale, "refused", reason=refusal_note(decision, locale)))
+        msg = with_decision(msg, decision)
 
         limit = self._config.gateway.max_question_chars
         if len(msg.text) > limit:

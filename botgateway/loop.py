@@ -192,7 +192,7 @@ class ToolLoop:
             yield history
             return
         user_message = {"role": "user", "content": user_text}
-        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(), [user_message], deadline)
+        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(ctx), [user_message], deadline)
         log.info("turn_started", history_messages=len(history), tools=len(turn.specs))
 
         for round_no in range(1, self.max_rounds + 1):

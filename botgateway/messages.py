@@ -14,13 +14,14 @@ from typing import Literal, TypeAlias
 
 from botgateway.cards.metrics import CardMetrics
 from botgateway.config import SessionScope
+from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.tooling import ToolContext
 
 __all__ = ["InboundMessage", "Submission", "SubmissionStatus", "TurnOutcome", "conversation_key"]
 
-SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared"]
+SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared", "whoami"]
 
 
 def conversation_key(
@@ -62,6 +63,13 @@ class InboundMessage:
     """Where the answer card goes."""
     ctx: ToolContext
     """Who asked, for tools and permission checks."""
+    principal: Principal | None = None
+    """The asker's qualified identity, as the adapter knows it (team, external); see :attr:`asker`."""
+
+    @property
+    def asker(self) -> Principal:
+        """The asker's principal: the adapter's, else one derived from the platform and the user id."""
+        return self.principal or Principal.of(self.platform, self.ctx.user_id, name=self.ctx.user_name)
 
 
 @dataclass(frozen=True, kw_only=True)

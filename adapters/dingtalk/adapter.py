@@ -29,6 +29,7 @@ from botgateway.background import BackgroundTasks
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import DingTalkConfig
 from botgateway.messages import InboundMessage, Submission, conversation_key
+from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.strings import t
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from adapters.dingtalk.stream import StreamConnection
     from botgateway.gateway import Gateway
 
-__all__ = ["HANDOFF_TIMEOUT_S", "KEPT_SUBMISSIONS", "DingTalkAdapter"]
+__all__ = ["HANDOFF_TIMEOUT_S", "KEPT_SUBMISSIONS", "DingTalkAdapter", "dingtalk_principal"]
 
 log = structlog.get_logger(__name__)
 
@@ -306,9 +307,11 @@ class DingTalkAdapter:
             conversation_id=key,
             chat_id=message.conversation,
             is_group=message.is_group,
+            principal=dingtalk_principal(message),
         )
         return InboundMessage(
-            platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx
+            platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx,
+            principal=ctx.principal,
         )
 
     def submission(self, msg_id: str) -> Submission | None:
@@ -327,3 +330,12 @@ class DingTalkAdapter:
             await self.sink.markdown.sender.send(target, snapshot)
         except Exception as exc:
             log.warning("dingtalk.note_failed", error=type(exc).__name__, detail=str(exc)[:200])
+
+
+def dingtalk_principal(message: BotMessage) -> Principal:
+    """The asker as ``dingtalk:<staffId>`` (else the opaque sender id); external when of another organisation."""
+    # senderCorpId is the asker's own organisation; a missing staff id alone also happens inside one org.
+    sender_corp = message.sender_corp_id or message.corp_id
+    external = bool(message.corp_id) and sender_corp != message.corp_id
+    return Principal.of(DingTalkAdapter.name, message.user_id, team=sender_corp, external=external,
+                        name=message.user_name)

@@ -128,6 +128,8 @@ class BotMessage:
     """``chatbotCorpId``: the organisation, for conversation keys."""
     text: ParsedText
     """The question and whether media was dropped."""
+    sender_corp_id: str = ""
+    """``senderCorpId``: the asker's own organisation; another than :attr:`corp_id` makes them external."""
 
 
 def _plain(value: Any) -> str:
@@ -163,4 +165,5 @@ def parse_bot_message(data: dict[str, Any]) -> BotMessage:
         robot_code=_plain(data.get("robotCode")),
         corp_id=_plain(data.get("chatbotCorpId")),
         text=message_text(data),
+        sender_corp_id=_plain(data.get("senderCorpId")),
     )

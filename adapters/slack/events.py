@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from botgateway.messages import InboundMessage, conversation_key
+from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.tooling import ToolContext
 
@@ -23,6 +24,7 @@ __all__ = [
     "inbound_message",
     "is_from_bot",
     "mentioned_users",
+    "slack_principal",
     "strip_mention",
     "suggested_prompts",
 ]
@@ -88,6 +90,7 @@ def inbound_message(
     channel = str(event.get("channel") or "")
     ts = str(event.get("ts") or "")
     user = str(event.get("user") or "")
+    user_team = str(event.get("user_team") or event.get("team") or team)
     conversation = conversation_key("slack", config.session_scope, workspace=team, chat=channel,
                                     thread=thread_ts, user=user)
     target = CardTarget(
@@ -99,9 +102,21 @@ def inbound_message(
         is_group=not direct,
         locale=config.locale,
         workspace_id=team,
-        extra={"ts": ts, "user_team": str(event.get("user_team") or event.get("team") or team)},
+        extra={"ts": ts, "user_team": user_team},
     )
+    principal = slack_principal(event, team=team, user_name=user_name)
     ctx = ToolContext(user_id=user, user_name=user_name, platform="slack", conversation_id=conversation,
-                      chat_id=channel, is_group=not direct)
+                      chat_id=channel, is_group=not direct, principal=principal)
     return InboundMessage(platform="slack", message_id=f"{team}:{channel}:{ts}", conversation_id=conversation,
-                          text=text, target=target, ctx=ctx)
+                          text=text, target=target, ctx=ctx, principal=principal)
+
+
+def slack_principal(event: Mapping[str, Any], *, team: str, user_name: str = "") -> Principal:
+    """The asker of ``event`` as ``slack:U…``; external when their own team is not ``team`` (the installing one).
+
+    In a Slack Connect channel the event carries the asker's home workspace as
+    ``user_team``; it differs from the workspace the bot is installed in.
+    """
+    user_team = str(event.get("user_team") or event.get("team") or team)
+    external = bool(team) and user_team != team
+    return Principal.of("slack", str(event.get("user") or ""), team=user_team, external=external, name=user_name)

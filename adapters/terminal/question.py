@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from adapters.terminal.sink import PLATFORM
 from botgateway.messages import InboundMessage
+from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.tooling import ToolContext
 
@@ -15,5 +16,6 @@ def local_question(
 ) -> InboundMessage:
     """``text`` asked by the local ``user`` in ``chat_id``; tools see ``tool_platform`` (``cli`` for ``ask``)."""
     target = CardTarget(platform=PLATFORM, chat_id=chat_id, user_id=user, user_name=user, locale=locale)
-    ctx = ToolContext(user_id=user, user_name=user, platform=tool_platform, chat_id=chat_id)
-    return InboundMessage(PLATFORM, "", conversation_id, text, target, ctx)
+    principal = Principal.of(tool_platform, user, name=user)  # local:<login>, whichever of terminal/cli
+    ctx = ToolContext(user_id=user, user_name=user, platform=tool_platform, chat_id=chat_id, principal=principal)
+    return InboundMessage(PLATFORM, "", conversation_id, text, target, ctx, principal)

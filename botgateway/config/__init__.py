@@ -14,6 +14,7 @@ The package keeps one room per idea: the sections of the file (:mod:`.llm`,
 from __future__ import annotations
 
 from botgateway.config.audit import AuditConfig
+from botgateway.config.access import DEFAULT_ACCESS, AccessConfig, RoleConfig
 from botgateway.config.card import BufferPolicyConfig, CardConfig, PhasePolicy
 from botgateway.config.env import substitute_env
 from botgateway.config.errors import ConfigError
@@ -35,9 +36,11 @@ from botgateway.config.service import GatewayConfig, LogConfig, MemoryConfig, Me
 from botgateway.config.toolset import CloudAccount, CloudProviderConfig, InventoryConfig, McpServerConfig, ToolsConfig
 
 __all__ = [
+    "DEFAULT_ACCESS",
     "DEFAULT_SYSTEM_PROMPT",
     "KEYLESS_PROVIDERS",
     "PROVIDER_PRESETS",
+    "AccessConfig",
     "AdapterBase",
     "AdaptersConfig",
     "AuditConfig",
@@ -57,6 +60,7 @@ __all__ = [
     "MemoryConfig",
     "MetricsConfig",
     "PhasePolicy",
+    "RoleConfig",
     "ProviderName",
     "Section",
     "SessionScope",

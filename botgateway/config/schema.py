@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from botgateway.config.audit import AuditConfig
+from botgateway.config.access import AccessConfig
 from botgateway.config.card import CardConfig
 from botgateway.config.limits import LimitsConfig
 from botgateway.config.llm import LLMConfig
@@ -33,6 +34,8 @@ class Config(Section):
     """Tools."""
     metrics: MetricsConfig = MetricsConfig()
     """Metrics."""
+    access: AccessConfig | None = None
+    """Who may ask what; without it the safe default of :data:`~botgateway.config.access.DEFAULT_ACCESS` applies."""
     limits: LimitsConfig = LimitsConfig()
     """Per-asker limits (the access policy's roles override them) and the fair share of turn slots."""
     audit: AuditConfig = AuditConfig()

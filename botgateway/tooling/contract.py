@@ -7,6 +7,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from botgateway.grant import Grant
+from botgateway.principal import Principal
+
 __all__ = [
     "PermissionHook",
     "RecentOutcomes",
@@ -39,6 +42,14 @@ class ToolContext:
     """True in a group chat or channel, False in a direct chat."""
     roles: frozenset[str] = frozenset()
     """Roles granted by the gateway's access policy (for example ``admin``)."""
+    principal: Principal | None = None
+    """The asker's platform-qualified identity (for resource scopes and audit)."""
+    grant: Grant | None = None
+    """What the access policy grants the asker here; ``None`` (a command run outside the gateway) restricts nothing."""
+
+    def may_use(self, tool_name: str) -> bool:
+        """Whether ``tool_name`` may be offered to the model and run for this asker here."""
+        return self.grant is None or self.grant.offers(tool_name)
 
 
 @dataclass(frozen=True, kw_only=True)

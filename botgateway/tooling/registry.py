@@ -137,8 +137,8 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def specs(self) -> list[dict[str, Any]]:
-        """The tools in the OpenAI ``tools`` request format."""
+    def specs(self, ctx: ToolContext | None = None) -> list[dict[str, Any]]:
+        """The tools in the OpenAI ``tools`` request format; only those ``ctx``'s asker may use, when given."""
         return [
             {
                 "type": "function",
@@ -149,6 +149,7 @@ class ToolRegistry:
                 },
             }
             for t in self._tools.values()
+            if ctx is None or ctx.may_use(t.name)
         ]
 
     def recall(self, content: str) -> ToolOutcome | None:
@@ -201,8 +202,11 @@ class ToolRegistry:
         """Find, check and invoke the tool; every failure is raised as a :class:`ToolError` in the model's words."""
         tool = self._tools.get(name)
         if tool is None:
-            known = ", ".join(self._tools) or "none"
+            known = ", ".join(n for n in self._tools if ctx.may_use(n)) or "none"
             raise ToolError(f"unknown tool {name!r}; available tools: {known}")
+        if not ctx.may_use(name):
+            # The model was never offered it; a call anyway (a guess, an injected instruction) is refused again here.
+            raise ToolError(f"not allowed: {name!r} is not offered to this asker in this channel")
         await self._check_permission(tool, ctx)
         timeout = tool.timeout_s if tool.timeout_s is not None else self.default_timeout_s
         with lend(self._workers) as loan:

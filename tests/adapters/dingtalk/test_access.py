@@ -1,0 +1,24 @@
+"""The access policy on the fake DingTalk: a user of another organisation is refused, and no model request is made."""
+
+from __future__ import annotations
+
+from tests.fakes.dingtalk import bot_message
+from tests.fakes.dingtalk_env import GROUP
+from tools.demo.script import Script
+
+
+async def test_a_user_of_another_organisation_is_refused_without_a_model_request(make_env) -> None:
+    env = await make_env()
+    data = bot_message("哪些机器在 prod？", conversation_id=GROUP, staff_id=None, webhook=env.fake.session_webhook(GROUP))
+    data["senderCorpId"] = "dingOtherCorp"  # DingTalk names the asker's own organisation here
+    frame = await env.fake.push_bot_message(data)
+    assert (await env.fake.wait_ack(frame))["code"] == 200
+    outcome = await env.finished(data["msgId"])
+    assert outcome.outcome == "refused"
+    assert outcome.snapshot is not None and "其他组织" in outcome.snapshot.error
+    assert env.llm_server.requests == []
+
+    env.llm_server.enqueue(Script.text("好的"))
+    colleague, _ = await env.ask("你好", staff_id="manager42")
+    assert (await env.finished(colleague)).outcome == "done"
+    assert len(env.llm_server.requests) == 1
