@@ -12,6 +12,7 @@ import time
 
 import structlog
 
+from botgateway.limits import asker_of
 from botgateway.messages import InboundMessage
 from botgateway.stores.base import AuditRecord, Store
 
@@ -34,7 +35,10 @@ def refusal_record(msg: InboundMessage, *, turn_id: str, outcome: str, note: str
         outcome=outcome,
         answer=note,
         started_at=at,
-        extra={"channel": msg.ctx.chat_id or msg.target.chat_id},
+        principal=asker_of(msg),
+        team=msg.target.workspace_id,
+        channel=msg.ctx.chat_id or msg.target.chat_id,
+        role=",".join(sorted(msg.ctx.roles)),
     )
 
 

@@ -17,10 +17,15 @@ from typing import Any
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent, TurnFailed, UsageReported
+from botgateway.limits import asker_of
 from botgateway.messages import InboundMessage, TurnOutcome
+from botgateway.redaction import RedactSecrets
 from botgateway.stores.base import AuditRecord, ToolCallRow
 
 __all__ = ["ScheduledTurn"]
+
+_REDACT = RedactSecrets()
+"""Masks secrets in tool arguments before they are audited (a password typed into a question stays out of the log)."""
 
 
 class ScheduledTurn:
@@ -66,7 +71,9 @@ class ScheduledTurn:
     def observe(self, event: TurnEvent) -> None:
         """Keep what the audit record needs."""
         if isinstance(event, ToolCallStarted):
-            self.tool_calls[event.call_id] = {"name": event.name, "arguments": event.arguments}
+            self.tool_calls[event.call_id] = {
+                "name": event.name, "arguments": _REDACT.redact(dict(event.arguments)), "started_at": time.time()
+            }
         elif isinstance(event, ToolCallFinished):
             entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
             entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
@@ -96,12 +103,23 @@ class ScheduledTurn:
             platform=msg.platform,
             conversation_id=msg.conversation_id,
             user_id=self.user_id,
+            **self._where(),
         )
         if isinstance(event, ToolCallStarted):
-            return dataclasses.replace(row, question=msg.text, arguments=event.arguments)
+            return dataclasses.replace(row, question=msg.text, arguments=_REDACT.redact(dict(event.arguments)))
         return dataclasses.replace(
             row, phase="finished", ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3)
         )
+
+    def _where(self) -> dict[str, str]:
+        """Who asked where, as audit records name it."""
+        msg = self.msg
+        return {
+            "principal": asker_of(msg),
+            "team": msg.target.workspace_id,
+            "channel": msg.ctx.chat_id or msg.target.chat_id,
+            "role": ",".join(sorted(msg.ctx.roles)),
+        }
 
     def audit_record(self, outcome: TurnOutcome, duration_s: float) -> AuditRecord:
         """The turn's audit record, once it ended as ``outcome``."""
@@ -121,4 +139,5 @@ class ScheduledTurn:
             started_at=self.started_at,
             duration_s=round(duration_s, 3),
             extra={"card": metrics.to_dict()} if metrics is not None else {},
+            **self._where(),
         )

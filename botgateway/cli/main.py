@@ -74,7 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="an argument (repeatable); VALUE is parsed as JSON when it is valid JSON",
     )
     _config_arg(tools_call)
+    _audit_parser(sub)
     return parser
+
+
+def _audit_parser(sub: Any) -> None:
+    from botgateway.cli.audit import FORMATS, parse_since
+
+    audit = sub.add_parser("audit", help="list tool calls, refusals and limit hits from the audit records")
+    audit.add_argument("--since", type=parse_since, default=None, metavar="WHEN",
+                       help="from this age (30m, 1h, 2d, 1w) or ISO date/time (2026-11-30, UTC) on")
+    audit.add_argument("--user", default="", help="only this asker: slack:U0123, or the platform's user id")
+    audit.add_argument("--tool", default="", help="only this tool (a glob: k8s__*)")
+    audit.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
+    audit.add_argument("--limit", type=int, default=1000, help="read the newest this many records (default: 1000)")
+    _config_arg(audit)
 
 
 def _load(path: str | None) -> Config:
@@ -125,6 +139,12 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from botgateway.cli.run import chat
 
         return await chat(config)
+    if command == "audit":
+        from botgateway.cli.audit import run_audit
+
+        return await run_audit(
+            config, since=args.since, user=args.user, tool=args.tool, fmt=args.format, limit=args.limit
+        )
     if command == "tools":
         from botgateway.cli import tools as tools_cli
 
@@ -179,7 +199,7 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "tools") and config.log.level == "info":
+    if command in ("ask", "tools", "audit") and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log

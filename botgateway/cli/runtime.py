@@ -82,7 +82,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
     from tools.catalog import build_toolset
 
     async with AsyncExitStack() as stack:
-        store = await open_store(config.memory)
+        store = await open_store(config.memory, audit_retention_days=config.audit.retention_days)
         stack.push_async_callback(store.close)
         toolset = await build_toolset(config.tools)
         stack.push_async_callback(toolset.aclose)

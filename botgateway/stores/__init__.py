@@ -39,13 +39,16 @@ __all__ = [
 ]
 
 
-async def open_store(config: MemoryConfig) -> Store:
+async def open_store(config: MemoryConfig, *, audit_retention_days: float | None = None) -> Store:
     """Open the store ``config.store`` names and check it is usable right away.
+
+    ``audit_retention_days``: audit records older than this are deleted (``audit.retention_days``).
 
     Problems (unwritable SQLite folder, unreachable Redis) raise
     :class:`StoreError` at start-up instead of failing the first question.
     """
     history_ttl_s = config.history_ttl_days * 86400.0
+    retention_s = None if audit_retention_days is None else audit_retention_days * 86400.0
     store: SqliteStore | RedisStore
     if config.store == "redis":
         from botgateway.stores.redis import RedisStore
@@ -54,11 +57,12 @@ async def open_store(config: MemoryConfig) -> Store:
             config.redis_url.get_secret_value(),
             config.redis_prefix,
             history_ttl_s=history_ttl_s,
+            audit_retention_s=retention_s,
         )
     else:
         from botgateway.stores.sqlite import SqliteStore
 
-        store = SqliteStore(config.sqlite_path, history_ttl_s=history_ttl_s)
+        store = SqliteStore(config.sqlite_path, history_ttl_s=history_ttl_s, audit_retention_s=retention_s)
     try:
         await store.open()
     except BaseException:

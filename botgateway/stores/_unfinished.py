@@ -44,9 +44,11 @@ def _record(rows: list[ToolCallRow]) -> AuditRecord:
     for row in rows:
         call = calls.setdefault(row.call_id, {"name": row.name, "arguments": {}})
         if row.phase == "started":
-            call["arguments"] = dict(row.arguments)
+            call.update(arguments=dict(row.arguments), started_at=row.at)
         else:
             call.update(ok=row.ok, summary=row.summary, duration_s=row.duration_s)
+        if row.approval:
+            call["approval"] = row.approval
     return AuditRecord(
         turn_id=first.turn_id,
         platform=asked.platform,
@@ -57,6 +59,10 @@ def _record(rows: list[ToolCallRow]) -> AuditRecord:
         tool_calls=tuple(calls.values()),
         started_at=first.at,
         duration_s=round(last.at - first.at, 3),
+        principal=asked.principal,
+        team=asked.team,
+        channel=asked.channel,
+        role=asked.role,
     )
 
 

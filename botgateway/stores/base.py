@@ -93,6 +93,14 @@ class AuditRecord:
     """Wall time of the turn."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Anything else worth keeping (card metrics)."""
+    principal: str = ""
+    """The asker's platform-qualified id (``slack:U0123``); empty in records of older releases."""
+    team: str = ""
+    """The workspace or organisation asked in (Slack team, DingTalk corp)."""
+    channel: str = ""
+    """The channel or chat asked in."""
+    role: str = ""
+    """The asker's role(s) under the access policy, comma-separated."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,16 @@ class ToolCallRow:
     """The one-line outcome (on the end)."""
     duration_s: float = 0.0
     """Wall time of the call (on the end)."""
+    principal: str = ""
+    """The asker's platform-qualified id (``slack:U0123``)."""
+    team: str = ""
+    """The workspace or organisation asked in."""
+    channel: str = ""
+    """The channel or chat asked in."""
+    role: str = ""
+    """The asker's role(s) under the access policy, comma-separated."""
+    approval: str = ""
+    """The approval decision for a call that needs one (``approved by …``, ``denied``); empty when none was needed."""
 
 
 @runtime_checkable

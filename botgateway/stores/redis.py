@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -145,6 +146,7 @@ class RedisStore:
         prefix: Prepended to every key, so deployments can share one Redis.
         history_ttl_s: Conversations idle longer than this expire; ``None`` keeps them.
         audit_max_len: Approximate cap on the audit stream's length.
+        audit_retention_s: Audit records (and tool-call rows) older than this are trimmed as new ones are written.
         client: An existing client to use instead of connecting to ``url`` (not closed by :meth:`close`).
     """
 
@@ -155,6 +157,7 @@ class RedisStore:
         *,
         history_ttl_s: float | None = None,
         audit_max_len: int = 100_000,
+        audit_retention_s: float | None = None,
         client: aioredis.Redis | None = None,
     ) -> None:
         self.safe_url = mask_url(url)
@@ -165,6 +168,8 @@ class RedisStore:
         """Idle time after which a conversation expires (``None``: never)."""
         self.audit_max_len = audit_max_len
         """Approximate cap on the audit stream's length."""
+        self.audit_retention_s = audit_retention_s
+        """Age past which audit records are trimmed (``None``: kept, up to ``audit_max_len``)."""
         self._owns_client = client is None
         try:
             self._redis: aioredis.Redis = client or aioredis.Redis.from_url(
@@ -359,6 +364,11 @@ class RedisStore:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.delete(self._calls_key(record.turn_id))
                 pipe.zrem(self._calls_key(), record.turn_id)
+                if self.audit_retention_s is not None:
+                    # Stream ids start with the entry's time in ms: everything before the cutoff is older.
+                    expired = time.time() - self.audit_retention_s
+                    pipe.xtrim(self._audit_key(), minid=str(int(expired * 1000)), approximate=False)
+                    pipe.zremrangebyscore(self._calls_key(), "-inf", expired)
                 await pipe.execute()
 
     async def _unfinished(self, conversation_id: str | None, limit: int) -> list[AuditRecord]:

@@ -47,6 +47,7 @@ class SqliteStore:
         path: The database file (``:memory:`` for a throw-away store). Its folder is created.
         history_ttl_s: Conversations idle longer than this are forgotten; ``None`` keeps them.
         audit_max_len: The sweep keeps only this many newest audit records (as the Redis store caps its stream).
+        audit_retention_s: The sweep deletes audit records (and tool-call rows) older than this; ``None`` keeps them.
         sweep_interval_s: How often writes also delete expired claims and idle conversations.
         clock: Wall clock in Unix seconds (injected so tests can move time).
     """
@@ -57,6 +58,7 @@ class SqliteStore:
         *,
         history_ttl_s: float | None = None,
         audit_max_len: int = 100_000,
+        audit_retention_s: float | None = None,
         sweep_interval_s: float = 600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -66,6 +68,8 @@ class SqliteStore:
         """Idle time after which a conversation is forgotten (``None``: never)."""
         self.audit_max_len = audit_max_len
         """How many newest audit records the sweep keeps."""
+        self.audit_retention_s = audit_retention_s
+        """Age past which the sweep deletes audit records (``None``: kept, up to ``audit_max_len``)."""
         self.sweep_interval_s = sweep_interval_s
         """Least time between two sweeps."""
         self._clock = clock
@@ -116,6 +120,10 @@ class SqliteStore:
         # A bot answering for months must not grow the file without bound.
         await db.execute("DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?", (self.audit_max_len,))
         await db.execute("DELETE FROM tool_calls WHERE id <= (SELECT MAX(id) FROM tool_calls) - ?", (self.audit_max_len,))
+        if self.audit_retention_s is not None:
+            expired = now - self.audit_retention_s
+            await db.execute("DELETE FROM audit WHERE started_at < ?", (expired,))
+            await db.execute("DELETE FROM tool_calls WHERE json_extract(body, '$.at') < ?", (expired,))
         cutoff = self._idle_before()
         if cutoff is not None:
             await db.execute(

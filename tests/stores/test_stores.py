@@ -8,6 +8,7 @@ deletes its keys afterwards.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,8 +18,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from botgateway.config import MemoryConfig
-from botgateway.stores import AuditRecord, OpenCard, Store, StoredTurn, StoreError, open_store
-from botgateway.stores._codec import decode_card
+from botgateway.stores import AuditRecord, OpenCard, Store, StoredTurn, StoreError, ToolCallRow, open_store
+from botgateway.stores._codec import audit_to_dict, decode_card
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
@@ -366,12 +367,13 @@ async def test_audit_records_round_trip(store: SqliteStore | RedisStore) -> None
 
 
 async def test_the_tool_calls_of_a_turn_that_never_ended_are_audited(make_store: StoreFactory) -> None:
-    from botgateway.stores import ToolCallRow
-
     store = await make_store()
     await store.record_audit(AuditRecord("t0", "slack", "C1", "U1", "before", "done", started_at=1000.0, duration_s=1.0))
     question = "which host is 10.0.1.100?"
-    asker = {"platform": "slack", "conversation_id": "C1", "user_id": "U1", "question": question}
+    asker = {
+        "platform": "slack", "conversation_id": "C1", "user_id": "U1", "question": question,
+        "principal": "slack:U1", "team": "T1", "channel": "C0OPS", "role": "oncall",
+    }
     await store.record_tool_call(ToolCallRow("t1", "c1", "started", "find_host", 1002.0, arguments={"ip": "10.0.1.100"}, **asker))
     await store.record_tool_call(
         ToolCallRow("t1", "c1", "finished", "find_host", 1003.5, ok=True, summary="1 host", duration_s=1.5, **asker)
@@ -385,9 +387,13 @@ async def test_the_tool_calls_of_a_turn_that_never_ended_are_audited(make_store:
     assert before.turn_id == "t0"
     assert (killed.turn_id, killed.outcome, killed.platform, killed.user_id) == ("t1", "unfinished", "slack", "U1")
     assert killed.question == question and killed.started_at == 1002.0 and killed.duration_s == 2.0
+    assert (killed.principal, killed.team, killed.channel, killed.role) == ("slack:U1", "T1", "C0OPS", "oncall")
     assert killed.tool_calls == (
-        {"name": "find_host", "arguments": {"ip": "10.0.1.100"}, "ok": True, "summary": "1 host", "duration_s": 1.5},
-        {"name": "list_alarms", "arguments": {}},
+        {
+            "name": "find_host", "arguments": {"ip": "10.0.1.100"}, "started_at": 1002.0,
+            "ok": True, "summary": "1 host", "duration_s": 1.5,
+        },
+        {"name": "list_alarms", "arguments": {}, "started_at": 1004.0},
     )
     assert [r.turn_id for r in await store.audit_records()] == ["t0", "t1", "t9"]
     assert [r.turn_id for r in await store.audit_records(limit=2)] == ["t1", "t9"]
@@ -507,3 +513,35 @@ async def test_sqlite_sweep_caps_the_audit_log(tmp_path: Path) -> None:
         assert [r.turn_id for r in await store.audit_records(limit=100)] == ["t4", "t5", "t6"]
     finally:
         await store.close()
+
+
+async def test_sqlite_sweep_drops_audit_records_past_their_retention(tmp_path: Path) -> None:
+    now = [1_000_000.0]
+    store = SqliteStore(tmp_path / "s.db", audit_retention_s=86400, sweep_interval_s=10, clock=lambda: now[0])
+    try:
+        await store.record_audit(AuditRecord("old", "slack", "C1", "U1", "q", "done", started_at=now[0] - 90000))
+        await store.record_tool_call(ToolCallRow("killed", "c1", "started", "find_host", now[0] - 90000))
+        await store.record_tool_call(ToolCallRow("recent", "c1", "started", "find_host", now[0] - 60))
+        await store.record_audit(AuditRecord("new", "slack", "C1", "U1", "q", "done", started_at=now[0] - 30))
+        now[0] += 60  # the next write sweeps
+        await store.record_audit(AuditRecord("newest", "slack", "C1", "U1", "q", "done", started_at=now[0]))
+        assert [r.turn_id for r in await store.audit_records()] == ["recent", "new", "newest"]
+    finally:
+        await store.close()
+
+
+async def test_redis_trims_audit_records_past_their_retention() -> None:
+    prefix = unique_prefix()
+    store = RedisStore(REDIS_URL, prefix, audit_retention_s=86400)
+    raw = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        await store.open()
+        old = AuditRecord("old", "slack", "C1", "U1", "q", "done", started_at=1000.0)
+        # An entry written long ago: stream ids begin with the time they were written.
+        await raw.xadd(f"{prefix}audit", {"record": json.dumps(audit_to_dict(old)), "conversation_id": "C1"}, id="1000000-0")
+        await store.record_audit(AuditRecord("new", "slack", "C1", "U1", "q", "done", started_at=time.time()))
+        assert [r.turn_id for r in await store.audit_records()] == ["new"]
+    finally:
+        await raw.aclose()
+        await store.close()
+        await purge_prefix(prefix)
