@@ -49,10 +49,10 @@ from botgateway.logs import bind_turn
 from botgateway.memory import trim_history
 from botgateway.token_estimate import estimate_tokens
 from botgateway.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
-from botgateway.tooling import ToolContext, ToolRegistry
+from botgateway.tooling import DATA_NOT_INSTRUCTIONS, ToolContext, ToolRegistry
 from botgateway.turn_deadline import TurnDeadline, TurnTimedOut, turn_timeout_message
 
-__all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note"]
+__all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note", "system_prompt"]
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +61,16 @@ CLOSING_INSTRUCTION = (
     "Answer now from the tool results above, and say briefly what is still unknown."
 )
 """Added to the system prompt of the last allowed round, whose tools are disabled."""
+
+
+def system_prompt(configured: str, *, closing: bool = False) -> str:
+    """The system message of a round: the fixed data-not-instructions rule, ``llm.system_prompt``, the closing instruction.
+
+    The rule comes first and is not configurable: tool results carry text written
+    by others (inventory names, MCP output), and no configuration may drop that.
+    """
+    parts = [DATA_NOT_INSTRUCTIONS, configured.strip(), CLOSING_INSTRUCTION if closing else ""]
+    return "\n\n".join(part for part in parts if part)
 
 
 def max_rounds_note(max_rounds: int) -> str:
@@ -280,8 +290,7 @@ class ToolLoop:
         """The model's streamed completion for ``round_no`` of ``turn``."""
         # The last allowed round still sees the tool definitions (history holds tool
         # calls, and some providers insist on matching definitions) but may not call them.
-        closing = self._closing(round_no, turn)
-        system = self.system_prompt + ("\n\n" + CLOSING_INSTRUCTION if closing else "")
+        system = system_prompt(self.system_prompt, closing=self._closing(round_no, turn))
         no_tools = round_no == self.max_rounds and bool(turn.specs)
         request = [{"role": "system", "content": system}, *turn.history, *turn.messages]
         return self.llm.stream(request, tools=turn.specs or None, tool_choice="none" if no_tools else None, round=round_no)

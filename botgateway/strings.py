@@ -46,6 +46,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "continuation": "(continued, part {part})",
         "answer_below": "↓ The full answer was posted as a new message below.",
         "asker": "@{asker}",
+        "image_as_text": "{alt} (image: {url})",
         # gateway notes
         "queue_full": "I'm still answering {n} earlier question(s) here. Please ask again when they are done, or say \"stop\".",
         "shutting_down": "The bot is restarting. Please ask again in a minute.",
@@ -126,6 +127,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "continuation": "（续，第 {part} 部分）",
         "answer_below": "↓ 完整回答已作为新消息发在下方。",
         "asker": "@{asker}",
+        "image_as_text": "{alt}（图片：{url}）",
         # gateway notes
         "queue_full": "这里还有 {n} 个问题在排队回答，请稍后再问，或发送“停止”。",
         "shutting_down": "机器人正在重启，请一分钟后再问。",

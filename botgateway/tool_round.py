@@ -6,7 +6,8 @@ error result), all calls of the round at once, up to the registry's
 model can act on (:meth:`ToolRegistry.over_cap`). :class:`ToolCallStarted` events
 come first, in call order; :class:`ToolCallFinished` events follow in true
 completion order; then the round's :class:`ToolRoundResult`: the messages and
-records the turn commits, in the order the model made the calls.
+records the turn commits, in the order the model made the calls. Each result
+goes back as data with its provenance (:mod:`botgateway.tooling.provenance`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import structlog
 from botgateway.assembly import AssembledToolCall
 from botgateway.events import ToolCallFinished, ToolCallRecord, ToolCallStarted
 from botgateway.incidents import report_incident
-from botgateway.tooling import ToolContext, ToolOutcome, ToolRegistry
+from botgateway.tooling import SOURCE_GATEWAY, ToolContext, ToolOutcome, ToolRegistry
 
 __all__ = ["TOOL_CANCEL_GRACE_S", "ToolRoundResult", "run_calls", "run_tool_round", "unique_call_ids"]
 
@@ -65,7 +66,7 @@ async def run_tool_round(
     yield ToolRoundResult(
         messages=(
             _assistant_message(text, calls),
-            *({"role": "tool", "tool_call_id": call.call_id, "content": outcome.content} for call, outcome in zip(calls, ordered)),
+            *(_tool_message(tools, call, outcome) for call, outcome in zip(calls, ordered)),
         ),
         records=tuple(
             ToolCallRecord(
@@ -80,6 +81,11 @@ async def run_tool_round(
             for call, outcome in zip(calls, ordered)
         ),
     )
+
+
+def _tool_message(tools: ToolRegistry, call: AssembledToolCall, outcome: ToolOutcome) -> dict[str, Any]:
+    """The ``tool`` message of one call: its result as data, delimited and labelled (:meth:`ToolRegistry.model_text`)."""
+    return {"role": "tool", "tool_call_id": call.call_id, "content": tools.model_text(outcome, tool=call.name, call_id=call.call_id)}
 
 
 def _assistant_message(text: str, calls: Sequence[AssembledToolCall]) -> dict[str, Any]:
@@ -155,7 +161,9 @@ def _outcome_of(task: asyncio.Task[ToolOutcome], call: AssembledToolCall) -> Too
         return task.result()
     except Exception as exc:  # execute() never raises; a broken registry must not end the turn
         incident = report_incident(log, "tool_execute_crashed", exc, reason="the tool failed unexpectedly", tool=call.name)
-        return ToolOutcome(ok=False, content=f"Error: {incident.reason}", summary=incident.reason, duration_s=0.0, error=incident.reason)
+        return ToolOutcome(
+            ok=False, content=f"Error: {incident.reason}", summary=incident.reason, duration_s=0.0, error=incident.reason, source=SOURCE_GATEWAY
+        )
 
 
 def unique_call_ids(calls: Sequence[AssembledToolCall], used: set[str], round_no: int) -> tuple[AssembledToolCall, ...]:

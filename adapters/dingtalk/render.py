@@ -4,13 +4,17 @@ Two renderings: the AI card's markdown variable (:func:`render_card`, redrawn
 on every streaming update) and the one-shot robot markdown message
 (:func:`render_reply`) used without a card template, after degrading, and as
 the fallback. DingTalk's robot markdown is a small dialect (no colours, single
-newlines collapse), so blocks are separated by blank lines. The answer text is
-passed through exactly as the model wrote it. Shared strings and the tool line
-come from :mod:`botgateway.cards.render` and :mod:`botgateway.strings`.
+newlines collapse), so blocks are separated by blank lines. Everything but
+the header is made inert once, on its way out (:func:`dingtalk_inert`: remote
+images become text, ``@所有人`` cannot notify); the header's display name is
+escaped (:func:`escape_name`) so a crafted name cannot break the bold. Shared
+strings and the tool line come from :mod:`botgateway.cards.render` and
+:mod:`botgateway.strings`.
 """
 
 from __future__ import annotations
 
+from adapters.dingtalk.inert import dingtalk_inert, escape_name
 from botgateway.cards import render as core
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
@@ -57,7 +61,8 @@ def _header(snapshot: CardSnapshot, is_group: bool, mention: str = "", asker: st
     if mention:
         parts.append(mention)
     elif is_group and name:
-        parts.append(f"**{core.t(snapshot.locale, 'asker', asker=name)}**")
+        shown = dingtalk_inert(core.t(snapshot.locale, "asker", asker=escape_name(name)), snapshot.locale)
+        parts.append(f"**{shown}**")
     if snapshot.part > 1:
         parts.append(core.t(snapshot.locale, "continuation", part=snapshot.part))
     return " ".join(parts)
@@ -78,14 +83,21 @@ def render_card(snapshot: CardSnapshot, *, is_group: bool = False, asker: str = 
     In groups every card names the asker (``asker`` stands in when the snapshot
     has none, as on continuation cards), since several people ask in one chat.
     """
+    return _with_header(_header(snapshot, is_group, asker=asker), _card_sections(snapshot), snapshot.locale)
+
+
+def _with_header(header: str, sections: list[str], locale: str) -> str:
+    """The header (ours, escaped already) above the sections, which are made inert here, once."""
+    body = dingtalk_inert("\n\n".join(sections), locale)
+    return "\n\n".join(part for part in (header, body) if part)
+
+
+def _card_sections(snapshot: CardSnapshot) -> list[str]:
+    """The AI card's sections below the header, as the model and the tools wrote them."""
     locale = snapshot.locale
     sections: list[str] = []
-    header = _header(snapshot, is_group, asker=asker)
-    if header:
-        sections.append(header)
     if snapshot.status == "queued":
-        sections.append(snapshot.error or core.t(locale, "queued"))
-        return "\n\n".join(sections)
+        return [snapshot.error or core.t(locale, "queued")]
     if snapshot.part == 1:
         sections.extend(_blocks(snapshot))
     if snapshot.thought and not snapshot.final:
@@ -101,7 +113,7 @@ def render_card(snapshot: CardSnapshot, *, is_group: bool = False, asker: str = 
         sections.append(snapshot.error)
     if snapshot.footer:
         sections.append(MUTED.format(snapshot.footer))
-    return "\n\n".join(sections)
+    return sections
 
 
 def tool_summary(snapshot: CardSnapshot) -> str:
@@ -121,9 +133,6 @@ def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str
     DingTalk notify the asker when the message also lists them in ``at.atUserIds``).
     """
     sections: list[str] = []
-    header = _header(snapshot, is_group, mention, asker)
-    if header:
-        sections.append(header)
     if snapshot.part == 1:
         summary = tool_summary(snapshot)
         if summary:
@@ -137,12 +146,12 @@ def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str
         sections.append(snapshot.error)
     if snapshot.footer:
         sections.append(f"> {snapshot.footer}")
-    return reply_title(snapshot), "\n\n".join(sections)
+    return reply_title(snapshot), _with_header(_header(snapshot, is_group, mention, asker), sections, snapshot.locale)
 
 
 def reply_title(snapshot: CardSnapshot) -> str:
     """The notification title of a markdown reply: the answer's first line, cut short."""
-    text = snapshot.answer.strip() or snapshot.error.strip()
+    text = dingtalk_inert(snapshot.answer.strip() or snapshot.error.strip(), snapshot.locale)
     first = text.splitlines()[0].lstrip("#>*-` ").strip() if text else ""
     if not first:
         return t(snapshot.locale, "reply_title")

@@ -17,6 +17,7 @@ from cachetools import LRUCache
 
 from adapters.slack.errors import call_slack
 from adapters.slack.handles import MessageKey, as_edit, message_key
+from adapters.slack.inert import allowed_mentions
 from adapters.slack.render import MAX_MARKDOWN_CHARS, card_blocks, card_markdown, card_text
 from botgateway.cards.split import split_parts
 from botgateway.sink import CardHandle, CardTarget, TooLong
@@ -47,7 +48,7 @@ class EditMessages:
             self._client.chat_postMessage,
             channel=target.chat_id,
             thread_ts=target.thread_id,
-            text=card_text(snapshot),
+            text=card_text(snapshot, allowed_mentions(target)),
             blocks=self._blocks(target, snapshot),
             unfurl_links=False,
             unfurl_media=False,
@@ -62,19 +63,20 @@ class EditMessages:
             self._client.chat_update,
             channel=handle.data.get("channel") or handle.target.chat_id,
             ts=handle.data.get("ts") or handle.card_id,
-            text=card_text(snapshot),
+            text=card_text(snapshot, allowed_mentions(handle.target)),
             blocks=self._blocks(handle.target, snapshot),
         )
 
     async def post_plain(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Post ``snapshot`` as new thread message(s) without a button, split when long."""
         final = dataclasses.replace(snapshot, status=snapshot.status if snapshot.final else "done")
-        body = card_markdown(final)
+        allowed = allowed_mentions(target)
+        body = card_markdown(final, allowed)
         # The streamer already cut the answer to size; split only what Slack would refuse.
         parts = split_parts(body, MAX_MARKDOWN_CHARS) if len(body) > MAX_MARKDOWN_CHARS else [body]
         for part in parts:
             blocks = [{"type": "markdown", "text": part}]
-            text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker=""))
+            text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker=""), allowed)
             await call_slack(
                 self._client.chat_postMessage,
                 channel=target.chat_id,
@@ -101,7 +103,7 @@ class EditMessages:
 
     def _blocks(self, target: CardTarget, snapshot: CardSnapshot) -> list[dict[str, Any]]:
         turn_id = target.turn_id if self._config.stop_button else ""
-        blocks = card_blocks(snapshot, turn_id=turn_id)
+        blocks = card_blocks(snapshot, turn_id=turn_id, allowed=allowed_mentions(target))
         if len(blocks[0]["text"]) > MAX_MARKDOWN_CHARS:
             raise TooLong(f"the card has {len(blocks[0]['text'])} characters; slack takes {MAX_MARKDOWN_CHARS}")
         return blocks

@@ -21,8 +21,9 @@ from cachetools import LRUCache
 
 from adapters.slack.errors import NATIVE_UNAVAILABLE, classify, slack_error_code
 from adapters.slack.handles import MessageKey, message_key
+from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import SlackBuckets, on_own_budget
-from adapters.slack.render import stream_closing, stream_pieces
+from adapters.slack.render import NO_MENTIONS, stream_closing, stream_pieces
 from botgateway.sink import CallPacer, CardHandle, CardTarget, RateLimited
 from botgateway.snapshot import CardSnapshot
 
@@ -46,7 +47,7 @@ class StreamBroken(Exception):
 class Stream:
     """What one native stream already shows, so each call appends only what is new."""
 
-    def __init__(self, *, channel: str, ts: str, started: float) -> None:
+    def __init__(self, *, channel: str, ts: str, started: float, allowed: frozenset[str] = NO_MENTIONS) -> None:
         self.channel = channel
         """The channel of the stream."""
         self.ts = ts
@@ -59,6 +60,8 @@ class Stream:
         """The text appended so far (narration and answer, linearized)."""
         self.tasks: dict[str, str] = {}
         """Task id → status last sent."""
+        self.allowed = allowed
+        """User ids the asker mentioned: the only user mentions the stream lets through."""
         self._pending: tuple[str, dict[str, str]] | None = None
 
     def chunks_for(self, snapshot: CardSnapshot) -> list[dict[str, Any]]:
@@ -69,7 +72,7 @@ class Stream:
         sent, tasks = self.sent, dict(self.tasks)
         chunks: list[dict[str, Any]] = []
         position = 0
-        for kind, piece in stream_pieces(snapshot):
+        for kind, piece in stream_pieces(snapshot, self.allowed):
             if kind == "task":
                 if tasks.get(piece["id"]) != piece["status"]:
                     chunks.append(piece)
@@ -134,7 +137,7 @@ class NativeStreams:
 
     async def start(self, target: CardTarget, snapshot: CardSnapshot, *, paid: bool) -> CardHandle:
         """Open the card's stream; ``paid``: the streamer drew this ``chat.startStream`` token already."""
-        stream = Stream(channel=target.chat_id, ts="", started=self._clock())
+        stream = Stream(channel=target.chat_id, ts="", started=self._clock(), allowed=allowed_mentions(target))
         stream.ts = await self._open(target, stream.chunks_for(snapshot), paid=paid)
         stream.commit()
         handle = CardHandle(card_id=stream.ts, target=target, data={"mode": "native", "channel": target.chat_id, "ts": stream.ts})
@@ -160,7 +163,7 @@ class NativeStreams:
             stream.live = True
             stream.started = self._clock()
         chunks = stream.chunks_for(snapshot)
-        note, blocks = stream_closing(snapshot)
+        note, blocks = stream_closing(snapshot, stream.allowed)
         if note:
             _add_text(chunks, note)
         await self._call("chat.stopStream", self._client.chat_stopStream, channel=stream.channel, ts=stream.ts,

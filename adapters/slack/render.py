@@ -7,13 +7,18 @@ only append, so :func:`stream_pieces` linearizes a snapshot into text and
 ``task_update`` chunks that the sink sends as deltas; a streaming message
 cannot carry a button, so its Stop button lives in a small companion message
 (:func:`control_blocks`) that is deleted when the answer ends.
+
+Every piece of model text (answer, narration, thought, tool lines, notes) goes
+through :func:`defuse` (:mod:`adapters.slack.inert`) once, on its way out:
+images become text, broadcasts and mentions the asker did not write stop pinging.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from adapters.slack.inert import slack_inert
+from botgateway.cards.inert import stable_cut
 from botgateway.cards.render import render_markdown, render_plain
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
@@ -21,6 +26,7 @@ from botgateway.strings import t
 __all__ = [
     "MAX_MARKDOWN_CHARS",
     "MAX_TEXT_FALLBACK",
+    "NO_MENTIONS",
     "STOP_ACTION_ID",
     "card_blocks",
     "card_markdown",
@@ -44,12 +50,13 @@ MAX_MARKDOWN_CHARS = 12_000
 MAX_TEXT_FALLBACK = 3_000
 """The plain ``text`` fallback is only for notifications; keep it short."""
 
-_BROADCAST = re.compile(r"<!(channel|here|everyone)(\|[^>]*)?>")
+NO_MENTIONS: frozenset[str] = frozenset()
+"""No user mention is let through (the default when the asker's mentions are unknown)."""
 
 
-def defuse(text: str) -> str:
-    """Keep model output from pinging a whole channel: ``<!here>`` becomes inert text."""
-    return _BROADCAST.sub(lambda m: f"@\u200b{m.group(1)}", text)
+def defuse(text: str, locale: str = "en", allowed: frozenset[str] = NO_MENTIONS) -> str:
+    """Model text made inert for Slack: images as text, ``<!here>`` and unasked ``<@U…>`` shown but not pinging."""
+    return slack_inert(text, locale, allowed)
 
 
 def escape_text(text: str) -> str:
@@ -57,14 +64,14 @@ def escape_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def card_markdown(snapshot: CardSnapshot) -> str:
-    """The card body as Slack Markdown."""
-    return defuse(render_markdown(snapshot))
+def card_markdown(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> str:
+    """The card body as Slack Markdown; ``allowed`` are the user ids the asker mentioned."""
+    return defuse(render_markdown(snapshot), snapshot.locale, allowed)
 
 
-def card_text(snapshot: CardSnapshot) -> str:
+def card_text(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> str:
     """The plain ``text`` fallback (notifications, accessibility), shortened."""
-    plain = defuse(render_plain(snapshot)).strip() or "…"
+    plain = defuse(render_plain(snapshot), snapshot.locale, allowed).strip() or "…"
     if len(plain) > MAX_TEXT_FALLBACK:
         plain = plain[: MAX_TEXT_FALLBACK - 1] + "…"
     return escape_text(plain)
@@ -100,9 +107,9 @@ def control_done_blocks(locale: str) -> list[dict[str, Any]]:
     return [{"type": "context", "elements": [{"type": "mrkdwn", "text": t(locale, "control_done")}]}]
 
 
-def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "") -> list[dict[str, Any]]:
+def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset[str] = NO_MENTIONS) -> list[dict[str, Any]]:
     """Blocks of an edit-mode card: the markdown body and, while live, the Stop button."""
-    blocks: list[dict[str, Any]] = [{"type": "markdown", "text": card_markdown(snapshot)}]
+    blocks: list[dict[str, Any]] = [{"type": "markdown", "text": card_markdown(snapshot, allowed)}]
     if turn_id and not snapshot.final:
         blocks.append(stop_button(turn_id, snapshot.locale))
     return blocks
@@ -113,9 +120,9 @@ def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "") -> list[dict[str, 
 _TASK_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
 
 
-def task_chunk(line: ToolLine) -> dict[str, Any]:
+def task_chunk(line: ToolLine, locale: str = "en", allowed: frozenset[str] = NO_MENTIONS) -> dict[str, Any]:
     """A ``task_update`` chunk for one tool call."""
-    title = f"{line.name} {line.args_preview}".strip()
+    title = defuse(f"{line.name} {line.args_preview}".strip(), locale, allowed)
     chunk: dict[str, Any] = {
         "type": "task_update",
         "id": line.call_id,
@@ -123,35 +130,40 @@ def task_chunk(line: ToolLine) -> dict[str, Any]:
         "status": _TASK_STATUS[line.status],
     }
     if line.status != "running" and line.summary:
-        chunk["output"] = defuse(line.summary)[:1000]
+        chunk["output"] = defuse(line.summary, locale, allowed)[:1000]
     return chunk
 
 
-def stream_pieces(snapshot: CardSnapshot) -> list[tuple[str, Any]]:
+def stream_pieces(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> list[tuple[str, Any]]:
     """The snapshot as an append-only sequence: ``("text", str)`` and ``("task", chunk)``, in time order.
 
     Narration is followed by a blank line so the next piece starts a paragraph;
     the thought and the cursor are left out (a stream cannot take text back).
+    While the answer grows, a construct at its end that is not closed yet (an
+    image, ``<!…``) waits until it is: once defused it would no longer start
+    with the half already sent.
     """
+    locale = snapshot.locale
     pieces: list[tuple[str, Any]] = []
     if snapshot.part > 1:
         pieces.append(("text", t(snapshot.locale, "continuation", part=snapshot.part) + "\n\n"))
     for block in snapshot.blocks:
         if isinstance(block, Narration):
             if block.text.strip():
-                pieces.append(("text", defuse(block.text.rstrip()) + "\n\n"))
+                pieces.append(("text", defuse(block.text.rstrip(), locale, allowed) + "\n\n"))
         else:
-            pieces.append(("task", task_chunk(block)))
-    if snapshot.answer:
-        pieces.append(("text", defuse(snapshot.answer)))
+            pieces.append(("task", task_chunk(block, locale, allowed)))
+    answer = snapshot.answer if snapshot.final else snapshot.answer[: stable_cut(snapshot.answer)]
+    if answer:
+        pieces.append(("text", defuse(answer, locale, allowed)))
     return pieces
 
 
-def stream_closing(snapshot: CardSnapshot) -> tuple[str, list[dict[str, Any]]]:
+def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> tuple[str, list[dict[str, Any]]]:
     """What ``chat.stopStream`` adds: the failure/stop note as text, the footer as a context block."""
     note = ""
     if snapshot.error and snapshot.final:
-        note = f"\n\n{defuse(snapshot.error)}"
+        note = f"\n\n{defuse(snapshot.error, snapshot.locale, allowed)}"
     if snapshot.continued:
         note += "\n\n" + t(snapshot.locale, "continued")
     blocks: list[dict[str, Any]] = []

@@ -33,6 +33,7 @@ from cachetools import LRUCache
 from adapters.slack.control import StopControls, is_control
 from adapters.slack.edit import EditMessages
 from adapters.slack.handles import CardKey, card_key
+from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
 from adapters.slack.native import NativeStreams, StreamBroken
 from adapters.slack.render import stream_closing
@@ -184,7 +185,7 @@ class SlackCardSink:
             return handle
         if handle.data.get("mode") is None:
             # Recovered after a restart: we do not know how the message was made; a stream must be stopped.
-            note, _ = stream_closing(snapshot)
+            note, _ = stream_closing(snapshot, allowed_mentions(handle.target))
             if await self._native.stop_quietly(handle.target.chat_id, handle.card_id, markdown_text=note or None):
                 return handle
         self._edit.check_size(snapshot)

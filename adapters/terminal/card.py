@@ -1,4 +1,8 @@
-"""A card as ``rich`` draws it: status lines, muted thought, Markdown answer, footer."""
+"""A card as ``rich`` draws it: status lines, muted thought, Markdown answer, footer.
+
+Model text passes :func:`~botgateway.cards.inert.inert_images` like on every
+platform: a terminal fetches nothing, but a copied answer should not carry a live image either.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
+from botgateway.cards.inert import inert_images
 from botgateway.cards.render import CURSOR, close_open_fence, tool_line_text
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.strings import t
@@ -45,7 +50,7 @@ def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableTyp
         for block in snapshot.blocks:
             if isinstance(block, Narration):
                 if block.text.strip():
-                    rows.append(Markdown(close_open_fence(block.text.strip())))
+                    rows.append(Markdown(inert_images(close_open_fence(block.text.strip()), locale)))
             else:
                 rows.append(Text(tool_line_text(block, locale), style=_TOOL_STYLE.get(block.status, "")))
         if snapshot.thought:
@@ -55,7 +60,7 @@ def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableTyp
             answer = close_open_fence(answer)
             answer += ("\n" if answer.endswith("```") else "") + CURSOR
         if answer.strip():
-            rows.append(Markdown(answer))
+            rows.append(Markdown(inert_images(answer, locale)))
         elif snapshot.status == "working" and not snapshot.thought:
             label = t(locale, "working") if snapshot.blocks else t(locale, "thinking")
             rows.append(Spinner("dots", text=Text(label, style="cyan")))

@@ -3,7 +3,9 @@
 Adapters render cards into their own markup; the helpers here give them the
 shared pieces: the tool status line, the footer, argument previews, and a
 generic Markdown and plain-text rendering. Fixed strings come from
-:mod:`botgateway.strings`.
+:mod:`botgateway.strings`. The generic renderings carry no remote image
+(:func:`~botgateway.cards.inert.inert_images`); platform rules (mentions) are
+the adapters' own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from botgateway.cards.inert import inert_images
 from botgateway.cards.split import FENCE
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from botgateway.strings import DEFAULT_LOCALE, t
@@ -155,7 +158,7 @@ def render_markdown(snapshot: CardSnapshot) -> str:
     parts = _body_parts(snapshot, markdown=True)
     if snapshot.footer:
         parts.append(f"_{_escape_emphasis(snapshot.footer)}_")
-    return "\n\n".join(parts)
+    return inert_images("\n\n".join(parts), snapshot.locale)
 
 
 def render_plain(snapshot: CardSnapshot) -> str:
@@ -163,7 +166,7 @@ def render_plain(snapshot: CardSnapshot) -> str:
     parts = _body_parts(snapshot, markdown=False)
     if snapshot.footer:
         parts.append(f"— {snapshot.footer}")
-    return "\n\n".join(parts)
+    return inert_images("\n\n".join(parts), snapshot.locale)
 
 
 # --- splitting ------------------------------------------------------------------

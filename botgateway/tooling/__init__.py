@@ -14,7 +14,8 @@ A tool may return data beside its text (:attr:`ToolOutput.data`): the model
 reads the text, code reads the data. The registry remembers recent outcomes by
 the text it sent the model (:class:`RecentOutcomes`), so a model running in
 this process (the demo) reads the data behind a tool message without parsing
-its text.
+its text. What the model reads of a call is delimited and labelled with its
+provenance (:mod:`.provenance`): tool results are data, never instructions.
 """
 
 from botgateway.tooling.cache import TTLCache
@@ -31,6 +32,13 @@ from botgateway.tooling.contract import (
     one_line,
 )
 from botgateway.tooling.function import FunctionTool, format_validation_error, tool
+from botgateway.tooling.provenance import (
+    DATA_NOT_INSTRUCTIONS,
+    SOURCE_GATEWAY,
+    SOURCE_TOOL,
+    tool_result_body,
+    wrap_tool_result,
+)
 from botgateway.tooling.registry import (
     DEFAULT_MAX_CALLS_PER_ROUND,
     RECENT_OUTCOMES,
@@ -43,9 +51,12 @@ from botgateway.tooling.registry import (
 from botgateway.tooling.threads import DEFAULT_SYNC_WORKERS, SyncWorkers
 
 __all__ = [
+    "DATA_NOT_INSTRUCTIONS",
     "DEFAULT_MAX_CALLS_PER_ROUND",
     "DEFAULT_SYNC_WORKERS",
     "RECENT_OUTCOMES",
+    "SOURCE_GATEWAY",
+    "SOURCE_TOOL",
     "TRUNCATION_NOTE",
     "FunctionTool",
     "PermissionHook",
@@ -66,4 +77,6 @@ __all__ = [
     "one_line",
     "parse_arguments",
     "tool",
+    "tool_result_body",
+    "wrap_tool_result",
 ]

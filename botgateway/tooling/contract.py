@@ -120,6 +120,8 @@ class ToolOutcome:
     """The tool's JSON-ready data behind :attr:`content` (see :attr:`ToolOutput.data`); ``None`` on failure."""
     error: str = ""
     """Why the call failed, in plain words (:attr:`content` is ``"Error: "`` and this, capped); empty when ok."""
+    source: str = "tool"
+    """Who wrote :attr:`content`: ``tool`` (the tool's own output, external data) or ``gateway`` (our note on a failure)."""
 
 
 class RecentOutcomes(Protocol):

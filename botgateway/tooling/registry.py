@@ -8,7 +8,8 @@ error id (:mod:`botgateway.incidents`); its text goes only to the log.
 The registry also remembers recent outcomes by the text the model was sent
 (:class:`~botgateway.tooling.contract.RecentOutcomes`), so a model running in
 this process (the demo) reads the data behind a tool message instead of
-parsing its text.
+parsing its text. The text sent is :meth:`ToolRegistry.model_text`: the result
+inside its provenance delimiters; :meth:`ToolRegistry.recall` takes that text.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from botgateway.tooling.contract import (
     ToolOutput,
     one_line,
 )
+from botgateway.tooling.provenance import SOURCE_GATEWAY, SOURCE_TOOL, tool_result_body, wrap_tool_result
 from botgateway.tooling.threads import DEFAULT_SYNC_WORKERS, Loan, SyncWorkers, lend
 
 __all__ = [
@@ -158,8 +160,13 @@ class ToolRegistry:
         Keyed by the text rather than the call id because the text is what the
         model was sent: whoever holds a tool message finds the data behind it,
         whatever ids the model or the loop chose. Equal texts render equal data.
+        ``content`` may be the delimited text of :meth:`model_text` or the bare result.
         """
-        return self._recent.get(content)
+        return self._recent.get(tool_result_body(content))
+
+    def model_text(self, outcome: ToolOutcome, *, tool: str, call_id: str) -> str:
+        """What the model reads of ``outcome``: the result as data, delimited and labelled with its provenance."""
+        return wrap_tool_result(outcome.content, tool=tool, call_id=call_id, source=outcome.source)
 
     async def execute(self, name: str, raw_arguments: str | Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run one call. Never raises except on cancellation: failures become error outcomes."""
@@ -178,6 +185,7 @@ class ToolRegistry:
                 duration_s=time.monotonic() - started,
                 arguments=arguments,
                 data=output.data,
+                source=SOURCE_TOOL,
             )
         self._recent[outcome.content] = outcome
         return outcome
@@ -191,6 +199,7 @@ class ToolRegistry:
             duration_s=duration_s,
             arguments=dict(arguments or {}),
             error=reason,
+            source=SOURCE_GATEWAY,
         )
 
     def over_cap(self, arguments: Mapping[str, Any] | None = None) -> ToolOutcome:

@@ -4,7 +4,9 @@ The demo is handed the registry's :class:`~botgateway.tooling.RecentOutcomes`
 and looks each tool message up by its text: a server search gives its
 :class:`~tools.server.SearchResult` back, a failed call its reason. A result
 with no data (an MCP tool, a tool returning plain text) is quoted as it is;
-nothing here parses a tool's text.
+nothing here parses a tool's text. A tool message holds the result inside its
+provenance delimiters (:mod:`botgateway.tooling.provenance`); the registry's
+recall takes that text as it is.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botgateway.tooling import RecentOutcomes
+from botgateway.tooling import RecentOutcomes, tool_result_body
 from tools.demo.question import message_text, since_last_question
 from tools.server import SearchResult, Server, provider_label
 
@@ -97,7 +99,7 @@ def read_findings(messages: Sequence[Mapping[str, Any]], outcomes: RecentOutcome
             continue
         result = SearchResult.from_data(outcome.data) if outcome is not None else None
         if result is None:
-            raw.append(content.strip())
+            raw.append(tool_result_body(content).strip())  # the result itself, not its delimiters
             continue
         for server in result.servers:
             facts = HostFacts.of(server)
