@@ -32,6 +32,7 @@ from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.fair_slots import FairSlots, fair_share
+from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
@@ -85,6 +86,9 @@ class Gateway:
         self._access = access
         self._policy = effective_policy(config.access)
         self._tool_names = lambda: loop.tools.names  # read per message: MCP servers add tools as they come up
+        self._limit_defaults = Limits(turns_per_minute=config.limits.turns_per_minute,
+                                      concurrent_turns=config.limits.concurrent_turns,
+                                      tokens_per_day=config.limits.tokens_per_day)
         self._queues = ConversationQueues()
         self._limits = limits or PrincipalLimits(
             store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
@@ -176,7 +180,7 @@ class Gateway:
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
 
         # The configured policy always applies, after any custom hook; a refused asker costs no model request.
-        decision = decide_message(self._policy, msg, self._tool_names())
+        decision = decide_message(self._policy, msg, self._tool_names(), limits=self._limit_defaults)
         if _matches(msg.text, WHOAMI_WORDS):
             return self._refuse(msg, sink, describe(decision, locale), status="whoami", as_answer=True)
         if not decision.allowed:
@@ -293,8 +297,12 @@ class Gateway:
         return self._refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
 
     async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
-        """Count ``msg`` against its asker's limits; the refusal when one is reached (audited), else None."""
-        hit = await self._limits.admit(asker_of(msg), turn_id)
+        """Count ``msg`` against its asker's limits; the refusal when one is reached (audited), else None.
+
+        The access decision's grant carries the asker's role limits (the ``limits:`` section fills what a role leaves unset).
+        """
+        grant = msg.ctx.grant
+        hit = await self._limits.admit(asker_of(msg), turn_id, grant.limits if grant is not None else None)
         if hit is None:
             return None
         note = hit.note(msg.target.locale, self._limits.clock())

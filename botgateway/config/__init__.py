@@ -13,8 +13,8 @@ The package keeps one room per idea: the sections of the file (:mod:`.llm`,
 
 from __future__ import annotations
 
-from botgateway.config.audit import AuditConfig
 from botgateway.config.access import DEFAULT_ACCESS, AccessConfig, RoleConfig
+from botgateway.config.audit import AuditConfig
 from botgateway.config.card import BufferPolicyConfig, CardConfig, PhasePolicy
 from botgateway.config.env import substitute_env
 from botgateway.config.errors import ConfigError

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from botgateway.config.audit import AuditConfig
 from botgateway.config.access import AccessConfig
+from botgateway.config.audit import AuditConfig
 from botgateway.config.card import CardConfig
 from botgateway.config.limits import LimitsConfig
 from botgateway.config.llm import LLMConfig
