@@ -91,6 +91,8 @@ class LimitHit:
 
 def asker_of(msg: InboundMessage) -> str:
     """The platform-qualified id whose limits ``msg`` counts against (``slack:U0123``)."""
+    if msg.principal is not None:
+        return msg.principal.id
     return principal_id(msg.platform, msg.ctx.user_id or msg.target.user_id)
 
 

@@ -309,6 +309,9 @@ async def test_access_hook_refusal_is_shown_and_no_turn_runs(tmp_path) -> None:
         await asyncio.wait_for(sub.done, 5)
         assert any("not enabled" in s.error for s in h.sink.fallbacks())
         assert h.server.requests == []
+        [refused] = await h.store.audit_records()  # the refusal is audited, with who and where
+        assert (refused.outcome, refused.principal, refused.channel) == ("refused", "test:eve", "chat-1")
+        assert refused.answer == "this channel is not enabled for the bot"
         h.server.enqueue(Script.text("welcome"))
         allowed = await h.submit("hi", user="alice")
         assert allowed.status == "started"

@@ -113,3 +113,25 @@ def test_every_note_says_which_limit_and_when_it_resets_in_both_languages() -> N
     assert "200,000" in day.note("zh-CN", NOON) and "00:00" in day.note("zh-CN", NOON)
     assert "2 个问题正在处理" in busy.note("zh-CN", NOON)
     assert "200,000 model tokens" in day.note("en", NOON)
+
+
+async def test_a_roles_own_limits_override_the_limits_section_for_its_members(tmp_path) -> None:
+    now = [NOON]
+    sections = {
+        "limits": {"turns_per_minute": 1},
+        "access": {
+            "default_role": "viewer",
+            "roles": {
+                "viewer": {"tools": ["*"]},
+                "oncall": {"members": ["test:bob"], "tools": ["*"], "limits": {"turns_per_minute": 3}},
+            },
+        },
+    }
+    server = ScriptedLLMServer(responder=lambda body: Script.text("ok"))
+    async for h in _harness(tmp_path, server, sections=sections, clock=lambda: now[0]):
+        alice = [await h.submit(f"alice {n}?", conversation=f"a{n}") for n in range(2)]
+        bob = [await h.submit(f"bob {n}?", conversation=f"b{n}", user="bob") for n in range(4)]
+        assert [s.status for s in alice] == ["started", "refused"]  # the section's 1 per minute
+        assert [s.status for s in bob] == ["started", "started", "started", "refused"]  # oncall's 3
+        assert "asked 3 questions this minute" in bob[-1].message
+        await asyncio.wait_for(asyncio.gather(*(s.done for s in alice + bob)), 20)
