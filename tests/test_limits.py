@@ -135,3 +135,28 @@ async def test_a_roles_own_limits_override_the_limits_section_for_its_members(tm
         assert [s.status for s in bob] == ["started", "started", "started", "refused"]  # oncall's 3
         assert "asked 3 questions this minute" in bob[-1].message
         await asyncio.wait_for(asyncio.gather(*(s.done for s in alice + bob)), 20)
+
+
+async def test_two_replicas_on_one_store_share_an_askers_counts(tmp_path) -> None:
+    now = [NOON]
+    gate = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Script:
+        await gate.wait()
+        return Script.text("ok")
+
+    sections = _limits(turns_per_minute=2, concurrent_turns=1)
+    async for one in _harness(tmp_path, ScriptedLLMServer(responder=responder), sections=sections, clock=lambda: now[0]):
+        async for two in _harness(tmp_path, ScriptedLLMServer(responder=responder), sections=sections, clock=lambda: now[0]):
+            first = await one.submit("one?", conversation="c1")
+            busy = await two.submit("two?", conversation="c2")  # the other replica sees the running turn
+            assert (first.status, busy.status) == ("started", "refused")
+            assert "in progress" in busy.message
+            gate.set()
+            await asyncio.wait_for(asyncio.gather(first.done, busy.done), 15)
+            second = await two.submit("three?", conversation="c3")
+            assert second.status == "started"
+            await asyncio.wait_for(second.done, 15)
+            third = await one.submit("four?", conversation="c4")  # both replicas counted this minute's two
+            assert third.status == "refused" and "asked 2 questions this minute" in third.message
+            await asyncio.wait_for(third.done, 15)
