@@ -14,6 +14,7 @@ import structlog
 
 from botgateway.limits import asker_of
 from botgateway.messages import InboundMessage
+from botgateway.redaction import redact_text
 from botgateway.stores.base import AuditRecord, Store
 
 __all__ = ["REFUSAL_WRITE_TIMEOUT_S", "refusal_record", "write_refusal"]
@@ -31,9 +32,9 @@ def refusal_record(msg: InboundMessage, *, turn_id: str, outcome: str, note: str
         platform=msg.platform,
         conversation_id=msg.conversation_id,
         user_id=msg.ctx.user_id or msg.target.user_id,
-        question=msg.text,
+        question=redact_text(msg.text),  # people paste tokens into chat
         outcome=outcome,
-        answer=note,
+        answer=redact_text(note),
         started_at=at,
         principal=asker_of(msg),
         team=msg.target.workspace_id,

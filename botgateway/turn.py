@@ -19,13 +19,14 @@ from botgateway.cards.streamer import CardStreamer
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent, TurnFailed, UsageReported
 from botgateway.limits import asker_of
 from botgateway.messages import InboundMessage, TurnOutcome
-from botgateway.redaction import RedactSecrets
+from botgateway.redaction import RedactSecrets, redact_text
 from botgateway.stores.base import AuditRecord, ToolCallRow
 
 __all__ = ["ScheduledTurn"]
 
 _REDACT = RedactSecrets()
 """Masks secrets in tool arguments before they are audited (a password typed into a question stays out of the log)."""
+# Questions, answers and tool summaries are masked too: people paste tokens into chat.
 
 
 class ScheduledTurn:
@@ -76,7 +77,7 @@ class ScheduledTurn:
             }
         elif isinstance(event, ToolCallFinished):
             entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
-            entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
+            entry.update(ok=event.ok, summary=redact_text(event.summary), duration_s=round(event.duration_s, 3))
         elif isinstance(event, UsageReported):
             self.prompt_tokens += event.prompt_tokens
             self.completion_tokens += event.completion_tokens
@@ -106,9 +107,11 @@ class ScheduledTurn:
             **self._where(),
         )
         if isinstance(event, ToolCallStarted):
-            return dataclasses.replace(row, question=msg.text, arguments=_REDACT.redact(dict(event.arguments)))
+            return dataclasses.replace(
+                row, question=redact_text(msg.text), arguments=_REDACT.redact(dict(event.arguments))
+            )
         return dataclasses.replace(
-            row, phase="finished", ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3)
+            row, phase="finished", ok=event.ok, summary=redact_text(event.summary), duration_s=round(event.duration_s, 3)
         )
 
     def _where(self) -> dict[str, str]:
@@ -130,9 +133,9 @@ class ScheduledTurn:
             platform=msg.platform,
             conversation_id=msg.conversation_id,
             user_id=self.user_id,
-            question=msg.text,
+            question=redact_text(msg.text),
             outcome=self.outcome,
-            answer=outcome.answer,
+            answer=redact_text(outcome.answer),
             tool_calls=tuple(self.tool_calls.values()),
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,

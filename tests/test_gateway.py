@@ -318,6 +318,16 @@ async def test_access_hook_refusal_is_shown_and_no_turn_runs(tmp_path) -> None:
         assert (await asyncio.wait_for(allowed.done, 10)).outcome == "done"
 
 
+async def test_the_audit_record_masks_secrets_pasted_into_the_question(h: Harness) -> None:
+    h.server.enqueue(Script.text("Please rotate that token."))
+    sub = await h.submit("why does xoxb-1234-5678-abcdefgh fail? password=hunter2")
+    assert (await asyncio.wait_for(sub.done, 15)).outcome == "done"
+    [record] = await h.store.audit_records()
+    assert "xoxb-1234" not in record.question and "hunter2" not in record.question
+    assert record.question == "why does xoxb-*** fail? password=***"
+    assert record.principal == "test:alice" and record.channel == "chat-1"
+
+
 async def test_open_cards_left_by_a_dead_process_are_finalized(h: Harness) -> None:
     target = {"platform": "test", "chat_id": "chat-9", "turn_id": "old-turn", "user_id": "alice", "locale": "en"}
     await h.store.add_open_card(OpenCard("test", "card-old", "old-turn", target, time.time() - 60))

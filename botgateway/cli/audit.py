@@ -25,7 +25,7 @@ from botgateway.principal import principal_id
 from botgateway.redaction import RedactSecrets, redact_text
 from botgateway.stores.base import AuditRecord
 
-__all__ = ["COLUMNS", "FORMATS", "audit_rows", "parse_since", "run_audit"]
+__all__ = ["COLUMNS", "FORMATS", "audit_rows", "parse_count", "parse_since", "run_audit", "write_rows"]
 
 COLUMNS = (
     "time", "platform", "team", "channel", "principal", "role", "tool", "arguments",
@@ -59,6 +59,17 @@ def parse_since(text: str, now: float | None = None) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def parse_count(text: str) -> int:
+    """A count of records to read: a whole number of at least 1 (``argparse.ArgumentTypeError`` otherwise)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of records (a whole number of at least 1)")
+    return count
 
 
 def audit_rows(

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _audit_parser(sub: Any) -> None:
-    from botgateway.cli.audit import FORMATS, parse_since
+    from botgateway.cli.audit import FORMATS, parse_count, parse_since
 
     audit = sub.add_parser("audit", help="list tool calls, refusals and limit hits from the audit records")
     audit.add_argument("--since", type=parse_since, default=None, metavar="WHEN",
@@ -87,7 +87,7 @@ def _audit_parser(sub: Any) -> None:
     audit.add_argument("--user", default="", help="only this asker: slack:U0123, or the platform's user id")
     audit.add_argument("--tool", default="", help="only this tool (a glob: k8s__*)")
     audit.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
-    audit.add_argument("--limit", type=int, default=1000, help="read the newest this many records (default: 1000)")
+    audit.add_argument("--limit", type=parse_count, default=1000, help="read the newest this many records (default: 1000)")
     _config_arg(audit)
 
 

@@ -131,6 +131,8 @@ async def test_audit_filters_by_user_tool_and_time_and_lists_refusals(tmp_path: 
     assert code == 0 and "dingtalk:staff7" in out and "slack:U1" not in out  # the table
     code, out, err = await botgateway("audit", "--since", "last week", "-c", str(config), cwd=tmp_path)
     assert code == 2 and "neither an age" in err and "Traceback" not in err
+    code, out, err = await botgateway("audit", "--limit", "-5", "-c", str(config), cwd=tmp_path)
+    assert code == 2 and "not a number of records" in err and "Traceback" not in err
 
 
 def test_since_takes_ages_and_iso_dates_in_utc() -> None:
