@@ -198,13 +198,16 @@ class Gateway:
         limited = await self._over_limit(msg, sink, turn_id)
         if limited is not None:
             return limited
+        return self._schedule(msg, sink, policy, turn_id)
 
+    def _schedule(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> Submission:
+        """Put an admitted question in its conversation's line and start its task (or refuse it: the line is full)."""
         turns = self._queues.line(msg.conversation_id)
         waiting = len(turns) - 1
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
             log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
             self._side.spawn(self._limits.turn_ended(asker_of(msg), turn_id, 0))  # it never ran: end its lease
-            return self._refuse(msg, sink, t(locale, "queue_full", n=len(turns)))
+            return self._refuse(msg, sink, t(msg.target.locale, "queue_full", n=len(turns)))
 
         turn = self._new_turn(msg, sink, policy, turn_id)
         position = self._queues.add(turn)
