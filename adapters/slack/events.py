@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from adapters.slack.inert import ASKER_MENTIONS, mentions_in
 from botgateway.messages import InboundMessage, conversation_key
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
@@ -102,7 +103,8 @@ def inbound_message(
         is_group=not direct,
         locale=config.locale,
         workspace_id=team,
-        extra={"ts": ts, "user_team": user_team},
+        # The people the asker named may be named back in the answer; any other mention is defused.
+        extra={"ts": ts, "user_team": user_team, ASKER_MENTIONS: mentions_in(str(event.get("text") or ""))},
     )
     principal = slack_principal(event, team=team, user_name=user_name)
     ctx = ToolContext(user_id=user, user_name=user_name, platform="slack", conversation_id=conversation,

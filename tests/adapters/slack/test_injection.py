@@ -122,3 +122,20 @@ async def test_a_poisoned_tool_result_echoed_by_the_model_reaches_slack_as_inert
             assert reply.tasks["c1"]["status"] == "complete"
             for chunk in reply.chunks:
                 _assert_inert(str(chunk), "a stream chunk")
+
+
+def test_people_the_asker_named_may_be_named_back_and_no_one_else() -> None:
+    from adapters.slack.events import inbound_message
+    from adapters.slack.inert import allowed_mentions
+    from adapters.slack.render import card_blocks
+    from botgateway.config import SlackConfig
+    from botgateway.snapshot import CardSnapshot
+
+    event = {"type": "app_mention", "user": "U0ASKER", "channel": "C1", "ts": "1.1",
+             "text": "<@U0BOT> is <@U0ALICE> on call?"}
+    msg = inbound_message(event, team="T1", thread_ts="1.1", direct=False, text="is <@U0ALICE> on call?",
+                          user_name="asker", config=SlackConfig())
+    answer = CardSnapshot(status="done", answer="Ask <@U0ALICE>, not <@U0OTHER> or <!channel>.")
+    text = card_blocks(answer, turn_id="t1", allowed=allowed_mentions(msg.target))[0]["text"]
+    assert "<@U0ALICE>" in text  # the asker named her: a real mention
+    assert "<@U0OTHER>" not in text and "<!channel>" not in text
