@@ -75,7 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _config_arg(tools_call)
     _audit_parser(sub)
+    _access_parser(sub)
     return parser
+
+
+def _access_parser(sub: Any) -> None:
+    access = sub.add_parser("access", help="what the access policy grants someone")
+    access_sub = access.add_subparsers(dest="access_command", metavar="ACTION")
+    access_sub.required = True
+    explain = access_sub.add_parser("explain", help="roles, tools, resources, approvals and limits of a principal")
+    explain.add_argument("principal", help="a qualified id: slack:U0123 (slack:U0123@T0TEAM for its team), dingtalk:<staffId>")
+    explain.add_argument("--channel", default="", help="where it asks: slack:C0OPS, dingtalk:cid… (default: a direct chat)")
+    explain.add_argument("--external", action="store_true", help="as a user of another organisation (Slack Connect)")
+    _config_arg(explain)
 
 
 def _audit_parser(sub: Any) -> None:
@@ -145,6 +157,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return await run_audit(
             config, since=args.since, user=args.user, tool=args.tool, fmt=args.format, limit=args.limit
         )
+    if command == "access":
+        from botgateway.cli.access import explain
+
+        return await explain(config, args.principal, channel=args.channel, external=args.external)
     if command == "tools":
         from botgateway.cli import tools as tools_cli
 
@@ -199,7 +215,7 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "tools", "audit") and config.log.level == "info":
+    if command in ("ask", "tools", "audit", "access") and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log

@@ -1,0 +1,75 @@
+"""``botgateway access explain`` as an admin runs it: a subprocess over a config with an access policy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.paths import REPO, SAMPLE_INVENTORY
+
+POLICY = {
+    "default_role": "none",
+    "channels": {"allow": ["slack:C0OPS", "slack:C0PUBLIC"], "direct_messages": False},
+    "roles": {
+        "oncall": {"members": ["slack:S0ONCALL", "slack:U0ALICE"], "tools": ["find_server", "search_*"],
+                   "scopes": [{"provider": "inventory"}], "limits": {"turns_per_minute": 5}},
+        "admin": {"members": ["slack:U0ROOT"], "tools": ["*"], "approve": True},
+    },
+    "guardrails": {"slack:C0PUBLIC": {"tools": ["find_server"]}},
+    "approvals": {"tools": ["search_*"]},
+}
+
+
+def explain(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "tools": {"inventory": {"enabled": True, "path": str(SAMPLE_INVENTORY)}},
+        "memory": {"sqlite_path": str(tmp_path / "state.db")},
+        "access": POLICY,
+    }))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALIBABA_CLOUD_", "LLM_"))}
+    env["PYTHONPATH"] = str(REPO)
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "botgateway.cli", "access", "explain", *args, "-c", str(config)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def row(output: str, label: str) -> str:
+    """The value cell of the table row ``label``."""
+    line = next(line for line in output.splitlines() if f" {label} " in line)
+    return line.split("│")[2].strip()
+
+
+def test_a_member_sees_the_tools_of_the_channel_the_scopes_the_approvals_and_the_limits(tmp_path: Path) -> None:
+    ops = explain(tmp_path, "slack:U0ALICE", "--channel", "slack:C0OPS")
+    assert ops.returncode == 0, ops.stderr
+    assert row(ops.stdout, "roles") == "oncall"
+    assert row(ops.stdout, "tools offered") == "find_server, search_inventory_by_ip"  # list_servers is not hers
+    assert row(ops.stdout, "resources") == "provider=inventory"
+    assert row(ops.stdout, "need an approval") == "search_inventory_by_ip"
+    assert "turns_per_minute=5" in row(ops.stdout, "limits")
+    assert ops.stderr == ""  # no log lines bury the answer
+
+    public = explain(tmp_path, "slack:U0ALICE", "--channel", "slack:C0PUBLIC")
+    assert row(public.stdout, "tools offered") == "find_server"  # the channel's guardrail
+
+
+def test_refusals_say_why(tmp_path: Path) -> None:
+    stranger = explain(tmp_path, "slack:U0NOBODY", "--channel", "slack:C0OPS")
+    assert stranger.returncode == 0 and "no role" in stranger.stdout
+    elsewhere = explain(tmp_path, "slack:U0ROOT", "--channel", "slack:C0RANDOM")
+    assert "refused" in elsewhere.stdout and "no role" not in elsewhere.stdout
+    external = explain(tmp_path, "slack:U0ALICE", "--channel", "slack:C0OPS", "--external")
+    assert "another organisation" in external.stdout
+
+
+def test_a_principal_that_is_not_qualified_is_a_usage_error(tmp_path: Path) -> None:
+    bad = explain(tmp_path, "U0ALICE")
+    assert bad.returncode == 2
+    assert "not a qualified principal" in bad.stderr and "Traceback" not in bad.stderr
