@@ -73,3 +73,44 @@ def test_a_principal_that_is_not_qualified_is_a_usage_error(tmp_path: Path) -> N
     bad = explain(tmp_path, "U0ALICE")
     assert bad.returncode == 2
     assert "not a qualified principal" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def check_config(tmp_path: Path, access: dict[str, object] | None) -> subprocess.CompletedProcess[str]:
+    body: dict[str, object] = {
+        "adapters": {"slack": {"enabled": True, "bot_token": "xoxb-1-2-secretbot", "app_token": "xapp-1-A1-2-secretapp"}},
+        "tools": {"inventory": {"enabled": True, "path": str(SAMPLE_INVENTORY)}},
+    }
+    if access is not None:
+        body["access"] = access
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(body))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALIBABA_CLOUD_", "LLM_", "SLACK_", "DINGTALK_"))}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "botgateway.cli", "check-config", "-c", str(config)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def test_check_config_warns_when_a_chat_platform_is_open_to_everyone(tmp_path: Path) -> None:
+    default = check_config(tmp_path, None)  # no access section: everyone of the workspace is a viewer
+    assert default.returncode == 0 and default.stdout.strip() == "OK"
+    assert "warning: access: anyone in your slack organisation may ask" in default.stderr
+    wildcard = check_config(tmp_path, {"default_role": "none", "roles": {"all": {"members": ["slack:*"], "tools": ["find_server"]}}})
+    assert "anyone in your slack organisation" in wildcard.stderr
+    assert "secretbot" not in default.stderr + wildcard.stderr
+
+
+def test_check_config_is_quiet_about_a_policy_that_names_its_people_or_channels(tmp_path: Path) -> None:
+    members = check_config(tmp_path, {"default_role": "none", "roles": {"oncall": {"members": ["slack:U0ALICE"], "tools": ["*"]}}})
+    channels = check_config(tmp_path, {"default_role": "viewer", "channels": {"allow": ["slack:C0OPS"], "direct_messages": False},
+                                       "roles": {"viewer": {"tools": ["find_server"]}}})
+    for result in (members, channels):
+        assert result.returncode == 0 and result.stdout.strip() == "OK"
+        assert "warning" not in result.stderr
+
+
+def test_check_config_warns_about_direct_chats_open_to_everyone(tmp_path: Path) -> None:
+    result = check_config(tmp_path, {"default_role": "viewer", "channels": {"allow": ["slack:C0OPS"]},
+                                     "roles": {"viewer": {"tools": ["find_server"]}}})
+    assert result.returncode == 0 and "may ask the bot, in a direct chat" in result.stderr
