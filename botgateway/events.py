@@ -184,6 +184,8 @@ FailureReason: TypeAlias = Literal[
     "internal",  # a bug of ours; the message is still safe to show
     "timeout",  # the whole turn ran past llm.turn_timeout_s
     "llm_refused",  # the model service refused the request (HTTP 4xx: too long, invalid…)
+    "refused",  # the access policy refused the asker there (``ask --as``)
+    "usage",  # the command was given something it cannot use (an empty question, a malformed principal)
 ]
 """Why a turn ended without a complete answer (:attr:`TurnFailed.reason`)."""
 

@@ -98,9 +98,22 @@ def _emit(out: TextIO, obj: dict[str, Any]) -> None:
     out.flush()
 
 
-async def run_ask(config: Config, question: str, *, json_mode: bool, conversation_id: str = "cli", new: bool = False) -> int:
+async def run_ask(
+    config: Config,
+    question: str,
+    *,
+    json_mode: bool,
+    conversation_id: str = "cli",
+    new: bool = False,
+    as_principal: str = "",
+    channel: str = "",
+) -> int:
     """Run one turn for ``question`` and print it; returns the exit status (1 when the turn failed).
 
+    ``as_principal`` (``slack:U0123``) runs the turn under that identity in
+    ``channel`` (a qualified channel id; empty: a direct chat), through the same
+    access policy as a chat question: a refusal ends it at once, and the model is
+    offered only that principal's tools there.
     ``new`` forgets the conversation's history first. When the command is
     interrupted (Ctrl-C), ``--json`` still ends with a result line (reason
     ``cancelled``) before the interruption propagates.
@@ -123,12 +136,16 @@ async def run_ask(config: Config, question: str, *, json_mode: bool, conversatio
         async with build_runtime(config) as runtime:
             if new:
                 await runtime.memory.clear(conversation_id)
-            if not json_mode and out.isatty():
+            if not json_mode and out.isatty() and not as_principal:
                 # On a terminal, draw the same live card a chat platform gets; piped output stays plain.
                 from adapters.terminal import render_ask
 
                 return await render_ask(runtime.gateway, config.adapters.terminal, question, conversation_id=conversation_id)
-            await _stream_turn(runtime, question, conversation_id, tally, json_mode, out, err, started)
+            ctx = _context(config, runtime, conversation_id, as_principal, channel)
+            if isinstance(ctx, TurnFailed):
+                tally.final = ctx
+            else:
+                await _stream_turn(runtime, question, ctx, tally, json_mode, out, err, started)
     except asyncio.CancelledError:
         # Ctrl-C: a script reading --json still gets its result line (and the exit status is 130).
         if json_mode:
@@ -146,27 +163,51 @@ def _since(started: float) -> float:
     return round(time.monotonic() - started, 3)
 
 
+def _context(config: Config, runtime: Runtime, conversation_id: str, as_principal: str, channel: str) -> ToolContext | TurnFailed:
+    """Who the turn runs as: the local user, or ``as_principal`` with what the policy grants it in ``channel``."""
+    if not as_principal:
+        user = local_user()
+        return ToolContext(user_id=user, user_name=user, platform="cli", conversation_id=conversation_id, chat_id=conversation_id)
+    from botgateway.cli.access import parse_principal
+    from botgateway.grant import Limits
+    from botgateway.policy import Place, decide, effective_policy
+    from botgateway.whoami import refusal_note
+
+    try:
+        principal = parse_principal(as_principal)
+    except ValueError as exc:
+        return TurnFailed(reason="usage", message=str(exc))
+    limits = config.limits
+    decision = decide(
+        effective_policy(config.access),
+        principal,
+        Place(channel=channel or f"{principal.platform}:direct", direct=not channel),
+        runtime.tools.names,
+        limits=Limits(turns_per_minute=limits.turns_per_minute, concurrent_turns=limits.concurrent_turns,
+                      tokens_per_day=limits.tokens_per_day),
+    )
+    if decision.grant is None:
+        return TurnFailed(reason="refused", message=refusal_note(decision, "en"))
+    return ToolContext(
+        user_id=principal.user, user_name=principal.user, platform=principal.platform, conversation_id=conversation_id,
+        chat_id=channel.partition(":")[2] if channel else conversation_id, is_group=bool(channel),
+        principal=principal, grant=decision.grant,
+    )
+
+
 async def _stream_turn(
     runtime: Runtime,
     question: str,
-    conversation_id: str,
+    ctx: ToolContext,
     tally: _Tally,
     json_mode: bool,
     out: TextIO,
     err: TextIO,
     started: float,
 ) -> None:
-    """Run the turn as the local user, printing each event; ``tally.final`` holds how it ended."""
-    user = local_user()
-    ctx = ToolContext(
-        user_id=user,
-        user_name=user,
-        platform="cli",
-        conversation_id=conversation_id,
-        chat_id=conversation_id,
-    )
+    """Run the turn as ``ctx`` says, printing each event; ``tally.final`` holds how it ended."""
     turn_id = uuid.uuid4().hex
-    async for event in runtime.loop.run_turn(conversation_id, question, ctx, turn_id=turn_id):
+    async for event in runtime.loop.run_turn(ctx.conversation_id, question, ctx, turn_id=turn_id):
         tally.apply(event)
         if json_mode:
             _emit(out, {**event_to_dict(event), "t": _since(started)})

@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print one JSON object per event, then the result")
     ask.add_argument("--conversation", default="cli", help="conversation id, to ask follow-ups (default: cli)")
     ask.add_argument("--new", action="store_true", help="forget the conversation's history first, then ask")
+    ask.add_argument("--as", dest="as_principal", default="", metavar="PRINCIPAL",
+                     help="ask as this principal (slack:U0123), through the access policy")
+    ask.add_argument("--channel", default="", help="with --as: the channel it asks in (slack:C0OPS; default: a direct chat)")
     _config_arg(ask)
 
     check = sub.add_parser("check-config", help="validate the configuration and print every problem")
@@ -146,7 +149,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if command == "ask":
         from botgateway.cli.ask import run_ask
 
-        return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new)
+        return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new,
+                             as_principal=args.as_principal, channel=args.channel)
     if command == "run":
         from botgateway.cli.run import run
 

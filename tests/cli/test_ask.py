@@ -181,3 +181,33 @@ async def test_ctrl_c_during_ask_json_still_ends_with_a_result_line(tmp_path: Pa
     assert result["kind"] == "result" and result["ok"] is False
     assert result["error"]["reason"] == "cancelled" and result["answer"] == "Half an answer"
     assert "Traceback" not in stderr.decode()
+
+
+ACCESS = """access:
+  default_role: none
+  channels: {allow: ["slack:C0OPS"]}
+  roles:
+    oncall: {members: ["slack:U0ALICE"], tools: ["find_server"]}
+"""
+
+
+async def test_ask_as_a_principal_offers_the_model_only_its_tools_there(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    config = write_config(tmp_path, server.base_url)
+    config.write_text(config.read_text() + ACCESS, encoding="utf-8")
+    server.enqueue(Script.text("Only find_server for you."))
+    code, stdout, stderr = await ask(tmp_path, config, "--json", "--as", "slack:U0ALICE", "--channel", "slack:C0OPS", "which server?")
+    assert code == 0, stderr
+    offered = [tool["function"]["name"] for tool in server.requests[0].get("tools", [])]
+    assert offered == ["find_server"]  # not list_servers, not search_inventory_by_ip
+    assert parse_lines(stdout)[-1]["ok"] is True
+
+
+async def test_ask_as_a_refused_principal_says_why_and_never_asks_the_model(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    config = write_config(tmp_path, server.base_url)
+    config.write_text(config.read_text() + ACCESS, encoding="utf-8")
+    code, stdout, _ = await ask(tmp_path, config, "--json", "--as", "slack:U0BOB", "--channel", "slack:C0OPS", "which server?")
+    result = parse_lines(stdout)[-1]
+    assert code == 1 and result["error"]["reason"] == "refused" and "no role" in result["error"]["message"]
+    assert server.requests == []
+    code, _, stderr = await ask(tmp_path, config, "--as", "U0BOB", "which server?")
+    assert code == 1 and "not a qualified principal" in stderr and "Traceback" not in stderr
