@@ -185,7 +185,9 @@ class Gateway:
             return self._refuse(msg, sink, describe(decision, locale), status="whoami", as_answer=True)
         if not decision.allowed:
             log.info("gateway.refused", platform=msg.platform, principal=decision.principal.id, reason=decision.refusal)
-            return self._refuse(msg, sink, t(locale, "refused", reason=refusal_note(decision, locale)))
+            note = refusal_note(decision, locale)
+            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome=f"refused:{decision.refusal}", note=note)
+            return self._refuse(msg, sink, t(locale, "refused", reason=note))
         msg = with_decision(msg, decision)
 
         limit = self._config.gateway.max_question_chars

@@ -17,6 +17,8 @@ async def test_a_user_of_another_organisation_is_refused_without_a_model_request
     assert outcome.outcome == "refused"
     assert outcome.snapshot is not None and "其他组织" in outcome.snapshot.error
     assert env.llm_server.requests == []
+    [record] = [r for r in await env.store.audit_records() if r.outcome.startswith("refused")]
+    assert record.outcome == "refused:external" and record.platform == "dingtalk"  # refusals are audited
 
     env.llm_server.enqueue(Script.text("好的"))
     colleague, _ = await env.ask("你好", staff_id="manager42")
