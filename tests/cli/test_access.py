@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from tests.paths import REPO, SAMPLE_INVENTORY
+from tests.cli.cli_process import run_cli
+from tests.paths import SAMPLE_INVENTORY
 
 POLICY = {
     "default_role": "none",
@@ -31,13 +30,7 @@ def explain(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "memory": {"sqlite_path": str(tmp_path / "state.db")},
         "access": POLICY,
     }))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALIBABA_CLOUD_", "LLM_"))}
-    env["PYTHONPATH"] = str(REPO)
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "botgateway.cli", "access", "explain", *args, "-c", str(config)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )
+    return run_cli("access", "explain", *args, "-c", str(config), cwd=tmp_path)
 
 
 def row(output: str, label: str) -> str:
@@ -84,12 +77,7 @@ def check_config(tmp_path: Path, access: dict[str, object] | None) -> subprocess
         body["access"] = access
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(body))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALIBABA_CLOUD_", "LLM_", "SLACK_", "DINGTALK_"))}
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "botgateway.cli", "check-config", "-c", str(config)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )
+    return run_cli("check-config", "-c", str(config), cwd=tmp_path)
 
 
 def test_check_config_warns_when_a_chat_platform_is_open_to_everyone(tmp_path: Path) -> None:

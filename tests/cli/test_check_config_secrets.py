@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.paths import REPO
+from tests.cli.cli_process import run_cli
 
 
 def check_config(path: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "SLACK_", "DINGTALK_", "REDIS_"))}
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "botgateway.cli", "check-config", "-c", str(path)],
-        check=False,
-        cwd=path.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("check-config", "-c", str(path), cwd=path.parent)
 
 
 def test_bad_mcp_values_are_named_by_their_path_never_echoed(tmp_path: Path) -> None:
