@@ -3,7 +3,7 @@
 The access policy (:mod:`botgateway.policy`) decides a :class:`Grant` per
 principal and channel; the gateway puts it on the turn's
 :class:`~botgateway.tooling.ToolContext`, so the loop offers the model only
-:attr:`Grant.tools`, the registry refuses any other call, and tools (later)
+:attr:`Grant.tools`, the registry refuses any other call, and the lookup tools
 narrow what they search to :attr:`Grant.scopes`. It is plain data with no
 imports from the rest of the core, so every layer may hold one.
 """

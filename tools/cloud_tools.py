@@ -12,12 +12,14 @@ import asyncio
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic_core import PydanticCustomError, core_schema
 
-from botgateway.tooling import Tool, ToolError, tool
+from botgateway.grant import Scope
+from botgateway.tooling import Tool, ToolContext, ToolError, tool
 from tools.providers.base import Provider, ServerQuery, ip_query
 from tools.server import STATUSES, ProviderFailure, SearchResult, provider_label
 
@@ -67,28 +69,43 @@ _LOOKS_LIKE_IP = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){2,4}|[0-9a-fA-F]{0,4}(:[0
 """Text the user meant as an address (so a typo gets an address error, not a name search)."""
 
 
-async def _search(providers: Sequence[Provider], query: ServerQuery, *, limit: int | None = None) -> SearchResult:
-    """Ask ``providers`` concurrently; a provider bug is reported like a provider failure."""
+def _scopes(ctx: ToolContext) -> tuple[Scope, ...]:
+    """The asker's resource scopes; none (unrestricted) outside the gateway."""
+    return ctx.grant.scopes if ctx.grant is not None else ()
+
+
+async def _search(
+    providers: Sequence[Provider], query: ServerQuery, scopes: Sequence[Scope] = (), *, limit: int | None = None
+) -> SearchResult:
+    """Ask ``providers`` concurrently, within ``scopes``; a provider bug is reported like a provider failure."""
 
     async def one(provider: Provider) -> SearchResult:
         try:
-            return await provider.search(query)
+            return await provider.search(query, scopes)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             reason = f"internal error ({type(exc).__name__})"
-            return SearchResult(query.describe(), failures=(ProviderFailure(provider.name, reason),), searched=(provider.name,))
+            return SearchResult(
+                query.describe(), failures=(ProviderFailure(provider.name, reason),), searched=(provider.name,), scoped=bool(scopes)
+            )
 
     parts = await asyncio.gather(*(one(p) for p in providers))
-    return SearchResult.merge(query.describe(), parts, limit=limit if limit is not None else query.limit)
+    merged = SearchResult.merge(query.describe(), parts, limit=limit if limit is not None else query.limit)
+    return _scoped(merged, scopes)
+
+
+def _scoped(result: SearchResult, scopes: Sequence[Scope]) -> SearchResult:
+    """``result`` marked as narrowed by ``scopes`` (even when no provider was asked)."""
+    return replace(result, scoped=True) if scopes and not result.scoped else result
 
 
 def ip_lookup_tool(provider: Provider, *, timeout_s: float | None) -> Tool:
     """The address lookup tool of one provider."""
     tool_name, what = IP_TOOLS[provider.name]
 
-    async def lookup(ip: IpAddress) -> SearchResult:
-        return await _search([provider], ip_query(ip))
+    async def lookup(ip: IpAddress, ctx: ToolContext) -> SearchResult:
+        return await _search([provider], ip_query(ip), _scopes(ctx))
 
     lookup.__doc__ = f"""Find {what} that own an IP address, across every configured account and region.
 
@@ -102,19 +119,20 @@ def find_server_tool(providers: Sequence[Provider], *, timeout_s: float | None) 
     """``find_server(query)`` across every provider."""
     labels = ", ".join(provider_label(p.name) for p in providers)
 
-    async def find_server(query: str) -> SearchResult:
+    async def find_server(query: str, ctx: ToolContext) -> SearchResult:
         text = query.strip()
         if not text:
             raise ToolError("query is empty; give an IP address, an instance id or part of a host name")
+        scopes = _scopes(ctx)
         try:
-            return await _search(providers, ip_query(text))
+            return await _search(providers, ip_query(text), scopes)
         except ValueError:
             if _LOOKS_LIKE_IP.fullmatch(text):
                 raise ToolError(f"{text!r} is not a valid IP address; check the digits (each part is 0-255)") from None
         by_id = [p for p in providers if p.owns_id(text)]
         # The id lookup and the name search are independent: ask both at once.
-        searches = [_search(by_id, ServerQuery("id", text))] if by_id else []
-        searches.append(_search(providers, ServerQuery("list", name=text, limit=50)))
+        searches = [_search(by_id, ServerQuery("id", text), scopes)] if by_id else []
+        searches.append(_search(providers, ServerQuery("list", name=text, limit=50), scopes))
         parts = await asyncio.gather(*searches)
         return SearchResult.merge(f"'{text}' (instance id or name)", parts, limit=50)
 
@@ -137,6 +155,8 @@ def list_servers_tool(providers: Sequence[Provider], *, timeout_s: float | None)
         name: str | None = None,
         tag: str | None = None,
         limit: int = 20,
+        *,
+        ctx: ToolContext,
     ) -> SearchResult:
         limit = max(1, min(MAX_LIMIT, limit))
         chosen = [p for p in providers if provider is None or p.name == provider]
@@ -148,7 +168,7 @@ def list_servers_tool(providers: Sequence[Provider], *, timeout_s: float | None)
             tag=(tag or "").strip() or None,
             limit=limit,
         )
-        return await _search(chosen, query, limit=limit)
+        return await _search(chosen, query, _scopes(ctx), limit=limit)
 
     # The provider enum is only known now; pydantic reads the real object, not a string.
     list_servers.__annotations__["provider"] = Literal[names] | None  # type: ignore[valid-type]

@@ -204,6 +204,8 @@ class SearchResult:
     """Provider keys where at least one account/region answered (even with no match)."""
     more: bool = False
     """A provider stopped paging early: more servers match than ``total`` counts."""
+    scoped: bool = False
+    """The asker's resource scopes narrowed the search: an empty result says only that nothing *they may see* matched."""
 
     @staticmethod
     def merge(query: str, parts: Iterable[SearchResult], *, limit: int | None = None) -> SearchResult:
@@ -215,9 +217,11 @@ class SearchResult:
         notes: list[str] = []
         answered: list[str] = []
         more = False
+        scoped = False
         hidden = 0
         for part in parts:
             more = more or part.more
+            scoped = scoped or part.scoped
             hidden += max(0, part.found - len(part.servers))
             for server in part.servers:
                 if server.key not in seen:
@@ -232,7 +236,7 @@ class SearchResult:
         if limit is not None and len(servers) > limit:
             servers = servers[:limit]
         return SearchResult(
-            query, tuple(servers), tuple(failures), tuple(searched), total, tuple(notes), tuple(answered), more
+            query, tuple(servers), tuple(failures), tuple(searched), total, tuple(notes), tuple(answered), more, scoped
         )
 
     @property
@@ -243,7 +247,8 @@ class SearchResult:
     def summary(self) -> str:
         """The card's status line: "2 instances found", "no instance found; AWS failed"."""
         n = self.found
-        text = "no instance found" if n == 0 else f"{n}{'+' if self.more else ''} instance{'s' if n != 1 else ''} found"
+        none = "no instance matches that you may see" if self.scoped else "no instance found"
+        text = none if n == 0 else f"{n}{'+' if self.more else ''} instance{'s' if n != 1 else ''} found"
         if self.failures:
             failed = sorted({provider_label(f.provider) for f in self.failures})
             text += f"; {', '.join(failed)} failed"
@@ -259,7 +264,10 @@ class SearchResult:
         lines = []
         where = self.searched_labels
         n = self.found
-        if n == 0:
+        if n == 0 and self.scoped:
+            # Say nothing of what exists outside the asker's scopes.
+            lines.append(f"No instance matches that you may see: {self.query} (searched: {where}, within your access).")
+        elif n == 0:
             lines.append(f"No instance matches {self.query} (searched: {where}).")
         else:
             shown = len(self.servers)

@@ -8,9 +8,11 @@ their SDK plumbing in :mod:`tools.providers.sdk`; the static inventory is
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from botgateway.grant import Scope
 from tools.server import SearchResult, Server
 
 __all__ = ["IPAddress", "Provider", "ServerQuery", "ip_query"]
@@ -76,8 +78,14 @@ class Provider(Protocol):
         """Whether ``instance_id`` looks like one of this provider's ids."""
         ...
 
-    async def search(self, query: ServerQuery) -> SearchResult:
-        """Answer ``query``; failures are reported in the result, never raised."""
+    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = ()) -> SearchResult:
+        """Answer ``query``; failures are reported in the result, never raised.
+
+        With ``scopes`` (the asker's, see :mod:`tools.providers.scope`) only the
+        accounts and regions they allow are asked, and only servers whose tags
+        they allow are returned; the result is then marked ``scoped``. Empty
+        ``scopes`` restrict nothing.
+        """
         ...
 
     async def aclose(self) -> None:

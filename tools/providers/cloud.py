@@ -15,7 +15,7 @@ import asyncio
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -23,8 +23,10 @@ from typing import Any, ClassVar, TypeVar
 import structlog
 
 from botgateway.config import CloudAccount, CloudProviderConfig
+from botgateway.grant import Scope
 from botgateway.tooling import TTLCache
 from tools.providers.base import ServerQuery
+from tools.providers.scope import UNRESTRICTED, View, shows, view_of
 from tools.server import ProviderFailure, SearchResult, Server, provider_label
 
 __all__ = [
@@ -135,21 +137,27 @@ class CloudProvider(ABC):
         """Whether ``instance_id`` looks like one of this cloud's ids."""
         return bool(self.id_pattern.fullmatch(instance_id))
 
-    async def search(self, query: ServerQuery) -> SearchResult:
-        """Run ``query`` on every account × region concurrently."""
-        jobs = []
-        notes: list[str] = []
+    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = ()) -> SearchResult:
+        """Run ``query`` on every account × region the ``scopes`` allow (all when empty), concurrently."""
+        scoped = bool(scopes)
+        allowed: list[tuple[CloudAccount, str, View]] = []
         for account in self.config.accounts:
-            regions = account.regions
-            if query.region:
-                regions = [r for r in regions if r == query.region]
-            jobs.extend((account, region) for region in regions)
+            for region in account.regions:
+                view = view_of(scopes, self.name, account.name, region)
+                if view:  # a target no scope allows is never called
+                    allowed.append((account, region, view))
+        if scoped and not allowed:
+            return SearchResult(query.describe(), scoped=True)
+        jobs = [(a, r, v) for a, r, v in allowed if not query.region or r == query.region]
+        notes: list[str] = []
         if query.region and not jobs:
-            known = sorted({r for a in self.config.accounts for r in a.regions})
-            notes.append(
-                f"Note: region {query.region} is not configured for {provider_label(self.name)}; configured: {', '.join(known) or 'none'}."
-            )
-        outcomes = await asyncio.gather(*(self._search_region(account, region, query) for account, region in jobs))
+            known = sorted({r for _, r, _ in allowed})
+            label, regions = provider_label(self.name), ", ".join(known) or "none"
+            if scoped:
+                notes.append(f"Note: region {query.region} is not one you may search in {label}; you may search: {regions}.")
+            else:
+                notes.append(f"Note: region {query.region} is not configured for {label}; configured: {regions}.")
+        outcomes = await asyncio.gather(*(self._search_region(account, region, query, view) for account, region, view in jobs))
         servers: list[Server] = []
         failures: list[ProviderFailure] = []
         answered = False
@@ -173,6 +181,7 @@ class CloudProvider(ABC):
                     notes=tuple(notes),
                     answered=(self.name,) if answered or not jobs else (),
                     more=truncated,
+                    scoped=scoped,
                 )
             ],
             limit=query.limit,
@@ -217,9 +226,10 @@ class CloudProvider(ABC):
     # -- one (account, region) ----------------------------------------------------------
 
     async def _search_region(
-        self, account: CloudAccount, region: str, query: ServerQuery
+        self, account: CloudAccount, region: str, query: ServerQuery, view: View = UNRESTRICTED
     ) -> tuple[list[Server], bool] | ProviderFailure:
-        key = (account.name, region, query)
+        # The view filters while paging (so the limit counts only what may be shown): part of the key.
+        key = (account.name, region, query, view)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -233,7 +243,7 @@ class CloudProvider(ABC):
             # Filters of one request are ANDed by every API, so each address field is its own request.
             requests = self.requests_for(query)
             results = await asyncio.gather(
-                *(self._paginate(client, account, region, r, query) for r in requests), return_exceptions=True
+                *(self._paginate(client, account, region, r, query, view) for r in requests), return_exceptions=True
             )
             # Wait for every request before failing, so no task is left with an unretrieved error.
             for result in results:
@@ -255,7 +265,7 @@ class CloudProvider(ABC):
         return outcome
 
     async def _paginate(
-        self, client: Any, account: CloudAccount, region: str, request: Mapping[str, Any], query: ServerQuery
+        self, client: Any, account: CloudAccount, region: str, request: Mapping[str, Any], query: ServerQuery, view: View
     ) -> tuple[list[Server], bool]:
         found: list[Server] = []
         token: Any = None
@@ -263,7 +273,7 @@ class CloudProvider(ABC):
             page = await self._run(self.fetch_page, client, region, request, token)
             for item in page.items:
                 server = self.to_server(item, account.name, region)
-                if query.accepts(server):
+                if query.accepts(server) and shows(view, server.tags):
                     found.append(server)
             if len(found) > query.limit:
                 # One past the limit tells the caller there are more than it will show.

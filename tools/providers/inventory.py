@@ -27,7 +27,7 @@ import csv
 import io
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from botgateway.config import ConfigError, InventoryConfig
+from botgateway.grant import Scope
 from tools.providers.base import ServerQuery
+from tools.providers.scope import shows, view_of
 from tools.server import STATUSES, SearchResult, Server
 
 __all__ = ["DEFAULT_ACCOUNT", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
@@ -249,10 +251,14 @@ class InventoryProvider:
         """Inventory ids are host names or free-form; any id may be one."""
         return any(s.instance_id == instance_id for s in self.servers)
 
-    async def search(self, query: ServerQuery) -> SearchResult:
-        """Match hosts in memory."""
+    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = ()) -> SearchResult:
+        """Match hosts in memory; with ``scopes``, only hosts whose account, data centre and tags they allow."""
+        if scopes and not any(scope.provider in ("", self.name) for scope in scopes):
+            return SearchResult(query.describe(), scoped=True)  # the inventory is not the asker's to search
         found: list[Server] = []
         for server in self.servers:
+            if scopes and not shows(view_of(scopes, self.name, server.account, server.region), server.tags):
+                continue
             if query.kind == "ip":
                 if query.value not in server.ips:
                     continue
@@ -263,7 +269,11 @@ class InventoryProvider:
                 found.append(server)
         return SearchResult.merge(
             query.describe(),
-            [SearchResult(query.describe(), tuple(found), searched=(self.name,), answered=(self.name,))],
+            [
+                SearchResult(
+                    query.describe(), tuple(found), searched=(self.name,), answered=(self.name,), scoped=bool(scopes)
+                )
+            ],
             limit=query.limit,
         )
 
