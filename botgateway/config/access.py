@@ -141,6 +141,9 @@ class AccessConfig(Section):
     """Per-channel tool ceilings, by qualified channel id (globs allowed: ``dingtalk:*``)."""
     approvals: ApprovalsConfig = ApprovalsConfig()
     """Calls that need an approval."""
+    group_cache_s: float = Field(300.0, gt=0, le=86400)
+    """How long the members of a Slack user group, or an asker's DingTalk departments, are trusted before they
+    are looked up again (only groups some role lists are ever looked up)."""
 
     @field_validator("roles")
     @classmethod
