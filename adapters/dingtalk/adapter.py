@@ -28,6 +28,7 @@ from adapters.dingtalk.throttle import ThrottleMonitor
 from botgateway.background import BackgroundTasks
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import DingTalkConfig
+from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.messages import InboundMessage, Submission, conversation_key
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
@@ -63,7 +64,9 @@ class DingTalkAdapter:
         session: aiohttp.ClientSession | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        groups: GroupResolver | None = None,
     ) -> None:
+        """``groups`` adds the asker's departments to their principal (default: none are looked up)."""
         self.config = config
         self.robot_code = config.robot_code or config.client_id
         """The robot code cards and messages are sent as."""
@@ -95,6 +98,8 @@ class DingTalkAdapter:
         self._stream: StreamConnection | None = None
         self._callback: CallbackServer | None = None
         self._api_closer: asyncio.Future[None] | None = None
+        self.groups: GroupResolver = groups or NO_GROUPS
+        """Looks up the asker's departments the policy names (set after construction when it needs :attr:`api`)."""
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -235,7 +240,7 @@ class DingTalkAdapter:
             if await self._gateway.first_delivery(self.name, message.msg_id):
                 await self._note(target, t(self.config.locale, self._note_key(message)))
             return None
-        inbound = self._inbound_message(message, target)
+        inbound = await resolve_message(self._inbound_message(message, target), self.groups)
         submission = await self._gateway.submit(inbound, self.sink, self.policy)
         self.submissions.append((inbound.message_id or f"anon-{id(inbound):x}", submission))
         log.info(
@@ -313,6 +318,10 @@ class DingTalkAdapter:
             platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx,
             principal=ctx.principal,
         )
+
+    async def resolve_principal(self, principal: Principal) -> Principal:
+        """``principal`` with the departments the policy names that it is in (never raises; unchanged on failure)."""
+        return await resolve_safely(self.groups, principal)
 
     def submission(self, msg_id: str) -> Submission | None:
         """The first submission of DingTalk message ``msg_id`` (redeliveries come after it)."""

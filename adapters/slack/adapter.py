@@ -48,7 +48,9 @@ from adapters.slack.render import STOP_ACTION_ID
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads
 from botgateway.background import BackgroundTasks
+from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.messages import Submission
+from botgateway.principal import Principal
 from botgateway.strings import t
 
 if TYPE_CHECKING:
@@ -95,10 +97,12 @@ class SlackAdapter:
         observer: Callable[[Delivery], None] | None = None,
         connect_timeout_s: float = 30.0,
         pacer: CallPacer | None = None,
+        groups: GroupResolver | None = None,
     ) -> None:
         """``http_port`` overrides ``config.http_port`` (0 picks a free port); ``observer`` sees every :class:`Delivery`;
         ``pacer`` pays for the sink's own calls from the gateway's rate budget (Stop controls of native streams
-        share its per-channel post bucket; see :class:`~botgateway.cards.caller.BudgetPacer`)."""
+        share its per-channel post bucket; see :class:`~botgateway.cards.caller.BudgetPacer`); ``groups`` adds the
+        asker's user groups to their principal (default: none are looked up)."""
         self.config = config
         self._policy = policy
         self._http_port = config.http_port if http_port is None else http_port
@@ -126,6 +130,8 @@ class SlackAdapter:
         self._observer = observer
         self._connect_timeout_s = connect_timeout_s
         self._authorized: AuthorizeResult | None = None
+        self.groups: GroupResolver = groups or NO_GROUPS
+        """Looks up the asker's user groups the policy names (set after construction when it needs :attr:`client`)."""
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -336,6 +342,7 @@ class SlackAdapter:
         user_name = await self._names.of(str(event.get("user") or ""), event.get("user_profile"))
         message = inbound_message(event, team=team, thread_ts=thread_ts, direct=direct, text=text,
                                   user_name=user_name, config=self.config)
+        message = await resolve_message(message, self.groups)
         if thread_ts and not direct:
             self._bot_threads.remember(team, channel, thread_ts)
         submission = await self._gateway.submit(message, self.sink, self._policy)
@@ -349,6 +356,10 @@ class SlackAdapter:
             self._tasks.spawn(self._follow(submission, channel, thread_ts if assistant_thread else None),
                               name=f"slack-follow:{submission.turn_id}")
         return Delivery(kind, "submitted", submission.status, submission)
+
+    async def resolve_principal(self, principal: Principal) -> Principal:
+        """``principal`` with the user groups the policy names that list it (never raises; unchanged on failure)."""
+        return await resolve_safely(self.groups, principal)
 
     async def _follow(self, submission: Submission, channel: str, status_thread: str | None) -> None:
         """Show the assistant-pane status while the turn works; forget the turn when its card is final."""

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from botgateway.cli.runtime import Runtime
     from botgateway.sink import CardSink
 
-__all__ = ["ADAPTER_ORDER", "REDIS_RECOVERY_GRACE_S", "build_adapter", "chat", "enabled_adapters", "run"]
+__all__ = [
+    "ADAPTER_ORDER", "REDIS_RECOVERY_GRACE_S", "attach_group_resolver", "build_adapter", "chat", "enabled_adapters",
+    "run",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -59,12 +62,39 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
         from adapters.slack import SlackAdapter
         from botgateway.cards.caller import BudgetPacer
 
-        return SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget))
+        slack = SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget))
+        attach_group_resolver(slack, runtime.config)
+        return slack
     if name == "dingtalk":
         from adapters.dingtalk import DingTalkAdapter
 
-        return DingTalkAdapter(adapter_config, gateway=runtime.gateway)
+        dingtalk = DingTalkAdapter(adapter_config, gateway=runtime.gateway)
+        attach_group_resolver(dingtalk, runtime.config)
+        return dingtalk
     raise ValueError(f"unknown adapter {name!r}")
+
+
+def attach_group_resolver(adapter: Any, config: Config) -> None:
+    """Give a Slack or DingTalk ``adapter`` a resolver for the groups ``config``'s policy names on its platform
+    (Slack user groups, DingTalk departments); when it names none, nothing is ever looked up."""
+    from botgateway.groups import DINGTALK_DEPT_PREFIX, SLACK_GROUP_PREFIX, policy_groups
+    from botgateway.policy import effective_policy
+
+    access = config.access
+    ttl_s = effective_policy(access).group_cache_s
+    if adapter.name == "slack" and (groups := policy_groups(access, SLACK_GROUP_PREFIX)):
+        from adapters.slack.usergroups import SlackUserGroups
+
+        # The resolver shares the adapter's Web API client (its token and base URL).
+        adapter.groups = SlackUserGroups(adapter.client, groups, ttl_s)
+    elif adapter.name == "dingtalk" and (groups := policy_groups(access, DINGTALK_DEPT_PREFIX)):
+        from adapters.dingtalk.departments import DingTalkDepartments
+
+        # The adapter's OpenAPI client: one access token cache for cards and contact lookups.
+        adapter.groups = DingTalkDepartments(adapter.api, groups, ttl_s, oapi_base_url=adapter.config.oapi_base_url)
+    else:
+        return
+    log.info("access.groups_resolved", adapter=adapter.name, groups=sorted(groups), cache_s=ttl_s)
 
 
 async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[Adapter], list[str]]:

@@ -12,6 +12,9 @@ It behaves like the real platform where our code depends on it:
 - The card APIs (``createAndDeliver``, ``PUT /v1.0/card/streaming``) validate
   their bodies, keep per-card state and enforce a QPS limit per sliding second
   with the real throttle body (HTTP 403 ``Forbidden.AccessDenied.QpsLimitForAppkeyAndApi``).
+- The old contact API ``POST /topapi/v2/user/get?access_token=…`` answers the
+  departments of :attr:`FakeDingTalk.departments` (errcode 88 / sub_code 60011
+  while :attr:`FakeDingTalk.contact_permission` is off).
 - Robot sends (``groupMessages/send``, ``oToMessages/batchSend``) and session
   webhooks (``/robot/sendBySession``) record markdown messages.
 
@@ -125,6 +128,10 @@ class FakeDingTalk:
         self.invalid_staff: set[str] = set()
         """Staff ids ``oToMessages/batchSend`` skips as invalid (HTTP 200, nothing sent), like users outside the app's range."""
         """``openSpaceId``s where ``createAndDeliver`` creates the card but cannot deliver it (robot not in the group)."""
+        self.departments: dict[str, list[int]] = {}
+        """Direct department ids of each staff id, as ``topapi/v2/user/get`` answers them; others: no such user."""
+        self.contact_permission = True
+        """False answers ``topapi/v2/user/get`` like an app without 成员信息读权限 (qyapi_get_member)."""
         self._valid_tokens: set[str] = set()
         self._tickets: set[str] = set()
         self._failures: dict[str, collections.deque[FailureKind]] = collections.defaultdict(collections.deque)
@@ -149,6 +156,7 @@ class FakeDingTalk:
         app.router.add_post("/v1.0/robot/groupMessages/send", self._group_send)
         app.router.add_post("/v1.0/robot/oToMessages/batchSend", self._oto_send)
         app.router.add_post("/robot/sendBySession", self._session_webhook)
+        app.router.add_post("/topapi/v2/user/get", self._user_get)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -470,6 +478,25 @@ class FakeDingTalk:
         self.messages.append(SentMessage("webhook", session, msgtype, title, text, body))
         await self._notify()
         return web.json_response({"errcode": 0, "errmsg": "ok"})
+
+    async def _user_get(self, request: web.Request) -> web.Response:
+        """The old contact API: token in the query, HTTP 200 with an ``errcode`` whatever happens."""
+        body = await request.json()
+        token = request.query.get("access_token")
+        call = Call("POST", request.path, body, time.monotonic(), 200, token=token)
+        self.calls.append(call)
+        await self._notify()
+        if token not in self._valid_tokens:
+            return web.json_response({"errcode": 40014, "errmsg": "不合法的access_token", "request_id": "r3"})
+        if not self.contact_permission:
+            denied = "应用尚未开通所需的权限：[qyapi_get_member]"
+            return web.json_response({"errcode": 88, "sub_code": "60011", "sub_msg": denied,
+                                      "errmsg": f"ding talk error[subcode=60011,submsg={denied}]", "request_id": "r4"})
+        staff_id = str(body.get("userid") or "")
+        if staff_id not in self.departments:
+            return web.json_response({"errcode": 60121, "errmsg": "找不到该用户", "request_id": "r5"})
+        result = {"userid": staff_id, "name": staff_id, "active": True, "dept_id_list": self.departments[staff_id]}
+        return web.json_response({"errcode": 0, "errmsg": "ok", "result": result, "request_id": "r6"})
 
 
 def bot_message(

@@ -13,7 +13,7 @@ from typing import Any
 
 from adapters.dingtalk import DingTalkAdapter
 from botgateway.budget import RateBudget
-from botgateway.config import Config, parse_config
+from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
@@ -104,7 +104,8 @@ class EnvFactory:
         return fake
 
     async def __call__(
-        self, *, fake: FakeDingTalk | None = None, db: str = "dt.db", responder: Any = None, **dingtalk: Any
+        self, *, fake: FakeDingTalk | None = None, db: str = "dt.db", responder: Any = None,
+        access_config: dict[str, Any] | None = None, **dingtalk: Any
     ) -> Env:
         closers = self.closers
         tmp_path = self.tmp_path
@@ -114,6 +115,8 @@ class EnvFactory:
         llm_url = await llm_server.start()
         closers.append(llm_server.stop)
         config = dingtalk_config(fake, llm_url, **dingtalk)
+        if access_config is not None:  # the ``access:`` section
+            config = config.model_copy(update={"access": AccessConfig.model_validate(access_config)})
         store = SqliteStore(tmp_path / db)
         await store.open()
         closers.append(store.close)

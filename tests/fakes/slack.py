@@ -15,6 +15,8 @@ behaves like Slack where it matters for the card pipeline:
 * ``chat.startStream`` / ``appendStream`` / ``stopStream`` keep the streamed
   markdown and task updates of a message; ``chat.delete`` removes a message
   (kept in :attr:`FakeSlack.deleted`);
+* ``usergroups.users.list`` answers the members of :attr:`FakeSlack.usergroups`
+  (``missing_scope`` while :attr:`FakeSlack.usergroups_readable` is off);
 * ``apps.connections.open`` hands out a ``ws://127.0.0.1:…`` URL served here;
   :meth:`FakeSlack.push` sends an envelope and :meth:`FakeSlack.wait_ack`
   waits for the app's acknowledgement of that ``envelope_id``.
@@ -165,6 +167,10 @@ class FakeSlack:
         """Delay before every Web API answer (simulates a slow Slack)."""
         self.user_names: dict[str, str] = {"U1": "alice", "U2": "bob"}
         """Display names ``users.info`` knows."""
+        self.usergroups: dict[str, list[str]] = {}
+        """User ids of each user group (``S0ONCALL``) that ``usergroups.users.list`` knows; others: ``no_such_subteam``."""
+        self.usergroups_readable = True
+        """False answers ``usergroups.users.list`` with ``missing_scope``, like an app without ``usergroups:read``."""
         self.socket_enabled = True
         """False refuses websocket connections (a proxy that blocks them)."""
         self.calls: list[Call] = []
@@ -461,6 +467,14 @@ class FakeSlack:
         if name is None:
             return "user_not_found"
         return {"user": {"id": user, "name": name.lower(), "real_name": name, "profile": {"display_name": name}}}
+
+    def _m_usergroups_users_list(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        if not self.usergroups_readable:
+            return "missing_scope"
+        users = self.usergroups.get(str(args.get("usergroup") or ""))
+        if users is None:
+            return "no_such_subteam"
+        return {"users": list(users)}
 
     def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any] | str:
         return {"url": f"{self.base.replace('http://', 'ws://')}/socket?ticket=valid"}

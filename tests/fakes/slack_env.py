@@ -17,7 +17,7 @@ from adapters.slack import SlackAdapter
 from adapters.slack.adapter import Delivery
 from botgateway.budget import RateBudget
 from botgateway.cards.caller import BudgetPacer
-from botgateway.config import Config, parse_config
+from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
@@ -125,6 +125,7 @@ async def slack_env(
     http_port: int | None = None,
     responder: Any = None,
     access: Any = None,
+    access_config: dict[str, Any] | None = None,
     **slack: Any,
 ) -> AsyncIterator[Env]:
     """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order."""
@@ -133,6 +134,8 @@ async def slack_env(
     llm_server = ScriptedLLMServer(responder=responder)
     llm_url = await llm_server.start()
     config = slack_config(llm_url, fake, **slack)
+    if access_config is not None:  # the ``access:`` section (``access`` is the gateway's hook)
+        config = config.model_copy(update={"access": AccessConfig.model_validate(access_config)})
     store = SqliteStore(tmp_path / "slack.db")
     await store.open()
     memory = Memory(store, max_history_tokens=6000, keep_recent_turns=4)
