@@ -53,9 +53,12 @@ def place_of(message: InboundMessage) -> Place:
     return Place(channel=principal_id(message.platform, message.ctx.chat_id), direct=not message.ctx.is_group)
 
 
-def decide_message(policy: AccessConfig, message: InboundMessage, tools: Iterable[str], *, limits: Limits = NO_LIMITS) -> Decision:
+def decide_message(
+    policy: AccessConfig, message: InboundMessage, tools: Iterable[str], *, limits: Limits = NO_LIMITS,
+    always_approve: Iterable[str] = (),
+) -> Decision:
     """The policy's decision for ``message``'s asker where they asked, over the tools that exist now."""
-    return decide(policy, message.asker, place_of(message), tools, limits=limits)
+    return decide(policy, message.asker, place_of(message), tools, limits=limits, always_approve=always_approve)
 
 
 def with_decision(message: InboundMessage, decision: Decision) -> InboundMessage:

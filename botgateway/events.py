@@ -12,6 +12,9 @@ from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "AnswerDelta",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "ApprovalVerdict",
     "FailureReason",
     "RoundStarted",
     "ThoughtDelta",
@@ -156,6 +159,55 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApprovalRequested:
+    """A call needs a human's approval and waits for it before it runs (:mod:`botgateway.approvals`)."""
+
+    call_id: str
+    """The waiting call (its :class:`ToolCallStarted` came first)."""
+    name: str
+    """The tool's name."""
+    code: str
+    """The short code an approver presses or types (``approve 4821``)."""
+    arguments: dict[str, Any]
+    """The call's parsed arguments: what would run."""
+    asker: str
+    """Who asked, as shown to approvers (display name, else the qualified id)."""
+    timeout_s: float
+    """How long the call waits for a decision; then it is denied."""
+    kind: Literal["approval_requested"] = "approval_requested"
+    """Discriminator: which event this is, the first key of its JSON object."""
+
+
+ApprovalVerdict: TypeAlias = Literal["approved", "denied", "timeout", "stopped"]
+"""How an approval ended: an approver decided, nobody did in time, or the turn was stopped meanwhile."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalDecided:
+    """An approval ended; an approved call runs now, any other fails without running."""
+
+    call_id: str
+    """The call that waited."""
+    name: str
+    """The tool's name."""
+    code: str
+    """The approval's code."""
+    verdict: ApprovalVerdict
+    """approved, denied, timeout or stopped."""
+    by: str = ""
+    """Who decided, as shown on the card (``@alice``); empty for a timeout."""
+    by_id: str = ""
+    """The decider's qualified id (``slack:U0ALICE``), for the audit; empty for a timeout."""
+    kind: Literal["approval_decided"] = "approval_decided"
+    """Discriminator: which event this is, the first key of its JSON object."""
+
+    @property
+    def approved(self) -> bool:
+        """Whether the call may run."""
+        return self.verdict == "approved"
+
+
+@dataclass(frozen=True, kw_only=True)
 class UsageReported:
     """The provider reported token usage for one round."""
 
@@ -210,6 +262,8 @@ TurnEvent: TypeAlias = (
     | AnswerDelta
     | ToolCallStarted
     | ToolCallFinished
+    | ApprovalRequested
+    | ApprovalDecided
     | UsageReported
     | TurnDone
     | TurnFailed

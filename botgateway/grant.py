@@ -57,7 +57,7 @@ class Grant:
     scopes: tuple[Scope, ...] = ()
     """Resources the tools may touch: the union of the roles' scopes; empty means unrestricted."""
     approval: frozenset[str] = frozenset()
-    """Offered tools whose calls need a human approval first (enforced with approvals, later)."""
+    """Offered tools whose calls wait for an approver's decision before they run (:mod:`botgateway.approval_gate`)."""
     approver: bool = False
     """Whether the asker may approve others' calls (a role with ``approve: true``)."""
     limits: Limits = NO_LIMITS

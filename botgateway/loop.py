@@ -14,7 +14,8 @@ was. Reasoning is never stored.
 
 A whole turn is bounded by ``turn_timeout_s`` (:mod:`botgateway.turn_deadline`):
 a model that keeps its stream alive forever ends the turn with a ``timeout``
-:class:`TurnFailed` carrying what was written so far.
+:class:`TurnFailed` carrying what was written so far. Time a call spends
+waiting for a person's approval (:mod:`botgateway.approval_gate`) does not count.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from botgateway.approval_gate import ApprovalGate
+from botgateway.approvals import ApprovalDesk
 from botgateway.assembly import AssembledRound, ReasoningPart, TextPart
 from botgateway.events import (
     AnswerDelta,
@@ -123,8 +126,14 @@ class ToolLoop:
         max_rounds: int,
         system_prompt: str,
         turn_timeout_s: float | None = None,
+        approvals: ApprovalDesk | None = None,
+        approval_timeout_s: float = 300.0,
     ) -> None:
-        """``turn_timeout_s`` bounds a whole turn (``llm.turn_timeout_s``); ``None`` leaves it unbounded."""
+        """``turn_timeout_s`` bounds a whole turn (``llm.turn_timeout_s``); ``None`` leaves it unbounded.
+
+        ``approvals`` is where calls that need an approval wait (``access.approvals``), each up to
+        ``approval_timeout_s``; ``None`` denies such calls (nobody could approve them).
+        """
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         self.llm = llm
@@ -133,6 +142,8 @@ class ToolLoop:
         self.max_rounds = max_rounds
         self.system_prompt = system_prompt
         self.turn_timeout_s = turn_timeout_s
+        self.approvals = approvals
+        self.approval_timeout_s = approval_timeout_s
 
     async def run_turn(
         self,
@@ -141,8 +152,12 @@ class ToolLoop:
         ctx: ToolContext,
         *,
         turn_id: str | None = None,
+        approvals: bool = True,
     ) -> AsyncIterator[TurnEvent]:
         """Answer ``user_text``; the stream ends with exactly one :class:`TurnDone` or :class:`TurnFailed`.
+
+        ``approvals`` False: nobody can approve calls of this turn (a command line), so those that need an
+        approval are denied at once instead of waiting.
 
         Cancelling the consuming task raises ``CancelledError`` out of the
         iterator promptly (running tools are cancelled) and leaves history
@@ -159,7 +174,8 @@ class ToolLoop:
             ExitStack() as round_context,
         ):
             try:
-                async with aclosing(self._turn(conversation_id, user_text, ctx, turn_id, deadline)) as events:
+                desk = self.approvals if approvals else None
+                async with aclosing(self._turn(conversation_id, user_text, ctx, turn_id, deadline, desk)) as events:
                     deadline.start()
                     while not ended:
                         # Only the turn's own step runs under the deadline, never the consumer between events.
@@ -193,7 +209,8 @@ class ToolLoop:
         return TurnFailed(reason="timeout", message=turn_timeout_message(self.turn_timeout_s), partial_answer=partial_answer)
 
     async def _turn(
-        self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str, deadline: TurnDeadline
+        self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str, deadline: TurnDeadline,
+        desk: ApprovalDesk | None,
     ) -> AsyncIterator[TurnEvent]:
         """The rounds of one turn, until an answer, a failure, or the last allowed round."""
         started = time.monotonic()
@@ -204,6 +221,7 @@ class ToolLoop:
         user_message = {"role": "user", "content": user_text}
         turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(ctx), [user_message], deadline)
         log.info("turn_started", history_messages=len(history), tools=len(turn.specs))
+        gate = ApprovalGate(desk, turn_id=turn_id, ctx=ctx, timeout_s=self.approval_timeout_s, pause=deadline.paused)
 
         for round_no in range(1, self.max_rounds + 1):
             assembled: AssembledRound | None = None
@@ -225,7 +243,7 @@ class ToolLoop:
                     async for event in events:
                         yield event
                 return
-            async with aclosing(run_tool_round(self.tools, calls, ctx, text=assembled.text, round_no=round_no)) as items:
+            async with aclosing(run_tool_round(self.tools, calls, ctx, text=assembled.text, round_no=round_no, gate=gate)) as items:
                 async for item in items:
                     if isinstance(item, ToolRoundResult):
                         turn.messages.extend(item.messages)

@@ -12,6 +12,7 @@ guardrail then caps the tools, and only tools that exist are offered.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -71,11 +72,19 @@ def matches_tools(patterns: Sequence[str], name: str) -> bool:
 
 
 def decide(
-    policy: AccessConfig, principal: Principal, place: Place, tools: Iterable[str], *, limits: Limits = NO_LIMITS
+    policy: AccessConfig,
+    principal: Principal,
+    place: Place,
+    tools: Iterable[str],
+    *,
+    limits: Limits = NO_LIMITS,
+    always_approve: Iterable[str] = (),
 ) -> Decision:
     """Decide what ``principal`` may do in ``place``, given the names of the tools that exist.
 
     ``limits`` are the defaults of the top-level ``limits:`` section; a role's own ``limits`` override them.
+    ``always_approve`` names tools whose calls need an approval whatever ``access.approvals`` says
+    (MCP tools annotated destructive).
     """
     names = list(tools)
     if policy.local_admin and principal.id.startswith("local:"):
@@ -88,7 +97,11 @@ def decide(
     roles = _roles(policy, principal)
     if not roles:
         return Decision(principal=principal, place=place, refusal="no_role")
-    return Decision(principal=principal, place=place, grant=_grant(policy, roles, place, names, limits))
+    grant = _grant(policy, roles, place, names, limits)
+    extra = grant.tools & frozenset(always_approve)
+    if extra:
+        grant = dataclasses.replace(grant, approval=grant.approval | extra)
+    return Decision(principal=principal, place=place, grant=grant)
 
 
 def _refusal(policy: AccessConfig, principal: Principal, place: Place) -> Refusal | None:

@@ -8,19 +8,25 @@ come first, in call order; :class:`ToolCallFinished` events follow in true
 completion order; then the round's :class:`ToolRoundResult`: the messages and
 records the turn commits, in the order the model made the calls. Each result
 goes back as data with its provenance (:mod:`botgateway.tooling.provenance`).
+
+A call that needs an approval waits at the turn's :class:`ApprovalGate` first;
+its :class:`ApprovalRequested` and :class:`ApprovalDecided` events come out of
+the round as they happen, and a call that is not approved fails without running.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
+from botgateway.approval_gate import ApprovalGate, not_run_reason
 from botgateway.assembly import AssembledToolCall
-from botgateway.events import ToolCallFinished, ToolCallRecord, ToolCallStarted
+from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallRecord, ToolCallStarted
 from botgateway.incidents import report_incident
 from botgateway.tooling import SOURCE_GATEWAY, ToolContext, ToolOutcome, ToolRegistry
 
@@ -49,16 +55,22 @@ async def run_tool_round(
     *,
     text: str,
     round_no: int,
-) -> AsyncIterator[ToolCallStarted | ToolCallFinished | ToolRoundResult]:
-    """Run the round's ``calls``: started events, finished events as calls end, then the :class:`ToolRoundResult`.
+    gate: ApprovalGate | None = None,
+) -> AsyncIterator[ToolCallStarted | ToolCallFinished | ApprovalEvent | ToolRoundResult]:
+    """Run the round's ``calls``: started events, approval and finished events as they happen, then the result.
 
     ``text`` is the narration the model streamed before its calls; it travels
-    in the assistant message with them.
+    in the assistant message with them. ``gate`` holds calls that need an
+    approval (``None``: no call waits).
     """
     for call in calls:
         yield ToolCallStarted(call_id=call.call_id, name=call.name, arguments=dict(call.arguments))
     outcomes: dict[int, ToolOutcome] = {}
-    async for position, outcome in run_calls(tools, calls, ctx):
+    async for item in run_calls(tools, calls, ctx, gate):
+        if isinstance(item, (ApprovalRequested, ApprovalDecided)):
+            yield item
+            continue
+        position, outcome = item
         outcomes[position] = outcome
         call = calls[position]
         yield ToolCallFinished(call_id=call.call_id, name=call.name, ok=outcome.ok, summary=outcome.summary, duration_s=outcome.duration_s)
@@ -108,21 +120,27 @@ def _assistant_message(text: str, calls: Sequence[AssembledToolCall]) -> dict[st
     }
 
 
-async def run_calls(tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx: ToolContext) -> AsyncIterator[tuple[int, ToolOutcome]]:
-    """Run the calls concurrently; yields ``(position, outcome)`` as each finishes.
+ApprovalEvent = ApprovalRequested | ApprovalDecided
+"""What a waiting call reports while the round runs."""
+
+
+async def run_calls(
+    tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx: ToolContext, gate: ApprovalGate | None = None
+) -> AsyncIterator[tuple[int, ToolOutcome] | ApprovalEvent]:
+    """Run the calls concurrently; yields ``(position, outcome)`` as each finishes, and approval events as they happen.
 
     Only the first ``tools.max_calls_per_round`` calls run; the others are
     reported first, as failed without running. Leaving early (cancellation, or
-    closing the iterator) cancels the calls still running and waits up to
-    :data:`TOOL_CANCEL_GRACE_S` for them.
+    closing the iterator) cancels the calls still running (and waiting) and
+    waits up to :data:`TOOL_CANCEL_GRACE_S` for them.
     """
     tasks: dict[asyncio.Task[ToolOutcome], int] = {}
-    # Done-callbacks feed a queue so outcomes are reported in true completion order.
-    finished: asyncio.Queue[asyncio.Task[ToolOutcome]] = asyncio.Queue()
+    # Done-callbacks and approval events feed one queue, so everything is reported in true order.
+    finished: asyncio.Queue[asyncio.Task[ToolOutcome] | ApprovalEvent] = asyncio.Queue()
     cap = tools.max_calls_per_round
     for position, call in enumerate(calls[:cap]):
-        # The registry parses the raw text itself, so a malformed-JSON error reaches the model verbatim.
-        task = asyncio.create_task(tools.execute(call.name, call.arguments_json, ctx), name=f"tool:{call.name}:{call.call_id}")
+        task = asyncio.create_task(_cleared_call(tools, call, ctx, gate, finished.put_nowait),
+                                   name=f"tool:{call.name}:{call.call_id}")
         task.add_done_callback(finished.put_nowait)
         tasks[task] = position
     remaining = len(tasks)
@@ -133,6 +151,9 @@ async def run_calls(tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx
             yield position, tools.over_cap(calls[position].arguments)
         while remaining:
             task = await finished.get()
+            if not isinstance(task, asyncio.Task):
+                yield task
+                continue
             remaining -= 1
             position = tasks[task]
             outcome = _outcome_of(task, calls[position])
@@ -151,6 +172,20 @@ async def run_calls(tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx
                 task.cancel()
             # Give tools a moment to unwind, but never let a stuck one hold the stop.
             await asyncio.wait(pending, timeout=TOOL_CANCEL_GRACE_S)
+
+
+async def _cleared_call(
+    tools: ToolRegistry, call: AssembledToolCall, ctx: ToolContext, gate: ApprovalGate | None, emit: Callable[[ApprovalEvent], None]
+) -> ToolOutcome:
+    """Run one call, after its approval when it needs one; a call not approved fails without running."""
+    if gate is not None and gate.needs(call.name):
+        started = time.monotonic()
+        decided = await gate.wait(call.call_id, call.name, dict(call.arguments), emit)
+        if not decided.approved:
+            return tools.failure(not_run_reason(decided, gate.timeout_s), arguments=call.arguments,
+                                 duration_s=time.monotonic() - started)
+    # The registry parses the raw text itself, so a malformed-JSON error reaches the model verbatim.
+    return await tools.execute(call.name, call.arguments_json, ctx)
 
 
 def _outcome_of(task: asyncio.Task[ToolOutcome], call: AssembledToolCall) -> ToolOutcome:

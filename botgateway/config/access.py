@@ -114,12 +114,14 @@ class GuardrailConfig(Section):
 
 
 class ApprovalsConfig(Section):
-    """Calls that wait for a human's approval (enforced in a later release; parsed and validated now)."""
+    """Calls that wait for a person's approval (an approver presses Approve or Deny on the card)."""
 
     tools: list[str] = Field(default_factory=list)
-    """Tool-name globs whose calls need an approval."""
+    """Tool-name globs whose calls need an approval (MCP tools annotated destructive need one anyway)."""
     timeout_s: float = Field(300.0, gt=0, le=86400)
-    """How long a call waits for a decision; then it is denied."""
+    """How long a call waits for a decision; then it is denied. Not counted against ``llm.turn_timeout_s``."""
+    four_eyes: bool = False
+    """An approver may not approve a call they asked for themselves; another approver must."""
 
     _tools = field_validator("tools")(lambda cls, v: _patterns(v))
 

@@ -139,6 +139,11 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def approval_required(self) -> frozenset[str]:
+        """Names of the tools that ask for an approval of every call themselves (``needs_approval``: MCP tools
+        annotated destructive and not read-only), whatever ``access.approvals`` lists."""
+        return frozenset(name for name, tool in self._tools.items() if getattr(tool, "needs_approval", False) is True)
+
     def specs(self, ctx: ToolContext | None = None) -> list[dict[str, Any]]:
         """The tools in the OpenAI ``tools`` request format; only those ``ctx``'s asker may use, when given."""
         return [

@@ -21,6 +21,7 @@ import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 server = MCPServer("fake-ops")
 
@@ -37,7 +38,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=True))
 def disk_usage(host: str) -> str:
     """Disk usage of a host (canned)."""
     return f"{host}: / 71% used (142G of 200G), /data 38% used"
@@ -74,9 +75,9 @@ async def slow(seconds: float) -> str:
     return f"slept {seconds}"
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(destructive_hint=True, read_only_hint=False))
 def drop_database(name: str) -> str:
-    """A dangerous tool that configs deny."""
+    """A dangerous tool that configs deny (annotated destructive: every call waits for an approver)."""
     return f"dropped {name}"
 
 

@@ -16,7 +16,10 @@ import structlog
 
 from botgateway.backoff import Backoff
 from botgateway.config import ConfigError, InventoryConfig, McpServerConfig, ToolsConfig, parse_config
+from botgateway.config.access import DEFAULT_ACCESS, RoleConfig
 from botgateway.logs import secret_values
+from botgateway.policy import Place, decide
+from botgateway.principal import Principal
 from botgateway.tooling import Tool, ToolContext, ToolRegistry
 from tests.paths import FAKES
 from tools.catalog import build_toolset
@@ -111,6 +114,20 @@ async def test_stdio_server_tools_are_namespaced_and_run_through_the_registry() 
         # A bad argument is the server's to reject; it comes back as a readable error, not a crash.
         bad = await registry.execute("fake__add", {"a": "two", "b": 3}, CTX)
         assert not bad.ok
+    finally:
+        await toolset.aclose()
+
+
+async def test_a_tool_annotated_destructive_and_not_read_only_always_needs_an_approval() -> None:
+    toolset = await build_toolset(tools_config(stdio("ops")))
+    try:
+        registry = ToolRegistry(toolset.tools)
+        # disk_usage is annotated destructive too, but read-only wins; unannotated tools need none
+        assert registry.approval_required() == {"ops__drop_database"}
+        decision = decide(DEFAULT_ACCESS.model_copy(update={"default_role": "ops", "roles": {"ops": RoleConfig(tools=["*"])}}),
+                          Principal.of("slack", "U1"), Place(channel="slack:C1"), registry.names,
+                          always_approve=registry.approval_required())
+        assert decision.grant is not None and decision.grant.approval == {"ops__drop_database"}
     finally:
         await toolset.aclose()
 

@@ -81,6 +81,11 @@ class McpTool:
         schema.setdefault("properties", {})
         self.parameters: Mapping[str, Any] = schema
         self.timeout_s: float | None = connection.config.timeout_s
+        annotations = getattr(definition, "annotations", None)
+        self.needs_approval = bool(
+            annotations is not None and annotations.destructive_hint is True and annotations.read_only_hint is not True
+        )
+        """The server annotates the tool destructive and not read-only: every call waits for an approver."""
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Call the remote tool."""
