@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from botgateway.access import AccessHook, allow_all, decide_message, with_decision
+from botgateway.approvals import ApprovalDesk
+from botgateway.approvers import Approvers, VoteResult, parse_command
 from botgateway.audit_trail import write_refusal
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
@@ -36,8 +38,9 @@ from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
-from botgateway.notes import note_snapshot, send_note
+from botgateway.notes import note_snapshot, send_note, send_private
 from botgateway.policy import effective_policy
+from botgateway.principal import Principal
 from botgateway.queues import ConversationQueues
 from botgateway.recovery import Recovery
 from botgateway.sink import CardSink
@@ -75,8 +78,10 @@ class Gateway:
         clear_history: Callable[[str], Awaitable[None]] | None = None,
         instance_id: str | None = None,
         limits: PrincipalLimits | None = None,
+        approvals: ApprovalDesk | None = None,
     ) -> None:
-        """``limits`` defaults to the ``limits:`` section's, for everyone (tests inject a clock)."""
+        """``limits`` defaults to the ``limits:`` section's, for everyone (tests inject a clock);
+        ``approvals`` is the desk the loop's waiting calls are on (``None``: no call can be approved)."""
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._clear_history = clear_history
@@ -86,6 +91,8 @@ class Gateway:
         self._access = access
         self._policy = effective_policy(config.access)
         self._tool_names = lambda: loop.tools.names  # read per message: MCP servers add tools as they come up
+        self._always_approve = loop.tools.approval_required
+        self._approvers = Approvers(approvals, self._policy, self._tool_names) if approvals is not None else None
         self._limit_defaults = Limits(turns_per_minute=config.limits.turns_per_minute,
                                       concurrent_turns=config.limits.concurrent_turns,
                                       tokens_per_day=config.limits.tokens_per_day)
@@ -166,6 +173,11 @@ class Gateway:
         if self._clear_history is not None and _matches(msg.text, self._config.gateway.clear_words):
             return await self._clear_from_message(msg, sink)
 
+        command = parse_command(msg.text)
+        if command is not None and self._approvers is not None:
+            result = self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale)
+            return self._tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
+
         if self._closing:
             return self._refuse(msg, sink, t(locale, "shutting_down"))
 
@@ -180,9 +192,10 @@ class Gateway:
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
 
         # The configured policy always applies, after any custom hook; a refused asker costs no model request.
-        decision = decide_message(self._policy, msg, self._tool_names(), limits=self._limit_defaults)
+        decision = decide_message(self._policy, msg, self._tool_names(), limits=self._limit_defaults,
+                                  always_approve=self._always_approve())
         if _matches(msg.text, WHOAMI_WORDS):
-            return self._refuse(msg, sink, describe(decision, locale), status="whoami", as_answer=True)
+            return self._tell(msg, sink, describe(decision, locale), status="whoami", private=True)
         if not decision.allowed:
             log.info("gateway.refused", platform=msg.platform, principal=decision.principal.id, reason=decision.refusal)
             note = refusal_note(decision, locale)
@@ -225,6 +238,15 @@ class Gateway:
         if position:
             return Submission(status="queued", turn_id=turn.turn_id, done=turn.done, position=position)
         return Submission(status="started", turn_id=turn.turn_id, done=turn.done)
+
+    def decide_approval(self, code: str, principal: Principal, *, approved: bool, locale: str) -> VoteResult:
+        """An Approve/Deny button press or ``approve 4821`` reply: counted when ``principal`` may decide.
+
+        The result's note is for the decider alone; the card shows a counted decision by itself.
+        """
+        if self._approvers is None:
+            return VoteResult("unknown", t(locale, "approval_unknown", code=code))
+        return self._approvers.vote(code, principal, approved=approved, locale=locale)
 
     async def stop_turn(self, turn_id: str, user_id: str) -> bool:
         """Stop a running or queued turn (stop buttons); only its asker or an admin may.
@@ -352,15 +374,25 @@ class Gateway:
             self._cancel(turn, stopped_by=user)
         return Submission(status="stopped", turn_id=mine[0].turn_id, done=mine[0].done)
 
+    def _tell(self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus, private: bool) -> Submission:
+        """Answer ``msg`` with a neutral ``note``; to the asker alone when ``private`` and the platform can."""
+        return self._refuse(msg, sink, note, status=status, as_answer=True, private=private)
+
     def _refuse(
-        self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused", as_answer: bool = False
+        self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused", as_answer: bool = False,
+        private: bool = False,
     ) -> Submission:
-        """Tell the asker ``note`` as a plain message, in the background (as a neutral answer or as an error)."""
+        """Tell the asker ``note`` as a plain message, in the background (as a neutral answer or as an error).
+
+        ``private``: to the asker alone where the sink can (:class:`PrivateNotes`), else in the thread as usual.
+        """
         done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         snapshot = note_snapshot(note, msg.target.locale, as_answer=as_answer)
 
         async def deliver() -> None:
             try:
+                if private and await send_private(sink, msg.target, msg.target.user_id or msg.ctx.user_id, note):
+                    return
                 await send_note(sink, msg.target, snapshot, budget=self._budget, owner=f"note-{msg.message_id}",
                                 deadline_s=self._config.card.final_deadline_s)
             finally:

@@ -21,7 +21,7 @@ from botgateway.tooling import ToolContext
 
 __all__ = ["InboundMessage", "Submission", "SubmissionStatus", "TurnOutcome", "conversation_key"]
 
-SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared", "whoami"]
+SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared", "whoami", "approval"]
 
 
 def conversation_key(
@@ -93,7 +93,8 @@ class Submission:
     """What :meth:`Gateway.submit` did with a message."""
 
     status: SubmissionStatus
-    """started now, queued behind another turn, duplicate (dropped), stopped (a stop word) or refused."""
+    """started now, queued behind another turn, duplicate (dropped), stopped (a stop word), refused,
+    cleared (a clear word), whoami, or approval (an ``approve 4821`` reply)."""
     turn_id: str
     """The new turn's id (started, queued), the stopped turn's id, or empty."""
     done: asyncio.Future[TurnOutcome] | None = None

@@ -25,6 +25,7 @@ __all__ = [
     "CardSink",
     "CardTarget",
     "PermanentError",
+    "PrivateNotes",
     "RateLimited",
     "SinkError",
     "TooLong",
@@ -184,6 +185,19 @@ class CardSink(Protocol):
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Deliver ``snapshot`` another way (a plain new message) when the card cannot be updated."""
+        ...
+
+
+@runtime_checkable
+class PrivateNotes(Protocol):
+    """A sink that can show a note to one person only (Slack's ephemeral messages, a DingTalk 1:1 message).
+
+    The gateway uses it for notes meant for one person (``/whoami``, a refused
+    approval vote) and falls back to a note in the thread when a sink cannot.
+    """
+
+    async def private_note(self, target: CardTarget, user_id: str, text: str) -> bool:
+        """Show ``text`` to ``user_id`` alone, near ``target``; False when the platform cannot here (nothing was sent)."""
         ...
 
 

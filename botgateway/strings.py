@@ -72,7 +72,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "whoami_none": "none",
         "whoami_all_resources": "all",
         "whoami_no_limit": "no limit",
-        "whoami_public": "(Answered here for now; private replies come in a later version.)",
+        "whoami_approver": "You may approve calls that wait for an approval.",
         "limit_turns_per_minute": "You have asked {limit} questions this minute, the most allowed. Please ask again in {seconds} s.",
         "limit_concurrent_turns": "You already have {limit} question(s) in progress, the most allowed at once. Please ask again when one of them has finished.",
         "limit_tokens_per_day": "You have used today's quota of {limit:,} model tokens. It resets at {at} UTC.",
@@ -83,6 +83,25 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
             "Your message is {length:,} characters long; I can take at most {limit:,}. Please send a shorter one: "
             "the part that matters (for example the relevant lines of a log) instead of the whole text."
         ),
+        # approvals
+        "tool_waiting": "⏸ {name}{args} · waiting for approval",
+        "approval_prompt": (
+            "⏸ **Approval needed:** `{tool}`{args}, asked by {asker}. An approver may press Approve or Deny, "
+            "or reply `approve {code}` / `deny {code}`. No decision within {timeout} counts as denied."
+        ),
+        "approval_approved": "✅ approved by {by}",
+        "approval_denied": "🚫 denied by {by}",
+        "approval_timeout": "⌛ no decision within {timeout}: denied",
+        "approval_unavailable": "🚫 needs an approval, which cannot be given here",
+        "approval_stopped": "⏹ stopped while waiting for approval",
+        "approve_button": "Approve",
+        "deny_button": "Deny",
+        "approval_unknown": "No approval {code} is waiting: it was decided already, it timed out, or the code is mistyped.",
+        "approval_not_approver": "Only an approver may decide approval {code} (a role with approve: true). Ask one of them.",
+        "approval_own_request": "You asked for this call, so another approver must decide approval {code}.",
+        "approval_recorded": "Approval {code}: {verdict}.",
+        "approval_verdict_approved": "approved",
+        "approval_verdict_denied": "denied",
         # Slack
         "stop_button": "Stop",
         "control_working": "⏳ Working on it…",
@@ -153,7 +172,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "whoami_none": "无",
         "whoami_all_resources": "全部",
         "whoami_no_limit": "不限",
-        "whoami_public": "（目前在此处回答；私密回复将在后续版本提供。）",
+        "whoami_approver": "你可以审批等待审批的调用。",
         "limit_turns_per_minute": "你这一分钟已经问了 {limit} 个问题，达到上限。请 {seconds} 秒后再问。",
         "limit_concurrent_turns": "你已有 {limit} 个问题正在处理，达到同时处理的上限。请等其中一个结束后再问。",
         "limit_tokens_per_day": "你今天的模型用量已达到 {limit:,} tokens 的上限，将于 UTC {at} 重置。",
@@ -161,6 +180,25 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "clear_busy": "这里还有回答在进行，请先发送“停止”或等它结束，再开始新对话。",
         "clear_failed": "清空对话失败（{reason}），请重试。",
         "question_too_long": "你的消息有 {length:,} 个字符，最多只能接收 {limit:,} 个。请发送更短的内容：只发相关部分（例如日志中的关键几行），而不是全文。",
+        # approvals
+        "tool_waiting": "⏸ {name}{args} · 等待审批",
+        "approval_prompt": (
+            "⏸ **需要审批：** `{tool}`{args}，由 {asker} 发起。审批人可点击“批准”或“拒绝”，"
+            "或回复 `approve {code}` / `deny {code}`（也可回复“批准 {code}”/“拒绝 {code}”）。{timeout}内无人决定视为拒绝。"
+        ),
+        "approval_approved": "✅ {by} 已批准",
+        "approval_denied": "🚫 {by} 已拒绝",
+        "approval_timeout": "⌛ {timeout}内无人审批：已拒绝",
+        "approval_unavailable": "🚫 需要审批，但此处无法审批",
+        "approval_stopped": "⏹ 等待审批时已停止",
+        "approve_button": "批准",
+        "deny_button": "拒绝",
+        "approval_unknown": "没有编号为 {code} 的待审批项：可能已被处理、已超时，或编号有误。",
+        "approval_not_approver": "只有审批人（approve: true 的角色）可以处理审批 {code}，请联系审批人。",
+        "approval_own_request": "这次调用是你发起的，审批 {code} 需要由另一位审批人处理。",
+        "approval_recorded": "审批 {code}：{verdict}。",
+        "approval_verdict_approved": "已批准",
+        "approval_verdict_denied": "已拒绝",
         # Slack
         "stop_button": "停止",
         "control_working": "⏳ 正在处理…",

@@ -16,7 +16,15 @@ from typing import Any
 
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
-from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent, TurnFailed, UsageReported
+from botgateway.events import (
+    ApprovalDecided,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnFailed,
+    UsageReported,
+)
 from botgateway.limits import asker_of
 from botgateway.messages import InboundMessage, TurnOutcome
 from botgateway.redaction import RedactSecrets, redact_text
@@ -78,6 +86,8 @@ class ScheduledTurn:
         elif isinstance(event, ToolCallFinished):
             entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
             entry.update(ok=event.ok, summary=redact_text(event.summary), duration_s=round(event.duration_s, 3))
+        elif isinstance(event, ApprovalDecided):
+            self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})["approval"] = _approval(event)
         elif isinstance(event, UsageReported):
             self.prompt_tokens += event.prompt_tokens
             self.completion_tokens += event.completion_tokens
@@ -111,7 +121,8 @@ class ScheduledTurn:
                 row, question=redact_text(msg.text), arguments=_REDACT.redact(dict(event.arguments))
             )
         return dataclasses.replace(
-            row, phase="finished", ok=event.ok, summary=redact_text(event.summary), duration_s=round(event.duration_s, 3)
+            row, phase="finished", ok=event.ok, summary=redact_text(event.summary), duration_s=round(event.duration_s, 3),
+            approval=str(self.tool_calls.get(event.call_id, {}).get("approval", "")),
         )
 
     def _where(self) -> dict[str, str]:
@@ -144,3 +155,8 @@ class ScheduledTurn:
             extra={"card": metrics.to_dict()} if metrics is not None else {},
             **self._where(),
         )
+
+
+def _approval(event: ApprovalDecided) -> str:
+    """The approval as the audit names it: ``approved by slack:U0ALICE``, ``denied by …``, ``timeout``."""
+    return f"{event.verdict} by {event.by_id}" if event.by_id else event.verdict

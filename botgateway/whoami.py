@@ -51,6 +51,7 @@ def describe(decision: Decision, locale: str) -> str:
         t(locale, "whoami_scopes", scopes="; ".join(scope_text(s) for s in grant.scopes) or t(locale, "whoami_all_resources")),
         t(locale, "whoami_approval", tools=", ".join(sorted(grant.approval)) or none),
         t(locale, "whoami_limits", limits=_limits_text(grant.limits, locale)),
-        t(locale, "whoami_public"),
     ]
+    if grant.approver:
+        lines.append(t(locale, "whoami_approver"))
     return "\n".join(lines)

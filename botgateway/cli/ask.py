@@ -185,6 +185,7 @@ def _context(config: Config, runtime: Runtime, conversation_id: str, as_principa
         runtime.tools.names,
         limits=Limits(turns_per_minute=limits.turns_per_minute, concurrent_turns=limits.concurrent_turns,
                       tokens_per_day=limits.tokens_per_day),
+        always_approve=runtime.tools.approval_required(),
     )
     if decision.grant is None:
         return TurnFailed(reason="refused", message=refusal_note(decision, "en"))
@@ -207,7 +208,8 @@ async def _stream_turn(
 ) -> None:
     """Run the turn as ``ctx`` says, printing each event; ``tally.final`` holds how it ended."""
     turn_id = uuid.uuid4().hex
-    async for event in runtime.loop.run_turn(ctx.conversation_id, question, ctx, turn_id=turn_id):
+    # Nobody can press Approve here: a call that needs an approval is denied at once instead of waiting.
+    async for event in runtime.loop.run_turn(ctx.conversation_id, question, ctx, turn_id=turn_id, approvals=False):
         tally.apply(event)
         if json_mode:
             _emit(out, {**event_to_dict(event), "t": _since(started)})

@@ -73,9 +73,11 @@ class Runtime:
 @asynccontextmanager
 async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
     """Build the runtime; everything is closed in reverse order on exit."""
+    from botgateway.approvals import ApprovalDesk
     from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
     from botgateway.instance import claim_instance_id
+    from botgateway.policy import effective_policy
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.stores import open_store
@@ -96,6 +98,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             keep_recent_turns=config.memory.keep_recent_turns,
             summarizer=llm.complete,
         )
+        desk = ApprovalDesk()  # calls waiting for an approver; the gateway checks who may decide
         loop = ToolLoop(
             llm,
             registry,
@@ -103,6 +106,8 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             max_rounds=config.llm.max_rounds,
             system_prompt=config.llm.system_prompt,
             turn_timeout_s=config.llm.turn_timeout_s,
+            approvals=desk,
+            approval_timeout_s=effective_policy(config.access).approvals.timeout_s,
         )
         budget = RateBudget()
         telemetry, metrics_server = _telemetry(stack, config)
@@ -118,6 +123,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             model_label=model_label,
             observers=telemetry,
             clear_history=memory.clear,
+            approvals=desk,
         )
         stack.push_async_callback(gateway.aclose)
         await gateway.start()  # heartbeats before any adapter can open a card
