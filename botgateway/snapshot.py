@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-__all__ = ["Block", "CardSnapshot", "CardStatus", "Narration", "Phase", "ToolLine", "ToolStatus"]
+__all__ = ["ApprovalPrompt", "Block", "CardSnapshot", "CardStatus", "Narration", "Phase", "ToolLine", "ToolStatus"]
 
 CardStatus: TypeAlias = Literal["queued", "working", "streaming", "done", "failed", "stopped"]
 """Lifecycle of a card: queued behind another turn, working (thinking or tools),
 streaming the answer, then one of the three final states."""
 
-ToolStatus: TypeAlias = Literal["running", "done", "failed"]
+ToolStatus: TypeAlias = Literal["running", "waiting", "done", "failed"]
+"""running; waiting for a person's approval before it runs; then done or failed."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,29 @@ class ToolLine:
     """Wall time once finished."""
     summary: str = ""
     """Outcome on success, reason on failure."""
+    approval: str = ""
+    """The call's approval, in words ("✅ approved by @alice"); empty when it needed none."""
 
 
 Block: TypeAlias = Narration | ToolLine
+
+
+@dataclass(frozen=True)
+class ApprovalPrompt:
+    """A call waiting for an approver: what the card asks, and the code its buttons carry."""
+
+    code: str
+    """Short code (``4821``): the buttons' value, and what approvers type (``approve 4821``)."""
+    call_id: str
+    """The waiting call (its tool line shows the outcome once decided)."""
+    tool: str
+    """The tool that would run."""
+    args_preview: str
+    """Its key arguments in short form."""
+    asker: str
+    """Who asked for it."""
+    timeout_s: float
+    """How long it waits before it counts as denied."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +102,8 @@ class CardSnapshot:
     """True for a part whose answer continues in the next card (part + 1)."""
     queue_position: int = 0
     """Place in line while ``status == 'queued'`` (1 = next); 0 when unknown or not queued."""
+    approvals: tuple[ApprovalPrompt, ...] = ()
+    """Calls waiting for an approver now (empty on final cards)."""
 
     @property
     def final(self) -> bool:

@@ -15,10 +15,10 @@ from typing import Any
 
 from botgateway.cards.inert import inert_images
 from botgateway.cards.split import FENCE
-from botgateway.snapshot import CardSnapshot, Narration, ToolLine
+from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import DEFAULT_LOCALE, t
 
-__all__ = ["CURSOR", "close_open_fence", "footer_text", "format_args", "format_duration", "render_markdown", "render_plain", "tool_line_text"]
+__all__ = ["CURSOR", "approval_text", "close_open_fence", "footer_text", "format_args", "format_duration", "render_markdown", "render_plain", "tool_line_text"]
 
 CURSOR = "▌"
 """Shown after the answer while it streams."""
@@ -58,17 +58,30 @@ def format_args(arguments: Mapping[str, Any], *, max_items: int = 3, max_value: 
 
 
 def tool_line_text(line: ToolLine, locale: str = DEFAULT_LOCALE) -> str:
-    """One status line: ``🔧 name ip=… …``, ``✅ name · 1.2 s · summary`` or ``❌ name · reason``."""
-    if line.status == "running":
+    """One status line: ``🔧 name ip=… …``, ``✅ name · 1.2 s · summary`` or ``❌ name · reason``, then its approval."""
+    approval = f" · {line.approval}" if line.approval and line.status != "failed" else ""
+    if line.status in ("running", "waiting"):
         args = f" {line.args_preview}" if line.args_preview else ""
-        return t(locale, "tool_running", name=line.name, args=args)
+        if line.status == "waiting" and not line.approval:
+            return t(locale, "tool_waiting", name=line.name, args=args)
+        return t(locale, "tool_running", name=line.name, args=args) + approval
     duration = format_duration(line.duration_s, locale) if line.duration_s is not None else ""
     if line.status == "done":
         summary = f" · {line.summary}" if line.summary else ""
         if not duration:
-            return f"✅ {line.name}{summary}"
-        return t(locale, "tool_done", name=line.name, duration=duration, summary=summary)
-    return t(locale, "tool_failed", name=line.name, duration=f" · {duration}" if duration else "", reason=line.summary or "failed")
+            return f"✅ {line.name}{summary}{approval}"
+        return t(locale, "tool_done", name=line.name, duration=duration, summary=summary) + approval
+    reason = line.summary or "failed"
+    if line.approval and line.approval != line.summary:
+        reason = f"{reason} · {line.approval}"
+    return t(locale, "tool_failed", name=line.name, duration=f" · {duration}" if duration else "", reason=reason)
+
+
+def approval_text(prompt: ApprovalPrompt, locale: str = DEFAULT_LOCALE) -> str:
+    """What a waiting approval says on the card: the call, who asked, how to decide (buttons, or by text)."""
+    args = f" {prompt.args_preview}" if prompt.args_preview else ""
+    return t(locale, "approval_prompt", tool=prompt.tool, args=args, asker=prompt.asker, code=prompt.code,
+             timeout=format_duration(prompt.timeout_s, locale))
 
 
 def footer_text(
@@ -131,6 +144,7 @@ def _body_parts(snapshot: CardSnapshot, *, markdown: bool) -> list[str]:
             tool_run.append(tool_line_text(block, locale))
     if tool_run:
         out.append("\n".join(tool_run))
+    out.extend(approval_text(prompt, locale) for prompt in snapshot.approvals)
     if snapshot.thought:
         out.append(_muted_markdown(snapshot.thought) if markdown else f"💭 {' '.join(snapshot.thought.split())}")
     answer = snapshot.answer

@@ -15,6 +15,8 @@ from typing import Any
 from botgateway.cards import render
 from botgateway.events import (
     AnswerDelta,
+    ApprovalDecided,
+    ApprovalRequested,
     RoundStarted,
     ThoughtDelta,
     ToolCallFinished,
@@ -24,7 +26,7 @@ from botgateway.events import (
     TurnFailed,
     UsageReported,
 )
-from botgateway.snapshot import Block, CardSnapshot, CardStatus, Narration, Phase, ToolLine
+from botgateway.snapshot import ApprovalPrompt, Block, CardSnapshot, CardStatus, Narration, Phase, ToolLine
 from botgateway.strings import normalize_locale, t
 
 __all__ = ["CardState", "SUMMARY_CHARS"]
@@ -89,6 +91,8 @@ class CardState:
         self._queue_position = 0
         self._blocks: list[Block] = []
         self._tool_index: dict[str, int] = {}
+        self._prompts: dict[str, ApprovalPrompt] = {}
+        self._not_approved: set[str] = set()
         self._round = 0
         self._max_rounds = 0
         self._round_text = ""
@@ -107,6 +111,8 @@ class CardState:
             AnswerDelta: self._answer_delta,
             ToolCallStarted: self._tool_started,
             ToolCallFinished: self._tool_finished,
+            ApprovalRequested: self._approval_requested,
+            ApprovalDecided: self._approval_decided,
             UsageReported: self._usage,
             TurnDone: self._done,
             TurnFailed: self._failed,
@@ -173,6 +179,7 @@ class CardState:
             part=1,
             seq=self.version,
             queue_position=self._queue_position if self._status == "queued" else 0,
+            approvals=() if self.final else tuple(self._prompts.values()),
         )
 
     def part_snapshot(self, part: int, first_block: int, answer_offset: int, answer_epoch: int) -> CardSnapshot:
@@ -237,7 +244,7 @@ class CardState:
 
     def _end(self, status: CardStatus, error: str, *, tool_reason: str) -> None:
         for index, block in enumerate(self._blocks):
-            if isinstance(block, ToolLine) and block.status == "running":
+            if isinstance(block, ToolLine) and block.status in ("running", "waiting"):
                 self._blocks[index] = replace(block, status="failed", summary=tool_reason)
         self._status = status
         self._error = error
@@ -315,6 +322,11 @@ class CardState:
         )
         previous = self._blocks[index] if index is not None else None
         if isinstance(previous, ToolLine) and index is not None:
+            if event.call_id in self._not_approved:
+                # It never ran: the approval's outcome is the reason, not the note written for the model.
+                line = replace(line, summary=previous.approval)
+            else:
+                line = replace(line, approval=previous.approval)
             self._blocks[index] = replace(line, args_preview=previous.args_preview)
         else:
             # A finish without a start (a loop that reports only outcomes): still show it.
@@ -323,6 +335,41 @@ class CardState:
         self._phase = "tool"
         self._touch()
         return len(render.tool_line_text(line, self.locale))
+
+    def _approval_requested(self, event: ApprovalRequested) -> int:
+        args = render.format_args(event.arguments)
+        self._prompts[event.code] = ApprovalPrompt(
+            code=event.code, call_id=event.call_id, tool=event.name, args_preview=args, asker=event.asker, timeout_s=event.timeout_s
+        )
+        self._set_line(event.call_id, status="waiting")
+        self._phase = "tool"
+        self._touch()
+        return len(event.name) + len(args)
+
+    def _approval_decided(self, event: ApprovalDecided) -> int:
+        prompt = self._prompts.pop(event.code, None)
+        timeout = render.format_duration(prompt.timeout_s if prompt else 0, self.locale)
+        if event.verdict == "approved":
+            note = t(self.locale, "approval_approved", by=event.by)
+        elif event.verdict == "timeout":
+            note = t(self.locale, "approval_timeout", timeout=timeout)
+        elif event.verdict == "stopped":
+            note = t(self.locale, "approval_stopped")
+        else:
+            note = t(self.locale, "approval_denied", by=event.by) if event.by else t(self.locale, "approval_unavailable")
+        if not event.approved:
+            self._not_approved.add(event.call_id)
+        self._set_line(event.call_id, status="running" if event.approved else "waiting", approval=note)
+        self._phase = "tool"
+        self._touch()
+        return len(note)
+
+    def _set_line(self, call_id: str, **changes: Any) -> None:
+        """Change the tool line of ``call_id``, if the card shows one."""
+        index = self._tool_index.get(call_id)
+        block = self._blocks[index] if index is not None else None
+        if isinstance(block, ToolLine) and index is not None:
+            self._blocks[index] = replace(block, **changes)
 
     def _usage(self, event: UsageReported) -> int:
         self._tokens += event.prompt_tokens + event.completion_tokens

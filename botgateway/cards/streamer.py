@@ -39,7 +39,15 @@ from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.records import OpenCardRecords
 from botgateway.cards.split import split_point
 from botgateway.cards.state import CardState
-from botgateway.events import AnswerDelta, ThoughtDelta, ToolCallFinished, ToolCallStarted, TurnEvent
+from botgateway.events import (
+    AnswerDelta,
+    ApprovalDecided,
+    ApprovalRequested,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnEvent,
+)
 from botgateway.sink import CardHandle, CardSink, CardTarget
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.stores.base import Store
@@ -180,8 +188,8 @@ class CardStreamer:
         now = time.monotonic()
         if self._first_token_at is None and isinstance(event, (AnswerDelta, ThoughtDelta)) and event.text:
             self._first_token_at = now
-        if isinstance(event, (ToolCallStarted, ToolCallFinished)):
-            # A status line is a change worth showing now, however short.
+        if isinstance(event, (ToolCallStarted, ToolCallFinished, ApprovalRequested, ApprovalDecided)):
+            # A status line (or an approval's buttons) is a change worth showing now, however short.
             changed = max(changed, self.policy.tool.min_chars)
         self._pacing.add(changed, now)
         self._pacing.phase(self.state.phase)
