@@ -40,11 +40,13 @@ from adapters.slack.events import (
     inbound_message,
     is_from_bot,
     mentioned_users,
+    slack_principal,
     strip_mention,
     suggested_prompts,
 )
 from adapters.slack.names import DisplayNames
-from adapters.slack.render import STOP_ACTION_ID
+from adapters.slack.edit import post_ephemeral
+from adapters.slack.render import APPROVE_ACTION_ID, DENY_ACTION_ID, STOP_ACTION_ID
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads
 from botgateway.background import BackgroundTasks
@@ -188,6 +190,8 @@ class SlackAdapter:
         app.event("message")(self._on_message)
         app.event("assistant_thread_started")(self._on_assistant_thread_started)
         app.action(STOP_ACTION_ID)(self._on_stop)
+        app.action(APPROVE_ACTION_ID)(self._on_approval)
+        app.action(DENY_ACTION_ID)(self._on_approval)
         # Everything else the app is subscribed to is acknowledged and ignored.
         app.event(re.compile(".*"))(self._ignore)
         app.error(self._on_error)
@@ -276,7 +280,6 @@ class SlackAdapter:
         assert self._gateway is not None
         turn_id = str(action.get("value") or "")
         user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
         if turn_id and await self._gateway.stop_turn(turn_id, user):
             log.info("slack.stop_pressed", turn_id=turn_id, user=user)
             self._report(Delivery("block_actions", "handled", "stopped"))
@@ -284,15 +287,33 @@ class SlackAdapter:
         live = self._live_turns.get(turn_id)
         running = live is not None and live.done is not None and not live.done.done()
         reason = "not_yours" if running else "already_done"
-        note = t(self.config.locale, reason)
-        if channel and user:
-            message = body.get("message") or {}
-            try:
-                await self.client.chat_postEphemeral(channel=channel, user=user, text=note,
-                                                     thread_ts=message.get("thread_ts") or None)
-            except Exception as exc:
-                log.warning("slack.ephemeral_failed", error=slack_error_code(exc) or type(exc).__name__)
+        await self._tell_presser(body, t(self.config.locale, reason))
         self._report(Delivery("block_actions", "ignored", reason))
+
+    async def _on_approval(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Approve or Deny pressed: counted when the presser is an approver there, else they are told why, privately."""
+        await ack()
+        assert self._gateway is not None
+        user = body.get("user") or {}
+        user_id = str(user.get("id") or "")
+        name = await self._names.of(user_id, None)
+        # The presser's own team comes with the action: a Slack Connect guest is external here too.
+        presser = slack_principal({"user": user_id, "user_team": user.get("team_id")}, team=self.team_id, user_name=name)
+        presser = await self.resolve_principal(presser)
+        result = self._gateway.decide_approval(str(action.get("value") or ""), presser,
+                                               approved=action.get("action_id") == APPROVE_ACTION_ID,
+                                               locale=self.config.locale)
+        if result.answer != "decided":
+            await self._tell_presser(body, result.note)
+        self._report(Delivery("block_actions", "handled" if result.answer == "decided" else "ignored", result.answer))
+
+    async def _tell_presser(self, body: Mapping[str, Any], note: str) -> None:
+        """An ephemeral note to whoever pressed a button, in the message's thread."""
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
+        message = body.get("message") or {}
+        await post_ephemeral(self.client, channel=channel, user=user, text=note,
+                             thread_ts=message.get("thread_ts") or None)
 
     # --- from an event to a turn -------------------------------------------------------------
 

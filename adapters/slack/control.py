@@ -1,4 +1,4 @@
-"""The Stop control of a native stream: a small message below the stream that carries its Stop button.
+"""The control of a native stream: a small message below the stream with its Stop and approval buttons.
 
 A streaming message cannot carry blocks until ``chat.stopStream``, so a native
 stream gets its Stop button from a *control* message posted below it in the
@@ -8,6 +8,11 @@ answer that ends first never gets one) and deleted with ``chat.delete`` when
 the answer ends, is stopped, fails, falls back or turns into an edit-mode
 message (which carries its own button). When it cannot be posted the answer
 still streams; "stop" typed in the thread still works.
+
+A call waiting for an approval shows on the control too (:meth:`StopControls.show`):
+what would run, with Approve and Deny buttons, edited away once decided. A
+stream that has no Stop button (``stop_button: false``) gets a control for its
+approvals alone.
 
 Every control call goes through the :class:`~botgateway.sink.CallPacer`, tried
 up to :data:`CONTROL_ATTEMPTS` times when Slack throttles it.
@@ -31,10 +36,12 @@ from cachetools import LRUCache
 from adapters.slack.errors import call_slack
 from adapters.slack.handles import CardKey, card_key
 from adapters.slack.limits import SlackBuckets, paced
+from adapters.slack.inert import allowed_mentions
 from adapters.slack.render import control_blocks, control_done_blocks
 from botgateway.background import BackgroundTasks
 from botgateway.cards.records import OpenCardRecords
 from botgateway.sink import CallPacer, CardGone, CardHandle, CardTarget, PermanentError, SinkError
+from botgateway.snapshot import ApprovalPrompt
 from botgateway.strings import t
 
 if TYPE_CHECKING:
@@ -84,6 +91,15 @@ class Control:
         """The card ended: do not post; delete what was posted."""
         self.record: OpenCardRecords | None = None
         """The control's record in the Store while it is posted (None: not kept)."""
+        self.prompts: tuple[ApprovalPrompt, ...] = ()
+        """Approvals the control shows now (its buttons)."""
+        self.stop = True
+        """Whether the control carries the Stop button."""
+
+    def blocks(self) -> list[dict[str, Any]]:
+        """What the control shows now."""
+        target = self.target
+        return control_blocks(target.turn_id if self.stop else "", target.locale, self.prompts, allowed_mentions(target))
 
     def handle(self) -> CardHandle:
         """The posted control as a recorded card: its ts, in its channel, its target marked as a control."""
@@ -144,14 +160,48 @@ class StopControls:
                                        text=t(target.locale, "control_done"), blocks=control_done_blocks(target.locale)),
                     owner=_owner(target), attempts=CONTROL_ATTEMPTS)
 
-    def open(self, target: CardTarget) -> None:
-        """Post the Stop control for ``target``'s stream in the background (once per card)."""
+    def open(self, target: CardTarget, *, prompts: tuple[ApprovalPrompt, ...] = ()) -> None:
+        """Post the control for ``target``'s stream in the background (once per card).
+
+        Without Stop buttons (config) a control is posted only to carry approvals (``prompts``).
+        """
         key = card_key(target)
-        if not self._enabled or not target.turn_id or not target.thread_id or key in self._controls:
+        if (not self._enabled and not prompts) or not target.turn_id or not target.thread_id or key in self._controls:
             return
         control = Control(channel=target.chat_id, thread_ts=target.thread_id, target=target)
+        control.prompts, control.stop = prompts, self._enabled
         self._controls[key] = control
         control.task = self._tasks.spawn(self._post(control), name=f"slack-control:{target.turn_id}")
+
+    def show(self, target: CardTarget, prompts: tuple[ApprovalPrompt, ...]) -> None:
+        """Show the approvals waiting now on the stream's control (posted for them if need be), in the background."""
+        control = self._controls.get(card_key(target))
+        if control is None:
+            if prompts:
+                self.open(target, prompts=prompts)
+            return
+        if control.prompts == prompts or control.ending:
+            return
+        control.prompts = prompts
+        if control.ts:  # not posted yet: the post shows the prompts of its moment, and checks again after
+            self._tasks.spawn(self._edit(control), name=f"slack-control-edit:{target.turn_id}")
+
+    async def _edit(self, control: Control) -> None:
+        """Edit the posted control to show its current approvals (a decision takes the buttons away)."""
+        target = control.target
+
+        async def edit() -> Any:
+            if control.ending:
+                return None
+            return await call_slack(self._client.chat_update, channel=control.channel, ts=control.ts,
+                                    text=t(target.locale, "control_working"), blocks=control.blocks())
+
+        try:
+            await paced(self._pacer, self._buckets.update_bucket(target), edit, owner=_owner(target), attempts=CONTROL_ATTEMPTS)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the typed "approve 4821" still works; the card's body says so
+            log.warning("slack.control_edit_failed", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
 
     async def close(self, target: CardTarget) -> None:
         """Take the card's Stop control away; waits a little for it, never raises."""
@@ -187,18 +237,20 @@ class StopControls:
 
     async def _post(self, control: Control) -> None:
         target = control.target
+        posted: list[tuple[ApprovalPrompt, ...]] = []  # the approvals the post showed
 
         async def post() -> Any:
             if control.ending:
                 return None  # the answer ended while we waited for the budget: no call at all
             control.posting = True
+            posted.append(control.prompts)
             try:
                 return await call_slack(
                     self._client.chat_postMessage,
                     channel=control.channel,
                     thread_ts=control.thread_ts,
                     text=t(target.locale, "control_working"),
-                    blocks=control_blocks(target.turn_id, target.locale),
+                    blocks=control.blocks(),
                     unfurl_links=False,
                     unfurl_media=False,
                 )
@@ -216,6 +268,8 @@ class StopControls:
             await self._remember(control)
             if control.ending:
                 await self._delete(control)
+            elif posted and posted[-1] != control.prompts:
+                await self._edit(control)  # approvals changed while the post was on its way
         except asyncio.CancelledError:
             raise
         except SinkError as error:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from cachetools import LRUCache
 
 from adapters.slack.errors import call_slack
 from adapters.slack.handles import MessageKey, as_edit, message_key
 from adapters.slack.inert import allowed_mentions
-from adapters.slack.render import MAX_MARKDOWN_CHARS, card_blocks, card_markdown, card_text
+from adapters.slack.render import MAX_MARKDOWN_CHARS, card_blocks, card_markdown, card_text, escape_text
 from botgateway.cards.split import split_parts
 from botgateway.sink import CardHandle, CardTarget, TooLong
 from botgateway.snapshot import CardSnapshot
@@ -28,10 +29,24 @@ if TYPE_CHECKING:
 
     from botgateway.config import SlackConfig
 
-__all__ = ["EditMessages"]
+__all__ = ["EditMessages", "post_ephemeral"]
+
+log = structlog.get_logger(__name__)
 
 _MAX_CONVERTED = 10_000
 """Broken streams whose edited message is remembered at most."""
+
+
+async def post_ephemeral(client: AsyncWebClient, *, channel: str, user: str, text: str, thread_ts: str | None = None) -> bool:
+    """A message only ``user`` sees (``chat.postEphemeral``); False when Slack would not take it (logged)."""
+    if not channel or not user:
+        return False
+    try:
+        await call_slack(client.chat_postEphemeral, channel=channel, user=user, text=escape_text(text), thread_ts=thread_ts)
+    except Exception as exc:
+        log.warning("slack.ephemeral_failed", error=str(exc) or type(exc).__name__)
+        return False
+    return True
 
 
 class EditMessages:

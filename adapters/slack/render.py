@@ -15,19 +15,23 @@ images become text, broadcasts and mentions the asker did not write stop pinging
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from adapters.slack.inert import slack_inert
 from botgateway.cards.inert import stable_cut
-from botgateway.cards.render import render_markdown, render_plain
-from botgateway.snapshot import CardSnapshot, Narration, ToolLine
+from botgateway.cards.render import approval_text, render_markdown, render_plain
+from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
 
 __all__ = [
+    "APPROVE_ACTION_ID",
+    "DENY_ACTION_ID",
     "MAX_MARKDOWN_CHARS",
     "MAX_TEXT_FALLBACK",
     "NO_MENTIONS",
     "STOP_ACTION_ID",
+    "approval_blocks",
     "card_blocks",
     "card_markdown",
     "card_text",
@@ -43,6 +47,12 @@ __all__ = [
 
 STOP_ACTION_ID = "botgateway_stop"
 """``action_id`` of the Stop button; its ``value`` is the turn id."""
+
+APPROVE_ACTION_ID = "botgateway_approve"
+"""``action_id`` of an Approve button; its ``value`` is the approval's code."""
+
+DENY_ACTION_ID = "botgateway_deny"
+"""``action_id`` of a Deny button; its ``value`` is the approval's code."""
 
 MAX_MARKDOWN_CHARS = 12_000
 """Slack's limit for the text of one ``markdown`` block (and a stream's markdown_text)."""
@@ -94,12 +104,35 @@ def stop_button(turn_id: str, locale: str) -> dict[str, Any]:
     }
 
 
-def control_blocks(turn_id: str, locale: str) -> list[dict[str, Any]]:
-    """The companion message of a native stream: a "working" note and the Stop button for ``turn_id``."""
-    return [
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": t(locale, "control_working")}]},
-        stop_button(turn_id, locale),
-    ]
+def approval_blocks(prompts: Sequence[ApprovalPrompt], locale: str, allowed: frozenset[str] = NO_MENTIONS) -> list[dict[str, Any]]:
+    """Per waiting approval: what would run (defused: its arguments come from the model) and Approve/Deny buttons."""
+    blocks: list[dict[str, Any]] = []
+    for prompt in prompts:
+        blocks.append({"type": "markdown", "text": defuse(approval_text(prompt, locale), locale, allowed)})
+        blocks.append({
+            "type": "actions",
+            "block_id": f"botgateway_approval_{prompt.code}",
+            "elements": [
+                {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary", "value": prompt.code,
+                 "text": {"type": "plain_text", "text": t(locale, "approve_button"), "emoji": True}},
+                {"type": "button", "action_id": DENY_ACTION_ID, "style": "danger", "value": prompt.code,
+                 "text": {"type": "plain_text", "text": t(locale, "deny_button"), "emoji": True}},
+            ],
+        })
+    return blocks
+
+
+def control_blocks(turn_id: str, locale: str, prompts: Sequence[ApprovalPrompt] = (),
+                   allowed: frozenset[str] = NO_MENTIONS) -> list[dict[str, Any]]:
+    """The companion message of a native stream: a "working" note, waiting approvals, the Stop button for ``turn_id``.
+
+    ``turn_id`` empty: no Stop button (``stop_button: false``), only the approvals.
+    """
+    blocks = [{"type": "context", "elements": [{"type": "mrkdwn", "text": t(locale, "control_working")}]},
+              *approval_blocks(prompts, locale, allowed)]
+    if turn_id:
+        blocks.append(stop_button(turn_id, locale))
+    return blocks
 
 
 def control_done_blocks(locale: str) -> list[dict[str, Any]]:
@@ -108,8 +141,11 @@ def control_done_blocks(locale: str) -> list[dict[str, Any]]:
 
 
 def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset[str] = NO_MENTIONS) -> list[dict[str, Any]]:
-    """Blocks of an edit-mode card: the markdown body and, while live, the Stop button."""
+    """Blocks of an edit-mode card: the markdown body and, while live, Approve/Deny buttons and the Stop button."""
     blocks: list[dict[str, Any]] = [{"type": "markdown", "text": card_markdown(snapshot, allowed)}]
+    if not snapshot.final:
+        # The body already says what waits; the buttons go right below it.
+        blocks += [b for b in approval_blocks(snapshot.approvals, snapshot.locale, allowed) if b["type"] == "actions"]
     if turn_id and not snapshot.final:
         blocks.append(stop_button(turn_id, snapshot.locale))
     return blocks
@@ -117,7 +153,7 @@ def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset
 
 # --- native streams ----------------------------------------------------------------
 
-_TASK_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
+_TASK_STATUS = {"running": "in_progress", "waiting": "pending", "done": "complete", "failed": "error"}
 
 
 def task_chunk(line: ToolLine, locale: str = "en", allowed: frozenset[str] = NO_MENTIONS) -> dict[str, Any]:
@@ -129,8 +165,9 @@ def task_chunk(line: ToolLine, locale: str = "en", allowed: frozenset[str] = NO_
         "title": title[:256],
         "status": _TASK_STATUS[line.status],
     }
-    if line.status != "running" and line.summary:
-        chunk["output"] = defuse(line.summary, locale, allowed)[:1000]
+    output = " · ".join(part for part in (line.summary if line.status in ("done", "failed") else "", line.approval) if part)
+    if output:
+        chunk["output"] = defuse(output, locale, allowed)[:1000]
     return chunk
 
 

@@ -31,7 +31,7 @@ import structlog
 from cachetools import LRUCache
 
 from adapters.slack.control import StopControls, is_control
-from adapters.slack.edit import EditMessages
+from adapters.slack.edit import EditMessages, post_ephemeral
 from adapters.slack.handles import CardKey, card_key
 from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
@@ -77,6 +77,7 @@ class SlackCardSink:
         self.max_chars = config.max_live_bytes
         """Live answer text per message; past it the answer continues in a new thread message."""
         self._buckets = SlackBuckets.from_config(config)
+        self._client = client
         self._native = NativeStreams(client, config, buckets=self._buckets, pacer=pacer, clock=clock)
         self._edit = EditMessages(client, config)
         self._controls = StopControls(client, buckets=self._buckets, pacer=pacer, enabled=config.stop_button)
@@ -143,7 +144,7 @@ class SlackCardSink:
             else:
                 self._modes[card_key(target)] = "native"
                 if not snapshot.final:
-                    self._controls.open(target)
+                    self._controls.open(target, prompts=snapshot.approvals)
                 return handle
         self._modes[card_key(target)] = "edit"
         if planned == "edit":
@@ -157,6 +158,7 @@ class SlackCardSink:
         if stream is not None:
             try:
                 await self._native.append(stream, handle.target, snapshot)
+                self._controls.show(handle.target, snapshot.approvals)  # a stream cannot carry buttons
                 return handle
             except StreamBroken as exc:
                 return await self._to_edit(handle, snapshot, str(exc))
@@ -200,6 +202,11 @@ class SlackCardSink:
         await self._edit.post_plain(target, snapshot)
         if not snapshot.continued:
             await self._controls.close(target)
+
+    async def private_note(self, target: CardTarget, user_id: str, text: str) -> bool:
+        """An ephemeral message to ``user_id`` in ``target``'s channel and thread (only they see it)."""
+        return await post_ephemeral(self._client, channel=target.chat_id, user=user_id, text=text,
+                                    thread_ts=target.thread_id or None)
 
     async def aclose(self) -> None:
         """Take away Stop controls of cards that never ended and wait for control calls still running."""

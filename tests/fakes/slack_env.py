@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.slack import SlackAdapter
 from adapters.slack.adapter import Delivery
+from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
 from botgateway.cards.caller import BudgetPacer
 from botgateway.config import AccessConfig, Config, parse_config
@@ -25,6 +26,7 @@ from botgateway.memory import Memory
 from botgateway.messages import TurnOutcome
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolError, ToolRegistry, tool
+from tests.fakes.restart import restart_tool
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, Message
 from tools.demo.server import ScriptedLLMServer
 
@@ -63,6 +65,8 @@ class Env:
     adapter: SlackAdapter
     config: Config
     deliveries: asyncio.Queue[Delivery]
+    restarts: list[str] = field(default_factory=list)
+    """Hosts the approval tests' ``restart_server`` restarted."""
 
     async def push(self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0) -> Delivery:
         """Push an Events API envelope, check it is acked within 3 s, and return what the adapter did."""
@@ -126,6 +130,7 @@ async def slack_env(
     responder: Any = None,
     access: Any = None,
     access_config: dict[str, Any] | None = None,
+    approvals: bool = False,
     **slack: Any,
 ) -> AsyncIterator[Env]:
     """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order."""
@@ -140,8 +145,15 @@ async def slack_env(
     await store.open()
     memory = Memory(store, max_history_tokens=6000, keep_recent_turns=4)
     llm = LLMClient(config.llm, base_url=llm_url)
-    loop = ToolLoop(llm, ToolRegistry([find_server, inventory_lookup]), memory, max_rounds=4, system_prompt="sys")
-    extra = {"access": access} if access is not None else {}
+    # ``approvals``: calls can wait for an approver (restart_server is offered to be one of them).
+    desk = ApprovalDesk() if approvals else None
+    restarts: list[str] = []
+    tools = [find_server, inventory_lookup, *([restart_tool(restarts)] if approvals else [])]
+    loop = ToolLoop(llm, ToolRegistry(tools), memory, max_rounds=4, system_prompt="sys", approvals=desk,
+                    approval_timeout_s=config.access.approvals.timeout_s if config.access else 300.0)
+    extra: dict[str, Any] = {"access": access} if access is not None else {}
+    if desk is not None:
+        extra["approvals"] = desk
     budget = RateBudget()  # one per process, as in ``botgateway run``: cards and Stop controls share it
     gateway = Gateway(loop=loop, store=store, budget=budget, config=config, model_label="test", **extra)
     deliveries: asyncio.Queue[Delivery] = asyncio.Queue()
@@ -149,7 +161,7 @@ async def slack_env(
                            pacer=BudgetPacer(budget))
     await adapter.start(gateway)
     try:
-        yield Env(fake, llm_server, budget, store, gateway, adapter, config, deliveries)
+        yield Env(fake, llm_server, budget, store, gateway, adapter, config, deliveries, restarts)
     finally:
         await gateway.aclose()  # cards are finished while the adapter can still reach Slack
         await adapter.stop()

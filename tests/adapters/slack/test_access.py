@@ -20,13 +20,15 @@ async def test_a_slack_connect_user_is_refused_with_a_note_and_no_model_request(
         assert env.llm.requests == []
 
 
-async def test_whoami_answers_the_askers_access_without_a_model_request(tmp_path: Any) -> None:
+async def test_whoami_answers_the_asker_privately_without_a_model_request(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path):
         event = env.fake.mention("/whoami", channel="C1", user="U1")
         delivery = await env.push(event)
         assert delivery.submission is not None and delivery.submission.status == "whoami"
         await asyncio.wait_for(delivery.submission.done, 10)  # type: ignore[arg-type]
-        [note] = replies(env, "C1", event["ts"])
-        text = note.markdown()
+        assert replies(env, "C1", event["ts"]) == []  # nothing in the open thread
+        [note] = env.fake.ephemerals  # only the asker sees it
+        text = note["text"]
+        assert note["user"] == "U1" and note["thread_ts"] == event["ts"]
         assert "slack:U1" in text and "viewer" in text and "find_server" in text
         assert env.llm.requests == []
