@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import structlog
 
+from adapters.dingtalk.approval_cards import parse_card_action
 from adapters.dingtalk.callback import CallbackServer
 from adapters.dingtalk.message import MEDIA_HINT, BotMessage, parse_bot_message
 from adapters.dingtalk.openapi import DingTalkOpenAPI
@@ -95,6 +96,7 @@ class DingTalkAdapter:
         self.submissions: collections.deque[tuple[str, Submission]] = collections.deque(maxlen=KEPT_SUBMISSIONS)
         """Recent (msgId, submission) pairs, oldest first (for diagnostics and tests)."""
         self._handoffs = BackgroundTasks()
+        self._corp_id = ""
         self._stream: StreamConnection | None = None
         self._callback: CallbackServer | None = None
         self._api_closer: asyncio.Future[None] | None = None
@@ -156,6 +158,7 @@ class DingTalkAdapter:
             self.receive,
             api_base_url=self.config.api_base_url,
             session=self.api.session(),
+            on_card_action=self.receive_card_action if self.config.approval_template_id else None,
         )
         # A refused app id/secret fails the start with a plain reason; a network
         # problem does not (the connection keeps retrying in the background).
@@ -216,6 +219,28 @@ class DingTalkAdapter:
         """Handle a bot-message payload in a task the adapter owns (returns at once)."""
         self._handoffs.spawn(self._handle_safely(data), name="dingtalk-message")
 
+    def receive_card_action(self, data: dict[str, Any]) -> None:
+        """Handle an approval card's button press in a task the adapter owns (returns at once)."""
+        self._handoffs.spawn(self._card_action(data), name="dingtalk-card-action")
+
+    async def _card_action(self, data: dict[str, Any]) -> None:
+        """Approve or Deny pressed: counted when the presser is an approver there, else a private 1:1 note says why."""
+        action = parse_card_action(data)
+        if action is None or self._gateway is None:
+            log.info("dingtalk.card_action_ignored", out_track_id=data.get("outTrackId"))
+            return
+        external = bool(self._corp_id and action.corp_id) and action.corp_id != self._corp_id
+        presser = await self.resolve_principal(
+            Principal.of(self.name, action.user_id, team=action.corp_id or self._corp_id, external=external))
+        locale = self.config.locale
+        result = self._gateway.decide_approval(action.code, presser, approved=action.approved, locale=locale)
+        if result.answer == "decided":
+            return
+        try:
+            await self.sink.markdown.sender.send_private(action.user_id, t(locale, "reply_title"), result.note)
+        except Exception as exc:
+            log.warning("dingtalk.private_note_failed", error=str(exc) or type(exc).__name__)
+
     async def _on_callback(self, data: dict[str, Any]) -> None:
         self.receive(data)
 
@@ -230,6 +255,7 @@ class DingTalkAdapter:
         if self._gateway is None:
             raise RuntimeError("the adapter is not started")
         message = parse_bot_message(data)
+        self._corp_id = message.corp_id or self._corp_id  # the bot's own organisation, for card presses
         if not message.conversation:
             log.warning("dingtalk.message_without_conversation", msg_id=message.msg_id)
             return None

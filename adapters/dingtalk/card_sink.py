@@ -10,6 +10,7 @@ gateway can close cards left open by a crash using only the stored target.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -20,6 +21,9 @@ from adapters.dingtalk.throttle import ThrottleMonitor
 from botgateway.budget import RateLimit
 from botgateway.sink import CardHandle, CardOp, CardTarget, PermanentError, RateLimited
 from botgateway.snapshot import CardSnapshot
+
+if TYPE_CHECKING:
+    from adapters.dingtalk.approval_cards import ApprovalCards
 
 __all__ = ["PACING", "DingTalkCardSink", "open_space_id", "undelivered"]
 
@@ -62,7 +66,9 @@ class DingTalkCardSink:
         max_chars: int = 3000,
         sender: MarkdownSender,
         monitor: ThrottleMonitor | None = None,
+        approvals: ApprovalCards | None = None,
     ) -> None:
+        """``approvals`` delivers a card with buttons for each call waiting for an approval (None: reply by text)."""
         self.max_chars = max_chars
         """Answer text per card; longer answers continue in another card."""
         self._api = api
@@ -72,6 +78,7 @@ class DingTalkCardSink:
         self._limit = RateLimit(rate_per_s=qps * PACING, burst=1)
         self._sender = sender
         self._monitor = monitor
+        self._approvals = approvals
 
     def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
         """All card calls of the app share one bucket; the fallback uses the chat's message budget."""
@@ -119,7 +126,7 @@ class DingTalkCardSink:
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Replace the card's text with ``snapshot`` (a full, not incremental, streaming update)."""
         await self._stream(handle, snapshot, finalize=False)
-        return handle
+        return await self._sync_approvals(handle, snapshot)
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Last streaming update: ``isFinalize``, and ``isError`` for a failed turn.
@@ -128,7 +135,12 @@ class DingTalkCardSink:
         card recorded in the Store before a crash can be finalized at start-up.
         """
         await self._stream(handle, snapshot, finalize=True)
-        return handle
+        return await self._sync_approvals(handle, snapshot)
+
+    async def _sync_approvals(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        if self._approvals is None:
+            return handle
+        return await self._approvals.sync(handle, snapshot)
 
     async def _stream(self, handle: CardHandle, snapshot: CardSnapshot, *, finalize: bool) -> None:
         content = render_card(snapshot, is_group=handle.target.is_group, asker=handle.target.user_name)

@@ -8,9 +8,11 @@ batch send), so an answer is delivered even when the turn outlived the webhook.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -18,8 +20,12 @@ from adapters.dingtalk.errors import batch_send_error
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_reply
 from botgateway.budget import RateLimit
+from botgateway.cards.render import approval_text
 from botgateway.sink import CardGone, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
+
+if TYPE_CHECKING:
+    from adapters.dingtalk.approval_cards import ApprovalCards
 
 __all__ = ["NO_CALL", "SEND_RATE", "WEBHOOK_MARGIN_MS", "DingTalkMarkdownSink", "MarkdownSender"]
 
@@ -46,6 +52,10 @@ class MarkdownSender:
     def rate_key(self, target: CardTarget) -> tuple[str, RateLimit]:
         """The per-chat message budget."""
         return f"dingtalk:{self._robot_code}:send:{target.chat_id}", SEND_RATE
+
+    async def send_private(self, user_id: str, title: str, text: str) -> None:
+        """A robot 1:1 message to ``user_id`` (a staff id): what one person alone should read (raises sink errors)."""
+        await self._api.send_user_markdown(self._robot_code, [user_id], title, text)
 
     def _webhook(self, target: CardTarget) -> str | None:
         url = str(target.extra.get("session_webhook") or "")
@@ -86,7 +96,10 @@ class DingTalkMarkdownSink:
 
     platform = "dingtalk"
 
-    def __init__(self, sender: MarkdownSender, *, robot_code: str, max_chars: int) -> None:
+    def __init__(self, sender: MarkdownSender, *, robot_code: str, max_chars: int,
+                 approvals: ApprovalCards | None = None) -> None:
+        """``approvals`` delivers a card with buttons for each call waiting for an approval (None: a text announcement)."""
+        self._approvals = approvals
         self.sender = sender
         """Delivers the message."""
         self.max_chars = max_chars
@@ -104,13 +117,29 @@ class DingTalkMarkdownSink:
         return CardHandle(card_id=f"md-{uuid.uuid4().hex}", target=target, data={"mode": "markdown"})
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
-        """Nothing to show until the turn ends."""
-        return handle
+        """Nothing to show until the turn ends, except a call waiting for an approval: that is announced at once.
+
+        An approval cannot wait for the one reply at the end, so each new one goes
+        out as its own message (rare, and bounded by ``access.approvals.timeout_s``).
+        """
+        if self._approvals is not None:
+            return await self._approvals.sync(handle, snapshot)
+        announced = handle.data.get("approvals", ())
+        new = tuple(p for p in snapshot.approvals if p.code not in announced)
+        if not new:
+            return handle
+        note = CardSnapshot(status="done", answer="\n\n".join(approval_text(p, snapshot.locale) for p in new),
+                            locale=snapshot.locale, asker=snapshot.asker)
+        await self.sender.send(handle.target, note)
+        codes = (*announced, *(p.code for p in new))
+        return dataclasses.replace(handle, data={**handle.data, "approvals": codes})
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Send the one markdown reply of the turn (or of this part of a long answer)."""
         route = await self.sender.send(handle.target, snapshot)
         log.info("dingtalk.markdown_reply", chat_id=handle.target.chat_id, route=route, status=snapshot.status, part=snapshot.part)
+        if self._approvals is not None:
+            return await self._approvals.sync(handle, snapshot)  # closes approval cards still open
         return handle
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:

@@ -174,6 +174,10 @@ class DingTalkOpenAPI:
         """``POST /v1.0/card/instances/createAndDeliver``."""
         return await self.call("POST", "/v1.0/card/instances/createAndDeliver", body, what="card createAndDeliver")
 
+    async def update_card(self, body: Mapping[str, Any]) -> Any:
+        """``PUT /v1.0/card/instances``: change some of a card's variables (``cardData.cardParamMap``)."""
+        return await self.call("PUT", "/v1.0/card/instances", body, what="card update")
+
     async def stream_card(
         self, out_track_id: str, key: str, content: str, *, finalize: bool = False, error: bool = False
     ) -> Any:

@@ -100,6 +100,8 @@ def _card_sections(snapshot: CardSnapshot) -> list[str]:
         return [snapshot.error or core.t(locale, "queued")]
     if snapshot.part == 1:
         sections.extend(_blocks(snapshot))
+    # The card cannot carry buttons: each waiting approval says how to decide by reply.
+    sections.extend(core.approval_text(prompt, locale) for prompt in snapshot.approvals)
     if snapshot.thought and not snapshot.final:
         sections.append(MUTED.format(" ".join(snapshot.thought.split())))
     answer = _answer(snapshot, cursor=True)

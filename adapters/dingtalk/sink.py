@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from adapters.dingtalk.approval_cards import ApprovalCards
 from adapters.dingtalk.card_sink import DingTalkCardSink
+from adapters.dingtalk.inert import dingtalk_inert
 from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.throttle import ThrottleMonitor
@@ -19,6 +21,7 @@ from botgateway.budget import RateLimit
 from botgateway.config import DingTalkConfig
 from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
 from botgateway.snapshot import CardSnapshot
+from botgateway.strings import t
 
 __all__ = ["DingTalkSink"]
 
@@ -48,7 +51,10 @@ class DingTalkSink:
     ) -> DingTalkSink:
         """The markdown sink, and the AI card sink when ``config`` names a card template."""
         sender = MarkdownSender(api, robot_code=robot_code, clock=clock)
-        markdown = DingTalkMarkdownSink(sender, robot_code=robot_code, max_chars=config.max_card_chars)
+        approvals = None
+        if config.approval_template_id:
+            approvals = ApprovalCards(api, template_id=config.approval_template_id, robot_code=robot_code)
+        markdown = DingTalkMarkdownSink(sender, robot_code=robot_code, max_chars=config.max_card_chars, approvals=approvals)
         card = None
         if config.card_template_id:
             card = DingTalkCardSink(
@@ -60,6 +66,7 @@ class DingTalkSink:
                 max_chars=config.max_card_chars,
                 sender=sender,
                 monitor=monitor,
+                approvals=approvals,
             )
         return cls(markdown, card)
 
@@ -87,6 +94,14 @@ class DingTalkSink:
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Finalize the card, or send the markdown reply."""
         return await self.pick(handle.target, handle.card_id).finalize(handle, snapshot)
+
+    async def private_note(self, target: CardTarget, user_id: str, text: str) -> bool:
+        """In a group, a robot 1:1 message to ``user_id``; False in a 1:1 chat (a note there is private already)."""
+        if not target.is_group:
+            return False
+        title = t(target.locale, "reply_title")
+        await self.markdown.sender.send_private(user_id, title, dingtalk_inert(text, target.locale))
+        return True
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Post ``snapshot`` as a markdown message."""

@@ -40,10 +40,11 @@ from dingtalk_stream import (
 )
 from dingtalk_stream.version import VERSION_STRING
 
+from adapters.dingtalk.approval_cards import CARD_CALLBACK_TOPIC
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 
-__all__ = ["OPEN_PATH", "RECONNECT_BACKOFF", "BotMessageHandler", "StreamConnection"]
+__all__ = ["OPEN_PATH", "RECONNECT_BACKOFF", "BotMessageHandler", "CardActionHandler", "StreamConnection"]
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +77,10 @@ class BotMessageHandler(ChatbotHandler):
         return AckMessage.STATUS_OK, "OK"
 
 
+class CardActionHandler(BotMessageHandler):
+    """Acks each card button press at once and passes its payload to ``receive`` (approval cards)."""
+
+
 class StreamConnection(DingTalkStreamClient):
     """The SDK client with a non-blocking, configurable connection opener and a stoppable reconnect loop."""
 
@@ -87,7 +92,9 @@ class StreamConnection(DingTalkStreamClient):
         api_base_url: str,
         session: aiohttp.ClientSession,
         backoff: Backoff = RECONNECT_BACKOFF,
+        on_card_action: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        """``on_card_action`` receives card button presses (:data:`CARD_CALLBACK_TOPIC`); None: not subscribed."""
         super().__init__(credential, logger=logging.getLogger("adapters.dingtalk.sdk"))
         self.open_url = api_base_url.rstrip("/") + OPEN_PATH
         """The gateway's ``connections/open`` endpoint."""
@@ -100,6 +107,8 @@ class StreamConnection(DingTalkStreamClient):
         self._tasks = BackgroundTasks()
         self._stopping = False
         self.register_callback_handler(ChatbotMessage.TOPIC, BotMessageHandler(receive))
+        if on_card_action is not None:
+            self.register_callback_handler(CARD_CALLBACK_TOPIC, CardActionHandler(on_card_action))
 
     def open_connection(self) -> dict[str, Any] | None:
         """Refused: the SDK's opener blocks the event loop with ``requests``; use :meth:`open_connection_async`."""

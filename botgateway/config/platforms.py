@@ -134,6 +134,10 @@ class DingTalkConfig(AdapterBase):
     """AI card template id; empty means plain markdown replies."""
     card_content_key: str = "content"
     """The template's markdown variable that receives the text."""
+    approval_template_id: str = ""
+    """Template of the approval card: variables ``prompt`` (markdown), ``code`` and ``status``, and Approve/Deny
+    buttons (action ids ``approve``/``deny``, param ``code``) shown while ``status`` is empty; they call back
+    through Stream mode. Empty: approvers reply ``approve 4821`` / ``deny 4821`` instead."""
     api_base_url: str = "https://api.dingtalk.com"
     """OpenAPI base URL (tests point it at a fake)."""
     oapi_base_url: str = "https://oapi.dingtalk.com"

@@ -37,7 +37,8 @@ from typing import Any, Literal
 from aiohttp import WSMsgType, web
 
 BOT_TOPIC = "/v1.0/im/bot/messages/get"
-CARD_PATHS = ("/v1.0/card/instances/createAndDeliver", "/v1.0/card/streaming")
+CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
+CARD_PATHS = ("/v1.0/card/instances/createAndDeliver", "/v1.0/card/streaming", "/v1.0/card/instances")
 QPS_LIMIT_CODE = "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi"
 
 FailureKind = Literal["qps", "429", "401", "500"]
@@ -77,6 +78,8 @@ class FakeCard:
     """The final update carried ``isError``."""
     delivered: bool = True
     """False when ``createAndDeliver`` reported the delivery as failed (nobody sees the card)."""
+    params: dict[str, str] = field(default_factory=dict)
+    """The card's variables: ``cardParamMap`` at create, changed by ``PUT /v1.0/card/instances``."""
 
     @property
     def space_id(self) -> str:
@@ -118,6 +121,8 @@ class FakeDingTalk:
         """Simulated processing time of every card call."""
         self.calls: list[Call] = []
         self.cards: dict[str, FakeCard] = {}
+        self.subscriptions: set[str] = set()
+        """Callback topics the client subscribed to when it opened its connection."""
         self.messages: list[SentMessage] = []
         self.acks: dict[str, dict[str, Any]] = {}
         self.tokens_issued: list[str] = []
@@ -153,6 +158,7 @@ class FakeDingTalk:
         app.router.add_post("/v1.0/oauth2/accessToken", self._access_token)
         app.router.add_post("/v1.0/card/instances/createAndDeliver", self._create_and_deliver)
         app.router.add_put("/v1.0/card/streaming", self._streaming)
+        app.router.add_put("/v1.0/card/instances", self._update_card)
         app.router.add_post("/v1.0/robot/groupMessages/send", self._group_send)
         app.router.add_post("/v1.0/robot/oToMessages/batchSend", self._oto_send)
         app.router.add_post("/robot/sendBySession", self._session_webhook)
@@ -234,6 +240,10 @@ class FakeDingTalk:
 
     async def push_bot_message(self, data: dict[str, Any], *, frame_id: str | None = None) -> str:
         """Push one bot-message ``CALLBACK`` frame; returns the frame's ``messageId``."""
+        return await self._push_callback(BOT_TOPIC, data, frame_id=frame_id)
+
+    async def _push_callback(self, topic: str, data: dict[str, Any], *, frame_id: str | None = None) -> str:
+        """Push one ``CALLBACK`` frame of ``topic``; returns its ``messageId``."""
         await self.wait_connected()
         assert self._ws is not None
         frame_id = frame_id or f"frame-{next(self._ids)}-{secrets.token_hex(4)}"
@@ -246,12 +256,21 @@ class FakeDingTalk:
                 "contentType": "application/json",
                 "messageId": frame_id,
                 "time": str(int(time.time() * 1000)),
-                "topic": BOT_TOPIC,
+                "topic": topic,
             },
             "data": json.dumps(data, ensure_ascii=False),
         }
         await self._ws.send_str(json.dumps(frame, ensure_ascii=False))
         return frame_id
+
+    async def push_card_action(self, out_track_id: str, *, user_id: str, action: str, params: dict[str, str],
+                               corp_id: str = "dingcorp") -> str:
+        """A button press on card ``out_track_id``, as DingTalk's Stream-mode card callback sends it (if subscribed)."""
+        assert CARD_CALLBACK_TOPIC in self.subscriptions, "the client did not subscribe to card callbacks"
+        content = {"cardPrivateData": {"actionIds": [action], "params": params}}
+        data = {"outTrackId": out_track_id, "userId": user_id, "corpId": corp_id, "type": "actionCallback",
+                "content": json.dumps(content), "extension": "{}"}
+        return await self._push_callback(CARD_CALLBACK_TOPIC, data)
 
     async def push_system(self, topic: str, data: dict[str, Any] | None = None) -> str:
         """Push a ``SYSTEM`` frame (``ping`` expects its data echoed in the ack; ``disconnect`` asks the client to reconnect)."""
@@ -285,6 +304,7 @@ class FakeDingTalk:
         if body.get("clientId") != self.client_id or body.get("clientSecret") != self.client_secret:
             return web.json_response({"code": "InvalidAuthentication", "message": "clientId or clientSecret is invalid"}, status=401)
         topics = {(s.get("type"), s.get("topic")) for s in body.get("subscriptions", [])}
+        self.subscriptions = {topic for kind, topic in topics if kind == "CALLBACK"}
         if ("CALLBACK", BOT_TOPIC) not in topics:
             return web.json_response({"code": "invalidParameter", "message": "no subscription"}, status=400)
         self.connections_opened += 1
@@ -385,7 +405,7 @@ class FakeDingTalk:
             call.status = 400
             await self._notify()
             return web.json_response({"code": "invalidParameter", "message": "missing " + ", ".join(problems)}, status=400)
-        card = FakeCard(body["outTrackId"], body, content=next(iter(param_map.values()), ""))
+        card = FakeCard(body["outTrackId"], body, content=next(iter(param_map.values()), ""), params=dict(param_map))
         self.cards[card.out_track_id] = card
         await self._notify()
         if space in self.undeliverable_spaces:
@@ -395,6 +415,22 @@ class FakeDingTalk:
         else:
             delivery = {"spaceId": space, "success": True, "carrierId": f"c{len(self.cards)}"}
         return web.json_response({"success": True, "result": {"outTrackId": card.out_track_id, "deliverResults": [delivery]}})
+
+    async def _update_card(self, request: web.Request) -> web.Response:
+        call, failed = await self._begin(request, card=True)
+        if failed is not None:
+            await self._notify()
+            return failed
+        body = call.body
+        card = self.cards.get(body.get("outTrackId", ""))
+        params = (body.get("cardData") or {}).get("cardParamMap")
+        if card is None or not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
+            call.status = 400
+            await self._notify()
+            return web.json_response({"code": "invalidParameter", "message": "unknown card or bad cardParamMap"}, status=400)
+        card.params.update(params)
+        await self._notify()
+        return web.json_response({"success": True, "result": True})
 
     async def _streaming(self, request: web.Request) -> web.Response:
         call, failed = await self._begin(request, card=True)

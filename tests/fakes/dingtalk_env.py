@@ -8,10 +8,11 @@ Stream-mode gateway and checks the client acked it.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.dingtalk import DingTalkAdapter
+from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
 from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
@@ -20,6 +21,7 @@ from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolRegistry, tool
+from tests.fakes.restart import restart_tool
 from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
 from tools.demo.server import ScriptedLLMServer
 
@@ -47,6 +49,8 @@ class Env:
     gateway: Gateway
     adapter: DingTalkAdapter
     config: Config
+    restarts: list[str] = field(default_factory=list)
+    """Hosts the approval tests' ``restart_server`` restarted."""
 
     async def ask(self, text: str, **kwargs: Any) -> tuple[str, str]:
         """Push a bot message; returns (msgId, frame id) once the client acked it."""
@@ -105,8 +109,9 @@ class EnvFactory:
 
     async def __call__(
         self, *, fake: FakeDingTalk | None = None, db: str = "dt.db", responder: Any = None,
-        access_config: dict[str, Any] | None = None, **dingtalk: Any
+        access_config: dict[str, Any] | None = None, approvals: bool = False, **dingtalk: Any
     ) -> Env:
+        """``approvals``: calls can wait for an approver; ``restart_server`` (recording into ``Env.restarts``) is offered."""
         closers = self.closers
         tmp_path = self.tmp_path
         if fake is None:
@@ -123,12 +128,16 @@ class EnvFactory:
         llm = LLMClient(config.llm, base_url=llm_url)
         closers.append(llm.aclose)
         memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
-        loop = ToolLoop(llm, ToolRegistry([find_host]), memory, max_rounds=4, system_prompt="sys")
-        gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config)
+        restarts: list[str] = []
+        desk = ApprovalDesk() if approvals else None
+        tools = [find_host, *([restart_tool(restarts)] if approvals else [])]
+        loop = ToolLoop(llm, ToolRegistry(tools), memory, max_rounds=4, system_prompt="sys", approvals=desk,
+                        approval_timeout_s=config.access.approvals.timeout_s if config.access else 300.0)
+        gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, approvals=desk)
         closers.append(gateway.aclose)
         adapter = DingTalkAdapter(config.adapters.dingtalk, gateway=gateway)
         await adapter.start()
         closers.append(adapter.stop)
         if config.adapters.dingtalk.mode == "stream":
             await fake.wait_connected()
-        return Env(fake, llm_server, store, gateway, adapter, config)
+        return Env(fake, llm_server, store, gateway, adapter, config, restarts)

@@ -1,0 +1,147 @@
+"""Approval cards: a DingTalk interactive card with Approve and Deny buttons for each call that waits.
+
+The answer's AI card streams one markdown variable and carries no buttons, so
+each waiting call gets a card of its own from ``adapters.dingtalk.approval_template_id``
+(variables ``prompt``, ``code``, ``status``; its buttons call back through
+Stream mode, :data:`CARD_CALLBACK_TOPIC`). Once decided, the card's ``status``
+says how ("✅ approved by 王老板") and the template hides the buttons. Without a
+template the prompt on the answer itself tells approvers to reply ``approve 4821``.
+
+Which approval cards a handle has shown travels in its ``data`` (``approvals``),
+so :meth:`ApprovalCards.sync` is a pure function of the handle and the snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from adapters.dingtalk.card_sink import open_space_id, undelivered
+from adapters.dingtalk.inert import dingtalk_inert
+from adapters.dingtalk.openapi import DingTalkOpenAPI
+from botgateway.cards.render import approval_text
+from botgateway.sink import CardHandle, CardTarget
+from botgateway.snapshot import CardSnapshot, ToolLine
+
+__all__ = ["APPROVE_ACTION", "CARD_CALLBACK_TOPIC", "DENY_ACTION", "ApprovalCards", "CardAction", "parse_card_action"]
+
+log = structlog.get_logger(__name__)
+
+CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
+"""The Stream-mode topic of card button presses."""
+
+APPROVE_ACTION = "approve"
+"""Action id of the Approve button."""
+
+DENY_ACTION = "deny"
+"""Action id of the Deny button."""
+
+
+@dataclass(frozen=True)
+class CardAction:
+    """One button press on an approval card."""
+
+    user_id: str
+    """Who pressed it (staff id)."""
+    corp_id: str
+    """Their organisation."""
+    code: str
+    """The approval's code (the button's ``code`` param)."""
+    approved: bool
+    """Approve (True) or Deny."""
+
+
+def parse_card_action(data: Mapping[str, Any]) -> CardAction | None:
+    """The approval decision in a card callback's data; ``None`` for anything else (other cards, malformed)."""
+    try:
+        content = json.loads(str(data.get("content") or "{}"))
+        private = content.get("cardPrivateData") or {}
+        actions = private.get("actionIds") or []
+        code = str((private.get("params") or {}).get("code") or "")
+    except (ValueError, AttributeError, TypeError):
+        return None
+    action = str(actions[0]) if isinstance(actions, list) and actions else ""
+    if action not in (APPROVE_ACTION, DENY_ACTION) or not code or not data.get("userId"):
+        return None
+    return CardAction(user_id=str(data["userId"]), corp_id=str(data.get("corpId") or ""), code=code,
+                      approved=action == APPROVE_ACTION)
+
+
+class ApprovalCards:
+    """Delivers and closes the approval cards of one app."""
+
+    def __init__(self, api: DingTalkOpenAPI, *, template_id: str, robot_code: str) -> None:
+        self._api = api
+        self._template_id = template_id
+        self._robot_code = robot_code
+
+    async def sync(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Deliver a card for each approval new in ``snapshot``; close those no longer waiting (all, once final)."""
+        shown: tuple[str, ...] = tuple(handle.data.get("approvals", ()))
+        waiting = {} if snapshot.final else {p.code: p for p in snapshot.approvals}
+        delivered = list(shown)
+        for code, prompt in waiting.items():
+            if code not in shown and await self._deliver(handle.target, code, approval_text(prompt, snapshot.locale)):
+                delivered.append(code)
+        outcomes = _outcomes(snapshot, handle.data.get("approval_calls", {}))
+        for code in shown:
+            if code not in waiting:
+                await self._close(handle.target, code, outcomes.get(code, ""))
+                delivered.remove(code)
+        calls = {p.code: p.call_id for p in snapshot.approvals}
+        data = {**handle.data, "approvals": tuple(delivered),
+                "approval_calls": {**handle.data.get("approval_calls", {}), **calls}}
+        return dataclasses.replace(handle, data=data)
+
+    async def _deliver(self, target: CardTarget, code: str, prompt: str) -> bool:
+        body: dict[str, Any] = {
+            "cardTemplateId": self._template_id,
+            "outTrackId": _track_id(target, code),
+            "callbackType": "STREAM",
+            "cardData": {"cardParamMap": {"prompt": dingtalk_inert(prompt, target.locale), "code": code, "status": ""}},
+            "openSpaceId": open_space_id(target),
+            "userIdType": 1,
+        }
+        if target.is_group:
+            body["imGroupOpenSpaceModel"] = {"supportForward": False}
+            body["imGroupOpenDeliverModel"] = {"robotCode": self._robot_code}
+        else:
+            body["imRobotOpenSpaceModel"] = {"supportForward": False}
+            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": self._robot_code}
+        try:
+            refused = undelivered(await self._api.create_and_deliver(body))
+        except Exception as exc:  # the answer's own card still says how to decide by reply
+            log.warning("dingtalk.approval_card_failed", code=code, error=str(exc) or type(exc).__name__)
+            return False
+        if refused is not None:
+            log.warning("dingtalk.approval_card_undelivered", code=code, error=refused)
+        return refused is None
+
+    async def _close(self, target: CardTarget, code: str, outcome: str) -> None:
+        body = {"outTrackId": _track_id(target, code),
+                "cardData": {"cardParamMap": {"status": dingtalk_inert(outcome or "—", target.locale)}}}
+        try:
+            await self._api.update_card(body)
+        except Exception as exc:  # a stale button earns its presser a "no approval waiting" note, nothing worse
+            log.warning("dingtalk.approval_card_close_failed", code=code, error=str(exc) or type(exc).__name__)
+
+
+def _track_id(target: CardTarget, code: str) -> str:
+    """One approval card per turn and code (a code is reused only after its approval ended)."""
+    return f"bg-approval-{target.turn_id}-{code}"
+
+
+def _outcomes(snapshot: CardSnapshot, calls: Mapping[str, str]) -> dict[str, str]:
+    """Per approval code, the words its call's tool line shows for the decision."""
+    lines = {b.call_id: b for b in snapshot.blocks if isinstance(b, ToolLine)}
+    outcomes = {}
+    for code, call_id in calls.items():
+        line = lines.get(call_id)
+        if line is not None:
+            outcomes[code] = line.approval or line.summary
+    return outcomes
