@@ -28,7 +28,7 @@ _BORDER = {
     "failed": "red",
     "stopped": "yellow",
 }
-_TOOL_STYLE = {"running": "cyan", "done": "green", "failed": "red"}
+_TOOL_STYLE = {"running": "cyan", "waiting": "yellow", "done": "green", "failed": "red"}
 
 
 

@@ -2,7 +2,9 @@
 
 ``CardState`` knows nothing of timing (that is :mod:`botgateway.cards.streamer`)
 nor of platform markup (each adapter's job, helped by :mod:`botgateway.cards.render`);
-it produces :class:`~botgateway.snapshot.CardSnapshot` render data.
+it produces :class:`~botgateway.snapshot.CardSnapshot` render data. The blocks
+above the answer (narration, tool lines, approvals waiting) are its
+:class:`~botgateway.cards.board.StatusBoard`'s.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from botgateway.events import (
     TurnFailed,
     UsageReported,
 )
-from botgateway.snapshot import ApprovalPrompt, Block, CardSnapshot, CardStatus, Narration, Phase, ToolLine
+from botgateway.cards.board import StatusBoard
+from botgateway.snapshot import CardSnapshot, CardStatus, Phase
 from botgateway.strings import normalize_locale, t
 
-__all__ = ["CardState", "SUMMARY_CHARS"]
+__all__ = ["CardState"]
 
 _FAILURE_KEYS = {
     "llm_unavailable": "failed_llm_unavailable",
@@ -38,14 +41,6 @@ _FAILURE_KEYS = {
     "timeout": "failed_timeout",
     "llm_refused": "failed_llm_refused",
 }
-
-
-SUMMARY_CHARS = 120
-"""A tool line's summary is cut to this length: the card is a status board, not a log."""
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _tail(text: str, limit: int) -> str:
@@ -89,10 +84,7 @@ class CardState:
         self._clock = clock
         self._status: CardStatus = "working"
         self._queue_position = 0
-        self._blocks: list[Block] = []
-        self._tool_index: dict[str, int] = {}
-        self._prompts: dict[str, ApprovalPrompt] = {}
-        self._not_approved: set[str] = set()
+        self._board = StatusBoard(self.locale)
         self._round = 0
         self._max_rounds = 0
         self._round_text = ""
@@ -154,7 +146,7 @@ class CardState:
     @property
     def block_count(self) -> int:
         """How many narration and tool blocks the card has."""
-        return len(self._blocks)
+        return len(self._board)
 
     def snapshot(self) -> CardSnapshot:
         """The whole card as of now (first part; the streamer derives continuation parts)."""
@@ -169,7 +161,7 @@ class CardState:
             thought = _tail(self._thought, self.thought_chars)
         return CardSnapshot(
             status=self._status,
-            blocks=tuple(self._blocks),
+            blocks=self._board.blocks,
             thought=thought,
             answer=self._round_text,
             error=self._error,
@@ -179,7 +171,7 @@ class CardState:
             part=1,
             seq=self.version,
             queue_position=self._queue_position if self._status == "queued" else 0,
-            approvals=() if self.final else tuple(self._prompts.values()),
+            approvals=self._board.approvals,
         )
 
     def part_snapshot(self, part: int, first_block: int, answer_offset: int, answer_epoch: int) -> CardSnapshot:
@@ -243,9 +235,7 @@ class CardState:
         self._end("failed", t(self.locale, "failed", message=message), tool_reason=message)
 
     def _end(self, status: CardStatus, error: str, *, tool_reason: str) -> None:
-        for index, block in enumerate(self._blocks):
-            if isinstance(block, ToolLine) and block.status in ("running", "waiting"):
-                self._blocks[index] = replace(block, status="failed", summary=tool_reason)
+        self._board.end(tool_reason)
         self._status = status
         self._error = error
         self._queue_position = 0
@@ -297,79 +287,26 @@ class CardState:
     def _tool_started(self, event: ToolCallStarted) -> int:
         self._to_narration()
         self._round_called_tools = True
-        line = ToolLine(
-            call_id=event.call_id,
-            name=event.name,
-            args_preview=render.format_args(event.arguments),
-            status="running",
-        )
-        self._tool_index[event.call_id] = len(self._blocks)
-        self._blocks.append(line)
-        self._phase = "tool"
+        line = self._board.started(event)
         self._status = "working"
-        self._touch()
-        return len(render.tool_line_text(line, self.locale))
+        return self._tool_changed(len(render.tool_line_text(line, self.locale)))
 
     def _tool_finished(self, event: ToolCallFinished) -> int:
-        index = self._tool_index.get(event.call_id)
-        line = ToolLine(
-            call_id=event.call_id,
-            name=event.name,
-            args_preview="",
-            status="done" if event.ok else "failed",
-            duration_s=event.duration_s,
-            summary=_short(" ".join(event.summary.split()), SUMMARY_CHARS),
-        )
-        previous = self._blocks[index] if index is not None else None
-        if isinstance(previous, ToolLine) and index is not None:
-            if event.call_id in self._not_approved:
-                # It never ran: the approval's outcome is the reason, not the note written for the model.
-                line = replace(line, summary=previous.approval)
-            else:
-                line = replace(line, approval=previous.approval)
-            self._blocks[index] = replace(line, args_preview=previous.args_preview)
-        else:
-            # A finish without a start (a loop that reports only outcomes): still show it.
-            self._tool_index[event.call_id] = len(self._blocks)
-            self._blocks.append(line)
-        self._phase = "tool"
-        self._touch()
-        return len(render.tool_line_text(line, self.locale))
+        line = self._board.finished(event)
+        return self._tool_changed(len(render.tool_line_text(line, self.locale)))
 
     def _approval_requested(self, event: ApprovalRequested) -> int:
-        args = render.format_args(event.arguments)
-        self._prompts[event.code] = ApprovalPrompt(
-            code=event.code, call_id=event.call_id, tool=event.name, args_preview=args, asker=event.asker, timeout_s=event.timeout_s
-        )
-        self._set_line(event.call_id, status="waiting")
-        self._phase = "tool"
-        self._touch()
-        return len(event.name) + len(args)
+        prompt = self._board.approval_requested(event)
+        return self._tool_changed(len(prompt.tool) + len(prompt.args_preview))
 
     def _approval_decided(self, event: ApprovalDecided) -> int:
-        prompt = self._prompts.pop(event.code, None)
-        timeout = render.format_duration(prompt.timeout_s if prompt else 0, self.locale)
-        if event.verdict == "approved":
-            note = t(self.locale, "approval_approved", by=event.by)
-        elif event.verdict == "timeout":
-            note = t(self.locale, "approval_timeout", timeout=timeout)
-        elif event.verdict == "stopped":
-            note = t(self.locale, "approval_stopped")
-        else:
-            note = t(self.locale, "approval_denied", by=event.by) if event.by else t(self.locale, "approval_unavailable")
-        if not event.approved:
-            self._not_approved.add(event.call_id)
-        self._set_line(event.call_id, status="running" if event.approved else "waiting", approval=note)
+        return self._tool_changed(len(self._board.approval_decided(event)))
+
+    def _tool_changed(self, chars: int) -> int:
+        """A status line (or an approval) changed: the phase is tools, and ``chars`` changed."""
         self._phase = "tool"
         self._touch()
-        return len(note)
-
-    def _set_line(self, call_id: str, **changes: Any) -> None:
-        """Change the tool line of ``call_id``, if the card shows one."""
-        index = self._tool_index.get(call_id)
-        block = self._blocks[index] if index is not None else None
-        if isinstance(block, ToolLine) and index is not None:
-            self._blocks[index] = replace(block, **changes)
+        return chars
 
     def _usage(self, event: UsageReported) -> int:
         self._tokens += event.prompt_tokens + event.completion_tokens
@@ -407,7 +344,7 @@ class CardState:
     def _to_narration(self) -> None:
         """The current round called a tool: its visible text so far is narration, not answer."""
         if self._round_text.strip():
-            self._blocks.append(Narration(round=self._round, text=self._round_text))
+            self._board.narrate(self._round, self._round_text)
         if self._round_text:
             self._answer_epoch += 1
         self._round_text = ""

@@ -126,9 +126,9 @@ def _check_config(config: Config, source: str) -> int:
     if problems:
         _print_config_problems(ConfigError(problems, source))
         return EXIT_FAILED
-    from botgateway.access_warnings import open_platform_warnings
+    from botgateway.access_warnings import access_warnings
 
-    for warning in open_platform_warnings(config):
+    for warning in access_warnings(config):
         print(f"{source}: warning: {warning}", file=sys.stderr)
     print("OK")
     return EXIT_OK

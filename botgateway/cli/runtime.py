@@ -18,6 +18,7 @@ from botgateway.config import Config, ConfigError
 from botgateway.tooling import Tool, ToolRegistry
 
 if TYPE_CHECKING:
+    from botgateway.approvals import ApprovalDesk
     from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
     from botgateway.llm import LLMClient
@@ -77,9 +78,6 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
     from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
     from botgateway.instance import claim_instance_id
-    from botgateway.policy import effective_policy
-    from botgateway.loop import ToolLoop
-    from botgateway.memory import Memory
     from botgateway.stores import open_store
     from tools.catalog import build_toolset
 
@@ -92,23 +90,8 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         stack.callback(registry.close)
         toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
         llm, model_label = await _model(stack, config, registry, toolset)
-        memory = Memory(
-            store,
-            max_history_tokens=config.memory.max_history_tokens,
-            keep_recent_turns=config.memory.keep_recent_turns,
-            summarizer=llm.complete,
-        )
         desk = ApprovalDesk()  # calls waiting for an approver; the gateway checks who may decide
-        loop = ToolLoop(
-            llm,
-            registry,
-            memory,
-            max_rounds=config.llm.max_rounds,
-            system_prompt=config.llm.system_prompt,
-            turn_timeout_s=config.llm.turn_timeout_s,
-            approvals=desk,
-            approval_timeout_s=effective_policy(config.access).approvals.timeout_s,
-        )
+        memory, loop = _loop(config, store, llm, registry, desk)
         budget = RateBudget()
         telemetry, metrics_server = _telemetry(stack, config)
         # Kept across restarts, so a restarted process closes the cards it left at once (recovery at start).
@@ -140,6 +123,31 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             model_label=model_label,
             metrics=metrics_server,
         )
+
+
+def _loop(config: Config, store: Store, llm: LLMClient, registry: ToolRegistry, desk: ApprovalDesk) -> tuple[Memory, ToolLoop]:
+    """The conversation memory and the tool loop over it, as configured."""
+    from botgateway.loop import ToolLoop
+    from botgateway.memory import Memory
+    from botgateway.policy import effective_policy
+
+    memory = Memory(
+        store,
+        max_history_tokens=config.memory.max_history_tokens,
+        keep_recent_turns=config.memory.keep_recent_turns,
+        summarizer=llm.complete,
+    )
+    loop = ToolLoop(
+        llm,
+        registry,
+        memory,
+        max_rounds=config.llm.max_rounds,
+        system_prompt=config.llm.system_prompt,
+        turn_timeout_s=config.llm.turn_timeout_s,
+        approvals=desk,
+        approval_timeout_s=effective_policy(config.access).approvals.timeout_s,
+    )
+    return memory, loop
 
 
 async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, toolset: Any) -> tuple[LLMClient, str]:

@@ -102,3 +102,12 @@ def test_check_config_warns_about_direct_chats_open_to_everyone(tmp_path: Path) 
     result = check_config(tmp_path, {"default_role": "viewer", "channels": {"allow": ["slack:C0OPS"]},
                                      "roles": {"viewer": {"tools": ["find_server"]}}})
     assert result.returncode == 0 and "may ask the bot, in a direct chat" in result.stderr
+
+
+def test_check_config_warns_when_calls_wait_for_an_approval_nobody_may_give(tmp_path: Path) -> None:
+    base = {"default_role": "none", "roles": {"oncall": {"members": ["slack:U0ALICE"], "tools": ["*"]}},
+            "approvals": {"tools": ["*__restart*"], "timeout_s": 120}}
+    nobody = check_config(tmp_path, base)
+    assert nobody.returncode == 0 and "no role has approve: true" in nobody.stderr and "120 s" in nobody.stderr
+    approver = {**base, "roles": {**base["roles"], "lead": {"members": ["slack:U0BOB"], "tools": ["*"], "approve": True}}}
+    assert "warning" not in check_config(tmp_path, approver).stderr
