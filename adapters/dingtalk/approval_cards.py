@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from adapters.dingtalk.card_sink import open_space_id, undelivered
+from adapters.dingtalk.card_sink import deliver_body, undelivered
 from adapters.dingtalk.inert import dingtalk_inert
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from botgateway.cards.render import approval_text
@@ -99,20 +99,9 @@ class ApprovalCards:
         return dataclasses.replace(handle, data=data)
 
     async def _deliver(self, target: CardTarget, code: str, prompt: str) -> bool:
-        body: dict[str, Any] = {
-            "cardTemplateId": self._template_id,
-            "outTrackId": _track_id(target, code),
-            "callbackType": "STREAM",
-            "cardData": {"cardParamMap": {"prompt": dingtalk_inert(prompt, target.locale), "code": code, "status": ""}},
-            "openSpaceId": open_space_id(target),
-            "userIdType": 1,
-        }
-        if target.is_group:
-            body["imGroupOpenSpaceModel"] = {"supportForward": False}
-            body["imGroupOpenDeliverModel"] = {"robotCode": self._robot_code}
-        else:
-            body["imRobotOpenSpaceModel"] = {"supportForward": False}
-            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": self._robot_code}
+        params = {"prompt": dingtalk_inert(prompt, target.locale), "code": code, "status": ""}
+        body = deliver_body(target, template_id=self._template_id, out_track_id=_track_id(target, code), params=params,
+                            robot_code=self._robot_code, forward=False)  # a forwarded approval would mislead
         try:
             refused = undelivered(await self._api.create_and_deliver(body))
         except Exception as exc:  # the answer's own card still says how to decide by reply

@@ -25,7 +25,7 @@ from botgateway.snapshot import CardSnapshot
 if TYPE_CHECKING:
     from adapters.dingtalk.approval_cards import ApprovalCards
 
-__all__ = ["PACING", "DingTalkCardSink", "open_space_id", "undelivered"]
+__all__ = ["PACING", "DingTalkCardSink", "deliver_body", "open_space_id", "undelivered"]
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +48,28 @@ def open_space_id(target: CardTarget) -> str:
     if target.is_group:
         return f"dtv1.card//IM_GROUP.{target.chat_id}"
     return f"dtv1.card//IM_ROBOT.{target.user_id}"
+
+
+def deliver_body(
+    target: CardTarget, *, template_id: str, out_track_id: str, params: dict[str, str], robot_code: str, forward: bool = True
+) -> dict[str, object]:
+    """The ``createAndDeliver`` body of a card from ``template_id`` for ``target``'s chat, its button presses
+    calling back through Stream mode; ``forward``: whether people may forward the card."""
+    body: dict[str, object] = {
+        "cardTemplateId": template_id,
+        "outTrackId": out_track_id,
+        "callbackType": "STREAM",
+        "cardData": {"cardParamMap": params},
+        "openSpaceId": open_space_id(target),
+        "userIdType": 1,
+    }
+    if target.is_group:
+        body["imGroupOpenSpaceModel"] = {"supportForward": forward}
+        body["imGroupOpenDeliverModel"] = {"robotCode": robot_code}
+    else:
+        body["imRobotOpenSpaceModel"] = {"supportForward": forward}
+        body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": robot_code}
+    return body
 
 
 class DingTalkCardSink:
@@ -94,20 +116,9 @@ class DingTalkCardSink:
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
         """Create the card and deliver it to the group or 1:1 chat in one call."""
         out_track_id = f"bg-{uuid.uuid4().hex}"
-        body: dict[str, object] = {
-            "cardTemplateId": self._template_id,
-            "outTrackId": out_track_id,
-            "callbackType": "STREAM",
-            "cardData": {"cardParamMap": {self._key: render_card(snapshot, is_group=target.is_group, asker=target.user_name)}},
-            "openSpaceId": open_space_id(target),
-            "userIdType": 1,
-        }
-        if target.is_group:
-            body["imGroupOpenSpaceModel"] = {"supportForward": True}
-            body["imGroupOpenDeliverModel"] = {"robotCode": self._robot_code}
-        else:
-            body["imRobotOpenSpaceModel"] = {"supportForward": True}
-            body["imRobotOpenDeliverModel"] = {"spaceType": "IM_ROBOT", "robotCode": self._robot_code}
+        params = {self._key: render_card(snapshot, is_group=target.is_group, asker=target.user_name)}
+        body = deliver_body(target, template_id=self._template_id, out_track_id=out_track_id, params=params,
+                            robot_code=self._robot_code)
         try:
             answer = await self._api.create_and_deliver(body)
         except RateLimited as exc:

@@ -45,6 +45,20 @@ async def _press(env: Env, message: Message, user: str, action_id: str, code: st
     return delivery.reason
 
 
+async def _ask_restart(env: Env, answer: str, *, on: Any = replies) -> tuple[dict[str, Any], Any, Message, str]:
+    """U1 asks to restart web-1; returns the event, its delivery, the message with the buttons and the code.
+
+    ``on`` picks the messages to look for the buttons in (``replies``: the card; ``controls``: a stream's control).
+    """
+    for script in _restart_then(answer):
+        env.llm.enqueue(script)
+    event = env.fake.mention("restart web-1", channel="C1", user="U1")
+    delivery = await env.push(event)
+    await env.fake.wait_for(lambda: any(_approval_buttons(m) for m in on(env, "C1", event["ts"])))
+    [message] = [m for m in on(env, "C1", event["ts"]) if _approval_buttons(m)]
+    return event, delivery, message, _approval_buttons(message)[APPROVE_ACTION_ID]["value"]
+
+
 def _tool_result_sent_to_model(env: Env) -> str:
     [tool_message] = [m for m in env.llm.requests[-1]["messages"] if m["role"] == "tool"]
     return str(tool_message["content"])
@@ -59,15 +73,8 @@ async def _audited_approval(env: Env, turn_id: str) -> str:
 
 async def test_an_approver_approves_after_a_non_approver_is_refused(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path, access_config=ACCESS, approvals=True):
-        for script in _restart_then("web-1 was restarted."):
-            env.llm.enqueue(script)
-        event = env.fake.mention("restart web-1", channel="C1", user="U1")
-        delivery = await env.push(event)
-        await env.fake.wait_for(lambda: any(_approval_buttons(m) for m in replies(env, "C1", event["ts"])))
-        [card] = replies(env, "C1", event["ts"])
-        buttons = _approval_buttons(card)
-        code = buttons[APPROVE_ACTION_ID]["value"]
-        assert buttons[DENY_ACTION_ID]["value"] == code
+        event, delivery, card, code = await _ask_restart(env, "web-1 was restarted.")
+        assert _approval_buttons(card)[DENY_ACTION_ID]["value"] == code
         assert "Approval needed" in card.markdown() and "restart_server" in card.markdown() and f"approve {code}" in card.markdown()
         assert env.restarts == [] and len(env.llm.requests) == 1  # nothing runs while it waits
 
@@ -89,13 +96,7 @@ async def test_an_approver_approves_after_a_non_approver_is_refused(tmp_path: An
 
 async def test_a_denied_call_never_runs_and_the_model_is_told(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path, access_config=ACCESS, approvals=True):
-        for script in _restart_then("The restart was denied."):
-            env.llm.enqueue(script)
-        event = env.fake.mention("restart web-1", channel="C1", user="U1")
-        delivery = await env.push(event)
-        await env.fake.wait_for(lambda: any(_approval_buttons(m) for m in replies(env, "C1", event["ts"])))
-        [card] = replies(env, "C1", event["ts"])
-        code = _approval_buttons(card)[DENY_ACTION_ID]["value"]
+        event, delivery, card, code = await _ask_restart(env, "The restart was denied.")
         assert await _press(env, card, "UADMIN", DENY_ACTION_ID, code, event["ts"]) == "decided"
         outcome = await env.done(delivery)
         assert outcome.outcome == "done" and env.restarts == []
@@ -121,15 +122,9 @@ async def test_an_approval_nobody_decides_times_out_as_denied(tmp_path: Any) -> 
 
 async def test_a_native_stream_carries_the_approval_on_its_control_message(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path, access_config=ACCESS, approvals=True, streaming="auto"):
-        for script in _restart_then("web-1 was restarted."):
-            env.llm.enqueue(script)
-        event = env.fake.mention("restart web-1", channel="C1", user="U1")
-        delivery = await env.push(event)
-        await env.fake.wait_for(lambda: any(_approval_buttons(m) for m in controls(env, "C1", event["ts"])))
-        [control] = controls(env, "C1", event["ts"])
+        event, delivery, control, code = await _ask_restart(env, "web-1 was restarted.", on=controls)
         [stream] = [m for m in replies(env, "C1", event["ts"]) if m.stream]
         assert stream.streaming and "restart_server" in str(control.blocks)
-        code = _approval_buttons(control)[APPROVE_ACTION_ID]["value"]
         assert await _press(env, control, "UADMIN", APPROVE_ACTION_ID, code, event["ts"]) == "decided"
         outcome = await env.done(delivery)
         assert outcome.outcome == "done" and env.restarts == ["web-1"]
@@ -140,13 +135,7 @@ async def test_a_native_stream_carries_the_approval_on_its_control_message(tmp_p
 
 async def test_typed_approve_in_the_thread_decides_too(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path, access_config=ACCESS, approvals=True):
-        for script in _restart_then("web-1 was restarted."):
-            env.llm.enqueue(script)
-        event = env.fake.mention("restart web-1", channel="C1", user="U1")
-        delivery = await env.push(event)
-        await env.fake.wait_for(lambda: any(_approval_buttons(m) for m in replies(env, "C1", event["ts"])))
-        [card] = replies(env, "C1", event["ts"])
-        code = _approval_buttons(card)[APPROVE_ACTION_ID]["value"]
+        event, delivery, _card, code = await _ask_restart(env, "web-1 was restarted.")
         typed = await env.push(env.fake.mention(f"approve {code}", channel="C1", user="UADMIN", thread_ts=event["ts"]))
         assert typed.submission is not None and typed.submission.status == "approval"
         outcome = await env.done(delivery)
