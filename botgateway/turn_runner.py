@@ -94,7 +94,8 @@ class TurnRunner:
         """
         msg = turn.msg
         try:
-            await turn.streamer.start()
+            # The model request does not wait for the card: deltas that come first are shown once it exists.
+            await turn.streamer.start(wait=False)
             if turn.stop_requested:
                 raise asyncio.CancelledError
             if not turn.go.is_set():

@@ -534,11 +534,12 @@ async def test_clear_word_starts_a_new_conversation_but_not_while_a_turn_runs(tm
 REPLICA = {"heartbeat_s": 0.05, "instance_ttl_s": 0.5, "recover_interval_s": 0.05}
 
 
-async def _until(read: Any, holds: Any, timeout: float = 10.0) -> None:
-    """Poll ``await read()`` until ``holds(value)``; the timeout only proves "not stuck"."""
+async def _until(read: Any, holds: Any, timeout: float = 10.0) -> Any:
+    """Poll ``await read()`` until ``holds(value)`` and return that value; the timeout only proves "not stuck"."""
     async with asyncio.timeout(timeout):
-        while not holds(await read()):
+        while not holds(value := await read()):
             await asyncio.sleep(0.02)
+        return value
 
 
 async def test_recovery_spares_live_owners_and_closes_dead_ones_and_old_ownerless_cards(h: Harness) -> None:
@@ -573,7 +574,8 @@ async def test_a_replica_closes_the_cards_of_a_replica_that_stopped_beating(tmp_
                 assert await b.store.live_instances() == {a.gateway.instance_id, b.gateway.instance_id}
                 sub = await a.submit("a long question")
                 await a.server.wait_for_requests(1)
-                [card] = await b.store.open_cards()
+                # The model request does not wait for the card: wait until the card is on record too.
+                [card] = await _until(lambda: b.store.open_cards(), lambda cards: len(cards) == 1)
                 assert card.owner == a.gateway.instance_id and card.turn_id == sub.turn_id
 
                 # While A beats, B's recovery (on demand and periodic) leaves A's card alone.

@@ -159,18 +159,21 @@ class CardStreamer:
         """The card currently streamed (the latest part), once created."""
         return self._card.handle
 
-    async def start(self) -> None:
+    async def start(self, *, wait: bool = True) -> None:
         """Create the card showing the current state; returns once it exists, creation gave up,
         or ``start_timeout_s`` passed (a throttled platform must not hold up the turn).
+        With ``wait`` False it returns at once: the turn's model request goes out while the card is created.
 
         Creation keeps being retried in the background; events fed meanwhile are
-        shown once the card exists. When it cannot be created the turn still
-        runs: the final answer is created (or sent through the fallback) at
-        :meth:`finish`.
+        shown once the card exists (the first call shows the latest state). When it
+        cannot be created the turn still runs: the final answer is created (or sent
+        through the fallback) at :meth:`finish`.
         """
         if self._worker is not None:
             return
         self._worker = asyncio.create_task(self._run(), name=f"card-streamer:{self._owner}")
+        if not wait:
+            return
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (a user's
             # stop) that arrives just as the card is created.

@@ -31,7 +31,8 @@ async def test_native_streaming_with_tool_calls_as_task_updates(tmp_path: Any) -
         assert stream.text == "Looking it up.\n\n" + ANSWER
         assert stream.tasks["c1"]["status"] == "complete"
         statuses = [c["status"] for c in stream.chunks if c.get("type") == "task_update"]
-        assert statuses[0] == "in_progress" and statuses[-1] == "complete"
+        # The model request does not wait for the stream, so a quick call may be first shown complete.
+        assert statuses[-1] == "complete" and set(statuses) <= {"in_progress", "complete"}
         assert len(env.fake.calls_of("chat.appendStream")) >= 3
         assert env.fake.calls_of("chat.update") == []
 
