@@ -12,33 +12,52 @@ being slow. A call that is not approved never runs; the model is told why
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
 from contextlib import AbstractContextManager, ExitStack
 
 import structlog
 
-from botgateway.approvals import ApprovalDesk, ApprovalVote
-from botgateway.events import ApprovalDecided, ApprovalRequested
+from botgateway.approvals import ApprovalDesk, ApprovalVote, PendingApproval
+from botgateway.events import ApprovalDecided, ApprovalRequested, ApprovalVerdict
 from botgateway.principal import Principal, principal_id
 from botgateway.tooling import ToolContext
 
-__all__ = ["ApprovalGate", "display_name", "not_run_reason"]
+__all__ = ["MAX_SHOWN_ARGUMENTS", "ApprovalGate", "display_name", "not_run_reason", "shown_arguments"]
 
 log = structlog.get_logger(__name__)
 
 
+MAX_SHOWN_ARGUMENTS = 1500
+"""Characters of a call's arguments (as JSON) an approver is shown at most; a longer call is denied, since an
+approver must see exactly what would run."""
+
+_NAME_MARKUP = re.compile(r"[\[\]()*_`~<>|#\\]")
+
+
 def display_name(principal: Principal) -> str:
-    """How a person is named on a card: ``@name`` when the platform gave one, else the qualified id."""
-    return f"@{principal.name}" if principal.name else principal.id
+    """How a person is named on a card: ``@name`` when the platform gave one (markup removed), else the qualified id."""
+    name = _NAME_MARKUP.sub("", principal.name).strip()
+    return f"@{name}" if name else principal.id
+
+
+def shown_arguments(arguments: Mapping[str, Any]) -> str:
+    """The whole arguments as JSON, as an approver sees them (backticks escaped, so they cannot end a code block)."""
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str).replace("`", "\\u0060")
 
 
 def not_run_reason(decided: ApprovalDecided, timeout_s: float) -> str:
     """What the model (and the card's tool line) is told about a call that was not approved."""
-    if decided.verdict == "denied" and decided.by:
+    if decided.verdict == "denied":
         return f"not run: {decided.by} denied this call. Do not try it again; tell the asker it was denied"
     if decided.verdict == "timeout":
         return (f"not run: no approver decided within {timeout_s:g} s, so the call counts as denied. "
                 "Tell the asker an approver must be present, then they can ask again")
+    if decided.verdict == "too_long":
+        return (f"not run: its arguments are longer than {MAX_SHOWN_ARGUMENTS} characters, too long to show an "
+                "approver. Make the call with shorter arguments, or tell the asker")
     return "not run: this call needs an approval, and none can be given here. Tell the asker"
 
 
@@ -75,31 +94,40 @@ class ApprovalGate:
         """Wait for the call's approval, reporting the request and the decision through ``emit``."""
         asker = self._asker()
         pending = None
-        if self._desk is not None:
+        too_long = len(shown_arguments(arguments)) > MAX_SHOWN_ARGUMENTS
+        if self._desk is not None and not too_long:
             pending = self._desk.open(turn_id=self._turn_id, call_id=call_id, tool=tool, arguments=dict(arguments),
                                       asker=asker, **_where(self._ctx))
         if pending is None:
-            log.info("approval.unavailable", tool=tool, call_id=call_id)
-            decided = ApprovalDecided(call_id=call_id, name=tool, code="", verdict="denied")
+            verdict: ApprovalVerdict = "too_long" if too_long else "unavailable"
+            log.info("approval.not_possible", tool=tool, call_id=call_id, verdict=verdict)
+            decided = ApprovalDecided(call_id=call_id, name=tool, code="", verdict=verdict)
             emit(decided)
             return decided
         code = pending.request.code
-        emit(ApprovalRequested(call_id=call_id, name=tool, code=code, arguments=dict(arguments),
-                               asker=display_name(asker), timeout_s=self.timeout_s))
+        emit(ApprovalRequested(call_id=call_id, name=tool, code=code, token=pending.request.token,
+                               arguments=dict(arguments), asker=display_name(asker), timeout_s=self.timeout_s))
         log.info("approval.requested", tool=tool, call_id=call_id, code=code)
+        decided = await self._decision(pending, tool)
+        log.info("approval.decided", tool=tool, call_id=call_id, code=code, verdict=decided.verdict, by=decided.by_id)
+        emit(decided)
+        return decided
+
+    async def _decision(self, pending: PendingApproval, tool: str) -> ApprovalDecided:
+        """The first vote on ``pending``, or its timeout; the deadline is paused meanwhile."""
+        request = pending.request
+        assert self._desk is not None
         self._hold()
         try:
             vote = await asyncio.wait_for(asyncio.shield(pending.vote), self.timeout_s)
         except TimeoutError:
-            decided = ApprovalDecided(call_id=call_id, name=tool, code=code, verdict="timeout")
-        else:
-            decided = _decided(call_id, tool, code, vote)
+            if not pending.vote.done():
+                return ApprovalDecided(call_id=request.call_id, name=tool, code=request.code, verdict="timeout")
+            vote = pending.vote.result()  # a vote that came with the timeout: the voter was told it counted
         finally:
-            self._desk.close(code)
+            self._desk.close(pending)
             self._release()
-        log.info("approval.decided", tool=tool, call_id=call_id, code=code, verdict=decided.verdict, by=decided.by_id)
-        emit(decided)
-        return decided
+        return _decided(request.call_id, tool, request.code, vote)
 
     def _asker(self) -> Principal:
         ctx = self._ctx

@@ -26,7 +26,7 @@ __all__ = ["ApprovalCommand", "Approvers", "VoteResult", "parse_command"]
 log = structlog.get_logger(__name__)
 
 _COMMAND = re.compile(r"^\s*(approve|deny|批准|同意|拒绝)\s*#?\s*(\d{4})\s*[.!。！]?\s*$", re.IGNORECASE)
-_APPROVING = {"approve", "批准", "同意"}
+_APPROVING = frozenset({"approve", "批准", "同意"})
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,18 @@ class Approvers:
         self._policy = policy
         self._tools = tools
 
-    def vote(self, code: str, principal: Principal, *, approved: bool, locale: str) -> VoteResult:
-        """Count ``principal``'s decision on approval ``code`` if they may decide it."""
+    def vote(
+        self, code: str, principal: Principal, *, approved: bool, locale: str, channel: str | None = None,
+        token: str | None = None,
+    ) -> VoteResult:
+        """Count ``principal``'s decision on approval ``code`` if they may decide it.
+
+        A typed vote names the ``channel`` it was typed in: it counts only there, where the card is. A button
+        carries the request's ``token``. Either way the voter must be of the asker's platform.
+        """
         request = self.desk.waiting(code)
-        if request is None:
+        if (request is None or principal.platform != request.asker.platform
+                or (channel is not None and channel != request.channel)):
             return self._result("unknown", code, principal, locale)
         place = Place(channel=request.channel, direct=request.direct)
         grant = decide(self._policy, principal, place, self._tools()).grant
@@ -78,7 +86,7 @@ class Approvers:
             return self._result("not_approver", code, principal, locale)
         if self._policy.approvals.four_eyes and principal.id == request.asker.id:
             return self._result("own_request", code, principal, locale)
-        answer = self.desk.decide(code, ApprovalVote(approved=approved, by=principal))
+        answer = self.desk.decide(code, ApprovalVote(approved=approved, by=principal), token=token)
         return self._result(answer, code, principal, locale, approved=approved)
 
     @staticmethod

@@ -168,6 +168,8 @@ class ApprovalRequested:
     """The tool's name."""
     code: str
     """The short code an approver presses or types (``approve 4821``)."""
+    token: str
+    """What the buttons carry besides the code: a press decides this request and no other."""
     arguments: dict[str, Any]
     """The call's parsed arguments: what would run."""
     asker: str
@@ -178,8 +180,9 @@ class ApprovalRequested:
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
-ApprovalVerdict: TypeAlias = Literal["approved", "denied", "timeout", "stopped"]
-"""How an approval ended: an approver decided, nobody did in time, or the turn was stopped meanwhile."""
+ApprovalVerdict: TypeAlias = Literal["approved", "denied", "timeout", "unavailable", "too_long"]
+"""How an approval ended: an approver decided, nobody did in time, no approval can be given here, or the
+arguments are too long to show an approver in full (so nobody could know what they approve)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,7 +196,7 @@ class ApprovalDecided:
     code: str
     """The approval's code."""
     verdict: ApprovalVerdict
-    """approved, denied, timeout or stopped."""
+    """approved, denied, timeout, unavailable or too_long."""
     by: str = ""
     """Who decided, as shown on the card (``@alice``); empty for a timeout."""
     by_id: str = ""

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from botgateway.access import AccessHook, allow_all, decide_message, with_decision
+from botgateway.access import AccessHook, allow_all, decide_message, place_of, with_decision
 from botgateway.approvals import ApprovalDesk
 from botgateway.approvers import Approvers, VoteResult, parse_command
 from botgateway.audit_trail import write_refusal
@@ -173,11 +173,6 @@ class Gateway:
         if self._clear_history is not None and _matches(msg.text, self._config.gateway.clear_words):
             return await self._clear_from_message(msg, sink)
 
-        command = parse_command(msg.text)
-        if command is not None and self._approvers is not None:
-            result = self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale)
-            return self._tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
-
         if self._closing:
             return self._refuse(msg, sink, t(locale, "shutting_down"))
 
@@ -190,6 +185,13 @@ class Gateway:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
             await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome="refused", note=refusal)
             return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
+
+        command = parse_command(msg.text)
+        if command is not None and self._approvers is not None:
+            # Typed where the card is: a vote from any other chat counts for nothing.
+            result = self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale,
+                                          channel=place_of(msg).channel)
+            return self._tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
 
         # The configured policy always applies, after any custom hook; a refused asker costs no model request.
         decision = decide_message(self._policy, msg, self._tool_names(), limits=self._limit_defaults,
@@ -239,14 +241,18 @@ class Gateway:
             return Submission(status="queued", turn_id=turn.turn_id, done=turn.done, position=position)
         return Submission(status="started", turn_id=turn.turn_id, done=turn.done)
 
-    def decide_approval(self, code: str, principal: Principal, *, approved: bool, locale: str) -> VoteResult:
-        """An Approve/Deny button press or ``approve 4821`` reply: counted when ``principal`` may decide.
+    def decide_approval(
+        self, code: str, principal: Principal, *, approved: bool, locale: str, channel: str | None = None,
+        token: str | None = None,
+    ) -> VoteResult:
+        """An Approve/Deny button press (with the button's ``token``) or an ``approve 4821`` reply (typed in
+        ``channel``): counted when ``principal`` may decide it there.
 
         The result's note is for the decider alone; the card shows a counted decision by itself.
         """
         if self._approvers is None:
             return VoteResult("unknown", t(locale, "approval_unknown", code=code))
-        return self._approvers.vote(code, principal, approved=approved, locale=locale)
+        return self._approvers.vote(code, principal, approved=approved, locale=locale, channel=channel, token=token)
 
     async def stop_turn(self, turn_id: str, user_id: str) -> bool:
         """Stop a running or queued turn (stop buttons); only its asker or an admin may.

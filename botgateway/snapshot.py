@@ -58,13 +58,15 @@ class ApprovalPrompt:
     """A call waiting for an approver: what the card asks, and the code its buttons carry."""
 
     code: str
-    """Short code (``4821``): the buttons' value, and what approvers type (``approve 4821``)."""
+    """Short code (``4821``): what approvers type (``approve 4821``), and part of the buttons' value."""
+    token: str
+    """The rest of the buttons' value: a press decides this request and no other."""
     call_id: str
     """The waiting call (its tool line shows the outcome once decided)."""
     tool: str
     """The tool that would run."""
-    args_preview: str
-    """Its key arguments in short form."""
+    arguments: str
+    """All of its arguments, as JSON: an approver sees exactly what would run."""
     asker: str
     """Who asked for it."""
     timeout_s: float

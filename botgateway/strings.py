@@ -85,15 +85,17 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         ),
         # approvals
         "tool_waiting": "⏸ {name}{args} · waiting for approval",
+        "approval_pending": "reply approve {code} or deny {code}",
         "approval_prompt": (
-            "⏸ **Approval needed:** `{tool}`{args}, asked by {asker}. An approver may press Approve or Deny, "
-            "or reply `approve {code}` / `deny {code}`. No decision within {timeout} counts as denied."
+            "⏸ **Approval needed:** `{tool}`, asked by {asker}, with these arguments:\n```\n{arguments}\n```\n"
+            "An approver may press Approve or Deny, or reply `approve {code}` / `deny {code}`. "
+            "No decision within {timeout} counts as denied."
         ),
         "approval_approved": "✅ approved by {by}",
         "approval_denied": "🚫 denied by {by}",
         "approval_timeout": "⌛ no decision within {timeout}: denied",
         "approval_unavailable": "🚫 needs an approval, which cannot be given here",
-        "approval_stopped": "⏹ stopped while waiting for approval",
+        "approval_too_long": "🚫 needs an approval, but its arguments are too long to show an approver",
         "approve_button": "Approve",
         "deny_button": "Deny",
         "approval_unknown": "No approval {code} is waiting: it was decided already, it timed out, or the code is mistyped.",
@@ -182,15 +184,17 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "question_too_long": "你的消息有 {length:,} 个字符，最多只能接收 {limit:,} 个。请发送更短的内容：只发相关部分（例如日志中的关键几行），而不是全文。",
         # approvals
         "tool_waiting": "⏸ {name}{args} · 等待审批",
+        "approval_pending": "回复 approve {code} 或 deny {code}",
         "approval_prompt": (
-            "⏸ **需要审批：** `{tool}`{args}，由 {asker} 发起。审批人可点击“批准”或“拒绝”，"
-            "或回复 `approve {code}` / `deny {code}`（也可回复“批准 {code}”/“拒绝 {code}”）。{timeout}内无人决定视为拒绝。"
+            "⏸ **需要审批：** `{tool}`，由 {asker} 发起，参数如下：\n```\n{arguments}\n```\n"
+            "审批人可点击“批准”或“拒绝”，或回复 `approve {code}` / `deny {code}`（也可回复“批准 {code}”/“拒绝 {code}”）。"
+            "{timeout}内无人决定视为拒绝。"
         ),
         "approval_approved": "✅ {by} 已批准",
         "approval_denied": "🚫 {by} 已拒绝",
         "approval_timeout": "⌛ {timeout}内无人审批：已拒绝",
         "approval_unavailable": "🚫 需要审批，但此处无法审批",
-        "approval_stopped": "⏹ 等待审批时已停止",
+        "approval_too_long": "🚫 需要审批，但参数过长，无法完整展示给审批人",
         "approve_button": "批准",
         "deny_button": "拒绝",
         "approval_unknown": "没有编号为 {code} 的待审批项：可能已被处理、已超时，或编号有误。",

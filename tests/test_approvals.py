@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 
-from botgateway.approvals import MAX_PENDING, ApprovalDesk, ApprovalVote
+from botgateway.approvals import CODE_QUARANTINE_S, MAX_PENDING, ApprovalDesk, ApprovalVote
+from botgateway.approval_gate import MAX_SHOWN_ARGUMENTS
 from botgateway.approvers import Approvers, parse_command
+from botgateway.cards.render import render_markdown
+from botgateway.cards.state import CardState
 from botgateway.config.access import AccessConfig
-from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, TurnDone, TurnEvent
+from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent
 from botgateway.grant import Grant
 from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
@@ -60,11 +63,32 @@ async def test_the_desk_gives_each_waiting_call_its_own_code_and_takes_one_decis
     second = desk.open(turn_id="t", call_id="b", tool="restart_server", arguments={}, asker=ASKER, channel="slack:C1")
     assert first is not None and second is not None
     assert (first.request.code, second.request.code) == ("1111", "2222")  # a code in use is never handed out twice
-    assert desk.decide("#2222", ApprovalVote(approved=True, by=ADMIN)) == "decided"
+    assert first.request.token != second.request.token
+    assert desk.decide("2222", ApprovalVote(approved=True, by=ADMIN), token=first.request.token) == "unknown"  # not its button
+    assert desk.decide("#2222", ApprovalVote(approved=True, by=ADMIN), token=second.request.token) == "decided"
     assert second.vote.result().approved and not first.vote.done()
     assert desk.decide("2222", ApprovalVote(approved=False, by=ADMIN)) == "unknown"  # decided once only
-    desk.close("1111")
-    assert desk.waiting("1111") is None and len(desk) == 0
+    desk.close(first)
+    assert desk.waiting("1111") is None and desk.waiting("2222") is None
+
+
+async def test_a_code_is_not_handed_out_again_for_an_hour_and_closing_never_takes_anothers_code() -> None:
+    now = [1000.0]
+    fixed = _codes("1111", "1111", "2222", "1111")
+    desk = ApprovalDesk(codes=lambda: next(fixed), clock=lambda: now[0])
+    first = desk.open(turn_id="t1", call_id="a", tool="x", arguments={}, asker=ASKER, channel="slack:C1")
+    assert first is not None
+    desk.decide("1111", ApprovalVote(approved=True, by=ADMIN))
+    desk.close(first)
+    # a late "approve 1111" must not meet a new request: 1111 is skipped while quarantined
+    second = desk.open(turn_id="t2", call_id="b", tool="x", arguments={}, asker=ASKER, channel="slack:C1")
+    assert second is not None and second.request.code == "2222"
+    desk.close(first)  # closing the old request again leaves the new one alone
+    assert desk.waiting("2222") == second.request
+    now[0] += CODE_QUARANTINE_S + 1
+    desk.close(second)
+    third = desk.open(turn_id="t3", call_id="c", tool="x", arguments={}, asker=ASKER, channel="slack:C1")
+    assert third is not None and third.request.code == "1111"
 
 
 async def test_a_full_desk_takes_no_more_requests() -> None:
@@ -122,6 +146,21 @@ async def test_with_four_eyes_an_approver_may_not_approve_their_own_request() ->
     assert own.answer == "own_request" and "another approver" in own.note
     assert approvers.vote("4821", Principal.of("slack", "UNOBODY"), approved=True, locale="en").answer == "not_approver"
     assert approvers.vote("9999", ADMIN, approved=True, locale="en").answer == "unknown"
+
+
+async def test_a_vote_counts_only_where_the_card_is_and_from_the_askers_platform() -> None:
+    policy = POLICY.model_copy(update={"roles": {**POLICY.roles, "admin": POLICY.roles["admin"].model_copy(
+        update={"members": ["slack:UADMIN", "dingtalk:boss01"]})}})
+    approvers = Approvers(_desk("4821"), policy, lambda: TOOLS)
+    pending = approvers.desk.open(turn_id="t", call_id="c", tool="restart_server", arguments={}, asker=ASKER,
+                                  channel="slack:C1")
+    assert pending is not None
+    # an approver on DingTalk cannot decide a Slack channel's call by typing its code
+    assert approvers.vote("4821", Principal.of("dingtalk", "boss01"), approved=True, locale="en").answer == "unknown"
+    # nor can a Slack approver from another channel
+    assert approvers.vote("4821", ADMIN, approved=True, locale="en", channel="slack:C2").answer == "unknown"
+    assert not pending.vote.done()
+    assert approvers.vote("4821", ADMIN, approved=True, locale="en", channel="slack:C1").answer == "decided"
 
 
 # --- the loop waits -------------------------------------------------------------------------------
@@ -253,7 +292,31 @@ async def test_without_a_desk_a_call_that_needs_an_approval_is_denied_at_once(ha
     harness.server.enqueue(_calls(("a", "restart_server", {"host": "web-1"})), Script.text("It needs an approval."))
     events = [e async for e in harness.loop().run_turn("conv", "restart web-1", CTX, approvals=False)]
     [decided] = [e for e in events if isinstance(e, ApprovalDecided)]
-    assert decided.verdict == "denied" and decided.by == "" and harness.restarts == []
+    assert decided.verdict == "unavailable" and decided.by == "" and harness.restarts == []
     assert not [e for e in events if isinstance(e, ApprovalRequested)]
     [result] = [m["content"] for m in harness.server.requests[-1]["messages"] if m["role"] == "tool"]
     assert "none can be given here" in result
+
+
+async def test_a_call_whose_arguments_are_too_long_to_show_is_denied_without_asking(harness: Loop) -> None:
+    host = "web-" + "x" * MAX_SHOWN_ARGUMENTS
+    harness.server.enqueue(_calls(("a", "restart_server", {"host": host})), Script.text("Too long."))
+    events = [e async for e in harness.loop().run_turn("conv", "restart it", CTX)]
+    [decided] = [e for e in events if isinstance(e, ApprovalDecided)]
+    assert decided.verdict == "too_long" and harness.restarts == [] and len(harness.desk) == 0
+    [result] = [m["content"] for m in harness.server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "too long to show an approver" in result
+
+
+def test_an_approver_sees_every_argument_of_the_call_and_nothing_can_break_out_of_it() -> None:
+    state = CardState(locale="en")
+    arguments = {"host": "web-1", "a": 1, "b": 2, "opts": {"all_hosts": True}, "note": "```\n<!channel> ![x](http://e/x)"}
+    state.apply(ToolCallStarted(call_id="c1", name="restart_server", arguments=arguments))
+    state.apply(ApprovalRequested(call_id="c1", name="restart_server", code="4821", token="tok", arguments=arguments,
+                                  asker="@carol", timeout_s=300))
+    [prompt] = state.snapshot().approvals
+    assert '"all_hosts": true' in prompt.arguments and '"b": 2' in prompt.arguments  # nested and 4th+ arguments too
+    body = render_markdown(state.snapshot())
+    block = body.split("```\n", 1)[1].split("\n```", 1)[0]
+    assert block == prompt.arguments and "`" not in block  # the fence cannot be closed from inside
+    assert "reply approve 4821 or deny 4821" in body  # the tool line names the code too

@@ -229,11 +229,13 @@ class DingTalkAdapter:
         if action is None or self._gateway is None:
             log.info("dingtalk.card_action_ignored", out_track_id=data.get("outTrackId"))
             return
-        external = bool(self._corp_id and action.corp_id) and action.corp_id != self._corp_id
+        # Fail closed: a press whose organisation is unknown, or not the bot's, counts as from outside.
+        external = not action.corp_id or action.corp_id != self._corp_id
         presser = await self.resolve_principal(
-            Principal.of(self.name, action.user_id, team=action.corp_id or self._corp_id, external=external))
+            Principal.of(self.name, action.user_id, team=action.corp_id, external=external))
         locale = self.config.locale
-        result = self._gateway.decide_approval(action.code, presser, approved=action.approved, locale=locale)
+        result = self._gateway.decide_approval(action.code, presser, approved=action.approved, locale=locale,
+                                               token=action.token)
         if result.answer == "decided":
             return
         try:

@@ -2,7 +2,7 @@
 
 The answer's AI card streams one markdown variable and carries no buttons, so
 each waiting call gets a card of its own from ``adapters.dingtalk.approval_template_id``
-(variables ``prompt``, ``code``, ``status``; its buttons call back through
+(variables ``prompt``, ``code``, ``token``, ``status``; its buttons call back through
 Stream mode, :data:`CARD_CALLBACK_TOPIC`). Once decided, the card's ``status``
 says how ("✅ approved by 王老板") and the template hides the buttons. Without a
 template the prompt on the answer itself tells approvers to reply ``approve 4821``.
@@ -26,7 +26,7 @@ from adapters.dingtalk.inert import dingtalk_inert
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from botgateway.cards.render import approval_text
 from botgateway.sink import CardHandle, CardTarget
-from botgateway.snapshot import CardSnapshot, ToolLine
+from botgateway.snapshot import ApprovalPrompt, CardSnapshot, ToolLine
 
 __all__ = ["APPROVE_ACTION", "CARD_CALLBACK_TOPIC", "DENY_ACTION", "ApprovalCards", "CardAction", "parse_card_action"]
 
@@ -52,6 +52,8 @@ class CardAction:
     """Their organisation."""
     code: str
     """The approval's code (the button's ``code`` param)."""
+    token: str
+    """The request's token (the button's ``token`` param): a press decides this request alone."""
     approved: bool
     """Approve (True) or Deny."""
 
@@ -62,13 +64,14 @@ def parse_card_action(data: Mapping[str, Any]) -> CardAction | None:
         content = json.loads(str(data.get("content") or "{}"))
         private = content.get("cardPrivateData") or {}
         actions = private.get("actionIds") or []
-        code = str((private.get("params") or {}).get("code") or "")
+        params = private.get("params") or {}
+        code, token = str(params.get("code") or ""), str(params.get("token") or "")
     except (ValueError, AttributeError, TypeError):
         return None
     action = str(actions[0]) if isinstance(actions, list) and actions else ""
     if action not in (APPROVE_ACTION, DENY_ACTION) or not code or not data.get("userId"):
         return None
-    return CardAction(user_id=str(data["userId"]), corp_id=str(data.get("corpId") or ""), code=code,
+    return CardAction(user_id=str(data["userId"]), corp_id=str(data.get("corpId") or ""), code=code, token=token,
                       approved=action == APPROVE_ACTION)
 
 
@@ -76,32 +79,35 @@ class ApprovalCards:
     """Delivers and closes the approval cards of one app."""
 
     def __init__(self, api: DingTalkOpenAPI, *, template_id: str, robot_code: str) -> None:
+        """Cards from ``template_id`` (``adapters.dingtalk.approval_template_id``), sent as ``robot_code``."""
         self._api = api
         self._template_id = template_id
         self._robot_code = robot_code
 
     async def sync(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
-        """Deliver a card for each approval new in ``snapshot``; close those no longer waiting (all, once final)."""
-        shown: tuple[str, ...] = tuple(handle.data.get("approvals", ()))
-        waiting = {} if snapshot.final else {p.code: p for p in snapshot.approvals}
-        delivered = list(shown)
-        for code, prompt in waiting.items():
-            if code not in shown and await self._deliver(handle.target, code, approval_text(prompt, snapshot.locale)):
-                delivered.append(code)
-        outcomes = _outcomes(snapshot, handle.data.get("approval_calls", {}))
-        for code in shown:
-            if code not in waiting:
-                await self._close(handle.target, code, outcomes.get(code, ""))
-                delivered.remove(code)
-        calls = {p.code: p.call_id for p in snapshot.approvals}
-        data = {**handle.data, "approvals": tuple(delivered),
-                "approval_calls": {**handle.data.get("approval_calls", {}), **calls}}
-        return dataclasses.replace(handle, data=data)
+        """Deliver a card for each approval new in ``snapshot``; close those no longer waiting (all, once final).
 
-    async def _deliver(self, target: CardTarget, code: str, prompt: str) -> bool:
-        params = {"prompt": dingtalk_inert(prompt, target.locale), "code": code, "status": ""}
-        body = deliver_body(target, template_id=self._template_id, out_track_id=_track_id(target, code), params=params,
-                            robot_code=self._robot_code, forward=False)  # a forwarded approval would mislead
+        Cards are kept per call (``handle.data["approvals"]``): a code may be handed out again, a call id not.
+        """
+        shown: tuple[str, ...] = tuple(handle.data.get("approvals", ()))
+        waiting = {} if snapshot.final else {p.call_id: p for p in snapshot.approvals}
+        kept = list(shown)
+        for call_id, prompt in waiting.items():
+            if call_id not in shown and await self._deliver(handle.target, prompt, approval_text(prompt, snapshot.locale)):
+                kept.append(call_id)
+        lines = {b.call_id: b for b in snapshot.blocks if isinstance(b, ToolLine)}
+        for call_id in shown:
+            if call_id not in waiting:
+                line = lines.get(call_id)
+                await self._close(handle.target, call_id, (line.approval or line.summary) if line else "")
+                kept.remove(call_id)
+        return dataclasses.replace(handle, data={**handle.data, "approvals": tuple(kept)})
+
+    async def _deliver(self, target: CardTarget, prompt: ApprovalPrompt, text: str) -> bool:
+        params = {"prompt": dingtalk_inert(text, target.locale), "code": prompt.code, "token": prompt.token, "status": ""}
+        body = deliver_body(target, template_id=self._template_id, out_track_id=_track_id(target, prompt.call_id),
+                            params=params, robot_code=self._robot_code, forward=False)  # a forwarded approval would mislead
+        code = prompt.code
         try:
             refused = undelivered(await self._api.create_and_deliver(body))
         except Exception as exc:  # the answer's own card still says how to decide by reply
@@ -111,26 +117,15 @@ class ApprovalCards:
             log.warning("dingtalk.approval_card_undelivered", code=code, error=refused)
         return refused is None
 
-    async def _close(self, target: CardTarget, code: str, outcome: str) -> None:
-        body = {"outTrackId": _track_id(target, code),
+    async def _close(self, target: CardTarget, call_id: str, outcome: str) -> None:
+        body = {"outTrackId": _track_id(target, call_id),
                 "cardData": {"cardParamMap": {"status": dingtalk_inert(outcome or "—", target.locale)}}}
         try:
             await self._api.update_card(body)
         except Exception as exc:  # a stale button earns its presser a "no approval waiting" note, nothing worse
-            log.warning("dingtalk.approval_card_close_failed", code=code, error=str(exc) or type(exc).__name__)
+            log.warning("dingtalk.approval_card_close_failed", call_id=call_id, error=str(exc) or type(exc).__name__)
 
 
-def _track_id(target: CardTarget, code: str) -> str:
-    """One approval card per turn and code (a code is reused only after its approval ended)."""
-    return f"bg-approval-{target.turn_id}-{code}"
-
-
-def _outcomes(snapshot: CardSnapshot, calls: Mapping[str, str]) -> dict[str, str]:
-    """Per approval code, the words its call's tool line shows for the decision."""
-    lines = {b.call_id: b for b in snapshot.blocks if isinstance(b, ToolLine)}
-    outcomes = {}
-    for code, call_id in calls.items():
-        line = lines.get(call_id)
-        if line is not None:
-            outcomes[code] = line.approval or line.summary
-    return outcomes
+def _track_id(target: CardTarget, call_id: str) -> str:
+    """One approval card per call of a turn."""
+    return f"bg-approval-{target.turn_id}-{call_id}"

@@ -300,9 +300,10 @@ class SlackAdapter:
         # The presser's own team comes with the action: a Slack Connect guest is external here too.
         presser = slack_principal({"user": user_id, "user_team": user.get("team_id")}, team=self.team_id, user_name=name)
         presser = await self.resolve_principal(presser)
-        result = self._gateway.decide_approval(str(action.get("value") or ""), presser,
-                                               approved=action.get("action_id") == APPROVE_ACTION_ID,
-                                               locale=self.config.locale)
+        code, _, token = str(action.get("value") or "").partition(":")
+        channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
+        result = self._gateway.decide_approval(code, presser, approved=action.get("action_id") == APPROVE_ACTION_ID,
+                                               locale=self.config.locale, channel=f"slack:{channel}", token=token)
         if result.answer != "decided":
             await self._tell_presser(body, result.note)
         self._report(Delivery("block_actions", "handled" if result.answer == "decided" else "ignored", result.answer))

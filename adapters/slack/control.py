@@ -95,6 +95,8 @@ class Control:
         """Approvals the control shows now (its buttons)."""
         self.stop = True
         """Whether the control carries the Stop button."""
+        self.edit: asyncio.Task[Any] | None = None
+        """The edit showing the current approvals, while one runs (one at a time)."""
 
     def blocks(self) -> list[dict[str, Any]]:
         """What the control shows now."""
@@ -183,25 +185,32 @@ class StopControls:
         if control.prompts == prompts or control.ending:
             return
         control.prompts = prompts
-        if control.ts:  # not posted yet: the post shows the prompts of its moment, and checks again after
-            self._tasks.spawn(self._edit(control), name=f"slack-control-edit:{target.turn_id}")
+        # Not posted yet: the post shows the prompts of its moment, and edits after if they changed.
+        if control.ts and (control.edit is None or control.edit.done()):
+            control.edit = self._tasks.spawn(self._edit(control), name=f"slack-control-edit:{target.turn_id}")
 
     async def _edit(self, control: Control) -> None:
-        """Edit the posted control to show its current approvals (a decision takes the buttons away)."""
+        """Edit the posted control until it shows its current approvals (a decision takes the buttons away)."""
         target = control.target
+        shown: tuple[ApprovalPrompt, ...] | None = None
 
         async def edit() -> Any:
+            nonlocal shown
             if control.ending:
                 return None
+            shown = control.prompts
             return await call_slack(self._client.chat_update, channel=control.channel, ts=control.ts,
                                     text=t(target.locale, "control_working"), blocks=control.blocks())
 
-        try:
-            await paced(self._pacer, self._buckets.update_bucket(target), edit, owner=_owner(target), attempts=CONTROL_ATTEMPTS)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the typed "approve 4821" still works; the card's body says so
-            log.warning("slack.control_edit_failed", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
+        while not control.ending and shown != control.prompts:
+            try:
+                await paced(self._pacer, self._buckets.update_bucket(target), edit, owner=_owner(target),
+                            attempts=CONTROL_ATTEMPTS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # "approve 4821" typed in the thread still works: the tool line names the code
+                log.warning("slack.control_edit_failed", turn_id=target.turn_id, error=str(exc) or type(exc).__name__)
+                return
 
     async def close(self, target: CardTarget) -> None:
         """Take the card's Stop control away; waits a little for it, never raises."""
@@ -232,6 +241,8 @@ class StopControls:
             # A post in flight (or just landed) deletes its own message: it sees ``ending``.
             await asyncio.wait({post})
             return
+        if control.edit is not None and not control.edit.done():
+            await asyncio.wait({control.edit})  # an edit landing after the delete's fallback would bring buttons back
         if control.ts:
             await self._delete(control)
 
@@ -266,10 +277,12 @@ class StopControls:
             control.channel = str(response.get("channel") or control.channel)
             log.debug("slack.stop_control_posted", turn_id=target.turn_id, ts=control.ts)
             await self._remember(control)
+            if not control.ending and posted and posted[-1] != control.prompts:
+                # Approvals changed while the post was on its way; as control.edit, show() waits its turn.
+                control.edit = self._tasks.spawn(self._edit(control), name=f"slack-control-edit:{target.turn_id}")
+                await asyncio.wait({control.edit})
             if control.ending:
                 await self._delete(control)
-            elif posted and posted[-1] != control.prompts:
-                await self._edit(control)  # approvals changed while the post was on its way
         except asyncio.CancelledError:
             raise
         except SinkError as error:

@@ -32,6 +32,7 @@ __all__ = [
     "NO_MENTIONS",
     "STOP_ACTION_ID",
     "approval_blocks",
+    "approval_value",
     "card_blocks",
     "card_markdown",
     "card_text",
@@ -49,10 +50,15 @@ STOP_ACTION_ID = "botgateway_stop"
 """``action_id`` of the Stop button; its ``value`` is the turn id."""
 
 APPROVE_ACTION_ID = "botgateway_approve"
-"""``action_id`` of an Approve button; its ``value`` is the approval's code."""
+"""``action_id`` of an Approve button; its ``value`` is ``code:token`` (:func:`approval_value`)."""
 
 DENY_ACTION_ID = "botgateway_deny"
-"""``action_id`` of a Deny button; its ``value`` is the approval's code."""
+"""``action_id`` of a Deny button; its ``value`` is ``code:token``."""
+
+
+def approval_value(prompt: ApprovalPrompt) -> str:
+    """An approval button's value: the code, and the token that ties a press to this request alone."""
+    return f"{prompt.code}:{prompt.token}"
 
 MAX_MARKDOWN_CHARS = 12_000
 """Slack's limit for the text of one ``markdown`` block (and a stream's markdown_text)."""
@@ -113,9 +119,9 @@ def approval_blocks(prompts: Sequence[ApprovalPrompt], locale: str, allowed: fro
             "type": "actions",
             "block_id": f"botgateway_approval_{prompt.code}",
             "elements": [
-                {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary", "value": prompt.code,
+                {"type": "button", "action_id": APPROVE_ACTION_ID, "style": "primary", "value": approval_value(prompt),
                  "text": {"type": "plain_text", "text": t(locale, "approve_button"), "emoji": True}},
-                {"type": "button", "action_id": DENY_ACTION_ID, "style": "danger", "value": prompt.code,
+                {"type": "button", "action_id": DENY_ACTION_ID, "style": "danger", "value": approval_value(prompt),
                  "text": {"type": "plain_text", "text": t(locale, "deny_button"), "emoji": True}},
             ],
         })

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from botgateway.approval_gate import shown_arguments
 from botgateway.cards import render
 from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
 from botgateway.snapshot import ApprovalPrompt, Block, Narration, ToolLine
@@ -30,6 +31,7 @@ class StatusBoard:
     """The blocks of one card (mutable; owned by its :class:`~botgateway.cards.state.CardState`)."""
 
     def __init__(self, locale: str) -> None:
+        """``locale``: the language of the notes on the lines (approval outcomes)."""
         self.locale = locale
         """The language of the approval notes."""
         self._blocks: list[Block] = []
@@ -88,17 +90,16 @@ class StatusBoard:
         return line
 
     def approval_requested(self, event: ApprovalRequested) -> ApprovalPrompt:
-        """The call waits: its line says so and the card shows the prompt."""
-        prompt = ApprovalPrompt(code=event.code, call_id=event.call_id, tool=event.name,
-                                args_preview=render.format_args(event.arguments), asker=event.asker,
-                                timeout_s=event.timeout_s)
-        self._prompts[event.code] = prompt
-        self._change(event.call_id, status="waiting")
+        """The call waits: its line says so (with the code to reply with) and the card shows the prompt."""
+        prompt = ApprovalPrompt(code=event.code, token=event.token, call_id=event.call_id, tool=event.name,
+                                arguments=shown_arguments(event.arguments), asker=event.asker, timeout_s=event.timeout_s)
+        self._prompts[event.call_id] = prompt  # by call: a code may be handed out again later
+        self._change(event.call_id, status="waiting", approval=t(self.locale, "approval_pending", code=event.code))
         return prompt
 
     def approval_decided(self, event: ApprovalDecided) -> str:
         """The prompt goes; the call's line says how it was decided (returned). An approved call runs now."""
-        prompt = self._prompts.pop(event.code, None)
+        prompt = self._prompts.pop(event.call_id, None)
         note = self._decision_note(event, prompt.timeout_s if prompt else 0.0)
         if not event.approved:
             self._not_approved.add(event.call_id)
@@ -118,9 +119,11 @@ class StatusBoard:
             return t(locale, "approval_approved", by=event.by)
         if event.verdict == "timeout":
             return t(locale, "approval_timeout", timeout=render.format_duration(timeout_s, locale))
-        if event.verdict == "stopped":
-            return t(locale, "approval_stopped")
-        return t(locale, "approval_denied", by=event.by) if event.by else t(locale, "approval_unavailable")
+        if event.verdict == "denied":
+            return t(locale, "approval_denied", by=event.by)
+        if event.verdict == "too_long":
+            return t(locale, "approval_too_long")
+        return t(locale, "approval_unavailable")
 
     def _line(self, call_id: str) -> ToolLine | None:
         index = self._index.get(call_id)

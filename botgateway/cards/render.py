@@ -62,9 +62,8 @@ def tool_line_text(line: ToolLine, locale: str = DEFAULT_LOCALE) -> str:
     approval = f" · {line.approval}" if line.approval and line.status != "failed" else ""
     if line.status in ("running", "waiting"):
         args = f" {line.args_preview}" if line.args_preview else ""
-        if line.status == "waiting" and not line.approval:
-            return t(locale, "tool_waiting", name=line.name, args=args)
-        return t(locale, "tool_running", name=line.name, args=args) + approval
+        key = "tool_waiting" if line.status == "waiting" else "tool_running"
+        return t(locale, key, name=line.name, args=args) + approval
     duration = format_duration(line.duration_s, locale) if line.duration_s is not None else ""
     if line.status == "done":
         summary = f" · {line.summary}" if line.summary else ""
@@ -78,10 +77,9 @@ def tool_line_text(line: ToolLine, locale: str = DEFAULT_LOCALE) -> str:
 
 
 def approval_text(prompt: ApprovalPrompt, locale: str = DEFAULT_LOCALE) -> str:
-    """What a waiting approval says on the card: the call, who asked, how to decide (buttons, or by text)."""
-    args = f" {prompt.args_preview}" if prompt.args_preview else ""
-    return t(locale, "approval_prompt", tool=prompt.tool, args=args, asker=prompt.asker, code=prompt.code,
-             timeout=format_duration(prompt.timeout_s, locale))
+    """What a waiting approval says on the card: the call with all its arguments, who asked, how to decide."""
+    return t(locale, "approval_prompt", tool=prompt.tool, arguments=prompt.arguments, asker=prompt.asker,
+             code=prompt.code, timeout=format_duration(prompt.timeout_s, locale))
 
 
 def footer_text(

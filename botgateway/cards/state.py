@@ -297,7 +297,7 @@ class CardState:
 
     def _approval_requested(self, event: ApprovalRequested) -> int:
         prompt = self._board.approval_requested(event)
-        return self._tool_changed(len(prompt.tool) + len(prompt.args_preview))
+        return self._tool_changed(len(prompt.tool) + len(prompt.arguments))
 
     def _approval_decided(self, event: ApprovalDecided) -> int:
         return self._tool_changed(len(self._board.approval_decided(event)))

@@ -125,7 +125,8 @@ def _approval_cards(env: Env) -> list[FakeCard]:
 
 async def _press(env: Env, card: FakeCard, user: str, action: str, corp_id: str = "dingcorp") -> None:
     frame = await env.fake.push_card_action(card.out_track_id, user_id=user, action=action,
-                                            params={"code": card.params["code"]}, corp_id=corp_id)
+                                            params={"code": card.params["code"], "token": card.params["token"]},
+                                            corp_id=corp_id)
     assert (await env.fake.wait_ack(frame))["code"] == 200
 
 

@@ -35,9 +35,9 @@ def _approval_buttons(message: Message) -> dict[str, dict[str, Any]]:
     return {b["action_id"]: b for b in message.buttons() if b["action_id"] in (APPROVE_ACTION_ID, DENY_ACTION_ID)}
 
 
-async def _press(env: Env, message: Message, user: str, action_id: str, code: str, thread_ts: str) -> str:
-    """Press a button as ``user``; the adapter's verdict on the press (``decided``, ``not_approver``…)."""
-    press = env.fake.block_action(user=user, channel="C1", message_ts=message.ts, action_id=action_id, value=code,
+async def _press(env: Env, message: Message, user: str, action_id: str, value: str, thread_ts: str) -> str:
+    """Press a button (its ``value``: ``code:token``) as ``user``; the adapter's verdict (``decided``, ``not_approver``…)."""
+    press = env.fake.block_action(user=user, channel="C1", message_ts=message.ts, action_id=action_id, value=value,
                                   thread_ts=thread_ts)
     await env.fake.wait_ack(await env.fake.push(press, type="interactive"))
     delivery = await env.next_delivery()
@@ -46,7 +46,7 @@ async def _press(env: Env, message: Message, user: str, action_id: str, code: st
 
 
 async def _ask_restart(env: Env, answer: str, *, on: Any = replies) -> tuple[dict[str, Any], Any, Message, str]:
-    """U1 asks to restart web-1; returns the event, its delivery, the message with the buttons and the code.
+    """U1 asks to restart web-1; returns the event, its delivery, the message with the buttons and their value.
 
     ``on`` picks the messages to look for the buttons in (``replies``: the card; ``controls``: a stream's control).
     """
@@ -75,7 +75,9 @@ async def test_an_approver_approves_after_a_non_approver_is_refused(tmp_path: An
     async for env in slack_env(tmp_path, access_config=ACCESS, approvals=True):
         event, delivery, card, code = await _ask_restart(env, "web-1 was restarted.")
         assert _approval_buttons(card)[DENY_ACTION_ID]["value"] == code
-        assert "Approval needed" in card.markdown() and "restart_server" in card.markdown() and f"approve {code}" in card.markdown()
+        typed = code.partition(":")[0]
+        assert "Approval needed" in card.markdown() and '{"host": "web-1"}' in card.markdown()
+        assert f"approve {typed}" in card.markdown()
         assert env.restarts == [] and len(env.llm.requests) == 1  # nothing runs while it waits
 
         # an oncall member who is no approver: told privately, the call keeps waiting
@@ -135,7 +137,13 @@ async def test_a_native_stream_carries_the_approval_on_its_control_message(tmp_p
 
 async def test_typed_approve_in_the_thread_decides_too(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path, access_config=ACCESS, approvals=True):
-        event, delivery, _card, code = await _ask_restart(env, "web-1 was restarted.")
+        event, delivery, _card, value = await _ask_restart(env, "web-1 was restarted.")
+        code = value.partition(":")[0]
+        # typed in another channel it counts for nothing, even by an approver
+        elsewhere = await env.push(env.fake.mention(f"approve {code}", channel="C2", user="UADMIN"))
+        assert elsewhere.submission is not None and elsewhere.submission.status == "approval"
+        await asyncio.wait_for(elsewhere.submission.done, 10)  # type: ignore[arg-type]
+        assert "No approval" in env.fake.ephemerals[-1]["text"] and not delivery.submission.done.done()
         typed = await env.push(env.fake.mention(f"approve {code}", channel="C1", user="UADMIN", thread_ts=event["ts"]))
         assert typed.submission is not None and typed.submission.status == "approval"
         outcome = await env.done(delivery)
