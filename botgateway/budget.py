@@ -1,4 +1,4 @@
-"""Shared, fair token buckets for platform API calls.
+"""Shared, fair budgets for platform API calls, planned across every open card.
 
 Every card call draws one token from the bucket its sink names
 (:meth:`botgateway.sink.CardSink.rate_key`): all cards of one Slack workspace
@@ -10,6 +10,17 @@ waiting cannot starve another card. A throttle answer from the platform
 would be throttled too. Calls that open or close a card (``priority=True``)
 go before live updates: a final answer should not queue behind other cards'
 progress updates, and a live update that waits simply carries newer text.
+
+Two shapes of limit: a token bucket (``rate_per_s``, ``burst``: DingTalk's QPS,
+refilling within a second) and a window (``window_s`` > 0: at most ``burst``
+calls in any ``window_s`` seconds, Slack's per-minute tiers), which may be
+spent in a burst. A window's allowance is planned: every open card
+:meth:`reserves <RateBudget.reserve>` the call its final answer will need, and
+live updates are granted only from what the reservations leave, so progress
+updates can never spend the calls the finals need. A throttle inside a window
+teaches the budget, step by step, that the platform's allowance is smaller than
+we thought (clock skew, or another client shares it); it grows back a little
+every quiet window.
 """
 
 from __future__ import annotations
@@ -30,12 +41,23 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class RateLimit:
-    """A token bucket: sustained ``rate_per_s`` with bursts up to ``burst``."""
+    """A token bucket (sustained ``rate_per_s``, bursts up to ``burst``), or with ``window_s`` a window."""
 
     rate_per_s: float
-    """Refill rate in calls per second."""
+    """Refill rate in calls per second (a window: ``burst / window_s``, informational)."""
     burst: int = 1
-    """Bucket size."""
+    """Bucket size; for a window, the calls allowed in any ``window_s`` seconds."""
+    window_s: float = 0.0
+    """Above 0: a sliding window of ``burst`` calls per ``window_s`` seconds instead of a token bucket."""
+
+    @classmethod
+    def window(cls, calls: int, window_s: float) -> RateLimit:
+        """At most ``calls`` calls in any ``window_s`` seconds."""
+        return cls(rate_per_s=calls / window_s, burst=max(int(calls), 1), window_s=window_s)
+
+
+_LEARN_BACK = 0.1
+"""After a quiet window, a window's learned allowance grows back by this share of its configured size."""
 
 
 @dataclass
@@ -60,13 +82,34 @@ class _Bucket:
     """Set when a pause changes so a sleeping dispatcher re-plans."""
     granted: int = 0
     """Tokens handed out so far (for stats)."""
+    grants: deque[float] = field(default_factory=deque)
+    """A window's grants still inside it, oldest first (clock times)."""
+    capacity: float = 0.0
+    """A window's allowance as learned from throttles (starts at ``limit.burst``)."""
+    adjusted_at: float = 0.0
+    """When the learned allowance last changed."""
+    reserved: dict[str, int] = field(default_factory=dict)
+    """Calls reserved per owner (open cards' finals); live updates only get what they leave."""
+    served: dict[str, int] = field(default_factory=dict)
+    """Live updates granted per owner so far: the least served goes first (a card showing nothing yet)."""
+
+    @property
+    def windowed(self) -> bool:
+        """A window-shaped limit."""
+        return self.limit.window_s > 0
+
+    @property
+    def reservations(self) -> int:
+        """Calls reserved by all owners."""
+        return sum(self.reserved.values())
 
 
 class RateBudget:
-    """Token buckets per key, shared by all cards and fair between them.
+    """Budgets per key, shared by all cards and fair between them.
 
     ``acquire`` returns once the caller may make one call. Buckets start full
-    (``burst`` tokens) and refill at ``rate_per_s``.
+    (``burst`` tokens, or a whole window's allowance) and refill at ``rate_per_s``
+    (or as the window slides).
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
@@ -76,16 +119,22 @@ class RateBudget:
     def _bucket(self, key: str, limit: RateLimit) -> _Bucket:
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = _Bucket(limit=limit, tokens=float(max(limit.burst, 1)), updated_at=self._clock())
+            now = self._clock()
+            bucket = _Bucket(limit=limit, tokens=float(max(limit.burst, 1)), updated_at=now,
+                             capacity=float(max(limit.burst, 1)), adjusted_at=now)
             self._buckets[key] = bucket
         elif bucket.limit != limit:
             self._refill(bucket)
             bucket.limit = limit
             bucket.tokens = min(bucket.tokens, float(max(limit.burst, 1)))
+            bucket.capacity = min(bucket.capacity, float(max(limit.burst, 1)))
         return bucket
 
     def _refill(self, bucket: _Bucket) -> None:
         now = self._clock()
+        if bucket.windowed:
+            self._slide(bucket, now)
+            return
         # Tokens do not accrue while the platform told us to back off.
         start = max(bucket.updated_at, bucket.paused_until)
         if now > start:
@@ -93,54 +142,127 @@ class RateBudget:
             bucket.tokens = min(float(max(bucket.limit.burst, 1)), bucket.tokens + (now - start) * rate)
         bucket.updated_at = max(now, bucket.updated_at)
 
-    def _try_take(self, bucket: _Bucket) -> bool:
-        now = self._clock()
-        if now < bucket.paused_until:
+    def _slide(self, bucket: _Bucket, now: float) -> None:
+        """Drop the grants that left the window; a quiet window gives back some learned-away allowance."""
+        window = bucket.limit.window_s
+        while bucket.grants and bucket.grants[0] <= now - window:
+            bucket.grants.popleft()
+        size = float(max(bucket.limit.burst, 1))
+        if bucket.capacity < size and now - bucket.adjusted_at >= window:
+            bucket.capacity = min(size, bucket.capacity + max(1.0, size * _LEARN_BACK))
+            bucket.adjusted_at = now
+        bucket.tokens = bucket.capacity - len(bucket.grants)
+
+    def _free(self, bucket: _Bucket, *, live: bool) -> bool:
+        """Whether a call may go now: a token is there, and for a live update in a window, one no final needs."""
+        if self._clock() < bucket.paused_until:
             return False
         self._refill(bucket)
-        if bucket.tokens >= 1.0:
+        needed = 1.0 + (bucket.reservations if live and bucket.windowed else 0)
+        return bucket.tokens >= needed
+
+    def _take(self, bucket: _Bucket, owner: str, *, live: bool) -> None:
+        bucket.granted += 1
+        if bucket.windowed:
+            bucket.grants.append(self._clock())
             bucket.tokens -= 1.0
-            bucket.granted += 1
-            return True
-        return False
+        else:
+            bucket.tokens -= 1.0
+        if live:
+            bucket.served[owner] = bucket.served.get(owner, 0) + 1
+        elif bucket.reserved.get(owner):
+            # The owner's reserved call is being made now.
+            self._unreserve(bucket, owner)
 
     async def acquire(self, key: str, limit: RateLimit, owner: str, *, priority: bool = False) -> float:
         """Wait for one token of ``key`` (created with ``limit`` on first use); returns the seconds waited.
 
         ``owner`` identifies the card; waiting owners are served round-robin,
-        ``priority`` callers before the others. Cancelling the wait gives up the
+        ``priority`` callers before the others (and a priority call uses the
+        owner's reservation, if it holds one). Cancelling the wait gives up the
         place in line without using a token.
         """
         bucket = self._bucket(key, limit)
+        live = not priority
         ahead = bucket.urgent if priority else (bucket.urgent or bucket.waiters)
-        if not ahead and self._try_take(bucket):
+        if not ahead and self._free(bucket, live=live):
+            self._take(bucket, owner, live=live)
             return 0.0
         started = self._clock()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         line = bucket.urgent if priority else bucket.waiters
         line.setdefault(owner, deque()).append(future)
-        if bucket.dispatcher is None or bucket.dispatcher.done():
-            bucket.dispatcher = asyncio.create_task(self._dispatch(key, bucket), name=f"rate-budget:{key}")
+        self._ensure_dispatcher(key, bucket)
         try:
             await future
         except asyncio.CancelledError:
-            queue = line.get(owner)
-            if queue is not None and future in queue:
-                queue.remove(future)
-                if not queue:
-                    del line[owner]
-                if not bucket.waiters and not bucket.urgent:
-                    # Nobody left in line: let a dispatcher sleeping out a long pause end now, not then.
-                    bucket.wake.set()
-            elif future.done() and not future.cancelled():
-                # The token was granted as we were cancelled: give it back.
-                bucket.tokens += 1.0
-                bucket.granted -= 1
+            self._withdraw(bucket, line, owner, future)
             raise
         return self._clock() - started
 
+    def _ensure_dispatcher(self, key: str, bucket: _Bucket) -> None:
+        if bucket.dispatcher is None or bucket.dispatcher.done():
+            bucket.dispatcher = asyncio.create_task(self._dispatch(bucket), name=f"rate-budget:{key}")
+
+    def _withdraw(self, bucket: _Bucket, line: OrderedDict[str, deque[asyncio.Future[None]]], owner: str,
+                  future: asyncio.Future[None]) -> None:
+        """A cancelled wait leaves the line; a token granted as it was cancelled goes back."""
+        queue = line.get(owner)
+        if queue is not None and future in queue:
+            queue.remove(future)
+            if not queue:
+                del line[owner]
+            if not bucket.waiters and not bucket.urgent:
+                # Nobody left in line: let a dispatcher sleeping out a long pause end now, not then.
+                bucket.wake.set()
+        elif future.done() and not future.cancelled():
+            bucket.tokens += 1.0
+            bucket.granted -= 1
+            if bucket.windowed and bucket.grants:
+                bucket.grants.pop()
+
+    def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
+        """Keep one call of ``key`` for ``owner`` (an open card's final answer): live updates leave it alone.
+
+        The owner's next priority call uses it; :meth:`release` gives back what is left (the card ended).
+        """
+        bucket = self._bucket(key, limit)
+        bucket.reserved[owner] = bucket.reserved.get(owner, 0) + 1
+
+    def release(self, key: str, owner: str) -> None:
+        """``owner`` is done with ``key``: give back the calls it still holds, forget what it was served."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return
+        bucket.served.pop(owner, None)
+        bucket.reserved.pop(owner, None)
+        bucket.wake.set()  # live updates held back for it may go now
+
+    def _unreserve(self, bucket: _Bucket, owner: str) -> None:
+        left = bucket.reserved.get(owner, 0) - 1
+        if left > 0:
+            bucket.reserved[owner] = left
+        else:
+            bucket.reserved.pop(owner, None)
+
+    def reserved(self, key: str) -> int:
+        """Calls of ``key`` reserved by open cards now."""
+        bucket = self._buckets.get(key)
+        return bucket.reservations if bucket else 0
+
+    def available(self, key: str, limit: RateLimit) -> float:
+        """Calls of ``key`` that could be made now, before reservations (0 while paused)."""
+        bucket = self._bucket(key, limit)
+        if self._clock() < bucket.paused_until:
+            return 0.0
+        self._refill(bucket)
+        return max(bucket.tokens, 0.0)
+
     def pause(self, key: str, seconds: float) -> None:
-        """Hand out no token of ``key`` for ``seconds`` (a throttle answer); the bucket restarts empty."""
+        """Hand out no token of ``key`` for ``seconds`` (a throttle answer); the bucket restarts empty.
+
+        In a window, the calls it holds now are taken as the platform's real allowance.
+        """
         bucket = self._buckets.get(key)
         if bucket is None:
             return
@@ -149,6 +271,12 @@ class RateBudget:
             self._refill(bucket)
             bucket.paused_until = until
             bucket.tokens = 0.0
+            if bucket.windowed:
+                # Slack counted more than we did (skew, another client on the same token): aim lower, but
+                # step by step, since our window may not be the platform's; Retry-After did the rest.
+                learned = max(float(len(bucket.grants)), bucket.capacity * (1 - _LEARN_BACK))
+                bucket.capacity = max(1.0, min(bucket.capacity, learned))
+                bucket.adjusted_at = until
             log.info("rate_budget.paused", key=key, seconds=round(seconds, 3))
         bucket.wake.set()
 
@@ -169,36 +297,46 @@ class RateBudget:
         bucket = self._buckets.get(key)
         return bucket.granted if bucket else 0
 
-    @staticmethod
-    def _next_waiter(bucket: _Bucket) -> asyncio.Future[None] | None:
-        for line in (bucket.urgent, bucket.waiters):
+    def _next_waiter(self, bucket: _Bucket) -> tuple[asyncio.Future[None], str, bool] | None:
+        """The next caller to serve: urgent ones whenever a token is free, live ones only from what reservations leave.
+
+        Urgent callers are served round-robin; live ones least-served first (then round-robin), so a
+        card that shows nothing yet goes before one showing its third update.
+        """
+        for line, live in ((bucket.urgent, False), (bucket.waiters, True)):
+            if not line or not self._free(bucket, live=live):
+                continue
             while line:
-                owner, queue = next(iter(line.items()))
+                owner = min(line, key=lambda o: bucket.served.get(o, 0)) if live else next(iter(line))
+                queue = line[owner]
                 future = queue.popleft()
                 # Round-robin: the served owner goes to the back of the line.
                 del line[owner]
                 if queue:
                     line[owner] = queue
                 if not future.done():
-                    return future
+                    return future, owner, live
         return None
 
-    async def _dispatch(self, key: str, bucket: _Bucket) -> None:
+    def _delay(self, bucket: _Bucket) -> float:
+        """How long the dispatcher may sleep before a token could be free (a release or pause wakes it sooner)."""
+        now = self._clock()
+        if now < bucket.paused_until:
+            return bucket.paused_until - now
+        if bucket.windowed:
+            # The next grant to leave the window; held back only by reservations: until one is released.
+            return bucket.grants[0] + bucket.limit.window_s - now if bucket.grants else bucket.limit.window_s
+        return (1.0 - bucket.tokens) / max(bucket.limit.rate_per_s, 1e-9)
+
+    async def _dispatch(self, bucket: _Bucket) -> None:
         while bucket.waiters or bucket.urgent:
-            now = self._clock()
-            if now < bucket.paused_until:
-                delay = bucket.paused_until - now
-            else:
-                self._refill(bucket)
-                if bucket.tokens >= 1.0:
-                    future = self._next_waiter(bucket)
-                    if future is None:
-                        break
-                    bucket.tokens -= 1.0
-                    bucket.granted += 1
-                    future.set_result(None)
-                    continue
-                delay = (1.0 - bucket.tokens) / max(bucket.limit.rate_per_s, 1e-9)
+            chosen = self._next_waiter(bucket)
+            if chosen is not None:
+                future, owner, live = chosen
+                self._take(bucket, owner, live=live)
+                future.set_result(None)
+                continue
+            delay = self._delay(bucket)
             bucket.wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(delay, 0.001)):

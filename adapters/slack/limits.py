@@ -36,17 +36,12 @@ DELETE_RATE_PER_MIN = 50.0
 
 
 def window_limit(calls: float, window_s: float) -> RateLimit:
-    """A token bucket that never lets more than ``calls`` through in any ``window_s`` window.
+    """Slack's tier as a window: at most 90 % of ``calls`` in any ``window_s`` seconds, spendable in a burst.
 
-    A bucket of ``burst`` refilling at ``rate`` admits at most ``burst + rate * window``
-    calls per window; aim at 90 % of Slack's count to leave room for clock and
-    network skew between our bucket and Slack's counter.
+    The 10 % left is room for clock and network skew between our window and Slack's counter; the
+    budget plans the window across all open cards (finals reserved, live updates from the rest).
     """
-    allowed = max(calls * 0.9, 1.0)
-    burst = max(1, int(allowed * 0.2))
-    # A budget of one call per window cannot be met exactly by a bucket; refill slowly then.
-    rate = max(allowed - burst, allowed * 0.1) / window_s
-    return RateLimit(rate_per_s=rate, burst=burst)
+    return RateLimit.window(max(int(calls * 0.9), 1), window_s)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -98,6 +98,25 @@ class CardCaller:
         self._backoff = backoff
         self._call_timeout_s = call_timeout_s
         self._throttle_streak = 0
+        self._keys: set[str] = set()  # every budget key this card drew from, given back by release()
+
+    def reserve_final(self) -> None:
+        """Keep one call of the card's final-answer budget for it: other cards' live updates leave it alone.
+
+        Its next priority call there uses it (the final, usually); :meth:`release` gives back what is left.
+        """
+        if self._budget is None:
+            return
+        key, limit = self._rate_key("finalize")
+        self._budget.reserve(key, limit, self.owner)
+        self._keys.add(key)
+
+    def release(self) -> None:
+        """The card needs no more of the budget: give back its reserved calls and what the budget kept of it."""
+        if self._budget is not None:
+            for key in self._keys:
+                self._budget.release(key, self.owner)
+        self._keys.clear()
 
     async def call(
         self,
@@ -211,6 +230,7 @@ class CardCaller:
         if self._budget is None:
             return True
         key, limit = self._rate_key(op)
+        self._keys.add(key)
         timeout = None if deadline is None else deadline - time.monotonic()
         if timeout is not None and timeout <= 0:
             return False

@@ -70,23 +70,33 @@ class LiveCard:
         self._on_visible(snapshot)
         self.handle = result[0]
         self._caller.metrics.parts += 1
+        self._caller.reserve_final()  # this card will need one more call: its final answer
         await self._records.remember(self.handle)
         return CallOutcome.OK
 
-    async def update(self, snapshot: CardSnapshot, *, priority: bool, interrupt: asyncio.Event | None) -> CallOutcome:
-        """One live update, not retried (a throttled or failed update is simply carried by the next)."""
+    async def update(
+        self, render: Callable[[], CardSnapshot], *, interrupt: asyncio.Event | None
+    ) -> tuple[CallOutcome, CardSnapshot | None]:
+        """One live update, not retried (a throttled or failed update is simply carried by the next).
+
+        ``render`` is called once the budget grants the call, so the update shows the latest state,
+        never what was there when it began to wait. Returns the outcome and what was sent (None: nothing).
+        """
         handle = self.handle
         assert handle is not None
+        sent: list[CardSnapshot] = []
 
         async def update() -> None:
-            await self.adopt(handle, await self._sink.update(handle, snapshot))
+            sent.append(render())
+            await self.adopt(handle, await self._sink.update(handle, sent[0]))
 
-        outcome = await self._caller.call(
-            "update", update, deadline=None, priority=priority, interrupt=interrupt, retry=False
-        )
+        # Never urgent, not even the first: finals and new cards go first, and a live update that waits
+        # only carries newer text.
+        outcome = await self._caller.call("update", update, deadline=None, priority=False, interrupt=interrupt,
+                                          retry=False)
         if outcome is CallOutcome.OK:
-            self._on_visible(snapshot)
-        return outcome
+            self._on_visible(sent[0])
+        return outcome, (sent[0] if sent else None)
 
     async def finalize(self, snapshot: CardSnapshot, *, deadline: float) -> CallOutcome:
         """Show the final ``snapshot`` on the card, retried until ``deadline``."""

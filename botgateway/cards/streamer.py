@@ -274,7 +274,10 @@ class CardStreamer:
         except Exception:
             log.exception("card.live_crashed", platform=self.target.platform)
         self._pacing.stop()
-        await self._delivery.deliver(self.state, started=self._finish_called_at or time.monotonic())
+        try:
+            await self._delivery.deliver(self.state, started=self._finish_called_at or time.monotonic())
+        finally:
+            self._caller.release()  # whatever the final did, the card needs no more of the budget
 
     async def _send_live(self) -> None:
         if self.state.final:
@@ -290,11 +293,9 @@ class CardStreamer:
             await self._create_part()
             return
         self._live_attempts += 1
-        # A first text that waits for the budget goes first; a later update that waits just carries newer text.
-        priority = self.metrics.first_token_to_visible_s is None
-        snapshot = self._cursor.view()
-        outcome = await self._card.update(snapshot, priority=priority, interrupt=self._finishing)
-        await self._after_live(outcome, sent=snapshot)
+        outcome, sent = await self._card.update(self._cursor.view, interrupt=self._finishing)
+        if sent is not None:
+            await self._after_live(outcome, sent=sent)
 
     async def _create_part(self) -> None:
         """The card of this part does not exist yet (creation was refused or timed out): try again."""

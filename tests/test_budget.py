@@ -1,0 +1,138 @@
+"""The budget planner's invariants, with a clock the test moves (no timing in the assertions).
+
+A window-shaped limit (Slack's per-minute tiers) may be spent in a burst but
+never past its count; every open card reserves its final call, and live
+updates get only what the reservations leave, least-served first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from botgateway.budget import RateBudget, RateLimit
+
+KEY = "slack:T1:chat.update"
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _settle() -> None:
+    """Let every ready task run (the budget's dispatcher included)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_a_window_may_be_spent_in_a_burst_but_never_past_its_count() -> None:
+    clock = Clock()
+    budget = RateBudget(clock=clock)
+    limit = RateLimit.window(5, 60.0)
+    waits = [await budget.acquire(KEY, limit, f"card-{i}") for i in range(5)]
+    assert waits == [0.0] * 5  # the whole window's allowance at once
+    sixth = asyncio.create_task(budget.acquire(KEY, limit, "card-5"))
+    await _settle()
+    assert not sixth.done() and budget.available(KEY, limit) == 0
+    clock.now += 59.0
+    assert budget.available(KEY, limit) == 0  # still the same window
+    clock.now += 1.0
+    budget.release(KEY, "nobody")  # wakes the dispatcher, whose own sleep runs on real time
+    await asyncio.wait_for(sixth, 5)
+    assert budget.granted(KEY) == 6
+
+
+async def test_finals_are_never_starved_by_live_updates() -> None:
+    clock = Clock()
+    budget = RateBudget(clock=clock)
+    limit = RateLimit.window(4, 60.0)
+    for card in ("a", "b", "c"):
+        budget.reserve(KEY, limit, card)  # three open cards, each will need its final call
+    assert await budget.acquire(KEY, limit, "x") == 0.0  # 4 - 3 reserved: one call is free for live updates
+    live = asyncio.create_task(budget.acquire(KEY, limit, "y"))
+    await _settle()
+    assert not live.done()  # a second live update would take a final's call
+    for card in ("a", "b", "c"):
+        assert await budget.acquire(KEY, limit, card, priority=True) == 0.0  # each final goes at once
+    assert budget.reserved(KEY) == 0 and not live.done()  # the window is spent now
+    clock.now += 60.0
+    budget.release(KEY, "a")
+    await asyncio.wait_for(live, 5)
+
+
+async def test_a_released_reservation_frees_its_call_for_live_updates_at_once() -> None:
+    budget = RateBudget(clock=Clock())
+    limit = RateLimit.window(2, 60.0)
+    budget.reserve(KEY, limit, "a")
+    budget.reserve(KEY, limit, "b")
+    live = asyncio.create_task(budget.acquire(KEY, limit, "x"))
+    await _settle()
+    assert not live.done()
+    budget.release(KEY, "a")  # card a ended another way (a fallback, a stop)
+    await asyncio.wait_for(live, 5)
+    assert budget.reserved(KEY) == 1
+
+
+async def test_the_reserved_budget_never_goes_negative() -> None:
+    rng = random.Random(7)
+    budget = RateBudget(clock=Clock())
+    limit = RateLimit.window(10_000, 60.0)  # never blocks: the test is about the bookkeeping
+    held: dict[str, int] = {}
+    for _ in range(2000):
+        owner = f"card-{rng.randrange(8)}"
+        op = rng.choice(["reserve", "release", "final", "live"])
+        if op == "reserve":
+            budget.reserve(KEY, limit, owner)
+            held[owner] = held.get(owner, 0) + 1
+        elif op == "release":
+            budget.release(KEY, owner)
+            held.pop(owner, None)
+        elif op == "final":
+            await budget.acquire(KEY, limit, owner, priority=True)
+            if held.get(owner):
+                held[owner] -= 1
+        else:
+            await budget.acquire(KEY, limit, owner)  # a live update uses no reservation
+        assert budget.reserved(KEY) == sum(held.values()) >= 0
+
+
+async def test_live_updates_go_least_served_first() -> None:
+    clock = Clock()
+    budget = RateBudget(clock=clock)
+    limit = RateLimit.window(3, 60.0)
+    for _ in range(2):
+        await budget.acquire(KEY, limit, "chatty")  # already showed two updates
+    await budget.acquire(KEY, limit, "other")
+    first = asyncio.create_task(budget.acquire(KEY, limit, "chatty"))
+    await _settle()
+    second = asyncio.create_task(budget.acquire(KEY, limit, "quiet"))  # shows nothing yet
+    await _settle()
+    budget.reserve(KEY, limit, "r1")
+    budget.reserve(KEY, limit, "r2")
+    clock.now += 60.0  # a new window: 3 calls, 2 of them reserved, so one live update may go
+    budget.release(KEY, "other")
+    await asyncio.wait_for(second, 5)  # the card showing nothing yet goes first, though it came later
+    await _settle()
+    assert not first.done()
+    budget.release(KEY, "r1")
+    await asyncio.wait_for(first, 5)
+
+
+async def test_a_throttle_in_a_window_lowers_its_allowance_and_a_quiet_window_gives_some_back() -> None:
+    clock = Clock()
+    budget = RateBudget(clock=clock)
+    limit = RateLimit.window(20, 60.0)
+    for i in range(10):
+        await budget.acquire(KEY, limit, f"card-{i}")
+    budget.pause(KEY, 5.0)  # throttled at 10 calls in the window: Slack counts more than we do
+    assert budget.available(KEY, limit) == 0
+    clock.now += 5.0
+    assert budget.available(KEY, limit) == 20 * 0.9 - 10  # one step lower (18), not all the way down to 10
+    clock.now += 120.0  # two quiet windows
+    assert budget.available(KEY, limit) == 20  # grown back to the configured size
