@@ -258,6 +258,12 @@ class RateBudget:
         self._refill(bucket)
         return max(bucket.tokens, 0.0)
 
+    def spare(self, key: str, limit: RateLimit) -> float:
+        """Calls of ``key`` a live update or a new card could use now: what is free beyond the reservations."""
+        bucket = self._bucket(key, limit)
+        reserved = bucket.reservations if bucket.windowed else 0
+        return max(self.available(key, limit) - reserved, 0.0)
+
     def pause(self, key: str, seconds: float) -> None:
         """Hand out no token of ``key`` for ``seconds`` (a throttle answer); the bucket restarts empty.
 

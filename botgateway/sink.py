@@ -227,6 +227,10 @@ class CallPacer(Protocol):
         """Make ``fn()`` once a token of ``key`` is free; returns its result."""
         ...
 
+    def spare(self, key: str, limit: RateLimit) -> float:
+        """Calls of ``key`` free now beyond what open cards reserved for their finals (a sink plans its mode by it)."""
+        ...
+
 
 @runtime_checkable
 class Adapter(Protocol):

@@ -2,7 +2,7 @@
 
 Slack's tiers are per workspace per method, counted in per-minute windows for
 all cards together: ``chat.update`` and ``chat.delete`` Tier 3,
-``chat.startStream`` Tier 2, ``chat.appendStream`` / ``stopStream`` Tier 4;
+``chat.startStream`` and ``chat.stopStream`` Tier 2, ``chat.appendStream`` Tier 4;
 ``chat.postMessage`` is about one a second per channel. :class:`SlackBuckets`
 names the bucket (key and limit) each call draws from.
 
@@ -51,7 +51,9 @@ class SlackBuckets:
     update: RateLimit
     """``chat.update``, per workspace."""
     stream: RateLimit
-    """``chat.appendStream`` and ``chat.stopStream``, per workspace."""
+    """``chat.appendStream``, per workspace."""
+    stop: RateLimit
+    """``chat.stopStream``, per workspace (Tier 2, like ``startStream``)."""
     start: RateLimit
     """``chat.startStream`` (Tier 2: new streams, continuation parts, rollovers), per workspace."""
     post: RateLimit
@@ -66,6 +68,7 @@ class SlackBuckets:
         return cls(
             update=window_limit(config.update_rate_per_min, window),
             stream=window_limit(config.append_rate_per_min, window),
+            stop=window_limit(config.stop_stream_rate_per_min, window),
             start=window_limit(config.start_stream_rate_per_min, window),
             post=RateLimit(rate_per_s=config.post_rate_per_s, burst=1),
             delete=window_limit(DELETE_RATE_PER_MIN, window),
@@ -76,8 +79,12 @@ class SlackBuckets:
         return f"slack:{_team(target)}:chat.update", self.update
 
     def stream_bucket(self, target: CardTarget) -> Bucket:
-        """Stream appends and stops of ``target``'s workspace."""
+        """Stream appends of ``target``'s workspace."""
         return f"slack:{_team(target)}:stream", self.stream
+
+    def stop_bucket(self, target: CardTarget) -> Bucket:
+        """``chat.stopStream`` of ``target``'s workspace."""
+        return f"slack:{_team(target)}:chat.stopStream", self.stop
 
     def start_bucket(self, target: CardTarget) -> Bucket:
         """``chat.startStream`` of ``target``'s workspace."""

@@ -12,6 +12,13 @@ Stop button while live.
 ``streaming: auto`` tries native first and remembers, per workspace, when
 Slack says native streaming is not available there.
 
+Each answer's mode is planned from the budgets when it starts (:meth:`SlackCardSink.plan`):
+native while ``chat.startStream`` and ``chat.stopStream`` have calls to spare
+beyond what open streams reserved; otherwise edit mode while ``chat.update``
+has; otherwise *deferred*: no message until the answer is complete, then one
+message (or a few, when long) on the channel's ``chat.postMessage`` budget. So
+a spent budget never leaves anyone with nothing, and never delays finals.
+
 :meth:`SlackCardSink.rate_key` names the bucket (:mod:`adapters.slack.limits`)
 of the call the streamer is about to pay for. When the sink ends up making a
 different call (a queued card that cannot stream, native streaming refused, a
@@ -37,6 +44,7 @@ from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
 from adapters.slack.native import NativeStreams, StreamBroken
 from adapters.slack.render import stream_closing
+from botgateway.budget import RateLimit
 from botgateway.sink import CallPacer, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
 
@@ -50,10 +58,17 @@ __all__ = ["SlackCardSink"]
 
 log = structlog.get_logger(__name__)
 
-_Mode: TypeAlias = Literal["native", "edit"]
+_Mode: TypeAlias = Literal["native", "edit", "deferred"]
+
+_NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
+"""The budget of an "update" of a deferred answer: it makes no call."""
 
 _MAX_CARDS = 10_000
 """Cards whose mode is remembered at most; the least recently used (never finalized) are forgotten."""
+
+
+def _team_of(target: CardTarget) -> str:
+    return target.workspace_id or "default"
 
 
 class SlackCardSink:
@@ -100,26 +115,51 @@ class SlackCardSink:
         Creating a card: ``chat.startStream`` per workspace when it will stream
         natively, else ``chat.postMessage`` per channel (fallbacks too). Updates:
         ``chat.update`` or stream appends per workspace, shared by all cards.
-        Finalizing a recovered Stop control: ``chat.delete`` per workspace.
+        Finalizing a recovered Stop control: ``chat.delete`` per workspace. A
+        deferred answer makes no call until its final, one ``chat.postMessage``.
         """
         if op == "finalize" and is_control(target):
             return self._buckets.delete_bucket(target)  # a recovered Stop control is deleted
-        if op == "create" and self._planned_create_mode(target) == "native":
+        mode = self._planned_create_mode(target) if op == "create" else self._modes.get(card_key(target))
+        if op == "create" and mode == "native":
             return self._buckets.start_bucket(target)
-        if op in ("create", "fallback"):
+        if op in ("create", "update") and mode == "deferred":
+            return f"slack:{_team_of(target)}:deferred", _NO_CALL
+        if op in ("create", "fallback") or mode == "deferred":
             return self._buckets.post_bucket(target)
-        if self._modes.get(card_key(target), self._initial_mode(target)) == "native":
-            return self._buckets.stream_bucket(target)
+        if (mode or self._initial_mode(target)) == "native":
+            return self._buckets.stop_bucket(target) if op == "finalize" else self._buckets.stream_bucket(target)
         return self._buckets.update_bucket(target)
 
     def _planned_create_mode(self, target: CardTarget) -> _Mode:
-        """The mode ``rate_key("create")`` budgets for: the card's mode so far, else its workspace's.
+        """The mode ``rate_key("create")`` budgets for: the card's mode so far, else the plan made now (and kept).
 
         The snapshot is not known yet, so a queued card (which never streams) is
         budgeted as a stream on its first try; :meth:`create` then has the pacer pay
         for the placeholder, and the card's retries and later parts use what it became.
         """
-        return self._modes.get(card_key(target)) or self._initial_mode(target)
+        key = card_key(target)
+        mode = self._modes.get(key)
+        if mode is None:
+            mode = self._modes[key] = self.plan(target)
+        return mode
+
+    def plan(self, target: CardTarget) -> _Mode:
+        """The mode a new answer starts in, from the budgets as they are now (see the module docstring)."""
+        mode = self._initial_mode(target)
+        if self._pacer is None:
+            return mode
+        if mode == "native" and (self._spare(self._buckets.start_bucket(target)) < 1
+                                 or self._spare(self._buckets.stop_bucket(target)) < 1):
+            mode = "edit"  # no stream could start now, or its stop would take a reserved call
+        if mode == "edit" and self._spare(self._buckets.update_bucket(target)) < 1:
+            log.info("slack.answer_deferred", team=target.workspace_id, reason="chat.update budget reserved for finals")
+            mode = "deferred"
+        return mode
+
+    def _spare(self, bucket: Bucket) -> float:
+        assert self._pacer is not None
+        return self._pacer.spare(*bucket)
 
     def _initial_mode(self, target: CardTarget, snapshot: CardSnapshot | None = None) -> _Mode:
         mode = self._config.streaming
@@ -134,9 +174,11 @@ class SlackCardSink:
     # --- CardSink -----------------------------------------------------------------
 
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
-        """Start a native stream (when possible) or post the placeholder message."""
+        """Start a native stream (when possible) or post the placeholder message; a deferred answer makes no call."""
         planned = self._planned_create_mode(target)
-        if self._initial_mode(target, snapshot) == "native":
+        if planned == "deferred" and not snapshot.final:
+            return CardHandle(card_id=f"deferred-{target.turn_id}-{snapshot.part}", target=target, data={"mode": "deferred"})
+        if planned == "native" and self._initial_mode(target, snapshot) == "native":
             try:
                 handle = await self._native.start(target, snapshot, paid=planned == "native")
             except StreamBroken as exc:
@@ -153,7 +195,9 @@ class SlackCardSink:
                                    lambda: self._edit.post(target, snapshot))
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
-        """Show ``snapshot``: append the new part to the stream, or edit the message."""
+        """Show ``snapshot``: append the new part to the stream, or edit the message (nothing for a deferred answer)."""
+        if handle.data.get("mode") == "deferred":
+            return handle
         stream = self._native.of(handle)
         if stream is not None:
             try:
@@ -174,6 +218,9 @@ class SlackCardSink:
         """
         if is_control(handle.target):
             await self._controls.take_away_left(handle)
+            return handle
+        if handle.data.get("mode") == "deferred":
+            await self._edit.post_plain(handle.target, snapshot)  # the answer, complete, in one go
             return handle
         stream = self._native.of(handle)
         if stream is not None:

@@ -265,6 +265,10 @@ class BudgetPacer:
         self._budget = budget
         self._backoff = backoff
 
+    def spare(self, key: str, limit: RateLimit) -> float:
+        """Calls of ``key`` free beyond the reservations (unpaced: unlimited)."""
+        return float("inf") if self._budget is None else self._budget.spare(key, limit)
+
     async def call(
         self,
         key: str,

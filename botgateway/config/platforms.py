@@ -89,6 +89,8 @@ class SlackConfig(AdapterBase):
     """chat.appendStream budget per workspace (Tier 4)."""
     start_stream_rate_per_min: float = Field(20.0, gt=0)
     """chat.startStream budget per workspace (Tier 2): new native streams, their continuation parts and rollovers."""
+    stop_stream_rate_per_min: float = Field(20.0, gt=0)
+    """chat.stopStream budget per workspace (Tier 2): one per native stream, when its answer ends."""
     rate_window_s: float = Field(60.0, gt=0)
     """The window the ``*_per_min`` budgets are counted over (Slack counts per minute; tests shrink it)."""
     stop_button: bool = True

@@ -49,7 +49,8 @@ async def test_mention_is_answered_in_its_thread_progressively_with_exact_final_
     assert "Thinking" in placeholder
     assert len(live) >= 4, live  # several live updates, then the final one
     for before, after in zip(live, live[1:]):
-        assert after.startswith(before) and len(after) > len(before)  # each update extends the last
+        # each update extends the last (the last live one, rendered when sent, may already hold it all)
+        assert after.startswith(before) and (len(after) > len(before) or after == ANSWER)
     assert live[-1] == ANSWER
     assert len(env.fake.calls_of("chat.update")) >= 3
     assert len(env.fake.calls_of("auth.test")) == 1  # identity checked once at start, not per event

@@ -6,6 +6,7 @@ fake Slack, the real gateway, card streamer and tool loop, the scripted model.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -149,11 +150,12 @@ async def test_five_concurrent_mentions_stay_within_the_chat_update_budget(tmp_p
 
 
 
-async def test_concurrent_native_answers_stay_within_the_start_stream_budget(tmp_path: Any) -> None:
-    """chat.startStream is Tier 2 (about 20 a minute per workspace): more answers at once than that queue for it.
+async def test_a_spent_start_stream_budget_switches_new_answers_to_edit_mode_at_once(tmp_path: Any) -> None:
+    """chat.startStream is Tier 2 (about 20 a minute per workspace): answers past it do not wait for it.
 
-    Scaled down like the chat.update test: the fake allows 4 starts per second, the bot budgets 4 per 1 s window,
-    and 8 questions arrive in 8 channels at once (their chat.postMessage buckets would let them all start together).
+    Scaled down: the fake allows 4 starts per second and the bot plans 3 (90 %) per 1 s window; 8 questions
+    arrive in 8 channels at once. The first 3 stream natively; the others start at once in edit mode, on
+    their channels' chat.postMessage budgets. Nobody waits for a start, and Slack never refuses one.
     """
     fake = FakeSlack(limits={"chat.startStream": Window(4, 1.0)}, limit_style="http429")
     channels = [f"C{i}" for i in range(1, 9)]
@@ -167,11 +169,43 @@ async def test_concurrent_native_answers_stay_within_the_start_stream_budget(tmp
         events = {channel: env.fake.mention(channel, channel=channel) for channel in channels}
         outcomes = await env.answer_all(events.values())
         assert all(o.outcome == "done" for o in outcomes)
+        streamed = edited = 0
         for channel, event in events.items():
-            [stream] = [m for m in replies(env, channel, event["ts"]) if m.stream]
-            assert stream.text == answers[channel] and not stream.streaming
+            [message] = replies(env, channel, event["ts"])
+            if message.stream:
+                streamed += 1
+                assert message.text == answers[channel] and not message.streaming
+            else:
+                edited += 1
+                assert answer_of(message.markdown()) == answers[channel] and message.buttons() == []
+        assert (streamed, edited) == (3, 5)
         assert env.fake.throttled("chat.startStream") == []  # the fake never had to refuse a start
-        assert len(env.fake.calls_of("chat.startStream")) == len(channels)
-        assert env.fake.max_in_window("chat.startStream", 1.0) <= 4
-        assert env.budget.granted("slack:T0001:chat.startStream") == len(channels)
-        assert env.fake.calls_of("chat.update") == []  # every answer streamed natively, none fell back to editing
+        assert len(env.fake.calls_of("chat.startStream")) == 3
+
+
+async def test_when_chat_update_is_reserved_for_finals_a_new_answer_comes_in_one_message(tmp_path: Any) -> None:
+    """No chat.update to spare beyond the finals of open cards: the answer is deferred, not made to wait.
+
+    Scaled down: one chat.update per 1 s window (2 a window, 90 %), and the first answer's card holds it for
+    its final. The second answer posts no placeholder and no update: it arrives complete, in one message.
+    """
+    gate = asyncio.Event()
+
+    async def respond(body: dict[str, Any]) -> Script:
+        if body["messages"][-1]["content"] == "first":
+            await gate.wait()  # the first answer stays open (its card holds its final) until the end
+            return Script.text("The first answer.")
+        return Script.text("The second answer, in full.", chunk_size=4, delay_s=0.01)
+
+    async for env in slack_env(tmp_path, responder=respond, update_rate_per_min=2, rate_window_s=1):
+        first = env.fake.mention("first", channel="C1")
+        first_delivery = await env.push(first)
+        await env.fake.wait_for(lambda: bool(replies(env, "C1", first["ts"])))  # the first card holds its final
+        second = env.fake.mention("second", channel="C2")
+        outcome = await env.done(await env.push(second))
+        assert outcome.outcome == "done"
+        [message] = replies(env, "C2", second["ts"])
+        assert len(message.versions) == 1 and "The second answer, in full." in message.markdown()  # posted once, complete
+        assert [c for c in env.fake.calls_of("chat.update") if c.args.get("channel") == "C2"] == []
+        gate.set()
+        assert (await env.done(first_delivery)).outcome == "done"
