@@ -170,17 +170,13 @@ class RateBudget:
             bucket.tokens -= 1.0
         if live:
             bucket.served[owner] = bucket.served.get(owner, 0) + 1
-        elif bucket.reserved.get(owner):
-            # The owner's reserved call is being made now.
-            self._unreserve(bucket, owner)
 
     async def acquire(self, key: str, limit: RateLimit, owner: str, *, priority: bool = False) -> float:
         """Wait for one token of ``key`` (created with ``limit`` on first use); returns the seconds waited.
 
         ``owner`` identifies the card; waiting owners are served round-robin,
-        ``priority`` callers before the others (and a priority call uses the
-        owner's reservation, if it holds one). Cancelling the wait gives up the
-        place in line without using a token.
+        ``priority`` callers before the others (reservations never hold them back).
+        Cancelling the wait gives up the place in line without using a token.
         """
         bucket = self._bucket(key, limit)
         live = not priority
@@ -224,10 +220,18 @@ class RateBudget:
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
         """Keep one call of ``key`` for ``owner`` (an open card's final answer): live updates leave it alone.
 
-        The owner's next priority call uses it; :meth:`release` gives back what is left (the card ended).
+        It stays reserved until the call succeeded (:meth:`unreserve`), so a final that fails and is tried
+        again, or closed later, still has it; :meth:`release` gives back all that is left (the card ended).
         """
         bucket = self._bucket(key, limit)
         bucket.reserved[owner] = bucket.reserved.get(owner, 0) + 1
+
+    def unreserve(self, key: str, owner: str) -> None:
+        """One reserved call of ``owner`` was made and landed: it is no longer kept."""
+        bucket = self._buckets.get(key)
+        if bucket is not None and bucket.reserved.get(owner):
+            self._unreserve(bucket, owner)
+            bucket.wake.set()
 
     def release(self, key: str, owner: str) -> None:
         """``owner`` is done with ``key``: give back the calls it still holds, forget what it was served."""

@@ -60,6 +60,7 @@ async def test_finals_are_never_starved_by_live_updates() -> None:
     assert not live.done()  # a second live update would take a final's call
     for card in ("a", "b", "c"):
         assert await budget.acquire(KEY, limit, card, priority=True) == 0.0  # each final goes at once
+        budget.unreserve(KEY, card)  # …and landed
     assert budget.reserved(KEY) == 0 and not live.done()  # the window is spent now
     clock.now += 60.0
     budget.release(KEY, "a")
@@ -86,7 +87,7 @@ async def test_the_reserved_budget_never_goes_negative() -> None:
     held: dict[str, int] = {}
     for _ in range(2000):
         owner = f"card-{rng.randrange(8)}"
-        op = rng.choice(["reserve", "release", "final", "live"])
+        op = rng.choice(["reserve", "release", "final", "landed", "live"])
         if op == "reserve":
             budget.reserve(KEY, limit, owner)
             held[owner] = held.get(owner, 0) + 1
@@ -94,7 +95,9 @@ async def test_the_reserved_budget_never_goes_negative() -> None:
             budget.release(KEY, owner)
             held.pop(owner, None)
         elif op == "final":
-            await budget.acquire(KEY, limit, owner, priority=True)
+            await budget.acquire(KEY, limit, owner, priority=True)  # a try: the call stays reserved until it lands
+        elif op == "landed":
+            budget.unreserve(KEY, owner)
             if held.get(owner):
                 held[owner] -= 1
         else:

@@ -99,6 +99,7 @@ class CardCaller:
         self._call_timeout_s = call_timeout_s
         self._throttle_streak = 0
         self._keys: set[str] = set()  # every budget key this card drew from, given back by release()
+        self._final_keys: list[str] = []  # keys of finals reserved and not yet made
 
     def reserve_final(self) -> None:
         """Keep one call of the card's final-answer budget for it: other cards' live updates leave it alone.
@@ -110,6 +111,7 @@ class CardCaller:
         key, limit = self._rate_key("finalize")
         self._budget.reserve(key, limit, self.owner)
         self._keys.add(key)
+        self._final_keys.append(key)
 
     def release(self) -> None:
         """The card needs no more of the budget: give back its reserved calls and what the budget kept of it."""
@@ -117,6 +119,12 @@ class CardCaller:
             for key in self._keys:
                 self._budget.release(key, self.owner)
         self._keys.clear()
+        self._final_keys.clear()
+
+    def _final_landed(self) -> None:
+        """A final answer landed: the call reserved for it is made."""
+        if self._budget is not None and self._final_keys:
+            self._budget.unreserve(self._final_keys.pop(0), self.owner)
 
     async def call(
         self,
@@ -155,6 +163,8 @@ class CardCaller:
                 self.metrics.retries += 1
             last = attempts is not None and attempt + 1 >= attempts
             outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry and not last)
+            if op == "finalize" and outcome in (CallOutcome.OK, CallOutcome.GONE):
+                self._final_landed()
             if last and outcome in (CallOutcome.THROTTLED, CallOutcome.RETRY):
                 return CallOutcome.TIMEOUT  # the tries ran out
             if outcome is not None:

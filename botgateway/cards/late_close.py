@@ -2,7 +2,8 @@
 
 The answer reached the user another way, but the card still shows its live
 state ("Thinking…", a Stop button). It is finalized later, with backoff, for
-``late_close_s``, through the same budget at priority: with a note pointing at
+``late_close_s``, through the same budget at priority, on the call the card
+reserved for its final (released once closing ends): with a note pointing at
 the message below, or with the answer itself when the fallback failed too. Its
 open-card record leaves the Store only once it is final; if closing never
 succeeds, start-up recovery closes it. No card keeps spinning.
@@ -138,6 +139,8 @@ class LateCloser:
                 continue
             if outcome in (CallOutcome.TOO_LONG, CallOutcome.FAILED):
                 break  # refused for good: retrying the same call cannot help
+        if not any(not task.done() and task is not asyncio.current_task() for task in self._tasks):
+            self._caller.release()  # the last card closed (or given up): the turn holds no more of the budget
         # Giving up leaves the open-card record in the Store: start-up recovery closes the card.
         (log.info if closed else log.warning)(
             "card.closed_late" if closed else "card.close_gave_up",

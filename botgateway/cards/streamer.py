@@ -277,7 +277,9 @@ class CardStreamer:
         try:
             await self._delivery.deliver(self.state, started=self._finish_called_at or time.monotonic())
         finally:
-            self._caller.release()  # whatever the final did, the card needs no more of the budget
+            if not self._late.closing:
+                self._caller.release()  # whatever the final did, the card needs no more of the budget
+            # else the card is closed in the background, on the call it reserved: the closer releases it
 
     async def _send_live(self) -> None:
         if self.state.final:

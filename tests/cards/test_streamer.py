@@ -303,9 +303,12 @@ async def test_card_left_live_by_a_fallback_is_closed_later_with_a_note(tmp_path
     try:
         async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
             api.fail("finalize", 500, times=10_000)  # the platform cannot finalize cards for a while
-            card = streamer(sink, deadline=0.3, store=store, state=CardState(locale=locale))
+            budget = RateBudget()
+            card = streamer(sink, deadline=0.3, store=store, state=CardState(locale=locale), budget=budget)
             await card.start()
             card_id = card.handle.card_id
+            key = sink.rate_key("finalize", card.target)[0]
+            assert budget.reserved(key) == 1  # the open card keeps a call for its final
             await card.feed(RoundStarted(round=1, max_rounds=8))
             await card.feed(AnswerDelta(text="the answer"))
             await api.wait_for(lambda a: any(c.answer == "the answer" for c in a.calls_of("update")))
@@ -314,15 +317,17 @@ async def test_card_left_live_by_a_fallback_is_closed_later_with_a_note(tmp_path
             # The answer arrived, as a new message…
             assert [m.answer for m in api.messages] == ["the answer is 42"]
             assert metrics.fallback_used and metrics.delivered
-            # …while the card still shows its live state and stays on record, being closed in the background.
+            # …while the card still shows its live state and stays on record, being closed in the background,
+            # on the call it reserved (kept until closing ends).
             assert card.closing and not api.cards[card_id].finalized
+            assert budget.reserved(key) == 1
             tried = len(api.calls_of("finalize"))
             await api.wait_for(lambda a: len(a.calls_of("finalize")) >= tried + 2)  # late attempts, failing
             assert not api.cards[card_id].finalized
             assert [c.card_id for c in await store.open_cards()] == [card_id]
             api.clear_failures("finalize")  # the platform recovers
             assert await card.wait_closed(timeout=5)
-            assert not card.closing
+            assert not card.closing and budget.reserved(key) == 0
         shown = api.cards[card_id]
         assert shown.finalized and shown.status == "done" and shown.answer == ""
         assert NOTE[locale] in shown.text and "▌" not in shown.text
