@@ -171,6 +171,19 @@ class RateBudget:
         if live:
             bucket.served[owner] = bucket.served.get(owner, 0) + 1
 
+    def try_acquire(self, key: str, limit: RateLimit, owner: str, *, priority: bool = False) -> bool:
+        """Take one token of ``key`` now if one is free and nobody waits ahead; False (nothing taken) otherwise.
+
+        The synchronous fast path of :meth:`acquire`: a call that need not wait costs no event-loop hop.
+        """
+        bucket = self._bucket(key, limit)
+        live = not priority
+        ahead = bucket.urgent if priority else (bucket.urgent or bucket.waiters)
+        if ahead or not self._free(bucket, live=live):
+            return False
+        self._take(bucket, owner, live=live)
+        return True
+
     async def acquire(self, key: str, limit: RateLimit, owner: str, *, priority: bool = False) -> float:
         """Wait for one token of ``key`` (created with ``limit`` on first use); returns the seconds waited.
 
@@ -178,12 +191,9 @@ class RateBudget:
         ``priority`` callers before the others (reservations never hold them back).
         Cancelling the wait gives up the place in line without using a token.
         """
-        bucket = self._bucket(key, limit)
-        live = not priority
-        ahead = bucket.urgent if priority else (bucket.urgent or bucket.waiters)
-        if not ahead and self._free(bucket, live=live):
-            self._take(bucket, owner, live=live)
+        if self.try_acquire(key, limit, owner, priority=priority):
             return 0.0
+        bucket = self._bucket(key, limit)
         started = self._clock()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         line = bucket.urgent if priority else bucket.waiters

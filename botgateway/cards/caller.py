@@ -244,6 +244,8 @@ class CardCaller:
         timeout = None if deadline is None else deadline - time.monotonic()
         if timeout is not None and timeout <= 0:
             return False
+        if self._budget.try_acquire(key, limit, self.owner, priority=priority):
+            return True  # a free token: no task, no wait, no event-loop hop
         acquire = asyncio.ensure_future(self._budget.acquire(key, limit, self.owner, priority=priority))
         waiters: set[asyncio.Future[object]] = {acquire}  # type: ignore[arg-type]
         stop: asyncio.Future[object] | None = None
