@@ -1,11 +1,15 @@
-"""One shared SQLite connection: opened lazily, statements serialized, write transactions whole.
+"""The connections to one SQLite file: writes serialized on one, reads on another, write transactions whole.
 
-One ``aiosqlite`` connection (with its own thread) serves the process; an
-:class:`asyncio.Lock` serializes statements so that a transaction of one task
-never interleaves with another task's statements on the shared connection.
-Every write runs in one ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction, shielded
-from the caller's cancellation, so a crash or a stop leaves either the old or
-the new state. :class:`~botgateway.stores.sqlite.SqliteStore` holds the queries.
+The file is in WAL mode, so a reader never waits for a writer: reads run on
+their own ``aiosqlite`` connection (and thread) and see the last committed
+state, while writes queue on the write connection. An :class:`asyncio.Lock`
+serializes the write connection's statements so that a transaction of one task
+never interleaves with another task's statements. Every write runs in one
+``BEGIN IMMEDIATE`` … ``COMMIT`` transaction, shielded from the caller's
+cancellation, so a crash or a stop leaves either the old or the new state. An
+in-memory database (``:memory:``) exists only on its one connection, so there
+reads share the write connection and its lock.
+:class:`~botgateway.stores.sqlite.SqliteStore` holds the queries.
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ CREATE TABLE IF NOT EXISTS leases (
 
 
 class SqliteConnection:
-    """The connection to one SQLite file (WAL mode), with the schema created on first use.
+    """The connections to one SQLite file (WAL mode), with the schema created on first use.
 
     Args:
         path: The database file (``:memory:`` for a throw-away store, or a ``file:`` URI). Its folder is created.
@@ -100,30 +104,40 @@ class SqliteConnection:
         self.path = path
         """The database file as configured."""
         self._db: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._read_lock = asyncio.Lock()  # only guards opening the read connection
         self._closed = False
+        # A private in-memory database is visible to its own connection only.
+        self._shared_reads = path == ":memory:" or "mode=memory" in path
 
     async def open(self) -> None:
         """Create the folder, the file and the schema (idempotent); raise :class:`StoreError` if impossible."""
         async with self._lock:
             await self._connect()
+        await self._read_connection()
 
     async def close(self) -> None:
-        """Close the connection (idempotent); later use raises :class:`StoreError`."""
-        async with self._lock:
+        """Close both connections (idempotent); later use raises :class:`StoreError`."""
+        async with self._lock, self._read_lock:
             self._closed = True
-            if self._db is not None:
-                db, self._db = self._db, None
-                await db.close()
+            for db in (self._reader, self._db):
+                if db is not None:
+                    await db.close()
+            self._db = self._reader = None
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """The rows of one read statement."""
-        async with self._lock:
-            db = await self._connect()
-            try:
-                return list(await db.execute_fetchall(sql, params))
-            except sqlite3.Error as exc:
-                raise self._failed(exc) from None
+        """The rows of one read statement, read beside the writes (never queued behind them)."""
+        if self._shared_reads:
+            async with self._lock:
+                return await self._read(await self._connect(), sql, params)
+        return await self._read(await self._read_connection(), sql, params)
+
+    async def _read(self, db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+        try:
+            return list(await db.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise self._failed(exc) from None
 
     async def transaction(self, work: Callable[[aiosqlite.Connection], Awaitable[Any]]) -> Any:
         """Run ``work(db)`` inside one write transaction and return its result.
@@ -154,19 +168,28 @@ class SqliteConnection:
                 raise self._failed(exc) from None
             return result
 
-    async def _connect(self) -> aiosqlite.Connection:
-        if self._db is not None:
-            return self._db
+    def _where(self) -> str:
+        """The file to open (its folder created), or the path as given for ``:memory:`` and URIs."""
+        if self.path == ":memory:" or self.path.startswith("file:"):
+            return self.path
+        folder = Path(self.path).expanduser().resolve().parent
+        folder.mkdir(parents=True, exist_ok=True)
+        return str(Path(self.path).expanduser().resolve())
+
+    def _check_open(self) -> None:
         if self._closed:
             # Reopening lazily after close() would start a connection thread nobody closes,
             # and that thread keeps the process from exiting.
             raise StoreError("the SQLite store was used after it was closed (during shutdown); nothing was read or saved")
+
+    async def _connect(self) -> aiosqlite.Connection:
+        """The write connection, opened (with the schema) on first use; call with ``_lock`` held."""
+        if self._db is not None:
+            return self._db
+        self._check_open()
         where = self.path
         try:
-            if self.path != ":memory:" and not self.path.startswith("file:"):
-                folder = Path(self.path).expanduser().resolve().parent
-                folder.mkdir(parents=True, exist_ok=True)
-                where = str(Path(self.path).expanduser().resolve())
+            where = self._where()
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, so nothing is implicit.
             db = await aiosqlite.connect(where, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
@@ -191,6 +214,32 @@ class SqliteConnection:
         self._db = db
         log.debug("store.sqlite.opened", path=where)
         return db
+
+    async def _read_connection(self) -> aiosqlite.Connection:
+        """The read connection, opened after the write connection made the schema."""
+        if self._reader is not None:
+            return self._reader
+        if self._shared_reads:
+            async with self._lock:
+                return await self._connect()
+        async with self._lock:
+            await self._connect()
+        async with self._read_lock:
+            if self._reader is not None:
+                return self._reader
+            self._check_open()
+            try:
+                reader = await aiosqlite.connect(self._where(), isolation_level=None)
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreError(f"cannot open the SQLite store {self.path} for reading: {_reason(exc)}") from None
+            try:
+                await reader.execute("PRAGMA busy_timeout=5000")
+                await reader.execute("PRAGMA query_only=ON")  # reads only: a write here would bypass the write lock
+            except sqlite3.Error as exc:
+                await reader.close()
+                raise self._failed(exc) from None
+            self._reader = reader
+            return reader
 
     def _failed(self, exc: sqlite3.Error) -> StoreError:
         return StoreError(
