@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING
 from botgateway.stores.base import (
     UNFINISHED,
     AuditRecord,
+    HistorySnapshot,
+    HistoryWrite,
     Message,
     OpenCard,
     Store,
     StoredTurn,
     StoreError,
     ToolCallRow,
+    VersionStep,
 )
 
 if TYPE_CHECKING:
@@ -29,12 +32,15 @@ if TYPE_CHECKING:
 __all__ = [
     "UNFINISHED",
     "AuditRecord",
+    "HistorySnapshot",
+    "HistoryWrite",
     "Message",
     "OpenCard",
     "Store",
     "StoreError",
     "StoredTurn",
     "ToolCallRow",
+    "VersionStep",
     "open_store",
 ]
 

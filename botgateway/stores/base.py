@@ -13,7 +13,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["UNFINISHED", "AuditRecord", "Message", "OpenCard", "Store", "StoreError", "StoredTurn", "ToolCallRow"]
+__all__ = [
+    "UNFINISHED",
+    "AuditRecord",
+    "HistorySnapshot",
+    "HistoryWrite",
+    "Message",
+    "OpenCard",
+    "Store",
+    "StoreError",
+    "StoredTurn",
+    "ToolCallRow",
+    "VersionStep",
+    "apply_write",
+]
 
 UNFINISHED = "unfinished"
 """The outcome of an audit record made from a turn's tool-call rows: it never ended (running, or its process was killed)."""
@@ -39,6 +52,63 @@ class StoredTurn:
     """Unix time the turn was committed."""
     is_summary: bool = False
     """True for a turn that stands for summarized older turns."""
+
+
+@dataclass(frozen=True)
+class HistoryWrite:
+    """One change to a conversation's history, as the history writer hands it to :meth:`Store.write_history`.
+
+    Every kind is idempotent when the changes before it are applied again in
+    order (appending a turn id already there is a no-op, removing an absent one
+    too), so a group that failed half-way can simply be written again.
+    """
+
+    conversation_id: str
+    """Conversation key."""
+    kind: Literal["append", "replace", "clear"]
+    """``append`` one turn; ``replace`` ``remove_ids`` by ``turn`` (a summary, or nothing); ``clear`` everything."""
+    turn: StoredTurn | None = None
+    """The appended turn, or the summary put first by a ``replace``."""
+    remove_ids: tuple[str, ...] = ()
+    """The turns a ``replace`` drops."""
+
+
+@dataclass(frozen=True)
+class HistorySnapshot:
+    """One conversation as :meth:`Store.load_histories` read it."""
+
+    turns: tuple[StoredTurn, ...] | None
+    """The turns, oldest first; ``None`` when the caller's version is still current (nothing was read)."""
+    version: int | None = None
+    """Changes with every history write of any process; ``None`` for a store only this process writes (SQLite)."""
+    expires_at: float | None = None
+    """Unix time the store forgets the conversation unless it is written again (``None``: never, or no turns)."""
+
+
+@dataclass(frozen=True)
+class VersionStep:
+    """A history write moved the conversation's version from ``before`` to ``after`` (stores that keep versions)."""
+
+    before: int
+    """The version the write found (0: none kept, e.g. a new or expired conversation)."""
+    after: int
+    """The version the write left."""
+
+
+def apply_write(turns: Sequence[StoredTurn], write: HistoryWrite) -> list[StoredTurn]:
+    """``turns`` after ``write``, exactly as both back-ends apply it (for a copy of the history held in memory)."""
+    if write.kind == "clear":
+        return []
+    if write.kind == "append":
+        assert write.turn is not None
+        if any(turn.turn_id == write.turn.turn_id for turn in turns):
+            return list(turns)
+        return [*turns, write.turn]
+    removed = set(write.remove_ids)
+    kept = [turn for turn in turns if turn.turn_id not in removed]
+    if write.turn is None:
+        return kept
+    return [write.turn, *(turn for turn in kept if turn.turn_id != write.turn.turn_id)]
 
 
 @dataclass(frozen=True)
@@ -149,6 +219,9 @@ class ToolCallRow:
 class Store(Protocol):
     """Durable state. Every method is safe to call from concurrent tasks."""
 
+    history_ttl_s: float | None
+    """A conversation idle this long is forgotten (``None``: kept); a copy held in memory must forget it too."""
+
     async def load_turns(self, conversation_id: str) -> list[StoredTurn]:
         """The conversation's turns, oldest first (a summary turn, if any, comes first)."""
         ...
@@ -163,6 +236,25 @@ class Store(Protocol):
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation."""
+        ...
+
+    async def load_histories(
+        self, conversation_ids: Sequence[str], *, unless_version: Mapping[str, int] | None = None
+    ) -> dict[str, HistorySnapshot]:
+        """Several conversations in one read (one query, one pipeline), each a consistent snapshot.
+
+        A conversation whose version still equals ``unless_version[id]`` comes back
+        with ``turns=None``: the caller's copy is current and nothing was decoded.
+        """
+        ...
+
+    async def write_history(self, writes: Sequence[HistoryWrite]) -> list[VersionStep | None]:
+        """Apply ``writes`` in order, grouped (one transaction, or one pipeline of atomic steps).
+
+        Returns, per write, how it moved its conversation's version (``None`` when
+        the store keeps no versions). On an error none, some or all writes may have
+        been applied; writing the same group again is safe (see :class:`HistoryWrite`).
+        """
         ...
 
     async def claim(self, key: str, ttl_s: float) -> bool:

@@ -1,7 +1,8 @@
 """The embedded store: one SQLite file (WAL mode) through ``aiosqlite``.
 
-The file and its folder are created on first use; the shared connection, its
-lock and its cancel-proof write transactions are
+The file and its folder are created on first use; the connections (writes
+serialized on one, reads beside them on another), the write lock and the
+cancel-proof write transactions are
 :class:`~botgateway.stores.sqlite_connection.SqliteConnection`. This module
 holds the queries, one table at a time. Every write that touches more than one
 row runs in one transaction, so a crash leaves either the old or the new state,
@@ -14,9 +15,10 @@ and a periodic sweep (piggy-backed on writes) deletes the rest.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,15 @@ from botgateway.stores._codec import (
     encode_turn,
 )
 from botgateway.stores._unfinished import merged, unfinished_records
-from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, ToolCallRow
+from botgateway.stores.base import (
+    AuditRecord,
+    HistorySnapshot,
+    HistoryWrite,
+    OpenCard,
+    StoredTurn,
+    ToolCallRow,
+    VersionStep,
+)
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -133,86 +143,139 @@ class SqliteStore:
             )
             await db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
 
-    async def _touch(self, db: aiosqlite.Connection, conversation_id: str) -> None:
-        await db.execute(
+    async def _touch(self, db: aiosqlite.Connection, conversation_ids: Sequence[str]) -> None:
+        now = self._clock()
+        await db.executemany(
             "INSERT INTO conversations (conversation_id, updated_at) VALUES (?, ?) "
             "ON CONFLICT (conversation_id) DO UPDATE SET updated_at = excluded.updated_at",
-            (conversation_id, self._clock()),
+            [(cid, now) for cid in conversation_ids],
         )
 
-    async def _forget_if_idle(self, db: aiosqlite.Connection, conversation_id: str) -> None:
-        """Delete the conversation when it has been idle past the TTL (so an old history never returns)."""
+    async def _forget_if_idle(self, db: aiosqlite.Connection, conversation_ids: Sequence[str]) -> None:
+        """Delete the conversations idle past the TTL before writing to them (so an old history never returns)."""
         cutoff = self._idle_before()
         if cutoff is None:
             return
-        rows = list(
-            await db.execute_fetchall(
-                "SELECT updated_at FROM conversations WHERE conversation_id = ?", (conversation_id,)
+        for start in range(0, len(conversation_ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = list(conversation_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            await db.execute(
+                "DELETE FROM turns WHERE conversation_id IN (SELECT conversation_id FROM conversations "
+                f"WHERE conversation_id IN ({marks}) AND updated_at < ?)",
+                (*chunk, cutoff),
             )
-        )
-        if rows and rows[0][0] < cutoff:
-            await db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
-            await db.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+            await db.execute(
+                f"DELETE FROM conversations WHERE conversation_id IN ({marks}) AND updated_at < ?", (*chunk, cutoff)
+            )
 
     # --- history ------------------------------------------------------------------
 
     async def load_turns(self, conversation_id: str) -> list[StoredTurn]:
         """The conversation's turns, oldest first (a summary turn, if any, comes first)."""
+        snapshot = (await self.load_histories([conversation_id]))[conversation_id]
+        return list(snapshot.turns or ())
+
+    async def load_histories(
+        self, conversation_ids: Sequence[str], *, unless_version: Mapping[str, int] | None = None
+    ) -> dict[str, HistorySnapshot]:
+        """Several conversations in one query per 500 (on the read connection, beside the writes).
+
+        This store keeps no versions (one process writes it), so ``unless_version`` is ignored.
+        """
+        ids = list(dict.fromkeys(conversation_ids))
         cutoff = self._idle_before()
-        rows = await self._fetchall(
-            "SELECT t.body FROM turns t JOIN conversations c USING (conversation_id) "
-            "WHERE t.conversation_id = ? AND (? IS NULL OR c.updated_at >= ?) ORDER BY t.seq",
-            (conversation_id, cutoff, cutoff),
-        )
-        return [decode_turn(row[0]) for row in rows]
+        found: dict[str, list[StoredTurn]] = {cid: [] for cid in ids}
+        touched: dict[str, float] = {}
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = await self._fetchall(
+                "SELECT t.conversation_id, t.body, c.updated_at "
+                "FROM turns t JOIN conversations c USING (conversation_id) "
+                f"WHERE t.conversation_id IN ({marks}) AND (? IS NULL OR c.updated_at >= ?) "
+                "ORDER BY t.conversation_id, t.seq",
+                (*chunk, cutoff, cutoff),
+            )
+            for conversation_id, body, updated_at in rows:
+                found[conversation_id].append(decode_turn(body))
+                touched[conversation_id] = float(updated_at)
+        return {
+            cid: HistorySnapshot(tuple(turns), None, self._expiry(touched.get(cid))) for cid, turns in found.items()
+        }
+
+    def _expiry(self, updated_at: float | None) -> float | None:
+        if updated_at is None or self.history_ttl_s is None:
+            return None
+        return updated_at + self.history_ttl_s
 
     async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
         """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
-        body = encode_turn(turn)
-
-        async def work(db: aiosqlite.Connection) -> None:
-            await self._forget_if_idle(db, conversation_id)
-            await db.execute(
-                "INSERT INTO turns (conversation_id, turn_id, seq, is_summary, body) "
-                "SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM turns WHERE conversation_id = ? "
-                "ON CONFLICT (conversation_id, turn_id) DO NOTHING",
-                (conversation_id, turn.turn_id, int(turn.is_summary), body, conversation_id),
-            )
-            await self._touch(db, conversation_id)
-
-        await self._transaction(work)
+        await self.write_history([HistoryWrite(conversation_id, "append", turn)])
 
     async def replace_turns(self, conversation_id: str, remove_ids: Sequence[str], summary: StoredTurn | None) -> None:
         """Atomically drop ``remove_ids`` and put ``summary`` (if any) before the remaining turns."""
-        ids = list(dict.fromkeys(remove_ids))
-
-        async def work(db: aiosqlite.Connection) -> None:
-            await self._forget_if_idle(db, conversation_id)
-            for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                await db.execute(
-                    f"DELETE FROM turns WHERE conversation_id = ? AND turn_id IN ({marks})",
-                    (conversation_id, *chunk),
-                )
-            if summary is not None:
-                await db.execute(
-                    "INSERT OR REPLACE INTO turns (conversation_id, turn_id, seq, is_summary, body) "
-                    "SELECT ?, ?, COALESCE(MIN(seq), 1) - 1, ?, ? FROM turns WHERE conversation_id = ?",
-                    (conversation_id, summary.turn_id, int(summary.is_summary), encode_turn(summary), conversation_id),
-                )
-            await self._touch(db, conversation_id)
-
-        await self._transaction(work)
+        await self.write_history([HistoryWrite(conversation_id, "replace", summary, tuple(dict.fromkeys(remove_ids)))])
 
     async def clear(self, conversation_id: str) -> None:
         """Forget the conversation."""
+        await self.write_history([HistoryWrite(conversation_id, "clear")])
+
+    async def write_history(self, writes: Sequence[HistoryWrite]) -> list[VersionStep | None]:
+        """Apply ``writes`` in order in one transaction; this store keeps no versions (all ``None``)."""
 
         async def work(db: aiosqlite.Connection) -> None:
-            await db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
-            await db.execute("DELETE FROM conversations WHERE conversation_id = ?", (conversation_id,))
+            # A run of writes of one kind is a few statements, not a few per write: every statement is
+            # a hop to the connection's thread and back through the event loop, with the write lock held.
+            for kind, grouped in itertools.groupby(writes, key=lambda write: write.kind):
+                run = list(grouped)
+                ids = list(dict.fromkeys(write.conversation_id for write in run))
+                if kind == "clear":
+                    await db.executemany("DELETE FROM turns WHERE conversation_id = ?", [(cid,) for cid in ids])
+                    await db.executemany("DELETE FROM conversations WHERE conversation_id = ?", [(cid,) for cid in ids])
+                    continue
+                await self._forget_if_idle(db, ids)
+                if kind == "append":
+                    await self._append(db, run)
+                else:
+                    for write in run:
+                        await self._replace(db, write.conversation_id, write.remove_ids, write.turn)
+                await self._touch(db, ids)
 
-        await self._transaction(work)
+        if writes:
+            await self._transaction(work)
+        return [None] * len(writes)
+
+    async def _append(self, db: aiosqlite.Connection, appends: Sequence[HistoryWrite]) -> None:
+        """Append each write's turn after its conversation's last (a turn id already there is left alone)."""
+        rows = []
+        for write in appends:
+            assert write.turn is not None
+            turn = write.turn
+            rows.append((write.conversation_id, turn.turn_id, int(turn.is_summary), encode_turn(turn), write.conversation_id))
+        await db.executemany(
+            "INSERT INTO turns (conversation_id, turn_id, seq, is_summary, body) "
+            "SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM turns WHERE conversation_id = ? "
+            "ON CONFLICT (conversation_id, turn_id) DO NOTHING",
+            rows,
+        )
+
+    async def _replace(
+        self, db: aiosqlite.Connection, conversation_id: str, remove_ids: Sequence[str], summary: StoredTurn | None
+    ) -> None:
+        ids = list(dict.fromkeys(remove_ids))
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            await db.execute(
+                f"DELETE FROM turns WHERE conversation_id = ? AND turn_id IN ({marks})",
+                (conversation_id, *chunk),
+            )
+        if summary is not None:
+            await db.execute(
+                "INSERT OR REPLACE INTO turns (conversation_id, turn_id, seq, is_summary, body) "
+                "SELECT ?, ?, COALESCE(MIN(seq), 1) - 1, ?, ? FROM turns WHERE conversation_id = ?",
+                (conversation_id, summary.turn_id, int(summary.is_summary), encode_turn(summary), conversation_id),
+            )
 
     # --- dedupe -------------------------------------------------------------------
 

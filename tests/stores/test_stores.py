@@ -13,13 +13,26 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from botgateway.config import MemoryConfig
-from botgateway.stores import AuditRecord, OpenCard, Store, StoredTurn, StoreError, ToolCallRow, open_store
+from botgateway.stores import (
+    AuditRecord,
+    HistorySnapshot,
+    HistoryWrite,
+    OpenCard,
+    Store,
+    StoredTurn,
+    StoreError,
+    ToolCallRow,
+    VersionStep,
+    open_store,
+)
 from botgateway.stores._codec import audit_to_dict, decode_card
+from botgateway.stores.base import apply_write
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
@@ -150,6 +163,70 @@ async def test_clear_forgets_only_that_conversation(store: Store) -> None:
     assert ids(await store.load_turns("b")) == ["b0"]
     await store.append_turn("a", turn("a1"))
     assert ids(await store.load_turns("a")) == ["a1"]
+
+
+async def test_a_group_of_history_writes_applies_in_order(store: Store) -> None:
+    await store.append_turn("b", turn("b0"))
+    writes = [
+        HistoryWrite("a", "append", turn("a1")),
+        HistoryWrite("b", "append", turn("b1")),
+        HistoryWrite("a", "append", turn("a2")),
+        HistoryWrite("a", "replace", turn("s", summary=True), ("a1",)),
+        HistoryWrite("b", "clear"),
+        HistoryWrite("b", "append", turn("b2")),
+        HistoryWrite("a", "append", turn("a3")),
+    ]
+
+    steps = await store.write_history(writes)
+    assert len(steps) == len(writes)
+    assert ids(await store.load_turns("a")) == ["s", "a2", "a3"]
+    assert ids(await store.load_turns("b")) == ["b2"]
+
+    # Writing the same group again (a retry after an error part-way) leaves the same state.
+    await store.write_history(writes)
+    assert ids(await store.load_turns("a")) == ["s", "a2", "a3"]
+    assert ids(await store.load_turns("b")) == ["b2"]
+    in_memory: list[StoredTurn] = []
+    for write in (w for w in writes if w.conversation_id == "a"):
+        in_memory = apply_write(in_memory, write)
+    assert ids(in_memory) == ["s", "a2", "a3"]  # a copy held in memory follows the same rules
+
+
+async def test_several_histories_are_read_at_once(store: Store) -> None:
+    await store.append_turn("a", turn("a0"))
+    await store.append_turn("a", turn("a1"))
+    await store.append_turn("b", turn("b0"))
+
+    found = await store.load_histories(["a", "nobody", "b", "a"])
+
+    assert sorted(found) == ["a", "b", "nobody"]
+    assert [t.turn_id for t in found["a"].turns or ()] == ["a0", "a1"]
+    assert [t.turn_id for t in found["b"].turns or ()] == ["b0"]
+    assert found["nobody"].turns == ()
+
+
+async def test_a_redis_read_skips_a_history_whose_version_did_not_move() -> None:
+    prefix = unique_prefix()
+    store = RedisStore(REDIS_URL, prefix)
+    try:
+        [step] = await store.write_history([HistoryWrite("c", "append", turn("t1"))])
+        assert isinstance(step, VersionStep) and step.before == 0
+        [next_step] = await store.write_history([HistoryWrite("c", "append", turn("t2"))])
+        assert next_step == VersionStep(step.after, step.after + 1)
+
+        current = (await store.load_histories(["c"], unless_version={"c": next_step.after}))["c"]
+        old = (await store.load_histories(["c"], unless_version={"c": step.after}))["c"]
+        assert current == HistorySnapshot(None, next_step.after)
+        assert ids(list(old.turns or ())) == ["t1", "t2"] and old.version == next_step.after
+
+        # Every key gone (as after the idle TTL): the next version is new, never one seen before.
+        await purge_prefix(prefix)
+        assert (await store.load_histories(["c"]))["c"] == HistorySnapshot((), 0)
+        [again] = await store.write_history([HistoryWrite("c", "append", turn("t1"))])
+        assert again is not None and again.before == 0 and again.after > next_step.after
+    finally:
+        await store.close()
+        await purge_prefix(prefix)
 
 
 async def test_concurrent_commits_are_all_kept(store: Store) -> None:
@@ -457,6 +534,37 @@ async def test_sqlite_forgets_idle_conversations_and_expired_claims(tmp_path: Pa
         assert db.execute("SELECT count(*) FROM turns WHERE turn_id = 'i1'").fetchone()[0] == 0
 
 
+class HoldingSqlite(SqliteStore):
+    """A real SQLite store that can keep a write transaction open until told."""
+
+    async def hold_a_write(self, inside: asyncio.Event, release: asyncio.Event) -> None:
+        async def work(db: Any) -> None:
+            await db.execute("INSERT INTO claims (key, expires_at) VALUES ('held', 0)")
+            inside.set()
+            await release.wait()
+
+        await self._transaction(work)
+
+
+async def test_sqlite_reads_do_not_wait_for_a_write_in_progress(tmp_path: Path) -> None:
+    store = HoldingSqlite(tmp_path / "wal.db")
+    await store.open()
+    inside, release = asyncio.Event(), asyncio.Event()
+    try:
+        await store.append_turn("c", turn("t1"))
+        writing = asyncio.create_task(store.hold_a_write(inside, release))
+        await inside.wait()
+
+        # Only a safety net against hanging: the read must come back while the write is still open.
+        loaded = await asyncio.wait_for(store.load_turns("c"), 30)
+        assert ids(loaded) == ["t1"] and not writing.done()
+        release.set()
+        await writing
+    finally:
+        release.set()
+        await store.close()
+
+
 async def test_sqlite_unusable_path_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")
@@ -477,7 +585,7 @@ async def test_redis_history_expires_with_the_ttl(tmp_path: Path) -> None:
         await store.append_turn("c", turn("t1"))
         await store.replace_turns("c", ["t1"], turn("s", summary=True))
         keys = [key async for key in client.scan_iter(match=f"{prefix}conv:*")]
-        assert len(keys) == 2
+        assert sorted(key.rsplit(":", 1)[1] for key in keys) == ["order", "turns", "version"]
         for key in keys:
             assert 0 < await client.pttl(key) <= 1_000_000
         assert await store.claim("x", 5)
