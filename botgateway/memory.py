@@ -23,6 +23,18 @@ message (several providers reject one that is not first).
 
 Token counts are estimates (:mod:`botgateway.token_estimate`); the summary
 turn and its request are :mod:`botgateway.history_summary`.
+
+The store stays off the turn's critical path. History is read from a bounded
+per-conversation cache (:mod:`botgateway.history_cache`: a miss reads the
+store once, batched with the other misses of the moment; with Redis each read
+is revalidated against the conversation's version, see there why). Every
+change (a commit, a summary, a clear) changes the cached copy at once and is
+written behind the turn by one background writer, in order, grouped and
+retried (:mod:`botgateway.commit_queue`). :meth:`Memory.commit` therefore
+returns without waiting for the store; :meth:`Memory.clear` waits until the
+clear is written; :meth:`Memory.flush` waits for everything, and
+:meth:`Memory.aclose` drains the writer on shutdown (call it before the store
+is closed).
 """
 
 from __future__ import annotations
@@ -36,6 +48,9 @@ from typing import Any
 
 import structlog
 
+from botgateway.backoff import Backoff
+from botgateway.commit_queue import WRITE_BACKOFF, CommitQueue
+from botgateway.history_cache import DEFAULT_CACHED_CONVERSATIONS, HistoryCache
 from botgateway.history_summary import (
     SUMMARY_ACK,
     SUMMARY_HEADER,
@@ -46,7 +61,7 @@ from botgateway.history_summary import (
     summary_text,
     summary_turn,
 )
-from botgateway.stores.base import Message, Store, StoredTurn
+from botgateway.stores.base import HistoryWrite, Message, Store, StoredTurn, VersionStep
 from botgateway.token_estimate import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
@@ -132,6 +147,8 @@ class Memory:
             if it holds more than this many times the budget (so a passing model outage does not
             cost the history, but the store does not grow without bound either).
         clock: Unix time for ``created_at``.
+        cached_conversations: Conversations whose history is kept in memory (LRU); 0 reads each from the store.
+        write_backoff: Pacing of the history writer's retries.
     """
 
     def __init__(
@@ -144,6 +161,8 @@ class Memory:
         summary_timeout_s: float = 30.0,
         hard_limit_factor: float = 4.0,
         clock: Callable[[], float] = time.time,
+        cached_conversations: int = DEFAULT_CACHED_CONVERSATIONS,
+        write_backoff: Backoff = WRITE_BACKOFF,
     ) -> None:
         if max_history_tokens <= 0:
             raise ValueError("max_history_tokens must be positive")
@@ -157,6 +176,8 @@ class Memory:
         self.hard_limit_factor = hard_limit_factor
         self._clock = clock
         self._locks: dict[str, list[Any]] = {}
+        self._writer = CommitQueue(store, on_written=self._written, backoff=write_backoff)
+        self._cache = HistoryCache(store, self._writer, max_conversations=cached_conversations, clock=clock)
 
     @asynccontextmanager
     async def _exclusive(self, conversation_id: str) -> AsyncIterator[None]:
@@ -173,12 +194,12 @@ class Memory:
 
     async def history(self, conversation_id: str) -> list[Message]:
         """The conversation as OpenAI messages (no system message), compressed to the budget."""
-        turns = await self.store.load_turns(conversation_id)
+        turns = await self._cache.turns(conversation_id)
         if sum(map(turn_tokens, turns)) <= self.max_history_tokens:
             return flatten(turns)
         async with self._exclusive(conversation_id):
-            # Reload: another task may have compressed while we waited.
-            turns = await self.store.load_turns(conversation_id)
+            # Read again: another task may have compressed while we waited.
+            turns = await self._cache.turns(conversation_id)
             if sum(map(turn_tokens, turns)) <= self.max_history_tokens:
                 return flatten(turns)
             return self._fit(conversation_id, flatten(await self._compress(conversation_id, turns)))
@@ -220,7 +241,7 @@ class Memory:
         if self.summarizer is not None:
             summary = await self._summarize(conversation_id, previous, to_fold, recent)
             if summary is not None:
-                await self.store.replace_turns(conversation_id, [t.turn_id for t in old], summary)
+                self._change(HistoryWrite(conversation_id, "replace", summary, tuple(t.turn_id for t in old)))
                 kept = [summary, *recent]
                 log.info(
                     "memory.summarized",
@@ -236,7 +257,7 @@ class Memory:
         dropped = [t.turn_id for t in turns if t.turn_id not in kept_ids]
         persist = self.summarizer is None or total > self.hard_limit_factor * self.max_history_tokens
         if persist and dropped:
-            await self.store.replace_turns(conversation_id, dropped, None)
+            self._change(HistoryWrite(conversation_id, "replace", None, tuple(dropped)))
         log.info(
             "memory.dropped_oldest",
             conversation=conversation_id,
@@ -291,19 +312,43 @@ class Memory:
         return summary_turn(truncate_to_tokens(text.strip(), target), created_at=self._clock())
 
     async def commit(self, conversation_id: str, turn_id: str, messages: Sequence[Message]) -> None:
-        """Store one completed turn atomically.
+        """Record one completed turn: in the history at once, in the store behind the turn (in order, whole).
 
         Raises ``ValueError`` when the messages are not a whole turn (for example a
         tool call without its result), which would make every later request fail.
+        Raises :class:`~botgateway.stores.base.StoreError` once :meth:`aclose` ran.
         """
         check_turn_messages(messages)
         turn = StoredTurn(turn_id=turn_id, messages=tuple(copy.deepcopy(list(messages))), created_at=self._clock())
-        await self.store.append_turn(conversation_id, turn)
+        self._change(HistoryWrite(conversation_id, "append", turn))
 
     async def clear(self, conversation_id: str) -> None:
-        """Forget the conversation."""
-        await self.store.clear(conversation_id)
+        """Forget the conversation: at once in memory, and wait until the store has forgotten it too.
+
+        Raises :class:`~botgateway.stores.base.StoreError` when the store refused it
+        after the writer's retries; the clear stays queued and is written later.
+        """
+        ticket = self._change(HistoryWrite(conversation_id, "clear"))
+        await self._writer.wait_written(ticket)
         log.info("memory.cleared", conversation=conversation_id)
+
+    async def flush(self) -> None:
+        """Wait until every change so far is in the store; raises as :meth:`clear` does."""
+        await self._writer.flush()
+
+    async def aclose(self) -> None:
+        """Write what is still queued (bounded), then stop; later commits raise. Call before the store closes."""
+        await self._cache.aclose()
+        await self._writer.aclose()
+
+    def _change(self, write: HistoryWrite) -> int:
+        """Queue ``write`` for the store and apply it to the cached copy; its ticket."""
+        ticket = self._writer.submit(write)  # first: once closed this raises and nothing changes
+        self._cache.apply(write)
+        return ticket
+
+    def _written(self, write: HistoryWrite, step: VersionStep | None) -> None:
+        self._cache.written(write, step)
 
 
 def trim_history(messages: Sequence[Message], max_tokens: int) -> list[Message]:

@@ -84,6 +84,12 @@ async def commit_all(memory: Memory, conversation: str, turns: list[list[Message
         await memory.commit(conversation, f"t{n}", messages)
 
 
+async def stored(memory: Memory, conversation: str) -> list[StoredTurn]:
+    """What the store holds once the history writer has caught up (it writes behind the turn)."""
+    await memory.flush()
+    return await memory.store.load_turns(conversation)
+
+
 def assert_well_formed(messages: list[Message]) -> None:
     """What every provider requires: no system message here, each tool result right after its call."""
     assert all(m["role"] != "system" for m in messages)
@@ -163,9 +169,9 @@ async def test_over_budget_old_turns_are_summarized_by_the_model(
     assert_well_formed(history)
 
     # The store was rewritten atomically: the summary replaced t1..t4.
-    stored = await store.load_turns("c")
-    assert [t.turn_id for t in stored][1:] == ["t5", "t6"]
-    assert stored[0].is_summary
+    in_store = await stored(memory, "c")
+    assert [t.turn_id for t in in_store][1:] == ["t5", "t6"]
+    assert in_store[0].is_summary
     # Loading again needs no second summary.
     assert await memory.history("c") == history
     assert len(server.requests) == 1
@@ -186,10 +192,10 @@ async def test_the_next_summary_includes_the_previous_one(
     assert "Previous summary:\nFIRST SUMMARY: questions 1-2." in second
     assert "User: question 3 " in second and "User: question 4 " in second
     assert "question 5" not in second
-    assert summary_text((await store.load_turns("c"))[0]) == "SECOND SUMMARY: questions 1-4."
+    assert summary_text((await stored(memory, "c"))[0]) == "SECOND SUMMARY: questions 1-4."
     assert history[0]["content"].endswith("SECOND SUMMARY: questions 1-4.")
     assert sum(1 for m in history if m["content"] and SUMMARY_HEADER in m["content"]) == 1
-    assert [t.turn_id for t in await store.load_turns("c")][1:] == ["t5", "t6"]
+    assert [t.turn_id for t in await stored(memory, "c")][1:] == ["t5", "t6"]
 
 
 async def test_an_overlong_summary_is_cut_to_fit(
@@ -250,7 +256,7 @@ async def test_commit_refuses_a_turn_with_a_dangling_tool_call(store: Store) -> 
         await memory.commit("c", "t1", broken)
     with pytest.raises(ValueError, match="unknown call"):
         await memory.commit("c", "t2", [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": "?"}])
-    assert await store.load_turns("c") == []
+    assert await stored(memory, "c") == []
 
 
 # --- the deterministic fallback ------------------------------------------------------
@@ -269,7 +275,7 @@ async def test_model_error_falls_back_to_dropping_oldest_and_keeps_the_store(
     assert history == plain_turn(5) + plain_turn(6)
     assert SUMMARY_HEADER not in contents(history)
     # A passing outage costs no history: the next attempt can still summarize everything.
-    assert [t.turn_id for t in await store.load_turns("c")] == ["t1", "t2", "t3", "t4", "t5", "t6"]
+    assert [t.turn_id for t in await stored(memory, "c")] == ["t1", "t2", "t3", "t4", "t5", "t6"]
 
 
 async def test_a_failing_summarizer_cannot_let_the_store_grow_without_bound(store: Store) -> None:
@@ -282,7 +288,7 @@ async def test_a_failing_summarizer_cannot_let_the_store_grow_without_bound(stor
     history = await memory.history("c")
 
     assert history == plain_turn(9) + plain_turn(10)
-    assert [t.turn_id for t in await store.load_turns("c")] == ["t9", "t10"]
+    assert [t.turn_id for t in await stored(memory, "c")] == ["t9", "t10"]
 
 
 async def test_empty_summary_falls_back(store: Store, llm: LLMClient, server: ScriptedLLMServer) -> None:
@@ -293,7 +299,7 @@ async def test_empty_summary_falls_back(store: Store, llm: LLMClient, server: Sc
     history = await memory.history("c")
 
     assert history == plain_turn(5) + plain_turn(6)
-    assert not any(t.is_summary for t in await store.load_turns("c"))
+    assert not any(t.is_summary for t in await stored(memory, "c"))
 
 
 async def test_hanging_summarizer_times_out_into_the_fallback(store: Store) -> None:
@@ -318,7 +324,7 @@ async def test_without_a_summarizer_the_oldest_turns_are_dropped_for_good(store:
     history = await memory.history("c")
 
     assert history == plain_turn(4) + plain_turn(5)
-    assert [t.turn_id for t in await store.load_turns("c")] == ["t4", "t5"]
+    assert [t.turn_id for t in await stored(memory, "c")] == ["t4", "t5"]
 
 
 async def test_recent_turns_over_budget_are_kept_as_turns_but_cut_to_fit(store: Store) -> None:
@@ -336,7 +342,7 @@ async def test_recent_turns_over_budget_are_kept_as_turns_but_cut_to_fit(store: 
         assert "characters left out" in sent["content"]
     assert estimate_tokens(history) <= 200
     # Only what is sent is cut: the store keeps the turns whole.
-    assert [t.messages for t in await store.load_turns("c")][-2:] == [tuple(plain_turn(2, 600)), tuple(plain_turn(3, 600))]
+    assert [t.messages for t in await stored(memory, "c")][-2:] == [tuple(plain_turn(2, 600)), tuple(plain_turn(3, 600))]
 
 
 async def test_a_huge_newest_turn_stored_by_an_older_release_is_cut_to_the_budget(store: Store) -> None:
@@ -349,7 +355,7 @@ async def test_a_huge_newest_turn_stored_by_an_older_release_is_cut_to_the_budge
     assert estimate_tokens(history) <= 6000
     assert history[0]["content"].startswith("Please read this log:\nEEEE")
     assert history[1] == {"role": "assistant", "content": "It is long."}  # the short message is left whole
-    assert (await store.load_turns("c"))[0].messages == tuple(huge)
+    assert (await stored(memory, "c"))[0].messages == tuple(huge)
 
 
 async def test_cutting_to_fit_keeps_tool_calls_with_their_results(store: Store) -> None:
@@ -380,7 +386,7 @@ async def test_cancelled_summary_leaves_the_store_untouched(store: Store) -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    assert [t.turn_id for t in await store.load_turns("c")] == ["t1", "t2", "t3", "t4", "t5", "t6"]
+    assert [t.turn_id for t in await stored(memory, "c")] == ["t1", "t2", "t3", "t4", "t5", "t6"]
 
 
 async def test_concurrent_history_calls_summarize_once(store: Store) -> None:
@@ -404,7 +410,7 @@ async def test_concurrent_history_calls_summarize_once(store: Store) -> None:
 
     assert a == b
     assert len(calls) == 1
-    assert sum(t.is_summary for t in await store.load_turns("c")) == 1
+    assert sum(t.is_summary for t in await stored(memory, "c")) == 1
 
 
 # --- clear ----------------------------------------------------------------------------

@@ -92,6 +92,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         llm, model_label = await _model(stack, config, registry, toolset)
         desk = ApprovalDesk()  # calls waiting for an approver; the gateway checks who may decide
         memory, loop = _loop(config, store, llm, registry, desk)
+        stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         budget = RateBudget()
         telemetry, metrics_server = _telemetry(stack, config)
         # Kept across restarts, so a restarted process closes the cards it left at once (recovery at start).
@@ -136,6 +137,7 @@ def _loop(config: Config, store: Store, llm: LLMClient, registry: ToolRegistry, 
         max_history_tokens=config.memory.max_history_tokens,
         keep_recent_turns=config.memory.keep_recent_turns,
         summarizer=llm.complete,
+        cached_conversations=config.memory.history_cache_size,
     )
     loop = ToolLoop(
         llm,

@@ -41,6 +41,12 @@ class MemoryConfig(Section):
     """How long a platform message id is remembered to drop redeliveries."""
     history_ttl_days: float = Field(30.0, gt=0)
     """Conversations idle longer than this are forgotten."""
+    history_cache_size: int = Field(2000, ge=0)
+    """Conversations whose history is kept in memory (least recently used dropped first); 0 reads each from the store.
+
+    With ``store: redis`` every read of a kept history still asks Redis whether
+    another replica changed it (one small round trip); with SQLite it asks nothing.
+    """
 
 
 class GatewayConfig(Section):

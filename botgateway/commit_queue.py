@@ -1,0 +1,240 @@
+"""Write-behind for conversation history: changes are queued in order and written by one background writer.
+
+A turn's final card must not wait for the store. :class:`~botgateway.memory.Memory`
+changes its in-memory copy of the history at once and hands the change to
+:meth:`CommitQueue.submit`, which returns at once; the writer persists it behind the turn.
+
+- **Order.** One FIFO for every conversation, and the writer always takes from
+  its head: a conversation's changes reach the store in the order they were
+  made, and what is written is always a prefix of what was submitted.
+- **Groups.** Each :meth:`~botgateway.stores.base.Store.write_history` call
+  takes up to ``max_batch`` changes from the head (one SQLite transaction, one
+  Redis pipeline), so under load many turns share one write.
+- **Retries.** A failed write is tried again after the project's
+  :class:`~botgateway.backoff.Backoff`. Every ``attempts_per_incident`` failed
+  attempts are logged as an incident (with an error id) and the changes stay
+  at the head for the next attempt: nothing is dropped, nothing behind them
+  overtakes them.
+- **Shutdown.** :meth:`aclose` refuses new changes and drains: the writer keeps
+  trying until ``drain_timeout_s``; whatever is still not written then is
+  reported as an incident naming its conversations.
+- **Readers.** Whoever loads a conversation from the store while its changes
+  are in flight must apply the ones the snapshot may miss: :meth:`watch` /
+  :meth:`unwatch` return those written while it read, :meth:`pending` the rest.
+  Applying a change the snapshot already holds is harmless (see
+  :class:`~botgateway.stores.base.HistoryWrite`).
+
+The writer task (owned by a :class:`~botgateway.background.BackgroundTasks`)
+runs only while there is something to write, so a queue that is never closed
+leaves no task behind once it is drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable
+
+import structlog
+
+from botgateway.background import BackgroundTasks
+from botgateway.backoff import Backoff
+from botgateway.incidents import report_incident
+from botgateway.stores.base import HistoryWrite, Store, StoreError, VersionStep
+
+__all__ = ["WRITE_BACKOFF", "CommitQueue", "WrittenCallback"]
+
+log = structlog.get_logger(__name__)
+
+WRITE_BACKOFF = Backoff(base_s=0.05, max_s=5.0)
+"""Pacing of the writer's retries: quick at first (a busy file), then at most every 5 s (a store that is down)."""
+
+WrittenCallback = Callable[[HistoryWrite, VersionStep | None], None]
+"""Told of each change once it is in the store, with how it moved the conversation's version."""
+
+
+class CommitQueue:
+    """History changes in submission order, persisted in groups by one background writer.
+
+    Args:
+        store: The durable copy.
+        on_written: Called for each change once it is written (in order).
+        backoff: Delay between failed attempts.
+        max_batch: Most changes in one store call.
+        attempts_per_incident: Failed attempts between two incidents in the log.
+        drain_timeout_s: How long :meth:`aclose` keeps trying to write what is left.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_written: WrittenCallback | None = None,
+        backoff: Backoff = WRITE_BACKOFF,
+        max_batch: int = 256,
+        attempts_per_incident: int = 5,
+        drain_timeout_s: float = 10.0,
+    ) -> None:
+        if max_batch < 1 or attempts_per_incident < 1:
+            raise ValueError("max_batch and attempts_per_incident must be positive")
+        self._store = store
+        self._on_written = on_written
+        self._backoff = backoff
+        self._max_batch = max_batch
+        self._attempts_per_incident = attempts_per_incident
+        self._drain_timeout_s = drain_timeout_s
+        self._queue: deque[HistoryWrite] = deque()
+        self._lines: dict[str, deque[HistoryWrite]] = {}  # per conversation, for pending()
+        self._watched: dict[str, list[HistoryWrite]] = {}
+        self._submitted = 0
+        self._written = 0
+        self._failed_rounds = 0
+        self._last_error_id = ""
+        self._progress = asyncio.Event()  # replaced after each set: waiters re-check their condition
+        self._closing = asyncio.Event()
+        self._closed = False
+        self._writer: asyncio.Task[None] | None = None
+        self._background = BackgroundTasks()
+
+    def __len__(self) -> int:
+        """Changes not yet written."""
+        return len(self._queue)
+
+    def submit(self, write: HistoryWrite) -> int:
+        """Queue ``write`` and return its ticket for :meth:`wait_written`; raises :class:`StoreError` once closed."""
+        if self._closed:
+            raise StoreError("the history writer is shut down; this change to the history was not saved")
+        self._queue.append(write)
+        self._lines.setdefault(write.conversation_id, deque()).append(write)
+        self._submitted += 1
+        if self._writer is None or self._writer.done():
+            self._writer = self._background.spawn(self._run(), name="history-writer")
+        return self._submitted
+
+    def pending(self, conversation_id: str) -> list[HistoryWrite]:
+        """The conversation's changes not yet written (those being written included), oldest first."""
+        return list(self._lines.get(conversation_id, ()))
+
+    def watch(self, conversation_id: str) -> None:
+        """Start noting the conversation's changes as they are written (a reader is about to read it)."""
+        self._watched.setdefault(conversation_id, [])
+
+    def unwatch(self, conversation_id: str) -> list[HistoryWrite]:
+        """Stop noting; the conversation's changes written since :meth:`watch`, oldest first."""
+        return self._watched.pop(conversation_id, [])
+
+    async def flush(self) -> None:
+        """Wait until every change submitted so far is written.
+
+        Raises :class:`StoreError` (with the incident's error id) when a round of
+        attempts fails meanwhile, or when the queue was closed with changes
+        unwritten; the changes stay queued and are retried.
+        """
+        await self.wait_written(self._submitted)
+
+    async def wait_written(self, ticket: int) -> None:
+        """Wait until the change with ``ticket`` (and all before it) is written; raises as :meth:`flush` does."""
+        rounds = self._failed_rounds
+        while self._written < ticket:
+            if self._failed_rounds != rounds:
+                raise StoreError(
+                    f"the store refused the history (error id {self._last_error_id}); it is kept and retried"
+                )
+            if self._closed and (self._writer is None or self._writer.done()):
+                raise StoreError("the history writer shut down before this change was written")
+            await self._progress.wait()
+
+    async def aclose(self) -> None:
+        """Refuse new changes, write what is queued (for up to ``drain_timeout_s``), then stop the writer."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        writer = self._writer
+        if writer is not None and not writer.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(writer), self._drain_timeout_s)
+            except TimeoutError:
+                pass
+        await self._background.aclose()
+        if self._queue:
+            conversations = sorted({write.conversation_id for write in self._queue})
+            report_incident(
+                log,
+                "history.unsaved",
+                StoreError(f"{len(self._queue)} history changes were not confirmed written before shutdown"),
+                reason="Conversation history may not have been saved before shutdown",
+                changes=len(self._queue),
+                conversations=conversations[:20],
+            )
+        self._notify()
+
+    async def _run(self) -> None:
+        """Write from the head of the queue until it is empty."""
+        attempt = 0
+        try:
+            while self._queue:
+                batch = list(itertools.islice(self._queue, self._max_batch))
+                try:
+                    steps = await self._store.write_history(batch)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # any failure: keep the changes, retry later
+                    attempt += 1
+                    if attempt % self._attempts_per_incident == 0:
+                        self._incident(exc, batch, attempt)
+                    await self._pause(self._backoff.delay(attempt - 1))
+                    continue
+                attempt = 0
+                self._written_batch(batch, steps)
+        finally:
+            self._notify()
+
+    def _written_batch(self, batch: list[HistoryWrite], steps: list[VersionStep | None]) -> None:
+        """Take ``batch`` off the head and tell the reader side."""
+        for write, step in zip(batch, steps, strict=True):
+            self._queue.popleft()
+            line = self._lines[write.conversation_id]
+            line.popleft()
+            if not line:
+                del self._lines[write.conversation_id]
+            watched = self._watched.get(write.conversation_id)
+            if watched is not None:
+                watched.append(write)
+            if self._on_written is not None:
+                try:
+                    self._on_written(write, step)
+                except Exception:  # a reader's bookkeeping must never stop the writer
+                    log.exception("history.on_written_failed", conversation=write.conversation_id)
+        self._written += len(batch)
+        self._notify()
+
+    def _incident(self, exc: Exception, batch: list[HistoryWrite], attempt: int) -> None:
+        self._failed_rounds += 1
+        incident = report_incident(
+            log,
+            "history.write_failed",
+            exc,
+            reason="Conversation history could not be saved; it is kept and retried",
+            attempts=attempt,
+            changes=len(self._queue),
+            conversations=sorted({write.conversation_id for write in batch})[:20],
+        )
+        self._last_error_id = incident.id
+        self._notify()
+
+    async def _pause(self, delay_s: float) -> None:
+        """Wait ``delay_s`` before the next attempt; a shutdown cuts the first wait short (it wants a last try)."""
+        if self._closing.is_set():
+            await asyncio.sleep(delay_s)
+            return
+        try:
+            await asyncio.wait_for(self._closing.wait(), delay_s)
+        except TimeoutError:
+            pass
+
+    def _notify(self) -> None:
+        """Wake whoever waits for progress (each waits on the event current when it checked)."""
+        self._progress.set()
+        self._progress = asyncio.Event()
