@@ -17,15 +17,20 @@ is defensive:
 - some put two complete argument objects back to back under one index
   (``{"query": "a"}{"query": "b"}``): they are separate calls, the later ones
   with ids derived from the first (``id_2``, ``id_3``…); a tail that is not a
-  complete object stays one call with the readable JSON error.
+  complete object stays one call with the readable JSON error;
+- any field may be missing, ``null`` or of another type than documented: it
+  is ignored.
 
-:class:`StreamAssembler` is fed chunks as they arrive and returns the parts to
+:class:`StreamAssembler` is fed chunks as they arrive, as plain dicts (the
+parsed JSON of each SSE event, see :mod:`botgateway.sse`: building the SDK's
+objects per chunk cost most of the CPU of streaming), and returns the parts to
 show right away; :meth:`StreamAssembler.finish` returns the assembled round.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -198,24 +203,16 @@ def _nonempty(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _extra(obj: Any, name: str) -> Any:
-    """A field the SDK models do not declare (``reasoning_content``…), read from ``model_extra`` or attributes."""
-    extra = getattr(obj, "model_extra", None)
-    if isinstance(extra, dict) and name in extra:
-        return extra[name]
-    return getattr(obj, name, None)
-
-
 def _usage_from(raw: Any) -> Usage | None:
-    if raw is None:
+    if not isinstance(raw, dict):
         return None
-    if isinstance(raw, dict):
-        prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    else:
-        prompt, completion = getattr(raw, "prompt_tokens", None), getattr(raw, "completion_tokens", None)
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
     if prompt is None and completion is None:
         return None
-    return Usage(prompt_tokens=int(prompt or 0), completion_tokens=int(completion or 0))
+    try:
+        return Usage(prompt_tokens=int(prompt or 0), completion_tokens=int(completion or 0))
+    except (TypeError, ValueError):
+        return None  # counts that are not numbers: usage is optional, the answer is not
 
 
 class StreamAssembler:
@@ -245,27 +242,35 @@ class StreamAssembler:
         """Reasoning so far."""
         return "".join(self._reasoning)
 
-    def feed(self, chunk: Any) -> list[StreamPart]:
-        """Fold one ``ChatCompletionChunk``; returns what it added, in stream order."""
+    def feed(self, chunk: Mapping[str, Any]) -> list[StreamPart]:
+        """Fold one chunk, the parsed JSON of a ``chat.completion.chunk``; returns what it added, in stream order.
+
+        Any field may be missing, ``null`` or of the wrong type (providers vary); such a field is ignored.
+        """
         self.chunks += 1
         parts: list[StreamPart] = []
-        usage = _usage_from(getattr(chunk, "usage", None))
-        if usage is not None:
-            self._usage = usage
-        for choice in getattr(chunk, "choices", None) or ():
-            if (getattr(choice, "index", 0) or 0) != 0:
+        self._take_usage(chunk.get("usage"))
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict) or (choice.get("index") or 0) != 0:
                 continue  # n > 1 is never requested; ignore stray alternatives
-            # Moonshot reports usage inside the final choice.
-            usage = _usage_from(_extra(choice, "usage"))
+            self._take_usage(choice.get("usage"))  # Moonshot reports usage inside the final choice
+            finish_reason = choice.get("finish_reason")
+            if finish_reason and isinstance(finish_reason, str):
+                self._finish_reason = finish_reason
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                parts.extend(self._fold_delta(delta))
+        if parts:
+            self._record(parts)
+        return parts
+
+    def _take_usage(self, raw: Any) -> None:
+        """Keep ``raw`` as the round's usage when it is one (the last report wins: some are cumulative)."""
+        if raw is not None:
+            usage = _usage_from(raw)
             if usage is not None:
                 self._usage = usage
-            if getattr(choice, "finish_reason", None):
-                self._finish_reason = choice.finish_reason
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
-                parts.extend(self._fold_delta(delta))
-        self._record(parts)
-        return parts
 
     def finish(self) -> AssembledRound:
         """Flush held-back text and assemble the tool calls."""
@@ -314,28 +319,33 @@ class StreamAssembler:
             elif isinstance(part, ReasoningPart):
                 self._reasoning.append(part.text)
 
-    def _fold_delta(self, delta: Any) -> list[StreamPart]:
+    def _fold_delta(self, delta: dict[str, Any]) -> list[StreamPart]:
         parts: list[StreamPart] = []
-        reasoning = _nonempty(_extra(delta, "reasoning_content")) or _nonempty(_extra(delta, "reasoning"))
+        reasoning = _nonempty(delta.get("reasoning_content")) or _nonempty(delta.get("reasoning"))
         if reasoning:
             parts.append(ReasoningPart(reasoning))
-        content = _nonempty(getattr(delta, "content", None))
+        content = _nonempty(delta.get("content"))
         if content:
             parts.extend(self._splitter.feed(content))
-        refusal = _nonempty(getattr(delta, "refusal", None))
+        refusal = _nonempty(delta.get("refusal"))
         if refusal:
             parts.extend(self._splitter.feed(refusal))
-        for fragment in getattr(delta, "tool_calls", None) or ():
-            parts.append(self._fold_tool_fragment(fragment))
+        tool_calls = delta.get("tool_calls")
+        if isinstance(tool_calls, list):
+            for fragment in tool_calls:
+                if isinstance(fragment, dict):
+                    parts.append(self._fold_tool_fragment(fragment))
         return parts
 
-    def _fold_tool_fragment(self, fragment: Any) -> ToolCallFragment:
-        index = getattr(fragment, "index", None)
-        index = index if isinstance(index, int) else None
-        call_id = _nonempty(getattr(fragment, "id", None))
-        function = getattr(fragment, "function", None)
-        name = _nonempty(getattr(function, "name", None)) if function is not None else None
-        arguments = getattr(function, "arguments", None) if function is not None else None
+    def _fold_tool_fragment(self, fragment: dict[str, Any]) -> ToolCallFragment:
+        index = fragment.get("index")
+        index = index if isinstance(index, int) and not isinstance(index, bool) else None
+        call_id = _nonempty(fragment.get("id"))
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            function = {}
+        name = _nonempty(function.get("name"))
+        arguments = function.get("arguments")
 
         call: _Call | None
         same_id = self._by_id.get(call_id) if call_id is not None else None

@@ -9,6 +9,11 @@ retried (a retry would repeat the text on the user's card). Usage is asked for
 with ``stream_options``; an endpoint that rejects that option is asked again
 without it (and never again), since usage is optional and the answer is not.
 
+The SDK sends the request (auth, headers, timeouts, its errors for HTTP ≥ 400),
+but the streamed body is read as raw SSE and each chunk parsed into a plain
+dict (:mod:`botgateway.sse`): the SDK's object per chunk cost most of the CPU
+of a stream.
+
 Every failure is an :class:`LLMError` (:mod:`botgateway.llm_errors`) whose
 message is plain words, names the config key to check, and never contains the
 API key.
@@ -40,6 +45,7 @@ from botgateway.llm_errors import (
     provider_message,
     retry_after,
 )
+from botgateway.sse import ChunkStream
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -82,8 +88,8 @@ class ChatModel(Protocol):
 class _Started:
     """A completion that has begun answering: its stream, its fold so far, and the parts to show first."""
 
-    sdk_stream: Any
-    """The SDK's chunk stream (``None`` if the request itself produced none)."""
+    chunks: ChunkStream | None
+    """The stream of chunks (``None`` if the request itself produced none)."""
     assembler: StreamAssembler
     """The fold of the chunks read so far."""
     first: tuple[StreamPart, ...]
@@ -153,22 +159,22 @@ class LLMClient:
         :class:`LLMInterrupted` when the stream broke after the first token.
         """
         started = await self._start(self._request(messages, tools, tool_choice), round)
-        sdk_stream, assembler = started.sdk_stream, started.assembler
+        chunks, assembler = started.chunks, started.assembler
         try:
             with self._interruptions(assembler):
                 for part in started.first:
                     yield part
-                if sdk_stream is not None and started.first:
+                if chunks is not None and started.first:
                     while True:
                         try:
                             async with asyncio.timeout(self.config.idle_timeout_s):
-                                chunk = await anext(sdk_stream)
+                                chunk = await anext(chunks)
                         except StopAsyncIteration:
                             break
                         for part in assembler.feed(chunk):
                             yield part
         finally:
-            await _close(sdk_stream)
+            await _close(chunks)
         yield assembler.finish()
 
     async def _start(self, request: dict[str, Any], round: int) -> _Started:
@@ -179,30 +185,32 @@ class LLMClient:
         attempt = 0
         while True:
             assembler = StreamAssembler(round)
-            sdk_stream: Any = None
+            chunks: ChunkStream | None = None
             first: list[StreamPart] = []
             started = time.monotonic()
             try:
                 async with asyncio.timeout(self.config.first_token_timeout_s):
-                    sdk_stream = await self._client.chat.completions.create(**request)
+                    # The SDK sends the request and raises its errors; the body is read as plain dicts.
+                    response = self._client.chat.completions.with_streaming_response.create(**request)
+                    chunks = await ChunkStream.open(response)
                     while not first:
-                        first = assembler.feed(await anext(sdk_stream))
+                        first = assembler.feed(await anext(chunks))
             except StopAsyncIteration:
                 pass  # the stream ended before any text: an empty round, still a valid answer
             except TimeoutError:
-                await _close(sdk_stream)
+                await _close(chunks)
                 raise LLMUnavailable(
                     f"The model did not start answering within {self.config.first_token_timeout_s:g} s "
                     "(llm.first_token_timeout_s); it may be overloaded, try again shortly"
                 ) from None
             except (openai.APIError, OSError) as exc:
-                await _close(sdk_stream)
+                await _close(chunks)
                 if not self._drop_stream_options(exc, request):
                     attempt = await self._retry_or_raise(exc, attempt)
                 continue
             except ValueError as exc:
-                # The SDK could not parse a chunk: a proxy or server that only looks OpenAI-compatible.
-                await _close(sdk_stream)
+                # A chunk that is not JSON: a proxy or server that only looks OpenAI-compatible.
+                await _close(chunks)
                 log.warning("llm_malformed_stream", error=type(exc).__name__)
                 raise LLMUnavailable(
                     f"The model service at {endpoint_host(self.base_url)} sent a stream that is not valid "
@@ -211,10 +219,10 @@ class LLMClient:
             except BaseException:
                 # Stopped (user stop, shutdown) while the model was still thinking: hang up now, so the
                 # provider stops generating (and billing) and the pooled connection is not left streaming.
-                await _close(sdk_stream)
+                await _close(chunks)
                 raise
             log.debug("llm_first_token", round=round, wait_s=round_s(time.monotonic() - started), attempts=attempt + 1)
-            return _Started(sdk_stream, assembler, tuple(first))
+            return _Started(chunks, assembler, tuple(first))
 
     def _drop_stream_options(self, exc: BaseException, request: dict[str, Any]) -> bool:
         """True when the endpoint rejected ``stream_options``: it is dropped from ``request`` (and every later one)."""
@@ -324,12 +332,12 @@ class LLMClient:
         return max(0.0, min(wait, self.config.retry_max_wait_s))
 
 
-async def _close(sdk_stream: Any) -> None:
-    """Close the SDK stream, if any; a broken one may fail to close, which changes nothing."""
-    if sdk_stream is None:
+async def _close(chunks: ChunkStream | None) -> None:
+    """Close the stream, if any; a broken one may fail to close, which changes nothing."""
+    if chunks is None:
         return
     try:
-        await sdk_stream.close()
+        await chunks.close()
     except Exception:  # closing a broken stream may fail again; nothing to do about it
         pass
 

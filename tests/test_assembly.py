@@ -1,10 +1,9 @@
 """Stream assembly over chunk sequences in the style real providers send.
 
-Chunks are built from raw JSON the way the ``openai`` SDK builds them from SSE
-data (``construct_type``: lenient, unknown fields kept in ``model_extra``), so
-each quirk reaches the assembler exactly as it would in production. The same
-quirks run end to end through the SDK and the scripted server in
-``test_llm.py``.
+Chunks go through JSON text and ``orjson`` the way :mod:`botgateway.sse` parses
+SSE data, so each quirk reaches the assembler exactly as it would in
+production. The same quirks run end to end through the client and the
+scripted server in ``test_llm.py``.
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import pytest
-from openai._models import construct_type
-from openai.types.chat import ChatCompletionChunk
 
 from botgateway.assembly import (
     AssembledRound,
@@ -27,9 +25,10 @@ from botgateway.assembly import (
 from botgateway.events import Usage
 
 
-def sdk_chunk(data: dict[str, Any]) -> ChatCompletionChunk:
+def wire_chunk(data: dict[str, Any]) -> dict[str, Any]:
     envelope = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-    return construct_type(type_=ChatCompletionChunk, value={**envelope, **data})
+    parsed: dict[str, Any] = orjson.loads(json.dumps({**envelope, **data}))
+    return parsed
 
 
 def delta(d: dict[str, Any], finish: str | None = None, **choice: Any) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def run(chunks: list[dict[str, Any]], round: int = 1) -> tuple[list[Any], Assemb
     assembler = StreamAssembler(round)
     parts: list[Any] = []
     for raw in chunks:
-        parts.extend(assembler.feed(sdk_chunk(raw)))
+        parts.extend(assembler.feed(wire_chunk(raw)))
     return parts, assembler.finish()
 
 
@@ -143,6 +142,39 @@ def test_empty_choices_and_null_tool_calls_are_harmless() -> None:
     assert result.tool_calls == ()
     assert not any(isinstance(p, ToolCallFragment) for p in parts)
 
+
+
+def test_refusal_is_shown_as_text() -> None:
+    chunks = [delta({"role": "assistant", "content": None, "refusal": "I can't "}), delta({"refusal": "help with that."}, finish="stop")]
+    parts, result = run(chunks)
+    assert texts(parts, TextPart) == "I can't help with that."
+    assert result.text == "I can't help with that."
+
+
+def test_choices_other_than_index_0_are_ignored() -> None:
+    chunks = [
+        {"choices": [{"index": 1, "delta": {"content": "alternative"}, "finish_reason": "length"}, {"index": 0, "delta": {"content": "kept"}}]},
+        {"choices": [{"delta": {"content": " too"}, "finish_reason": "stop"}]},  # no index: the only choice
+    ]
+    _, result = run(chunks)
+    assert result.text == "kept too"
+    assert result.finish_reason == "stop"
+
+
+def test_fields_of_unexpected_types_are_ignored() -> None:
+    # Sloppy gateways: nothing here may break the round or invent output.
+    chunks = [
+        {"choices": "none"},
+        {"choices": [None, 3, {"index": 0, "delta": "text"}]},
+        delta({"content": 5, "reasoning_content": ["x"], "tool_calls": {"index": 0}}),
+        delta({"tool_calls": [None, {"index": True, "id": 7, "function": "f"}]}),
+        {**delta({"content": "ok"}, finish=1), "usage": {"prompt_tokens": "many", "completion_tokens": {}}},
+        {"choices": [], "usage": [1, 2]},
+    ]
+    _, result = run(chunks)
+    assert result.text == "ok"
+    assert result.reasoning == "" and result.tool_calls == ()
+    assert result.usage is None and result.finish_reason is None
 
 # --- <think> inline -------------------------------------------------------------------
 

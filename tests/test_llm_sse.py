@@ -1,0 +1,132 @@
+"""LLMClient reading the raw SSE body, end to end against the scripted server.
+
+A raw string in a script is sent as ``data: <string>\\n\\n``, so a string with
+line breaks in it puts any SSE the test needs on the wire: comments, events,
+multi-line data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from botgateway.assembly import AssembledRound, TextPart
+from botgateway.events import Usage
+from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
+from tests.fakes.llm import llm_config
+from tools.demo.script import Script, chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
+from tools.demo.server import ScriptedLLMServer
+
+MESSAGES = [{"role": "user", "content": "which host is 10.0.0.1?"}]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedLLMServer]:
+    async with ScriptedLLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def client(server: ScriptedLLMServer) -> AsyncIterator[LLMClient]:
+    llm = LLMClient(llm_config(server.base_url), backoff_base_s=0.01)
+    yield llm
+    await llm.aclose()
+
+
+async def collect(client: LLMClient) -> tuple[str, AssembledRound]:
+    shown: list[str] = []
+    async for item in client.stream(MESSAGES):
+        if isinstance(item, AssembledRound):
+            return "".join(shown), item
+        if isinstance(item, TextPart):
+            shown.append(item.text)
+    raise AssertionError("the stream must end with the assembled round")
+
+
+def raw(value: dict[str, Any]) -> str:
+    return json.dumps(value)
+
+
+def then(*lines: str) -> str:
+    """Raw SSE lines sent after a blank line, i.e. after the event the server opened with ``data: ``."""
+    return "{}\n\n" + "\n".join(lines)
+
+
+async def test_comments_and_keep_alives_are_skipped(server: ScriptedLLMServer, client: LLMClient) -> None:
+    keep_alive = then(": OPENROUTER PROCESSING", "", ": keep-alive")
+    chunks = [keep_alive, role_chunk(), keep_alive, *text_chunks("web-1 is up"), keep_alive, finish_chunk(), usage_chunk(3, 4)]
+    server.enqueue(Script(chunks=chunks))
+    shown, result = await collect(client)
+    assert shown == result.text == "web-1 is up"
+    assert result.usage == Usage(prompt_tokens=3, completion_tokens=4)
+    assert result.finish_reason == "stop"
+
+
+async def test_multi_line_data_is_joined(server: ScriptedLLMServer, client: LLMClient) -> None:
+    # One chunk's JSON over three data lines (legal SSE; some proxies pretty-print).
+    multi_line = '{"choices": [{"index": 0,\ndata: "delta": {"content": "two\\nlines"},\ndata: "finish_reason": null}]}'
+    server.enqueue(Script(chunks=[role_chunk(), multi_line, *text_chunks(" end"), finish_chunk()]))
+    shown, result = await collect(client)
+    assert shown == result.text == "two\nlines end"
+
+
+async def test_an_error_data_line_mid_answer_keeps_the_partial_answer(server: ScriptedLLMServer, client: LLMClient) -> None:
+    error = raw({"error": {"message": "upstream overloaded", "type": "server_error"}})
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("Half an "), error, *text_chunks("never")]))
+    with pytest.raises(LLMInterrupted) as info:
+        await collect(client)
+    assert info.value.partial_text == "Half an "
+    assert info.value.message == "The model service stopped the answer with an error: upstream overloaded"
+    assert len(server.requests) == 1
+
+
+async def test_an_error_event_mid_answer_keeps_the_partial_answer(server: ScriptedLLMServer, client: LLMClient) -> None:
+    error_event = then("event: error", 'data: {"message": "quota exhausted"}')
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("Half an "), error_event]))
+    with pytest.raises(LLMInterrupted) as info:
+        await collect(client)
+    assert info.value.partial_text == "Half an " and "quota exhausted" in info.value.message
+
+
+async def test_an_error_data_line_before_the_first_token_is_a_plain_error(server: ScriptedLLMServer, client: LLMClient) -> None:
+    error = raw({"error": {"message": "model is loading", "type": "server_error"}})
+    server.enqueue(Script(chunks=[role_chunk(), error]), Script.text("unused"))
+    with pytest.raises(LLMUnavailable) as info:
+        await collect(client)
+    assert info.value.message == "The model service reported an error: model is loading"
+    assert len(server.requests) == 1  # not retried, as when the SDK raised it
+
+
+async def test_malformed_json_mid_answer_keeps_the_partial_answer(server: ScriptedLLMServer, client: LLMClient) -> None:
+    cut_short = '{"choices": [{"index": 0, "delta": {"content": "web'
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("The host is "), cut_short, *text_chunks("never")]))
+    with pytest.raises(LLMInterrupted) as info:
+        await collect(client)
+    assert info.value.partial_text == "The host is "
+    assert info.value.message == (
+        "The model service sent a malformed chunk mid-answer; the partial answer is kept. Ask again to retry"
+    )
+
+
+async def test_done_ends_the_answer_even_if_more_follows(server: ScriptedLLMServer, client: LLMClient) -> None:
+    after_done = "[DONE]\n\ndata: " + raw(chunk({"content": " and more"}))
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("all"), after_done]))
+    shown, result = await collect(client)
+    assert shown == result.text == "all"
+
+
+async def test_a_stream_without_done_ends_with_the_body(server: ScriptedLLMServer, client: LLMClient) -> None:
+    server.enqueue(Script(chunks=[role_chunk(), *text_chunks("no done marker"), finish_chunk()], done=False))
+    shown, result = await collect(client)
+    assert shown == result.text == "no done marker"
+
+
+async def test_unicode_line_separators_inside_the_json_stay_in_the_text(server: ScriptedLLMServer, client: LLMClient) -> None:
+    # Sent unescaped (ensure_ascii=False): a text-mode line splitter would cut the chunk at them.
+    server.enqueue(Script(chunks=[role_chunk(), chunk({"content": "a\u2028b\u0085c\x1cd"}), finish_chunk()]))
+    shown, result = await collect(client)
+    assert shown == result.text == "a\u2028b\u0085c\x1cd"
+
