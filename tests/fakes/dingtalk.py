@@ -19,7 +19,11 @@ It behaves like the real platform where our code depends on it:
   webhooks (``/robot/sendBySession``) record markdown messages.
 
 Failures can be scripted (``fail_next``) and every call is recorded with its
-arrival time, so tests assert on what the platform actually saw.
+arrival time, so tests assert on what the platform actually saw. For the
+benchmark, :meth:`FakeDingTalk.watch` calls back on every accepted change of a
+card or message (with the moment it became visible) and
+:meth:`FakeDingTalk.call_counts` splits the calls of each API into accepted,
+throttled and failed.
 """
 
 from __future__ import annotations
@@ -146,6 +150,7 @@ class FakeDingTalk:
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
+        self._watchers: list[Callable[[FakeCard | SentMessage, str, float], None]] = []
         self.base_url = ""
 
     # --- lifecycle -----------------------------------------------------------------
@@ -222,6 +227,33 @@ class FakeDingTalk:
     def cards_in(self, space_id: str) -> list[FakeCard]:
         """Cards delivered to ``space_id`` (``dtv1.card//IM_GROUP.cid…``), in creation order."""
         return [c for c in self.cards.values() if c.space_id == space_id]
+
+    def watch(self, callback: Callable[[FakeCard | SentMessage, str, float], None]) -> None:
+        """Call ``callback(card_or_message, change, at)`` after every accepted change people would see.
+
+        ``change`` is ``create`` (``createAndDeliver``), ``stream`` (``PUT /v1.0/card/streaming``),
+        ``update`` (``PUT /v1.0/card/instances``) or ``message`` (a robot or session-webhook
+        message); ``at`` is the ``time.monotonic()`` moment it became visible.
+        """
+        self._watchers.append(callback)
+
+    def _tell_watchers(self, obj: FakeCard | SentMessage, change: str) -> None:
+        at = time.monotonic()
+        for callback in self._watchers:
+            callback(obj, change, at)
+
+    def call_counts(self) -> dict[str, dict[str, int]]:
+        """Per ``METHOD path``: calls ``accepted`` (2xx), ``throttled`` (403 QpsLimit / 429) and ``failed`` (other)."""
+        counts: dict[str, dict[str, int]] = collections.defaultdict(lambda: {"accepted": 0, "throttled": 0, "failed": 0})
+        for call in self.calls:
+            key = f"{call.method} {call.path}"
+            if call.status in (403, 429):
+                counts[key]["throttled"] += 1
+            elif 200 <= call.status < 300:
+                counts[key]["accepted"] += 1
+            else:
+                counts[key]["failed"] += 1
+        return dict(counts)
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Wait until ``predicate()`` holds (re-checked after every recorded change)."""
@@ -407,6 +439,7 @@ class FakeDingTalk:
             return web.json_response({"code": "invalidParameter", "message": "missing " + ", ".join(problems)}, status=400)
         card = FakeCard(body["outTrackId"], body, content=next(iter(param_map.values()), ""), params=dict(param_map))
         self.cards[card.out_track_id] = card
+        self._tell_watchers(card, "create")
         await self._notify()
         if space in self.undeliverable_spaces:
             # Like DingTalk: HTTP 200, the instance exists, only the delivery result says it failed.
@@ -429,6 +462,7 @@ class FakeDingTalk:
             await self._notify()
             return web.json_response({"code": "invalidParameter", "message": "unknown card or bad cardParamMap"}, status=400)
         card.params.update(params)
+        self._tell_watchers(card, "update")
         await self._notify()
         return web.json_response({"success": True, "result": True})
 
@@ -456,6 +490,7 @@ class FakeDingTalk:
         card.content = body["content"] if body["isFull"] else card.content + body["content"]
         card.finalized = body["isFinalize"]
         card.error = body["isError"]
+        self._tell_watchers(card, "stream")
         await self._notify()
         return web.json_response({"success": True, "result": True})
 
@@ -476,6 +511,7 @@ class FakeDingTalk:
             return web.json_response({"code": "invalidParameter", "message": "robotCode, openConversationId and msgKey are required"}, status=400)
         title, text = self._markdown(body["msgKey"], json.loads(body.get("msgParam") or "{}"))
         self.messages.append(SentMessage("group", body["openConversationId"], body["msgKey"], title, text, body))
+        self._tell_watchers(self.messages[-1], "message")
         await self._notify()
         return web.json_response({"processQueryKey": f"q{len(self.messages)}"})
 
@@ -493,6 +529,7 @@ class FakeDingTalk:
         valid = [u for u in body["userIds"] if u not in self.invalid_staff]
         if valid:
             self.messages.append(SentMessage("oto", ",".join(valid), body["msgKey"], title, text, body))
+            self._tell_watchers(self.messages[-1], "message")
         await self._notify()
         return web.json_response({"processQueryKey": f"q{len(self.messages)}", "invalidStaffIdList": invalid, "flowControlledStaffIdList": []})
 
@@ -512,6 +549,7 @@ class FakeDingTalk:
         else:
             return web.json_response({"errcode": 40035, "errmsg": "unsupported msgtype"})
         self.messages.append(SentMessage("webhook", session, msgtype, title, text, body))
+        self._tell_watchers(self.messages[-1], "message")
         await self._notify()
         return web.json_response({"errcode": 0, "errmsg": "ok"})
 

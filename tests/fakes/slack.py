@@ -19,7 +19,11 @@ behaves like Slack where it matters for the card pipeline:
   (``missing_scope`` while :attr:`FakeSlack.usergroups_readable` is off);
 * ``apps.connections.open`` hands out a ``ws://127.0.0.1:…`` URL served here;
   :meth:`FakeSlack.push` sends an envelope and :meth:`FakeSlack.wait_ack`
-  waits for the app's acknowledgement of that ``envelope_id``.
+  waits for the app's acknowledgement of that ``envelope_id``;
+* :meth:`FakeSlack.watch` calls back on every accepted change of a message
+  (with the moment it became visible) and :meth:`FakeSlack.method_counts`
+  splits the calls of each method into accepted, throttled and failed, for the
+  benchmark.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import math
 import time
 import uuid
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl
@@ -187,6 +191,7 @@ class FakeSlack:
         self._connected = asyncio.Event()
         self._call_event = asyncio.Event()
         self._runner: web.AppRunner | None = None
+        self._watchers: list[Callable[[Message, str, float], None]] = []
         self.base = ""
 
     # --- lifecycle -------------------------------------------------------------
@@ -256,6 +261,33 @@ class FakeSlack:
                 await self._call_event.wait()
 
         await asyncio.wait_for(check(), timeout)
+
+    def watch(self, callback: Callable[[Message, str, float], None]) -> None:
+        """Call ``callback(message, change, at)`` after every accepted change of a bot message.
+
+        ``change`` is the method's verb (``postMessage``, ``update``, ``delete``,
+        ``startStream``, ``appendStream``, ``stopStream``); ``at`` is the
+        ``time.monotonic()`` moment the change became visible (after the
+        simulated latency). A deleted message is passed as it was.
+        """
+        self._watchers.append(callback)
+
+    def _tell_watchers(self, msg: Message, change: str) -> None:
+        at = time.monotonic()
+        for callback in self._watchers:
+            callback(msg, change, at)
+
+    def method_counts(self) -> dict[str, dict[str, int]]:
+        """Per method: calls ``accepted`` (ok), ``throttled`` (ratelimited / HTTP 429) and ``failed`` (any other error)."""
+        counts: dict[str, dict[str, int]] = defaultdict(lambda: {"accepted": 0, "throttled": 0, "failed": 0})
+        for call in self.calls:
+            if call.error == "ratelimited" or call.status == 429:
+                counts[call.method]["throttled"] += 1
+            elif call.ok:
+                counts[call.method]["accepted"] += 1
+            else:
+                counts[call.method]["failed"] += 1
+        return dict(counts)
 
     def max_in_window(self, method: str, seconds: float, key: str | None = None) -> int:
         """Most accepted calls of ``method`` in any window of ``seconds`` (from the recorded calls)."""
@@ -495,6 +527,7 @@ class FakeSlack:
         msg = Message(channel, ts, args.get("thread_ts") or None, text, list(blocks))
         msg.versions.append(msg.markdown())
         self.messages[(channel, ts)] = msg
+        self._tell_watchers(msg, "postMessage")
         return {"channel": channel, "ts": ts, "message": {"text": text, "ts": ts}}
 
     def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any] | str:
@@ -513,6 +546,7 @@ class FakeSlack:
         if blocks is not None:
             msg.blocks = list(blocks)
         msg.versions.append(msg.markdown())
+        self._tell_watchers(msg, "update")
         return {"channel": msg.channel, "ts": msg.ts, "text": text}
 
     def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any] | str:
@@ -520,6 +554,7 @@ class FakeSlack:
         if msg is None:
             return "message_not_found"
         self.deleted.append(msg)
+        self._tell_watchers(msg, "delete")
         return {"channel": msg.channel, "ts": msg.ts}
 
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any] | str:
@@ -542,12 +577,14 @@ class FakeSlack:
         error = self._append(msg, args)
         if error:
             return error
+        self._tell_watchers(msg, "startStream")
         return {"channel": channel, "ts": ts}
 
     def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
         msg = self._append_to_live_stream(args)
         if isinstance(msg, str):
             return msg
+        self._tell_watchers(msg, "appendStream")
         return {"channel": msg.channel, "ts": msg.ts}
 
     def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
@@ -556,6 +593,7 @@ class FakeSlack:
             return msg
         msg.streaming = False
         msg.stop_blocks = list(args.get("blocks") or [])
+        self._tell_watchers(msg, "stopStream")
         return {"channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
 
     def _append_to_live_stream(self, args: dict[str, Any]) -> Message | str:
