@@ -1,8 +1,8 @@
-"""The card-pipeline benchmark (``make bench``).
+"""The end-to-end benchmark (``make bench``).
 
-N concurrent turns run through the real :class:`~botgateway.loop.ToolLoop` and
-:class:`~botgateway.streaming.CardStreamer` against a scripted model and a
-rate-limited fake card API on loopback, once per strategy (our buffer policy,
-update on every chunk, no streaming), each in a fresh process. See
-``bench/README.md`` for how to run it and what each number means.
+N mentions are pushed by a fake Slack (Socket Mode) or fake DingTalk (Stream
+mode) with the platforms' rate limits, through the real adapters and Gateway
+(built as ``botgateway run`` builds them, in a worker process) to a scripted
+model; the bench measures, per answer, when its text became visible on the
+fake platform and when the complete exact answer was. See ``bench/README.md``.
 """

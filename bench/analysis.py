@@ -1,235 +1,144 @@
-"""From raw observations to the numbers in the report.
+"""From one scenario's observations to its numbers, and from all scenarios to the goals.
 
-Inputs per strategy: the worker's traces (when each piece of answer text was
-generated, in the pipeline's process) and the fake card API's log (when each
-call arrived, whether it was throttled, when its content became visible).
-Both sides use ``time.monotonic()``, which on Linux and macOS is one
-system-wide clock, so times from the two processes compare directly.
+Latencies are per answer, measured on the fake platform's side from the
+moment it pushed the mention:
 
-Definitions (also in ``bench/README.md``):
+- **first text** — to the first accepted change showing part of the answer;
+- **complete** — to the moment the whole exact answer is visible on settled
+  messages (see :mod:`bench.observe`); an answer that never got there, or whose
+  final text is not exactly the answer, is a failure and counts as +inf in
+  every percentile (shown as ``∞``, ``null`` in the JSON, and listed);
+- **text complete** — every character visible, settled or not (a diagnostic).
 
-- **first visible** — seconds from the turn's first model output (thought,
-  answer text or a tool call) to the first accepted card call whose content
-  shows something the model produced.
-- **staleness** — for every answer character, seconds from the moment the
-  pipeline received it from the model to the moment the card API first
-  showed it; percentiles are over all characters of all turns. It is how far
-  the visible text trails the generated text, weighted by text.
-- **delivered** — the turn's cards, finalized, show exactly the model's
-  answer (continuation parts joined in order), or the fallback message(s)
-  do. Compared character for character with the scripted answer.
+Calls are counted per method, accepted and throttled apart.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from tests.fakes.card_api import FakeCardAPI
+from bench.floor import DINGTALK_PLANS, SLACK_PLANS, dingtalk_limits, floor, slack_limits
+from bench.model import Generation
+from bench.observe import TurnWatch
+from bench.settings import BenchSettings, Scenario
+from bench.stats import INF, summarize
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0–100) with linear interpolation; ``None`` for no values."""
-    if not values:
-        return None
-    data = sorted(values)
-    if len(data) == 1:
-        return float(data[0])
-    pos = (len(data) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(data) - 1)
-    return float(data[low] + (data[high] - data[low]) * (pos - low))
+def _since(at: float | None, start: float | None) -> float:
+    return INF if at is None or start is None else max(0.0, at - start)
 
 
-def summarize(values: Sequence[float]) -> dict[str, float | int | None]:
-    """p50, p99, max and count of ``values``."""
+def turn_latencies(watches: Sequence[TurnWatch]) -> dict[str, Any]:
+    """Per-answer latencies (+inf for failures), their summaries, and the failures with reasons."""
+    first, complete, text_complete = [], [], []
+    failures: list[dict[str, Any]] = []
+    exact = 0
+    for watch in watches:
+        ok, why = watch.verdict()
+        exact += ok
+        first.append(_since(watch.first_text_at, watch.inbound_at))
+        text_complete.append(_since(watch.text_complete_at, watch.inbound_at))
+        complete.append(_since(watch.complete_at, watch.inbound_at) if ok else INF)
+        if not ok or watch.complete_at is None:
+            failures.append({"turn": watch.turn, "problem": why or "never complete"})
     return {
-        "p50": percentile(values, 50),
-        "p99": percentile(values, 99),
-        "max": max(values) if values else None,
-        "n": len(values),
+        "answers": len(watches),
+        "exact": exact,
+        "first_text_s": summarize(first),
+        "complete_s": summarize(complete),
+        "text_complete_s": summarize(text_complete),
+        "failures": failures,
+        "per_answer": [w.to_dict() for w in watches],
     }
 
 
-def _char_times(steps: Iterable[tuple[float, int]], length: int) -> list[float | None]:
-    """For each of ``length`` characters, the first time a step's running total covered it."""
-    out: list[float | None] = [None] * length
-    covered = 0
-    for at, total in steps:
-        total = min(total, length)
-        if total > covered:
-            for k in range(covered, total):
-                out[k] = at
-            covered = total
-    return out
-
-
-def _visible_steps(calls: list[Any]) -> list[tuple[float, int]]:
-    """(time, answer characters visible) for the turn, from its accepted calls, in time order."""
-    per_card: dict[str, int] = {}
-    steps = []
-    for call in sorted(calls, key=lambda c: c.visible_at):
-        if call.op == "fallback":
-            steps.append((call.visible_at, call.answer_len))
-            continue
-        per_card[call.card_id] = call.answer_len
-        steps.append((call.visible_at, sum(per_card.values())))
-    return steps
-
-
-def analyze_strategy(
-    *,
-    strategy: str,
-    settings: Any,
-    answers: list[str],
-    worker: dict[str, Any],
-    api: FakeCardAPI,
-    fakes_cpu_s: float,
-    started_at: float,
-) -> dict[str, Any]:
-    """The report section of one strategy."""
-    traces = worker["turns"]
-    accepted_by_turn: dict[str, list[Any]] = defaultdict(list)
-    for call in api.calls:
-        if call.visible_at is not None:
-            accepted_by_turn[call.turn_id].append(call)
-    messages_by_turn: dict[str, list[Any]] = defaultdict(list)
-    for message in api.messages:
-        messages_by_turn[message.turn_id].append(message)
-
-    first_visible: list[float] = []
-    ask_to_card: list[float] = []
-    staleness: list[float] = []
-    final_latency: list[float] = []
-    gen_rates: list[float] = []
-    lost_chars = 0
-    delivered = via_card = via_fallback = 0
-    wrong_final = 0
-    loop_exact = 0
-    outcomes: dict[str, int] = defaultdict(int)
-    undelivered: list[str] = []
-
-    for trace in traces:
-        turn_id = trace["turn_id"]
-        expected = answers[trace["turn"]]
-        outcomes[trace["outcome"].split(":")[0] or "unknown"] += 1
-        if trace["outcome"] == "done" and trace["answer"] == expected:
-            loop_exact += 1
-        calls = accepted_by_turn.get(turn_id, [])
-
-        if calls:
-            ask_to_card.append(min(c.visible_at for c in calls) - trace["started_at"])
-        shown = [c.visible_at for c in calls if c.has_output]
-        if trace["first_output_at"] is not None and shown:
-            first_visible.append(max(0.0, min(shown) - trace["first_output_at"]))
-
-        deltas = [tuple(d) for d in trace["answer_deltas"]]
-        if len(deltas) >= 2 and deltas[-1][0] > deltas[0][0]:
-            gen_rates.append(deltas[-1][1] / (deltas[-1][0] - deltas[0][0]))
-        generated = _char_times(deltas, len(expected))
-        visible = _char_times(_visible_steps(calls), len(expected))
-        for gen_at, seen_at in zip(generated, visible):
-            if gen_at is None:
-                continue
-            if seen_at is None:
-                lost_chars += 1
-            else:
-                staleness.append(max(0.0, seen_at - gen_at))
-
-        cards = api.cards_for(turn_id)
-        card_ok = bool(cards) and all(c.finalized_at is not None for c in cards) and cards[-1].status == "done" and "".join(c.answer for c in cards) == expected
-        messages = messages_by_turn.get(turn_id, [])
-        message_ok = bool(messages) and "".join(m.answer for m in messages) == expected
-        # A card closed with a note after its answer went out as a message is not wrong.
-        if cards and all(c.finalized_at is not None for c in cards) and not card_ok and not message_ok:
-            wrong_final += 1
-        if card_ok or message_ok:
-            delivered += 1
-            if card_ok:
-                via_card += 1
-                done_at = max(c.finalized_at for c in cards)
-            else:
-                via_fallback += 1
-                done_at = max(m.visible_at for m in messages)
-            if trace["ended_at"] is not None:
-                final_latency.append(max(0.0, done_at - trace["ended_at"]))
-        elif len(undelivered) < 10:
-            undelivered.append(turn_id)
-
-    n = len(traces)
-    total_calls = len(api.calls)
-    accepted = sum(1 for c in api.calls if c.visible_at is not None)
-    by_op: dict[str, int] = defaultdict(int)
-    for call in api.calls:
-        by_op[call.op] += 1
-    chunks = sum(t["chunks"] for t in traces)
-    process = worker["process"]
-    streamer_throttles = sum(int(t["metrics"].get("throttles", 0)) for t in traces if t["metrics"])
-    fallbacks = sum(1 for t in traces if t["metrics"] and t["metrics"].get("fallback_used"))
-
+def model_numbers(generations: Sequence[Generation], watches: Sequence[TurnWatch], gen_s: float) -> dict[str, Any]:
+    """When the gateway asked the model (after the mention) and how long the answer streams took."""
+    asked: dict[int, float] = {}
+    for g in generations:
+        if g.turn is not None and g.turn not in asked:
+            asked[g.turn] = g.requested_at
+    to_model = [_since(asked.get(w.turn), w.inbound_at) for w in watches]
+    streams = sorted(g.ended_at - g.requested_at for g in generations if g.answer and g.completed)
     return {
-        "strategy": strategy,
-        "turns": n,
-        "wall_s": process["wall_s"],
-        "first_visible_s": summarize(first_visible),
-        "ask_to_card_s": summarize(ask_to_card),
-        "staleness_s": summarize(staleness),
-        "lost_chars": lost_chars,
-        "final_latency_s": summarize(final_latency),
-        "api_calls": total_calls,
-        "api_calls_accepted": accepted,
-        "api_calls_by_op": dict(by_op),
-        "api_calls_per_turn": total_calls / n if n else 0.0,
-        "throttled": api.throttled,
-        "streamer_saw_throttles": streamer_throttles,
-        "delivered": delivered,
-        "delivery_rate": delivered / n if n else 0.0,
-        "delivered_on_card": via_card,
-        "delivered_by_fallback": via_fallback,
-        "fallback_used": fallbacks,
-        "finalized_with_wrong_text": wrong_final,
-        "undelivered_examples": undelivered,
-        "writes_after_final": sum(c.writes_after_final for c in api.cards.values()),
-        "seq_regressions": sum(c.seq_regressions for c in api.cards.values()),
-        "loop_answer_exact": loop_exact,
-        "outcomes": dict(outcomes),
-        "crashes": [t["outcome"] for t in traces if t["outcome"].startswith("crashed")][:5],
-        "chunks": chunks,
-        "cpu_s": process["cpu_s"],
-        "cpu_s_per_1k_chunks": process["cpu_s"] / (chunks / 1000.0) if chunks else None,
-        "fakes_cpu_s": fakes_cpu_s,
-        "peak_rss_mb": process["peak_rss_bytes"] / 2**20,
-        "rss_before_run_mb": process["rss_before_bytes"] / 2**20,
-        "model_chars_per_s": summarize(gen_rates),
-        "timeline": _timeline(api, started_at),
+        "inbound_to_model_request_s": summarize(to_model),
+        "answer_stream_s": summarize(streams) if streams else None,
+        "answer_stream_target_s": gen_s,
+        "streams_cut_short": sum(1 for g in generations if g.answer and not g.completed),
     }
 
 
-def _timeline(api: FakeCardAPI, started_at: float) -> dict[str, list[int]]:
-    """Calls per second since the worker started its turns: accepted and throttled."""
-    accepted: dict[int, int] = defaultdict(int)
-    throttled: dict[int, int] = defaultdict(int)
-    for call in api.calls:
-        second = max(0, int(call.arrived_at - started_at))
-        (throttled if call.status == 429 else accepted)[second] += 1
-    last = max([*accepted, *throttled], default=-1)
-    return {
-        "accepted": [accepted.get(s, 0) for s in range(last + 1)],
-        "throttled": [throttled.get(s, 0) for s in range(last + 1)],
-    }
+def scenario_floors(settings: BenchSettings, scenario: Scenario) -> list[dict[str, Any]]:
+    """The floors of the plans that matter for ``scenario`` (its own strategy first)."""
+    offsets = settings.arrival_offsets(scenario)
+    if scenario.platform == "slack":
+        plans, limits = SLACK_PLANS[scenario.mode], slack_limits(settings.post_burst)
+        channels = [settings.channel_of(i) for i in range(scenario.n)]
+    else:
+        plans, limits = DINGTALK_PLANS, dingtalk_limits(settings.dingtalk_qps)
+        channels = list(range(scenario.n))
+    return [floor(plan, limits, offsets, channels, settings.gen_s) for plan in plans]
 
 
-def acceptance(strategies: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The issue's acceptance checks on what ran; ``passed`` covers our policy (the others are contrasts)."""
-    checks: dict[str, Any] = {}
-    ours = strategies.get("ours")
-    if ours is not None:
-        checks["ours_zero_throttled"] = ours["throttled"] == 0
-        checks["ours_all_final_answers_exact"] = ours["delivered"] == ours["turns"]
-    every = strategies.get("every-chunk")
-    if every is not None:
-        checks["every_chunk_throttled"] = every["throttled"] > 0
-    checks["passed"] = all(v for k, v in checks.items() if k.startswith("ours_"))
-    return checks
+def throttled_total(counts: dict[str, dict[str, int]]) -> int:
+    """Throttled calls over every method."""
+    return sum(c.get("throttled", 0) for c in counts.values())
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One pass/fail line."""
+
+    text: str
+    """What is asked, relative to the generation time where it says so."""
+    passed: bool
+    """Whether the scenario met it."""
+    measured: str
+    """What was measured, in the same terms."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"goal": self.text, "passed": self.passed, "measured": self.measured}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return "∞" if math.isinf(value) else f"{value:.2f} s"
+
+
+def _at_most(label: str, value: float | None, limit: float) -> Goal:
+    ok = value is not None and value <= limit
+    return Goal(f"{label} ≤ {limit:.2f} s", ok, _fmt(value))
+
+
+def scenario_goals(result: dict[str, Any], gen_s: float, live_check_s: float = 10.0) -> list[Goal]:
+    """The issue's goals that apply to one scenario (by platform and N)."""
+    n, platform = result["scenario"]["n"], result["scenario"]["platform"]
+    complete, first = result["complete_s"], result["first_text_s"]
+    goals: list[Goal] = []
+    if platform == "slack":
+        if n == 10:
+            goals += [_at_most("complete p95 (gen + 1 s)", complete["p95"], gen_s + 1),
+                      _at_most("first text p50", first["p50"], 1.0)]
+        elif n == 50:
+            goals.append(_at_most("complete p95 (gen + 2 s)", complete["p95"], gen_s + 2))
+        elif n == 100:
+            goals += [Goal("every answer exact", result["exact"] == n, f"{result['exact']}/{n}"),
+                      _at_most("complete p95 (gen + 4 s)", complete["p95"], gen_s + 4)]
+        throttled = throttled_total(result["calls"])
+        goals.append(Goal("zero 429s on every method", throttled == 0, f"{throttled} throttled"))
+    else:
+        if n == 50:
+            goals += [_at_most("complete p50 (gen + 1.5 s)", complete["p50"], gen_s + 1.5),
+                      _at_most("first text p50", first["p50"], 2.0)]
+        elif n == 100:
+            goals.append(_at_most("complete p95 (gen + 5.5 s)", complete["p95"], gen_s + 5.5))
+        throttled = throttled_total(result["calls"])
+        goals.append(Goal("zero 403s", throttled == 0, f"{throttled} throttled"))
+    live = result["live_left"]["count"]
+    goals.append(Goal(f"nothing looks live {live_check_s:g} s after the last answer", live == 0, f"{live} live-looking"))
+    return goals

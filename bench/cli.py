@@ -1,4 +1,4 @@
-"""``python -m bench`` (``make bench``): run the benchmark, print the table, write JSON and PNG."""
+"""``python -m bench`` (``make bench``): run the scenarios, print the tables and goals, write JSON and PNG."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from botgateway.config import ConfigError, load_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run; exit 0 when our policy passed (zero throttles, every final answer exact), 1 otherwise."""
+    """Run; exit 0 when every goal passed, 1 when some goal failed or a scenario could not run, 2 on bad input."""
     settings = parse_settings(argv)
-    console = Console()
-    err = Console(stderr=True)
+    # Wide enough for the tables when the output goes to a file or a pipe (a terminal keeps its own width).
+    console = Console() if sys.stdout.isatty() else Console(width=170)
+    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=170)
     if settings.config:
         try:
             load_config(settings.config)
@@ -42,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         err.print("matplotlib is not installed: no chart (pip install 'botgateway[bench]')")
     print_report(report, console, paths=paths)
-    return 0 if report["acceptance"].get("passed") else 1
+    return 0 if report["passed"] else 1
 
 
 if __name__ == "__main__":

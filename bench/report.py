@@ -1,4 +1,9 @@
-"""Presenting a benchmark report: a rich table, a JSON file and a PNG chart."""
+"""Presenting a benchmark report: rich tables, floors, goals, a JSON file and a PNG chart.
+
+The report dict has gone through :func:`bench.stats.jsonable`: a percentile
+that reached a failed answer is ``None`` with ``failed > 0`` in its summary,
+and is shown as ``∞``.
+"""
 
 from __future__ import annotations
 
@@ -9,99 +14,154 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-COLORS = {"ours": "#2b8a3e", "every-chunk": "#c92a2a", "no-streaming": "#1c7ed6"}
+COLORS = {"slack/auto": "#2b8a3e", "slack/edit": "#1c7ed6", "dingtalk/card": "#e8590c"}
 
 
-def _s(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+def _s(value: float | None, summary: dict[str, Any] | None = None) -> str:
+    if value is None:
+        return "∞" if summary and summary.get("failed") else "—"
+    return f"{value:.2f}"
 
 
-def _arrival(settings: dict[str, Any]) -> str:
-    ramp = settings.get("ramp_s") or 0
-    return f"arriving over {ramp:g} s" if ramp else "at once"
+def _pct(summary: dict[str, Any] | None, *keys: str) -> str:
+    if not summary:
+        return "—"
+    return " / ".join(_s(summary.get(k), summary) for k in keys)
 
 
-def _pair(summary: dict[str, Any], digits: int = 2) -> str:
-    return f"{_s(summary['p50'], digits)} / {_s(summary['p99'], digits)}"
+def _throttled(result: dict[str, Any]) -> int:
+    return sum(c.get("throttled", 0) for c in result["calls"].values())
 
 
-ROWS: list[tuple[str, Any]] = [
-    ("first model output → first visible text, s (p50 / p99)", lambda s: _pair(s["first_visible_s"])),
-    ("staleness of visible answer text, s (p50 / p99)", lambda s: _pair(s["staleness_s"])),
-    ("question → card on screen, s (p50 / p99)", lambda s: _pair(s["ask_to_card_s"])),
-    ("turn end → final answer visible, s (p50 / p99)", lambda s: _pair(s["final_latency_s"])),
-    ("API calls per turn", lambda s: f"{s['api_calls_per_turn']:.1f}"),
-    ("API calls (accepted / total)", lambda s: f"{s['api_calls_accepted']} / {s['api_calls']}"),
-    ("throttled calls (429)", lambda s: str(s["throttled"])),
-    ("final answers exact", lambda s: f"{s['delivered']}/{s['turns']} ({100 * s['delivery_rate']:.1f}%)"),
-    ("  … on the card / by fallback message", lambda s: f"{s['delivered_on_card']} / {s['delivered_by_fallback']}"),
-    ("CPU s per 1,000 streamed chunks", lambda s: _s(s["cpu_s_per_1k_chunks"], 3)),
-    ("pipeline CPU s (fakes CPU s)", lambda s: f"{s['cpu_s']:.1f} ({s['fakes_cpu_s']:.1f})"),
-    ("peak RSS, MB (before the run)", lambda s: f"{s['peak_rss_mb']:.0f} ({s['rss_before_run_mb']:.0f})"),
-    ("model speed achieved, chars/s (p50)", lambda s: _s(s["model_chars_per_s"]["p50"], 0)),
-    ("wall time, s", lambda s: f"{s['wall_s']:.1f}"),
-]
+def _sort_key(value: float | None, failed: int) -> float:
+    if value is None:
+        return float("inf") if failed else 0.0
+    return float(value)
+
+
+def best_floor(result: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's lowest floor (by p95 completion) over the plans shown for it; the first on ties."""
+    return min(result["floors"], key=lambda f: _sort_key(f["complete_s"]["p95"], f["complete_s"].get("failed", 0)))
+
+
+def _distance(result: dict[str, Any]) -> str:
+    """Measured complete p95 minus the best floor's p95."""
+    measured, floor_p95 = result["complete_s"]["p95"], best_floor(result)["complete_s"]["p95"]
+    if measured is None:
+        return "∞" if result["complete_s"].get("failed") else "—"
+    return "—" if floor_p95 is None else f"{measured - floor_p95:+.2f}"
+
+
+def _latency_table(results: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name, justify in [("scenario", "left"), ("exact", "right"), ("first text p50 / p95", "right"),
+                          ("complete p50 / p95 / max", "right"), ("floor p95", "right"), ("p95 − floor", "right"), ("throttled", "right"),
+                          ("live left", "right"), ("mention → model p50", "right"), ("CPU s / RSS MB", "right")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        best = best_floor(r)
+        table.add_row(
+            r["scenario"]["name"],
+            f"{r['exact']}/{r['answers']}",
+            _pct(r["first_text_s"], "p50", "p95"),
+            _pct(r["complete_s"], "p50", "p95", "max"),
+            f"{_s(best['complete_s']['p95'])} ({best['plan']})",
+            _distance(r),
+            str(_throttled(r)),
+            str(r["live_left"]["count"]),
+            _pct(r["model"]["inbound_to_model_request_s"], "p50"),
+            f"{r['process']['cpu_s']:.1f} / {r['process']['peak_rss_bytes'] / 2**20:.0f}",
+        )
+    return table
+
+
+def _calls_table(results: list[dict[str, Any]], title: str) -> Table:
+    methods: list[str] = []
+    for r in results:
+        methods += [m for m in r["methods"] if m not in methods]
+    table = Table(title=title, title_justify="left")
+    table.add_column("scenario")
+    for method in methods:
+        table.add_column(method, justify="right")
+    for r in results:
+        cells = []
+        for method in methods:
+            c = r["calls"].get(method, {})
+            throttled = c.get("throttled", 0)
+            cells.append(f"{c.get('accepted', 0)} / {'[red]' if throttled else ''}{throttled}{'[/]' if throttled else ''}")
+        table.add_row(r["scenario"]["name"], *cells)
+    return table
+
+
+def _floor_lines(result: dict[str, Any], gen_s: float) -> list[str]:
+    lines = []
+    for f in result["floors"]:
+        c = f["complete_s"]
+        budget = f"calls ÷ rate {f['calls_over_rate_s']:.1f} s on {f['busiest_limit']}" if f["busiest_limit"] else "no limit binds"
+        lines.append(
+            f"  floor {f['plan']} ({f['calls']}): {budget}; best schedule complete p50/p95/max "
+            f"{_s(c['p50'])}/{_s(c['p95'])}/{_s(c['max'])} s (gen {gen_s:g} s)"
+        )
+    return lines
+
+
+def _problem_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    if result["failures"]:
+        shown = ", ".join(f"#{f['turn']}: {f['problem']}" for f in result["failures"][:3])
+        lines.append(f"  [yellow]{len(result['failures'])} failed answers[/] (∞ in every percentile), e.g. {shown}")
+    if result["live_left"]["count"]:
+        lines.append(f"  [yellow]still live-looking:[/] {'; '.join(result['live_left']['examples'][:3])}")
+    stream = result["model"].get("answer_stream_s")
+    target = result["model"]["answer_stream_target_s"]
+    if stream and stream.get("p50") is not None and stream["p50"] > target + max(0.25, 0.05 * target):
+        lines.append(f"  [yellow]the model's streams took {stream['p50']:.2f} s (p50), not {target:g} s: the machine is too busy[/]")
+    for warning in result.get("worker_warnings", [])[-2:]:
+        lines.append(f"  [dim]worker: {warning[:160]}[/]")
+    return lines
 
 
 def print_report(report: dict[str, Any], console: Console | None = None, *, paths: list[Path] = ()) -> None:
-    """The side-by-side table, the verdict, the machine load and the command to reproduce."""
+    """Latency and call tables per platform, floors, goals, machine load and the command to reproduce."""
     console = console or Console()
     settings = report["settings"]
-    strategies = report["strategies"]
-    table = Table(
-        title=(
-            f"{settings['turns']} turns {_arrival(settings)} · card API {settings['qps']:g} QPS, "
-            f"{settings['latency_ms'][0]:g}–{settings['latency_ms'][1]:g} ms · model {settings['tokens_per_s']:g} tok/s × "
-            f"{settings['chunk_chars']} chars · {settings['tool_rounds']} tool round(s) · answers "
-            f"{settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars"
-        ),
-        title_justify="left",
-    )
-    table.add_column("metric")
-    for name in strategies:
-        table.add_column(name, justify="right", style="bold" if name == "ours" else None)
-    for label, fmt in ROWS:
-        table.add_row(label, *(fmt(s) for s in strategies.values()))
-    console.print(table)
-
-    for name, s in strategies.items():
-        problems = []
-        if s["lost_chars"]:
-            problems.append(f"{s['lost_chars']} answer characters never visible")
-        if s["finalized_with_wrong_text"]:
-            problems.append(f"{s['finalized_with_wrong_text']} cards finalized with text other than the answer")
-        if s["writes_after_final"]:
-            problems.append(f"{s['writes_after_final']} writes after a card was finalized")
-        if s["seq_regressions"]:
-            problems.append(f"{s['seq_regressions']} out-of-order updates")
-        if s["loop_answer_exact"] != s["turns"]:
-            problems.append(f"the loop returned the exact answer for {s['loop_answer_exact']}/{s['turns']} turns")
-        if s["crashes"]:
-            problems.append("crashes: " + "; ".join(s["crashes"]))
-        if s["undelivered_examples"]:
-            problems.append("undelivered e.g. " + ", ".join(s["undelivered_examples"][:5]))
-        if problems:
-            console.print(f"[yellow]{name}:[/] " + "; ".join(problems))
-    for name, error in report["failures"].items():
-        console.print(f"[red]{name} failed:[/] {error}")
-
-    checks = report["acceptance"]
-    for key, ok in checks.items():
-        if key != "passed":
-            console.print(f"{'[green]✓' if ok else '[red]✗'}[/] {key.replace('_', ' ')}")
-    verdict = "[green]PASSED[/]" if checks.get("passed") else "[red]FAILED[/]"
-    console.print(f"acceptance (our policy): {verdict}")
-
+    gen_s = settings["gen_s"]
+    results = report["scenarios"]
+    head = (f"answers {settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars in {gen_s:g} s · "
+            f"platform latency {settings['latency_ms']:g} ms · seconds from the mention")
+    for platform in ("slack", "dingtalk"):
+        mine = [r for r in results if r["scenario"]["platform"] == platform]
+        if not mine:
+            continue
+        console.print(_latency_table(mine, f"{platform}: {head}"))
+        console.print(_calls_table(mine, f"{platform}: calls per method, accepted / throttled"))
+    for r in results:
+        console.print(f"[bold]{r['scenario']['name']}[/]")
+        for line in _floor_lines(r, gen_s) + _problem_lines(r):
+            console.print(line, soft_wrap=True)
+    _print_goals(report, console)
     machine = report["machine"]
     load = " ".join(f"{x:.2f}" for x in machine["loadavg"])
     after = " ".join(f"{x:.2f}" for x in machine.get("loadavg_after", []))
-    console.print(
-        f"machine: {machine['usable_cpus']} usable of {machine['cpu_count']} CPUs · load average {load} before, "
-        f"{after} after · Python {machine['python']} · {machine['platform']}"
-    )
+    console.print(f"machine: {machine['usable_cpus']} usable of {machine['cpu_count']} CPUs · load average {load} before, "
+                  f"{after} after · Python {machine['python']} · {machine['platform']}")
     console.print(f"reproduce: {report['reproduce']['make']}", soft_wrap=True)
     for path in paths:
         console.print(f"wrote {path}")
+
+
+def _print_goals(report: dict[str, Any], console: Console) -> None:
+    total = passed = 0
+    for r in report["scenarios"]:
+        for goal in r["goals"]:
+            total += 1
+            passed += goal["passed"]
+            mark = "[green]✓[/]" if goal["passed"] else "[red]✗[/]"
+            console.print(f"{mark} {r['scenario']['name']}: {goal['goal']} — measured {goal['measured']}")
+    for name, error in report["failures"].items():
+        console.print(f"[red]✗ {name} did not run:[/] {error}", soft_wrap=True)
+    verdict = "[green]all passed[/]" if report["passed"] else "[red]not all passed[/]"
+    console.print(f"goals: {passed}/{total} passed, {len(report['failures'])} scenario(s) failed to run — {verdict}")
 
 
 def write_json(report: dict[str, Any], path: Path) -> Path:
@@ -111,71 +171,78 @@ def write_json(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _capped(summary: dict[str, Any], key: str, cap: float) -> float:
+    value = summary.get(key)
+    if value is None:
+        return cap if summary.get("failed") else 0.0
+    return min(float(value), cap)
+
+
+def _latency_panel(ax: Any, results: list[dict[str, Any]], key: str, title: str, cap: float) -> None:
+    names = [r["scenario"]["name"].split("/", 1)[1] for r in results]
+    x = list(range(len(results)))
+    colors = [COLORS.get(f"{r['scenario']['platform']}/{r['scenario']['mode']}", "#868e96") for r in results]
+    p50 = [_capped(r[key], "p50", cap) for r in results]
+    p95 = [_capped(r[key], "p95", cap) for r in results]
+    ax.bar([i - 0.2 for i in x], p50, width=0.4, color=colors, label="p50")
+    ax.bar([i + 0.2 for i in x], p95, width=0.4, color=colors, alpha=0.45, hatch="//", label="p95 (∞ drawn at the top)")
+    if key == "complete_s":
+        floors = [_capped(best_floor(r)["complete_s"], "p95", cap) for r in results]
+        ax.scatter([i + 0.2 for i in x], floors, marker="_", s=300, color="black", label="floor p95 (best plan)", zorder=3)
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
+    ax.set_title(title)
+    ax.set_ylabel("seconds from the mention")
+    ax.legend(fontsize=7)
+
+
+def _calls_panel(ax: Any, results: list[dict[str, Any]]) -> None:
+    names = [r["scenario"]["name"].split("/", 1)[1] for r in results]
+    accepted = [sum(c.get("accepted", 0) for m, c in r["calls"].items() if m in r["methods"]) for r in results]
+    throttled = [sum(c.get("throttled", 0) for m, c in r["calls"].items() if m in r["methods"]) for r in results]
+    x = list(range(len(results)))
+    ax.bar(x, accepted, color="#2b8a3e", label="accepted")
+    ax.bar(x, throttled, bottom=accepted, color="#c92a2a", label="throttled")
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
+    ax.set_title("card/message calls")
+    ax.legend(fontsize=7)
+
+
+def _timeline_panel(ax: Any, result: dict[str, Any]) -> None:
+    for method, series in result["timeline"].items():
+        line = ax.step(range(len(series["accepted"])), series["accepted"], where="post", label=f"{method}")
+        if any(series["throttled"]):
+            ax.step(range(len(series["throttled"])), series["throttled"], where="post", linestyle=":",
+                    color=line[0].get_color(), label=f"{method} throttled")
+    ax.set_title(f"calls per second: {result['scenario']['name']}")
+    ax.set_xlabel("seconds since the first mention")
+    ax.legend(fontsize=6)
+
+
 def write_chart(report: dict[str, Any], path: Path) -> Path:
-    """A 2×4 chart: latency, staleness, calls, throttles, delivery, CPU, RSS and calls over time."""
+    """Per platform: first text and complete latencies (with the floor), calls, and the busiest scenario's calls over time."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    strategies = report["strategies"]
-    names = list(strategies)
-    colors = [COLORS.get(n, "#868e96") for n in names]
-    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
+    platforms = [p for p in ("slack", "dingtalk") if any(r["scenario"]["platform"] == p for r in report["scenarios"])]
+    fig, axes = plt.subplots(max(1, len(platforms)), 4, figsize=(22, 5.5 * max(1, len(platforms))), squeeze=False)
     settings = report["settings"]
-    fig.suptitle(
-        f"botgateway card pipeline: {settings['turns']} turns {_arrival(settings)}, card API {settings['qps']:g} QPS "
-        f"({settings['latency_ms'][0]:g}–{settings['latency_ms'][1]:g} ms), model {settings['tokens_per_s']:g} tok/s",
-        fontsize=13,
-    )
-
-    def bars_p50_p99(ax: Any, key: str, title: str) -> None:
-        x = range(len(names))
-        p50 = [strategies[n][key]["p50"] or 0 for n in names]
-        p99 = [strategies[n][key]["p99"] or 0 for n in names]
-        ax.bar([i - 0.2 for i in x], p50, width=0.4, color=colors, label="p50")
-        ax.bar([i + 0.2 for i in x], p99, width=0.4, color=colors, alpha=0.45, hatch="//", label="p99")
-        ax.set_xticks(list(x), names)
-        ax.set_title(title)
-        ax.set_ylabel("seconds")
-        ax.legend(fontsize=8)
-
-    def bars(ax: Any, values: list[float], title: str, ylabel: str, fmt: str = "{:.0f}") -> None:
-        ax.bar(names, values, color=colors)
-        ax.set_title(title)
-        ax.set_ylabel(ylabel)
-        for i, v in enumerate(values):
-            ax.annotate(fmt.format(v), (i, v), ha="center", va="bottom", fontsize=9)
-
-    bars_p50_p99(axes[0][0], "first_visible_s", "first model output → first visible text")
-    bars_p50_p99(axes[0][1], "staleness_s", "staleness of visible answer text")
-    bars(axes[0][2], [strategies[n]["api_calls_per_turn"] for n in names], "API calls per turn", "calls", "{:.1f}")
-    bars(axes[0][3], [strategies[n]["throttled"] for n in names], "throttled calls (429)", "calls")
-    bars(axes[1][0], [100 * strategies[n]["delivery_rate"] for n in names], "final answers delivered exactly", "%", "{:.1f}%")
-    axes[1][0].set_ylim(0, 110)
-    bars(axes[1][1], [strategies[n]["cpu_s_per_1k_chunks"] or 0 for n in names], "pipeline CPU per 1,000 chunks", "CPU seconds", "{:.3f}")
-    bars(axes[1][2], [strategies[n]["peak_rss_mb"] for n in names], "peak RSS of the pipeline process", "MB")
-
-    ax = axes[1][3]
-    for n, color in zip(names, colors):
-        timeline = strategies[n]["timeline"]
-        ax.step(range(len(timeline["accepted"])), timeline["accepted"], where="post", color=color, label=f"{n} accepted")
-        if any(timeline["throttled"]):
-            ax.step(range(len(timeline["throttled"])), timeline["throttled"], where="post", color=color, linestyle=":", label=f"{n} throttled")
-    ax.axhline(settings["qps"], color="black", linewidth=0.8, linestyle="--", label="limit")
-    ax.set_title("card API calls per second")
-    ax.set_xlabel("seconds since start")
-    ax.set_yscale("symlog", linthresh=10)
-    ax.legend(fontsize=7)
-
+    fig.suptitle(f"botgateway end to end: answers of {settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars "
+                 f"generated in {settings['gen_s']:g} s, fake platforms with their rate limits", fontsize=13)
+    cap = max(60.0, settings["gen_s"] + settings["settle_s"])
+    for row, platform in enumerate(platforms):
+        mine = [r for r in report["scenarios"] if r["scenario"]["platform"] == platform]
+        _latency_panel(axes[row][0], mine, "first_text_s", f"{platform}: first answer text visible", cap)
+        _latency_panel(axes[row][1], mine, "complete_s", f"{platform}: complete exact answer visible", cap)
+        _calls_panel(axes[row][2], mine)
+        worst = max(mine, key=lambda r: (_sort_key(r["complete_s"]["p95"], r["complete_s"].get("failed", 0)), r["scenario"]["n"]))
+        _timeline_panel(axes[row][3], worst)
     machine = report["machine"]
-    fig.text(
-        0.01, 0.005,
-        f"{report['started_at']} · {machine['usable_cpus']} CPUs, load {machine['loadavg'][0]:.2f} · {report['reproduce']['python']}",
-        fontsize=8, color="#555",
-    )  # fmt: skip
+    fig.text(0.01, 0.005, f"{report['started_at']} · {machine['usable_cpus']} CPUs, load {machine['loadavg'][0]:.2f} · "
+             f"{report['reproduce']['python']}", fontsize=8, color="#555")
     fig.tight_layout(rect=(0, 0.02, 1, 0.96))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -1,80 +1,120 @@
 """The benchmark's knobs: one frozen dataclass, parsed from the command line.
 
-Every value has a default sized so ``make bench`` finishes in a few minutes on
-two cores; :meth:`BenchSettings.to_argv` gives back the exact flags, so the
-report can print the command that reproduces it.
+A run is a set of *scenarios*: platform (Slack with ``streaming: auto`` or
+``edit``, DingTalk) × N concurrent mentions × arrival (``burst``: all at once,
+``spread``: evenly over ``spread_s``). Every scenario uses the same seeded
+answers, so turn *i* asks and gets the same thing everywhere.
+:meth:`BenchSettings.to_argv` gives back the exact flags, so the report can
+print the command that reproduces it.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-STRATEGIES: tuple[str, ...] = ("ours", "every-chunk", "no-streaming")
-"""Strategy names, in the order they run and are shown."""
+PLATFORMS: tuple[str, ...] = ("slack", "dingtalk")
+"""Platforms, in the order they run."""
+
+SLACK_MODES: tuple[str, ...] = ("auto", "edit")
+"""Slack adapter ``streaming`` modes the bench runs."""
+
+ARRIVALS: tuple[str, ...] = ("burst", "spread")
+"""``burst``: every mention at once; ``spread``: evenly over ``spread_s`` seconds."""
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 """Where reports go unless ``--out`` says otherwise (git-ignored)."""
 
 
-class SettingsError(ValueError):
-    """A flag value that cannot work; the message names the flag and what to pass."""
+@dataclass(frozen=True)
+class Scenario:
+    """One measured run: a fresh worker process, fresh fakes and a fresh model server."""
+
+    platform: str
+    """``slack`` or ``dingtalk``."""
+    mode: str
+    """Slack's ``streaming`` mode (``auto`` / ``edit``); ``card`` for DingTalk."""
+    n: int
+    """Concurrent mentions."""
+    arrival: str
+    """``burst`` or ``spread``."""
+
+    @property
+    def name(self) -> str:
+        """``slack/edit N=50 burst``."""
+        return f"{self.platform}/{self.mode} N={self.n} {self.arrival}"
+
+    @property
+    def key(self) -> str:
+        """A file-name-safe id: ``slack-edit-50-burst``."""
+        return f"{self.platform}-{self.mode}-{self.n}-{self.arrival}"
 
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """One benchmark run's parameters (shared by every strategy of the run)."""
+    """One benchmark run's parameters (shared by every scenario of the run)."""
 
-    turns: int = 200
-    """Concurrent turns per strategy, all started at once (unless ``ramp_s`` spreads them)."""
-    ramp_s: float = 0.0
-    """Spread the turns' arrivals evenly over this many seconds; 0 starts them all at once."""
-    qps: float = 20.0
-    """Card API rate limit for the whole app (the fake answers 429 past it; DingTalk: 20)."""
-    server_burst: int = 0
-    """Requests the fake card API accepts back to back before its rate applies; 0 means ``qps``."""
-    tokens_per_s: float = 50.0
-    """Model speed per turn: SSE chunks per second (one chunk is one token)."""
-    chunk_chars: int = 4
-    """Characters per streamed chunk (one token)."""
-    tool_rounds: int = 1
-    """Rounds of tool calls (each to a fast local tool) before the streamed answer."""
-    tool_ms: float = 20.0
-    """How long the local tool takes."""
-    answer_chars: tuple[int, int] = (300, 600)
+    platforms: tuple[str, ...] = PLATFORMS
+    """Platforms to run."""
+    slack_modes: tuple[str, ...] = SLACK_MODES
+    """Slack ``streaming`` modes to run."""
+    ns: tuple[int, ...] = (10, 50, 100)
+    """Numbers of concurrent mentions."""
+    arrivals: tuple[str, ...] = ARRIVALS
+    """Arrival patterns."""
+    spread_s: float = 60.0
+    """``spread`` arrivals: mention *i* of N arrives at ``i * spread_s / N``."""
+    gen_s: float = 6.4
+    """How long the model takes to stream each answer (paced against the clock, not per chunk)."""
+    answer_chars: tuple[int, int] = (1100, 1300)
     """Answer length range in characters; each turn draws one (seeded)."""
-    latency_ms: tuple[float, float] = (30.0, 80.0)
-    """Card API latency range; each call draws one uniformly (429s included)."""
-    final_deadline_s: float = 30.0
-    """How long a final answer is retried before the sink's fallback message (``card.final_deadline_s``)."""
-    strategies: tuple[str, ...] = STRATEGIES
-    """Which strategies to run, in order."""
+    chunk_chars: int = 4
+    """Characters per streamed chunk."""
+    tool_rounds: int = 0
+    """Rounds of one inventory tool call (``search_inventory_by_ip``) before the answer; not part of ``gen_s``."""
+    channels: int = 0
+    """Slack channels the mentions are spread over (round robin); 0: one channel per mention."""
+    latency_ms: float = 50.0
+    """How long each fake platform API call takes before it is answered (and becomes visible)."""
+    post_burst: int = 3
+    """Slack ``chat.postMessage``: at most this many per channel in any window of this many seconds (~1/s with short bursts)."""
+    dingtalk_qps: int = 20
+    """DingTalk card API calls per sliding second for the whole app (answered 403 QpsLimit past it)."""
+    settle_s: float = 90.0
+    """After the last arrival plus ``gen_s``, how long answers may still arrive before the rest count as undelivered."""
+    live_check_s: float = 10.0
+    """How long after the last answer the bench counts messages that still look live."""
     seed: int = 7
-    """Seed of answers, lengths and latencies."""
+    """Seed of the answers (the same for every scenario)."""
     config: str = ""
-    """A botgateway config file to take ``adapters.dingtalk.policy`` and ``card`` from; empty uses the defaults."""
+    """A botgateway config whose ``card`` section and adapters' ``policy`` the gateway uses; empty: defaults."""
     out: str = str(DEFAULT_OUT)
     """Folder for the JSON report and the PNG chart."""
     worker_timeout_s: float = 900.0
-    """A strategy whose worker runs longer than this is killed and reported as failed."""
+    """A scenario whose worker runs longer than this is killed and reported as failed."""
 
-    @property
-    def effective_server_burst(self) -> int:
-        """The fake API's bucket size."""
-        return self.server_burst or max(1, int(round(self.qps)))
+    def scenarios(self) -> list[Scenario]:
+        """Every scenario of the run, in the order they run."""
+        out: list[Scenario] = []
+        for platform in self.platforms:
+            modes = self.slack_modes if platform == "slack" else ("card",)
+            for mode in modes:
+                for n in self.ns:
+                    out.extend(Scenario(platform, mode, n, arrival) for arrival in self.arrivals)
+        return out
 
-    @property
-    def client_burst(self) -> int:
-        """Bucket size the bench sink declares to the streamer's ``RateBudget``.
+    def arrival_offsets(self, scenario: Scenario) -> list[float]:
+        """Seconds after the start at which each mention of ``scenario`` arrives."""
+        if scenario.arrival == "burst":
+            return [0.0] * scenario.n
+        return [i * self.spread_s / scenario.n for i in range(scenario.n)]
 
-        Smaller than the server's bucket, so jitter between a call leaving the
-        client and reaching the server (a busy event loop, the kernel) cannot
-        push the server over its limit.
-        """
-        return max(1, int(self.qps // 4))
+    def channel_of(self, turn: int) -> int:
+        """The Slack channel number of mention ``turn``."""
+        return turn % self.channels if self.channels else turn
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings (tuples become lists)."""
@@ -95,96 +135,117 @@ class BenchSettings:
             return f"{value:g}"
 
         argv = [
-            "--turns", str(self.turns),
-            "--qps", num(self.qps),
-            "--tokens-per-s", num(self.tokens_per_s),
+            "--platform", "all" if set(self.platforms) == set(PLATFORMS) else ",".join(self.platforms),
+            "--slack-modes", ",".join(self.slack_modes),
+            "--n", ",".join(str(n) for n in self.ns),
+            "--arrivals", ",".join(self.arrivals),
+            "--spread-s", num(self.spread_s),
+            "--gen-s", num(self.gen_s),
+            "--answer-chars", f"{self.answer_chars[0]}-{self.answer_chars[1]}",
             "--chunk-chars", str(self.chunk_chars),
             "--tool-rounds", str(self.tool_rounds),
-            "--tool-ms", num(self.tool_ms),
-            "--answer-chars", f"{self.answer_chars[0]}-{self.answer_chars[1]}",
-            "--latency-ms", f"{num(self.latency_ms[0])}-{num(self.latency_ms[1])}",
-            "--final-deadline-s", num(self.final_deadline_s),
-            "--strategies", ",".join(self.strategies),
+            "--channels", str(self.channels),
+            "--latency-ms", num(self.latency_ms),
+            "--post-burst", str(self.post_burst),
+            "--dingtalk-qps", str(self.dingtalk_qps),
+            "--settle-s", num(self.settle_s),
+            "--live-check-s", num(self.live_check_s),
             "--seed", str(self.seed),
         ]  # fmt: skip
-        if self.ramp_s:
-            argv += ["--ramp-s", num(self.ramp_s)]
-        if self.server_burst:
-            argv += ["--server-burst", str(self.server_burst)]
         if self.config:
             argv += ["--config", self.config]
         return argv
 
 
-def _range(flag: str, cast: type, *, minimum: float) -> Any:
-    def parse(text: str) -> tuple[Any, Any]:
-        parts = text.replace("..", "-").split("-")
-        try:
-            if len(parts) == 1:
-                low = high = cast(parts[0])
-            elif len(parts) == 2:
-                low, high = cast(parts[0]), cast(parts[1])
-            else:
-                raise ValueError
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} takes a number or a range like 30-80, not {text!r}") from None
-        if low < minimum or high < low:
-            raise argparse.ArgumentTypeError(f"{flag} needs {minimum} <= low <= high, got {text!r}")
-        return (low, high)
-
-    return parse
-
-
-def _positive(flag: str, cast: type, *, allow_zero: bool = False) -> Any:
+def _number(flag: str, cast: Callable[[str], Any], *, allow_zero: bool = False) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         try:
             value = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} takes a number, not {text!r}") from None
         if value < 0 or (value == 0 and not allow_zero):
-            raise argparse.ArgumentTypeError(f"{flag} must be {'>= 0' if allow_zero else '> 0'}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"{flag} must be {'>= 0' if allow_zero else '> 0'}, not {text}")
         return value
 
     return parse
 
 
-def _strategies(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in STRATEGIES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"--strategies takes a comma-separated list of {', '.join(STRATEGIES)}; unknown: {', '.join(unknown) or '(empty)'}"
-        )
-    return tuple(dict.fromkeys(names))
+def _choices(flag: str, known: Sequence[str], *, all_word: bool = False) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        if all_word and text.strip() == "all":
+            return tuple(known)
+        picked = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+        unknown = [p for p in picked if p not in known]
+        if unknown or not picked:
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes a comma-separated subset of {','.join(known)}{' or all' if all_word else ''}"
+                f"{'; unknown: ' + ','.join(unknown) if unknown else ''}"
+            )
+        return picked
+
+    return parse
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--n takes comma-separated numbers like 10,50,100, not {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("--n: every N must be >= 1")
+    return values
+
+
+def _range(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("-")
+    try:
+        lo, hi = (int(low), int(high)) if sep else (int(low), int(low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--answer-chars needs MIN-MAX or one number, not {text!r}") from None
+    if lo < 20 or hi < lo:
+        raise argparse.ArgumentTypeError("--answer-chars needs 20 <= MIN <= MAX")
+    return lo, hi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``python -m bench`` argument parser."""
+    """The ``python -m bench`` argument parser (every flag's dest is the settings field it sets)."""
     d = BenchSettings()
     p = argparse.ArgumentParser(
         prog="python -m bench",
         description=(
-            "Benchmark the card pipeline: N concurrent turns through the real ToolLoop and CardStreamer, "
-            "a scripted model and a rate-limited fake card API on loopback; compares our buffer policy "
-            "with updating on every chunk and with one message at the end."
+            "Benchmark botgateway end to end: N mentions pushed by a fake Slack (Socket Mode) or DingTalk "
+            "(Stream mode), through the real adapters and Gateway in a worker process, to a scripted model; "
+            "measures when each answer's text becomes visible on the fake platform, under its rate limits."
         ),
     )
-    p.add_argument("--turns", type=_positive("--turns", int), default=d.turns, help=f"concurrent turns per strategy (default {d.turns})")
-    p.add_argument("--ramp-s", type=_positive("--ramp-s", float, allow_zero=True), default=d.ramp_s, help="spread arrivals evenly over this many seconds (default 0: all at once)")
-    p.add_argument("--qps", type=_positive("--qps", float), default=d.qps, help=f"card API rate limit for the whole app (default {d.qps:g})")
-    p.add_argument("--server-burst", type=_positive("--server-burst", int, allow_zero=True), default=d.server_burst, help="fake API bucket size (default: = qps)")
-    p.add_argument("--tokens-per-s", type=_positive("--tokens-per-s", float), default=d.tokens_per_s, help=f"model chunks per second per turn (default {d.tokens_per_s:g})")
-    p.add_argument("--chunk-chars", type=_positive("--chunk-chars", int), default=d.chunk_chars, help=f"characters per chunk (default {d.chunk_chars})")
-    p.add_argument("--tool-rounds", type=_positive("--tool-rounds", int, allow_zero=True), default=d.tool_rounds, help=f"tool-call rounds before the answer (default {d.tool_rounds})")
-    p.add_argument("--tool-ms", type=_positive("--tool-ms", float, allow_zero=True), default=d.tool_ms, help=f"local tool latency (default {d.tool_ms:g})")
-    p.add_argument("--answer-chars", type=_range("--answer-chars", int, minimum=1), default=d.answer_chars, metavar="MIN-MAX", help="answer length range (default 300-600)")
-    p.add_argument("--latency-ms", type=_range("--latency-ms", float, minimum=0), default=d.latency_ms, metavar="MIN-MAX", help="card API latency range (default 30-80)")
-    p.add_argument("--final-deadline-s", type=_positive("--final-deadline-s", float), default=d.final_deadline_s, help=f"final-answer retry deadline (default {d.final_deadline_s:g})")
-    p.add_argument("--strategies", type=_strategies, default=d.strategies, help=f"comma-separated subset of {','.join(STRATEGIES)} (default: all)")
-    p.add_argument("--seed", type=int, default=d.seed, help=f"seed of answers and latencies (default {d.seed})")
-    p.add_argument("--config", default=d.config, help="botgateway config to take the DingTalk buffer policy and card settings from")
-    p.add_argument("--out", default=d.out, help="folder for the JSON report and PNG chart (default bench/results/)")
-    p.add_argument("--worker-timeout-s", type=_positive("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
+    add = p.add_argument
+    add("--platform", dest="platforms", type=_choices("--platform", PLATFORMS, all_word=True), default=d.platforms,
+        help="slack, dingtalk or all (default all)")
+    add("--slack-modes", type=_choices("--slack-modes", SLACK_MODES), default=d.slack_modes,
+        help="Slack streaming modes to run (default auto,edit)")
+    add("--n", dest="ns", type=_counts, default=d.ns, help="comma-separated numbers of concurrent mentions (default 10,50,100)")
+    add("--arrivals", type=_choices("--arrivals", ARRIVALS), default=d.arrivals, help="burst, spread or both (default both)")
+    add("--spread-s", type=_number("--spread-s", float), default=d.spread_s, help="spread arrivals over this many seconds (default 60)")
+    add("--gen-s", type=_number("--gen-s", float), default=d.gen_s, help="model generation time per answer (default 6.4)")
+    add("--answer-chars", type=_range, default=d.answer_chars, metavar="MIN-MAX", help="answer length range (default 1100-1300)")
+    add("--chunk-chars", type=_number("--chunk-chars", int), default=d.chunk_chars, help="characters per model chunk (default 4)")
+    add("--tool-rounds", type=_number("--tool-rounds", int, allow_zero=True), default=d.tool_rounds,
+        help="inventory tool-call rounds before the answer (default 0)")
+    add("--channels", type=_number("--channels", int, allow_zero=True), default=d.channels,
+        help="Slack channels the mentions share (default 0: one channel per mention)")
+    add("--latency-ms", type=_number("--latency-ms", float, allow_zero=True), default=d.latency_ms,
+        help="fake platform API latency (default 50)")
+    add("--post-burst", type=_number("--post-burst", int), default=d.post_burst,
+        help="Slack chat.postMessage: this many per channel per this many seconds (default 3)")
+    add("--dingtalk-qps", type=_number("--dingtalk-qps", int), default=d.dingtalk_qps, help="DingTalk card API QPS (default 20)")
+    add("--settle-s", type=_number("--settle-s", float), default=d.settle_s,
+        help="how long after the last arrival + generation answers may still complete (default 90)")
+    add("--live-check-s", type=_number("--live-check-s", float, allow_zero=True), default=d.live_check_s,
+        help="count live-looking messages this long after the last answer (default 10)")
+    add("--seed", type=int, default=d.seed, help=f"seed of the answers (default {d.seed})")
+    add("--config", default=d.config, help="botgateway config to take the card section and the adapters' policy from")
+    add("--out", default=d.out, help="folder for the JSON report and PNG chart (default bench/results/)")
+    add("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
     return p
 
 
@@ -194,5 +255,4 @@ def parse_settings(argv: Sequence[str] | None = None) -> BenchSettings:
     ns = parser.parse_args(argv)
     if ns.config and not Path(ns.config).is_file():
         parser.error(f"--config {ns.config}: no such file")
-    # Every flag's dest is the field it sets.
     return BenchSettings.from_dict(vars(ns))

@@ -1,12 +1,15 @@
-"""One strategy's run, in its own process: the measured side of the benchmark.
+"""One scenario's botgateway, in its own process: the measured side of the benchmark.
 
-``python -m bench.worker JOB.json RESULT.json`` reads the run settings, the
-strategy and the URLs of the fake model and card API (served by the
-orchestrator process), starts every turn at once through the real
-:class:`~botgateway.loop.ToolLoop` and :class:`~botgateway.streaming.CardStreamer`,
-and writes what it observed: per turn, when each piece of answer text was
-generated; per process, CPU time and peak RSS. Only the pipeline runs here,
-so those numbers are ours alone.
+``python -m bench.worker JOB.json RESULT.json`` builds the runtime exactly as
+``botgateway run`` does (:func:`botgateway.cli.runtime.build_runtime`: store,
+memory, model client, tools, tool loop, rate budget, Gateway) from a config
+pointing at the orchestrator's fakes, starts the real adapter
+(:func:`botgateway.cli.run.build_adapter`: ``SlackAdapter`` in Socket Mode or
+``DingTalkAdapter`` in Stream mode), prints ``ready``, and serves until a
+``stop`` line arrives on stdin. Then it shuts down in ``botgateway run``'s
+order and writes its CPU time and RSS. It measures nothing about answers:
+the orchestrator watches the fake platform for that. Only botgateway runs
+here, so the CPU and memory numbers are its own.
 """
 
 from __future__ import annotations
@@ -17,115 +20,62 @@ import logging
 import os
 import resource
 import sys
-import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import structlog
 
-from bench.model import make_lookup_tool, user_text
 from bench.settings import BenchSettings
-from botgateway.background import BackgroundTasks
-from botgateway.budget import RateBudget, RateLimit
-from botgateway.cards.policy import BufferPolicy
-from botgateway.cards.state import CardState
-from botgateway.cards.streamer import CardStreamer, StreamerTiming
-from botgateway.config import BufferPolicyConfig, CardConfig, LLMConfig, MemoryConfig, load_config
-from botgateway.events import AnswerDelta, RoundStarted, ThoughtDelta, ToolCallStarted, TurnDone, TurnEvent, TurnFailed
-from botgateway.llm import LLMClient
-from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
-from botgateway.sink import CardTarget
-from botgateway.stores import open_store
-from botgateway.tooling import ToolContext, ToolRegistry
-from tests.fakes.card_api import HttpCardSink
+from botgateway.config import Config, load_config, parse_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INVENTORY = REPO_ROOT / "tools" / "sample_inventory.yaml"
 
 
-@dataclass
-class TurnTrace:
-    """What the worker saw of one turn (mutable while the turn runs)."""
+def _platform_section(job: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
+    """The adapter section pointing at the fake platform of ``job``."""
+    if job["platform"] == "slack":
+        from tests.fakes.slack import APP_TOKEN, BOT_TOKEN
 
-    turn: int
-    """Index of the turn."""
-    turn_id: str
-    """Id sent to the card API with every call."""
-    started_at: float = 0.0
-    """When the turn began (before the card was created)."""
-    first_output_at: float | None = None
-    """First model output: a thought, answer text or a tool call."""
-    answer_deltas: list[tuple[float, int]] = field(default_factory=list)
-    """(time, answer characters so far) of the last round, one pair per chunk."""
-    chunks: int = 0
-    """Text and thought chunks received."""
-    ended_at: float | None = None
-    """When TurnDone/TurnFailed arrived."""
-    outcome: str = ""
-    """``done``, ``failed:<reason>`` or ``crashed:<error>``."""
-    answer: str = ""
-    """The loop's final answer (TurnDone) or partial answer."""
-    finished_at: float | None = None
-    """When ``CardStreamer.finish()`` returned."""
-    metrics: dict[str, Any] = field(default_factory=dict)
-    """The streamer's own :class:`~botgateway.metrics.CardMetrics`."""
-
-    def observe(self, event: TurnEvent, now: float) -> None:
-        """Note ``event``, which the pipeline received at ``now``."""
-        if isinstance(event, RoundStarted):
-            # Only the last round's text is the answer; earlier text becomes narration.
-            self.answer_deltas = []
-        elif isinstance(event, (AnswerDelta, ThoughtDelta)) and event.text:
-            self.chunks += 1
-            if self.first_output_at is None:
-                self.first_output_at = now
-            if isinstance(event, AnswerDelta):
-                total = (self.answer_deltas[-1][1] if self.answer_deltas else 0) + len(event.text)
-                self.answer_deltas.append((now, total))
-        elif isinstance(event, ToolCallStarted):
-            if self.first_output_at is None:
-                self.first_output_at = now
-        elif isinstance(event, TurnDone):
-            self.ended_at = now
-            self.outcome = "done"
-            self.answer = event.result.answer
-        elif isinstance(event, TurnFailed):
-            self.ended_at = now
-            self.outcome = f"failed:{event.reason}"
-            self.answer = event.partial_answer
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the orchestrator."""
-        return {
-            "turn": self.turn,
-            "turn_id": self.turn_id,
-            "started_at": self.started_at,
-            "first_output_at": self.first_output_at,
-            "answer_deltas": self.answer_deltas,
-            "chunks": self.chunks,
-            "ended_at": self.ended_at,
-            "outcome": self.outcome,
-            "answer": self.answer,
-            "finished_at": self.finished_at,
-            "metrics": self.metrics,
-        }
+        return {"enabled": True, "mode": "socket", "bot_token": BOT_TOKEN, "app_token": APP_TOKEN,
+                "api_base_url": job["platform_url"], "streaming": job["mode"], "locale": "en"}
+    return {"enabled": True, "mode": "stream", "client_id": job["client_id"], "client_secret": job["client_secret"],
+            "card_template_id": "botgateway-ai-card.schema", "api_base_url": job["platform_url"],
+            "oapi_base_url": job["platform_url"], "locale": "zh-CN", "qps": settings.dingtalk_qps}
 
 
-def _policy_and_card(settings: BenchSettings, strategy: str) -> tuple[BufferPolicy, CardConfig]:
+def bench_config(job: dict[str, Any]) -> Config:
+    """The botgateway config of one scenario: the model and platform are the orchestrator's fakes.
+
+    Product defaults everywhere except: the footer and thought are off (so the
+    final text can be compared with the answer exactly), every mention may run
+    at once (``gateway.max_concurrent_turns`` ≥ N), and ``--config`` may supply
+    the ``card`` section and the adapter's ``policy``.
+    """
+    settings = BenchSettings.from_dict(job["settings"])
+    platform = job["platform"]
+    section = _platform_section(job, settings)
+    card: dict[str, Any] = {}
     if settings.config:
-        config = load_config(settings.config)
-        policy_config, card = config.adapters.dingtalk.policy, config.card
-    else:
-        policy_config, card = BufferPolicyConfig(), CardConfig()
-    if strategy == "ours":
-        return BufferPolicy.from_config(policy_config), card
-    if strategy == "every-chunk":
-        return BufferPolicy.every_chunk(), card
-    if strategy == "no-streaming":
-        return BufferPolicy.final_only(), card
-    raise ValueError(f"unknown strategy {strategy!r}")
+        source = load_config(settings.config)
+        card = source.card.model_dump(mode="json")
+        section["policy"] = getattr(source.adapters, platform).policy.model_dump(mode="json")
+    card.update({"footer": False, "show_thought": False})
+    return parse_config(
+        {
+            "log": {"level": "warning"},
+            "llm": {"provider": "custom", "base_url": job["llm_url"], "api_key": "bench", "model": "bench-model",
+                    "max_rounds": settings.tool_rounds + 2},
+            "memory": {"store": "sqlite", "sqlite_path": str(Path(job["tmp"]) / "bench.db")},
+            "gateway": {"max_concurrent_turns": max(64, int(job["n"]))},
+            "card": card,
+            "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}},
+            "adapters": {"terminal": {"enabled": False}, platform: section},
+        },
+        env={},
+    )
 
 
 def _rss_bytes() -> int:
@@ -140,8 +90,7 @@ def _rss_bytes() -> int:
 
 def _peak_rss_bytes() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # Linux reports KiB, macOS bytes.
-    return int(peak if sys.platform == "darwin" else peak * 1024)
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
 
 
 def _cpu_s() -> float:
@@ -149,103 +98,41 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def run_strategy(settings: BenchSettings, strategy: str, llm_url: str, card_url: str) -> dict[str, Any]:
-    """Run every turn of ``strategy`` at once against the given fakes; the worker's observations."""
-    policy, card = _policy_and_card(settings, strategy)
-    deadline = settings.final_deadline_s
-    with tempfile.TemporaryDirectory(prefix="botgateway-bench-") as tmp:
-        store = await open_store(MemoryConfig(store="sqlite", sqlite_path=str(Path(tmp) / "bench.db")))
-        llm = LLMClient(
-            LLMConfig(provider="custom", base_url=llm_url, model="bench-model", max_rounds=settings.tool_rounds + 1),
-            base_url=llm_url,
-        )
-        tools = ToolRegistry()
-        tools.add(make_lookup_tool(settings.tool_ms / 1000.0))
-        memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
-        loop = ToolLoop(llm, tools, memory, max_rounds=settings.tool_rounds + 1, system_prompt="You are a benchmark.")
-        connector = aiohttp.TCPConnector(limit=0, force_close=False)
-        session = aiohttp.ClientSession(connector=connector)
-        # One budget for every call of the app, as the fake (and DingTalk's card API) counts them.
-        sink = HttpCardSink(
-            card_url,
-            session=session,
-            rate=RateLimit(rate_per_s=settings.qps, burst=settings.client_burst),
-            one_bucket=True,
-            platform="benchcard",
-            app_key="bench-app",
-        )
-        budget = RateBudget() if strategy != "every-chunk" else None
-        # Cards closed after a fallback delivery; whatever still runs at the end is cancelled.
-        background = BackgroundTasks()
-        traces = [TurnTrace(turn=i, turn_id=f"{strategy}-{i}") for i in range(settings.turns)]
+async def _wait_for_stop() -> None:
+    """Until the orchestrator writes ``stop`` (or closes stdin)."""
+    while True:
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line or line.strip() == "stop":
+            return
 
-        async def one(trace: TurnTrace) -> None:
-            target = CardTarget(
-                platform=sink.platform,
-                chat_id=f"chat-{trace.turn}",
-                turn_id=trace.turn_id,
-                user_id=f"user-{trace.turn}",
-                user_name=f"user {trace.turn}",
-                is_group=True,
-                workspace_id="bench-app",
-            )
-            state = CardState(
-                locale="en",
-                show_thought=card.show_thought,
-                thought_chars=card.thought_chars,
-                footer=card.footer,
-                model_label="bench model",
-                asker=target.user_name,
-            )
-            streamer = CardStreamer(
-                sink, target, policy=policy, budget=budget, state=state, timing=StreamerTiming(final_deadline_s=deadline),
-                background=background,
-            )
-            ctx = ToolContext(user_id=target.user_id, platform=sink.platform, conversation_id=f"conv-{trace.turn}", chat_id=target.chat_id, is_group=True)
-            if settings.ramp_s:
-                # Simulated arrival time of this question, not synchronization.
-                await asyncio.sleep(settings.ramp_s * trace.turn / settings.turns)
-            trace.started_at = time.monotonic()
-            try:
-                # The gateway's order: create the card, run the turn, finish the card.
-                await streamer.start()
-                async for event in loop.run_turn(ctx.conversation_id, user_text(trace.turn), ctx, turn_id=trace.turn_id):
-                    trace.observe(event, time.monotonic())
-                    await streamer.feed(event)
-            except Exception as exc:  # recorded, never hidden: the report counts crashed turns
-                trace.outcome = f"crashed:{type(exc).__name__}: {exc}"[:300]
-            metrics = await streamer.finish()
-            trace.finished_at = time.monotonic()
-            trace.metrics = metrics.to_dict()
 
-        rss_before = _rss_bytes()
-        cpu_before = _cpu_s()
-        wall_before = time.monotonic()
+async def serve(job: dict[str, Any]) -> dict[str, Any]:
+    """Run botgateway for one scenario until told to stop; the process's own numbers."""
+    from botgateway.cli.run import build_adapter
+    from botgateway.cli.runtime import build_runtime
+
+    config = bench_config(job)
+    platform = job["platform"]
+    async with build_runtime(config) as runtime:
+        adapter = build_adapter(platform, getattr(config.adapters, platform), runtime)
+        await adapter.start(runtime.gateway)
+        rss_ready = _rss_bytes()
+        cpu_ready = _cpu_s()
+        wall_ready = time.monotonic()
+        print("ready", flush=True)
         try:
-            await asyncio.gather(*(one(trace) for trace in traces))
+            await _wait_for_stop()
         finally:
-            wall = time.monotonic() - wall_before
-            cpu = _cpu_s() - cpu_before
-            await background.aclose()
-            await session.close()
-            await llm.aclose()
-            await store.close()
-    return {
-        "strategy": strategy,
-        "turns": [trace.to_dict() for trace in traces],
-        "process": {
-            "pid": os.getpid(),
-            "cpu_s": cpu,
-            "wall_s": wall,
-            "run_started_at": wall_before,
-            "rss_before_bytes": rss_before,
-            "peak_rss_bytes": _peak_rss_bytes(),
-        },
-    }
+            cpu = _cpu_s() - cpu_ready
+            wall = time.monotonic() - wall_ready
+            # botgateway run's shutdown: cards are finished while the adapter can still reach the platform.
+            await runtime.gateway.aclose()
+            await asyncio.wait_for(adapter.stop(), timeout=10)
+    return {"pid": os.getpid(), "cpu_s": cpu, "wall_s": wall, "rss_ready_bytes": rss_ready, "peak_rss_bytes": _peak_rss_bytes()}
 
 
 def _quiet_logs() -> None:
-    # The streamer logs every throttle at info; thousands of lines would only cost CPU here.
+    # Throttles are logged at info; thousands of lines would only cost CPU here. Warnings go to the stderr file.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
@@ -262,15 +149,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     job = json.loads(Path(args[0]).read_text())
     _quiet_logs()
-    settings = BenchSettings.from_dict(job["settings"])
     try:
-        result = asyncio.run(run_strategy(settings, job["strategy"], job["llm_url"], job["card_url"]))
+        result = asyncio.run(serve(job))
     except Exception as exc:
-        # The traceback is for whoever debugs the pipeline; the last line is what the report shows first.
         traceback.print_exc()
         print(f"worker failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    Path(args[1]).write_text(json.dumps(result, ensure_ascii=False))
+    Path(args[1]).write_text(json.dumps(result))
     return 0
 
 

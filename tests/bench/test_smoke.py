@@ -1,163 +1,191 @@
-"""Smoke test of the benchmark harness (``make bench``) at a small N.
+"""Smoke test of the benchmark (``make bench``) at a small N, and unit tests of its measuring parts.
 
-Runs the real harness end to end — worker subprocesses, the scripted model,
-the rate-limited fake card API — and checks the report's structure and the
-properties the benchmark exists to show: our policy is never throttled and
-delivers every final answer exactly; updating on every chunk is throttled.
-Not a timed test: no latency number is asserted.
+The smoke run goes end to end as ``make bench`` does: worker processes running
+the real Gateway and adapters, the fake Slack (Socket Mode, rate limits) and
+DingTalk (Stream mode, QPS limit), the scripted model. It asserts correctness
+and the report's shape, never a latency: it must pass on a busy 2-core machine.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
-from bench.analysis import analyze_strategy, percentile
-from bench.model import make_answers
+from bench.analysis import scenario_goals, turn_latencies
+from bench.floor import SLACK_PLANS, Limit, Plan, PlanCall, floor, schedule, slack_limits
+from bench.model import make_answer, make_answers
+from bench.observe import TurnWatch, View, carriers, longest_piece
 from bench.report import print_report, write_chart, write_json
 from bench.scenario import run_benchmark
-from bench.settings import STRATEGIES, BenchSettings, parse_settings
-from tests.fakes.card_api import CallRecord, FakeCard, FakeCardAPI
+from bench.settings import BenchSettings, Scenario, parse_settings
+from bench.slack_side import looks_live
+from bench.stats import INF, jsonable, percentile, summarize
+from tests.fakes.slack import Message
 
-SUMMARY_KEYS = {"p50", "p99", "max", "n"}
-
-
-def _card(answer: str, finalized_at: float) -> FakeCard:
-    snapshot = {"part": 1, "answer": answer, "status": "done"}
-    return FakeCard("c1", {"turn_id": "ours-0"}, snapshot, answer, finalized_at=finalized_at)
-
-
-def _call(op: str, arrived: float, status: int, answered: float, answer_len: int, has_output: bool) -> CallRecord:
-    return CallRecord(op, "c1", arrived, turn_id="ours-0", answer_len=answer_len, has_output=has_output,
-                      status=status, answered_at=answered)  # fmt: skip
-STRATEGY_KEYS = {
-    "turns", "wall_s", "first_visible_s", "staleness_s", "ask_to_card_s", "final_latency_s",
-    "api_calls", "api_calls_accepted", "api_calls_per_turn", "throttled", "delivered", "delivery_rate",
-    "delivered_on_card", "delivered_by_fallback", "cpu_s", "cpu_s_per_1k_chunks", "chunks",
-    "peak_rss_mb", "fakes_cpu_s", "timeline",
-}  # fmt: skip
+N = 3
 
 
 @pytest.fixture(scope="module")
 def small_settings(tmp_path_factory: pytest.TempPathFactory) -> BenchSettings:
     return BenchSettings(
-        turns=8,
-        qps=5,
-        tokens_per_s=200,
-        chunk_chars=4,
-        tool_rounds=1,
-        tool_ms=5,
-        answer_chars=(80, 160),
-        latency_ms=(5, 15),
+        ns=(N,),
+        arrivals=("burst",),
+        gen_s=0.6,
+        answer_chars=(120, 200),
+        live_check_s=0.5,
+        settle_s=30,
         out=str(tmp_path_factory.mktemp("bench-out")),
         worker_timeout_s=90,
     )
 
 
-async def test_small_run_reports_every_strategy_and_ours_delivers_exactly(small_settings: BenchSettings) -> None:
-    report = await run_benchmark(small_settings)
+@pytest.fixture(scope="module")
+def report(small_settings: BenchSettings) -> dict[str, Any]:
+    return asyncio.run(run_benchmark(small_settings))
 
+
+def test_every_answer_goes_through_the_gateway_to_the_fake_platform_exactly(report: dict[str, Any]) -> None:
     assert report["failures"] == {}
-    assert list(report["strategies"]) == list(STRATEGIES)
-    assert {"cpu_count", "loadavg", "loadavg_after"} <= set(report["machine"])
-    assert report["reproduce"]["make"].startswith("make bench BENCH_ARGS='--turns 8 --qps 5 ")
-    for name, s in report["strategies"].items():
-        assert STRATEGY_KEYS <= set(s), name
-        for key in ("first_visible_s", "staleness_s", "final_latency_s"):
-            assert set(s[key]) == SUMMARY_KEYS
-            assert s[key]["n"] > 0 and s[key]["p50"] is not None and s[key]["p99"] >= s[key]["p50"], (name, key)
-        assert s["turns"] == 8
-        assert s["chunks"] > 8 * 10  # every answer arrived in many chunks (80–160 chars, 4 per chunk)
-        assert s["cpu_s_per_1k_chunks"] > 0 and s["peak_rss_mb"] > 0
-        assert s["loop_answer_exact"] == 8, name  # the real loop returned each scripted answer
+    names = [r["scenario"]["name"] for r in report["scenarios"]]
+    assert names == [f"slack/auto N={N} burst", f"slack/edit N={N} burst", f"dingtalk/card N={N} burst"]
+    for r in report["scenarios"]:
+        name = r["scenario"]["name"]
+        assert r["exact"] == N and r["failures"] == [], (name, r["failures"])
+        for key in ("first_text_s", "complete_s", "text_complete_s"):
+            assert r[key]["n"] == N and r[key]["failed"] == 0 and r[key]["p50"] is not None, (name, key)
+        assert 0 <= r["first_text_s"]["p50"] <= r["text_complete_s"]["p50"] <= r["complete_s"]["p50"], name
+        for answer in r["per_answer"]:
+            assert answer["inbound_at"] <= answer["first_text_at"] <= answer["complete_at"], name
+        assert r["model"]["inbound_to_model_request_s"]["failed"] == 0  # the gateway asked the model for every mention
+        assert r["process"]["cpu_s"] > 0 and r["process"]["peak_rss_bytes"] > 0
+        assert {"count", "examples"} <= set(r["live_left"])
+        assert r["floors"] and all(f["complete_s"]["p95"] is not None for f in r["floors"])
+        assert r["goals"] and all({"goal", "passed", "measured"} <= set(g) for g in r["goals"])
 
-    ours = report["strategies"]["ours"]
-    assert ours["throttled"] == 0
-    assert ours["delivered"] == 8 and ours["delivery_rate"] == 1.0
-    assert ours["delivered_on_card"] == 8 and ours["fallback_used"] == 0
-    assert ours["lost_chars"] == 0
-    assert ours["writes_after_final"] == 0 and ours["seq_regressions"] == 0
-    assert ours["staleness_s"]["n"] == sum(len(a) for a in make_answers(small_settings))
 
-    every = report["strategies"]["every-chunk"]
-    assert every["throttled"] > 0
-    assert every["api_calls_per_turn"] > ours["api_calls_per_turn"]
-    assert report["acceptance"] == {
-        "ours_zero_throttled": True,
-        "ours_all_final_answers_exact": True,
-        "every_chunk_throttled": True,
-        "passed": True,
-    }
+def test_calls_are_counted_per_method_accepted_and_throttled_apart(report: dict[str, Any]) -> None:
+    slack_auto, slack_edit, dingtalk = report["scenarios"]
+    for r in report["scenarios"]:
+        for method in r["methods"]:
+            assert set(r["calls"].get(method, {"accepted": 0, "throttled": 0, "failed": 0})) == {"accepted", "throttled", "failed"}
+    # Edit mode: every answer is a posted message (edited or not); the bot never streams natively.
+    assert slack_edit["calls"]["chat.postMessage"]["accepted"] >= N
+    assert "chat.startStream" not in slack_edit["calls"]
+    # Auto mode streams natively where it can, and stops every stream it started.
+    started = slack_auto["calls"]["chat.startStream"]["accepted"]
+    assert started >= 1 and slack_auto["calls"]["chat.stopStream"]["accepted"] == started
+    assert dingtalk["calls"]["card create"]["accepted"] == N
+    assert dingtalk["calls"]["card stream"]["accepted"] >= N
 
+
+def test_report_prints_and_is_written(report: dict[str, Any], small_settings: BenchSettings) -> None:
     out = Path(small_settings.out)
     json_path = write_json(report, out / "report.json")
     png_path = write_chart(report, out / "report.png")
-    assert json.loads(json_path.read_text())["strategies"]["ours"]["delivered"] == 8
+    assert json.loads(json_path.read_text())["scenarios"][0]["exact"] == N
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
     buffer = io.StringIO()
     print_report(report, Console(file=buffer, width=200), paths=[json_path, png_path])
     text = buffer.getvalue()
-    for needle in ("every-chunk", "no-streaming", "throttled calls (429)", "8/8 (100.0%)", "PASSED", "load average", "make bench"):
-        assert needle in text
+    for needle in ("slack/auto N=3 burst", "dingtalk/card N=3 burst", "chat.update", "card create", "floor edit",
+                   f"{N}/{N}", "goals:", "load average", "make bench BENCH_ARGS='--platform all"):
+        assert needle in text, needle
 
 
-def test_staleness_is_per_character_delay_from_generation_to_visibility() -> None:
-    """Two characters generated at t=1 and t=2, shown together at t=3: delays 2 s and 1 s."""
-    api = FakeCardAPI()
-    api.cards["c1"] = _card("ab", finalized_at=3.0)
-    api.calls += [
-        _call("create", 0.0, 200, 0.5, 0, False),
-        _call("update", 2.5, 429, 2.6, 2, True),  # throttled: never visible
-        _call("finalize", 2.9, 200, 3.0, 2, True),
-    ]
-    trace = {
-        "turn": 0, "turn_id": "ours-0", "started_at": 0.0, "first_output_at": 1.0,
-        "answer_deltas": [[1.0, 1], [2.0, 2]], "chunks": 2, "ended_at": 2.0, "outcome": "done",
-        "answer": "ab", "finished_at": 3.1, "metrics": {"throttles": 1},
-    }  # fmt: skip
-    worker = {"turns": [trace], "process": {"cpu_s": 0.5, "wall_s": 3.0, "rss_before_bytes": 2**20, "peak_rss_bytes": 2**21}}
-    s = analyze_strategy(strategy="ours", settings=None, answers=["ab"], worker=worker, api=api, fakes_cpu_s=0.1, started_at=0.0)
-    assert s["staleness_s"] == {"p50": 1.5, "p99": pytest.approx(1.99), "max": 2.0, "n": 2}
-    assert s["first_visible_s"]["p50"] == 2.0  # first output at 1.0, first content with output visible at 3.0
-    assert s["ask_to_card_s"]["p50"] == 0.5
-    assert s["final_latency_s"]["p50"] == 1.0
-    assert (s["throttled"], s["api_calls"], s["api_calls_accepted"]) == (1, 3, 2)
-    assert s["delivered"] == 1 and s["delivered_on_card"] == 1
-    assert s["cpu_s_per_1k_chunks"] == 250.0
-
-
-def test_a_card_showing_other_text_is_not_delivered() -> None:
-    api = FakeCardAPI()
-    api.cards["c1"] = _card("a", finalized_at=3.0)
-    api.calls.append(_call("finalize", 2.9, 200, 3.0, 1, True))
-    trace = {
-        "turn": 0, "turn_id": "ours-0", "started_at": 0.0, "first_output_at": 1.0,
-        "answer_deltas": [[1.0, 2]], "chunks": 1, "ended_at": 2.0, "outcome": "done",
-        "answer": "ab", "finished_at": 3.1, "metrics": {},
-    }  # fmt: skip
-    worker = {"turns": [trace], "process": {"cpu_s": 0.5, "wall_s": 3.0, "rss_before_bytes": 1, "peak_rss_bytes": 1}}
-    s = analyze_strategy(strategy="ours", settings=None, answers=["ab"], worker=worker, api=api, fakes_cpu_s=0.1, started_at=0.0)
-    assert s["delivered"] == 0 and s["finalized_with_wrong_text"] == 1 and s["lost_chars"] == 1
-
-
-def test_percentile_interpolates() -> None:
+def test_percentiles_count_failures_as_infinite() -> None:
     assert percentile([], 50) is None
-    assert percentile([3.0], 99) == 3.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([1.0, 2.0, INF], 50) == 2.0
+    assert percentile([1.0, 2.0, INF], 95) == INF
+    summary = summarize([1.0, INF])
+    assert summary["failed"] == 1 and summary["max"] == INF
+    assert jsonable(summary)["max"] is None and jsonable({"a": [INF, 1.0]}) == {"a": [None, 1.0]}
+
+
+def test_answers_are_seeded_per_turn_whatever_n() -> None:
+    assert make_answers(7, 5, (100, 120))[3] == make_answer(7, 3, (100, 120)) == make_answers(7, 50, (100, 120))[3]
+    assert all(100 - 5 <= len(a) <= 120 for a in make_answers(7, 20, (100, 120)))
+    assert make_answer(7, 3, (100, 120)) != make_answer(8, 3, (100, 120))
+
+
+def test_the_answer_is_found_in_one_message_or_in_consecutive_parts() -> None:
+    answer = "**web-1** is running and healthy."
+    assert longest_piece("@bob\n\n**web-1** is run▌", answer, 0) == len("**web-1** is run")
+    assert longest_piece("🤔 Thinking…", answer, 0) == 0  # a stray character is not the answer
+    whole = View("1", 1.0, f"@bob\n\n{answer}", False)
+    assert carriers([whole], answer)[0] == len(answer)
+    first, second = View("1", 1.0, "**web-1** is run", False), View("2", 2.0, "(continued, part 2)\n\nning and healthy.", False)
+    covered, pieces = carriers([second, first], answer)
+    assert covered == len(answer) and [p[0].key for p in pieces] == ["1", "2"]
+
+
+def test_turn_milestones_and_verdict() -> None:
+    watch = TurnWatch(turn=0, answer="**web-0** is fine.", decorations=("@bob",))
+    watch.inbound_at = 10.0
+    watch.update(View("m", 1.0, "@bob\n\n🤔 Thinking…", True), "m", 10.2)
+    assert watch.first_text_at is None
+    watch.update(View("m", 1.0, "@bob\n\n**web-0** is▌", True), "m", 10.5)
+    watch.update(View("m", 1.0, "@bob\n\n**web-0** is fine.▌", True), "m", 11.0)
+    assert (watch.first_text_at, watch.text_complete_at, watch.complete_at) == (10.5, 11.0, None)
+    watch.update(View("m", 1.0, "@bob\n\n**web-0** is fine.", False), "m", 11.4)
+    assert watch.complete_at == 11.4 and watch.verdict() == (True, "")
+    watch.update(View("m", 1.0, "@bob\n\n**web-0** is fine.\n\nunexpected", False), "m", 12.0)
+    assert watch.verdict()[0] is False
+    latencies = turn_latencies([watch])
+    assert latencies["complete_s"]["failed"] == 1 and latencies["first_text_s"]["p50"] == pytest.approx(0.5)
+
+
+def test_a_message_at_work_looks_live() -> None:
+    done = Message("C1", "1.1", "1.0", blocks=[{"type": "markdown", "text": "@bob\n\nanswer"}])
+    assert not looks_live(done)
+    assert looks_live(Message("C1", "1.2", "1.0", blocks=[{"type": "markdown", "text": "@bob\n\n🤔 Thinking…"}]))
+    assert looks_live(Message("C1", "1.3", "1.0", text="part", streaming=True))
+    stop = {"type": "actions", "elements": [{"type": "button", "action_id": "botgateway_stop", "value": "t"}]}
+    assert looks_live(Message("C1", "1.4", "1.0", blocks=[{"type": "markdown", "text": "answer"}, stop]))
+    working = {"type": "context", "elements": [{"type": "mrkdwn", "text": "⏳ Working on it…"}]}
+    assert looks_live(Message("C1", "1.5", "1.0", text="working", blocks=[working]))
+
+
+def test_floor_schedules_calls_within_sliding_windows() -> None:
+    edit = SLACK_PLANS["edit"][0]
+    limits = slack_limits(post_burst=3)
+    burst = [0.0] * 100
+    result = floor(edit, limits, burst, list(range(100)), gen_s=6.4)
+    # 100 final chat.update calls at 50/min: half of them wait for the next window.
+    done = sorted(schedule(edit, limits, burst, list(range(100)), gen_s=6.4))
+    assert done[49] == pytest.approx(6.4) and done[50] == pytest.approx(66.4)
+    assert result["complete_s"]["p95"] == pytest.approx(66.4)
+    assert result["calls_over_rate_s"] == pytest.approx(120.0) and result["busiest_limit"] == "chat.update"
+    # One channel: 1/s with bursts of 3 paces the placeholders, and the updates follow them.
+    same_channel = schedule(edit, limits, [0.0] * 6, [0] * 6, gen_s=1.0)
+    assert same_channel == pytest.approx([1.0, 1.0, 1.0, 3.0, 3.0, 3.0])
+    card = Plan("card", (PlanCall("card", False), PlanCall("card", True)))
+    done = schedule(card, {"card": Limit(20, 1.0)}, [0.0] * 50, [0] * 50, gen_s=6.4)
+    assert max(done) == pytest.approx(6.4 + 2.0) and not any(math.isinf(d) for d in done)
+
+
+def test_scenarios_and_arrivals() -> None:
+    settings = parse_settings(["--platform", "dingtalk", "--n", "10,50", "--arrivals", "spread", "--spread-s", "30"])
+    assert settings.scenarios() == [Scenario("dingtalk", "card", 10, "spread"), Scenario("dingtalk", "card", 50, "spread")]
+    assert settings.arrival_offsets(Scenario("dingtalk", "card", 10, "spread"))[1] == pytest.approx(3.0)
+    assert settings.arrival_offsets(Scenario("slack", "edit", 4, "burst")) == [0.0] * 4
+    assert parse_settings(["--channels", "2"]).channel_of(5) == 1
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--latency-ms", "80-30"], "--latency-ms needs"),
-        (["--strategies", "ours,fastest"], "unknown: fastest"),
-        (["--turns", "0"], "--turns must be > 0"),
-        (["--qps", "many"], "--qps takes a number"),
+        (["--platform", "teams"], "unknown: teams"),
+        (["--n", "0"], "every N must be >= 1"),
+        (["--gen-s", "fast"], "--gen-s takes a number"),
+        (["--answer-chars", "300-100"], "--answer-chars needs"),
     ],
 )
 def test_bad_flags_are_explained(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,7 +196,18 @@ def test_bad_flags_are_explained(argv: list[str], message: str, capsys: pytest.C
 
 
 def test_flags_round_trip_into_the_reproduce_command() -> None:
-    settings = parse_settings(["--turns", "50", "--latency-ms", "10-20", "--strategies", "ours,no-streaming", "--qps", "12.5"])
-    assert settings.latency_ms == (10.0, 20.0) and settings.strategies == ("ours", "no-streaming")
+    settings = parse_settings(["--platform", "slack", "--slack-modes", "edit", "--n", "10,50", "--gen-s", "3.2", "--channels", "5"])
     again = parse_settings(settings.to_argv())
     assert again.to_dict() == {**settings.to_dict(), "out": again.out}
+    assert settings.platforms == ("slack",) and settings.ns == (10, 50)
+
+
+def test_goals_judge_against_generation_time() -> None:
+    summary = {"p50": 6.8, "p95": 7.2, "max": 7.3, "n": 10, "failed": 0}
+    result = {"scenario": {"n": 10, "platform": "slack"}, "complete_s": summary, "first_text_s": {**summary, "p50": 0.4},
+              "exact": 10, "calls": {"chat.update": {"accepted": 20, "throttled": 1, "failed": 0}}, "live_left": {"count": 0}}
+    goals = {g.text: g.passed for g in scenario_goals(result, gen_s=6.4)}
+    assert goals == {"complete p95 (gen + 1 s) ≤ 7.40 s": True, "first text p50 ≤ 1.00 s": True,
+                     "zero 429s on every method": False, "nothing looks live 10 s after the last answer": True}
+    failed = {**result, "complete_s": {**summary, "p95": None, "failed": 1}}
+    assert not scenario_goals(failed, gen_s=6.4)[0].passed
