@@ -108,6 +108,8 @@ class CardCaller:
         """
         if self._budget is None:
             return
+        # The sink plans a new card (its mode, hence its final's budget) when asked for the create's budget.
+        self._rate_key("create")
         key, limit = self._rate_key("finalize")
         self._budget.reserve(key, limit, self.owner)
         self._keys.add(key)

@@ -46,31 +46,42 @@ class LiveCard:
         """No more live updates: the platform refused the card for good."""
         self.vanished = False
         """The platform said the card no longer exists (not just "cannot update")."""
+        self._reserved = False  # this part's final call is reserved
 
     def next_part(self) -> None:
         """Forget the current card: the next part gets a card of its own."""
         self.handle = None
         self.gone = False
         self.vanished = False
+        self._reserved = False
 
-    async def create(self, snapshot: CardSnapshot, *, deadline: float, interrupt: asyncio.Event | None) -> CallOutcome:
-        """Create the card showing ``snapshot``; ``OK`` sets :attr:`handle` and records the card as open."""
+    async def create(
+        self, content: CardSnapshot | Callable[[], CardSnapshot], *, deadline: float, interrupt: asyncio.Event | None
+    ) -> CallOutcome:
+        """Create the card showing ``content`` (a snapshot, or a render called once the budget grants the call);
+        ``OK`` sets :attr:`handle` and records the card as open."""
         result: list[CardHandle] = []
+        shown: list[CardSnapshot] = []
+        if not self._reserved:
+            # Reserved before the wait, as the card is planned: cards planned meanwhile see the call taken.
+            self._caller.reserve_final()
+            self._reserved = True
 
         async def create() -> None:
-            result.append(await self._sink.create(self._target, snapshot))
+            shown.append(content() if callable(content) else content)
+            result.append(await self._sink.create(self._target, shown[-1]))
 
         outcome = await self._caller.call("create", create, deadline=deadline, interrupt=interrupt)
         if outcome is not CallOutcome.OK or not result:
             if outcome is not CallOutcome.INTERRUPTED:
-                log.warning("card.create_failed", platform=self._target.platform, part=snapshot.part, reason=outcome.value)
+                part = shown[-1].part if shown else 0
+                log.warning("card.create_failed", platform=self._target.platform, part=part, reason=outcome.value)
                 if outcome in (CallOutcome.GONE, CallOutcome.FAILED):
                     self.gone = True
             return outcome if outcome is not CallOutcome.OK else CallOutcome.FAILED
-        self._on_visible(snapshot)
+        self._on_visible(shown[-1])
         self.handle = result[0]
         self._caller.metrics.parts += 1
-        self._caller.reserve_final()  # this card will need one more call: its final answer
         await self._records.remember(self.handle)
         return CallOutcome.OK
 

@@ -251,8 +251,9 @@ class CardStreamer:
     async def _run(self) -> None:
         try:
             if self.policy.live and not self._finishing.is_set():
+                # Rendered when the budget grants the call: a card created late already shows the text so far.
                 await self._card.create(
-                    self._cursor.view(), deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
+                    self._cursor.view, deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
                 )
         except Exception:
             log.exception("card.create_crashed", platform=self.target.platform)
