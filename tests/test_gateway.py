@@ -109,6 +109,7 @@ async def _harness(
     finally:
         await gw.aclose()
         await client.aclose()
+        await memory.aclose()  # history written behind the turns lands before the store closes
         await store.close()
         await server.stop()
 

@@ -67,6 +67,7 @@ async def process(
     finally:
         await gateway.aclose()
         await llm.aclose()
+        await memory.aclose()  # history written behind the turns lands before the store closes
         await store.close()
         await server.stop()
 

@@ -128,6 +128,7 @@ class EnvFactory:
         llm = LLMClient(config.llm, base_url=llm_url)
         closers.append(llm.aclose)
         memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2)
+        closers.append(memory.aclose)  # closed before the store: history written behind the turns lands first
         restarts: list[str] = []
         desk = ApprovalDesk() if approvals else None
         tools = [find_host, *([restart_tool(restarts)] if approvals else [])]

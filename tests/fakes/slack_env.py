@@ -166,6 +166,7 @@ async def slack_env(
         await gateway.aclose()  # cards are finished while the adapter can still reach Slack
         await adapter.stop()
         await llm.aclose()
+        await memory.aclose()  # history written behind the turns lands before the store closes
         await store.close()
         await llm_server.stop()
         await fake.stop()
