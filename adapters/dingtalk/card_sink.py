@@ -29,7 +29,7 @@ __all__ = ["PACING", "DingTalkCardSink", "deliver_body", "open_space_id", "undel
 
 log = structlog.get_logger(__name__)
 
-PACING = 0.9
+PACING = 0.95
 """Fraction of the configured QPS actually used: arrival jitter must not push a second over the limit."""
 
 
