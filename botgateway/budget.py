@@ -17,7 +17,9 @@ calls in any ``window_s`` seconds, Slack's per-minute tiers), which may be
 spent in a burst. A window's allowance is planned: every open card
 :meth:`reserves <RateBudget.reserve>` the call its final answer will need, and
 live updates are granted only from what the reservations leave, so progress
-updates can never spend the calls the finals need. A throttle inside a window
+updates can never spend the calls the finals need. Once a window runs low,
+a card's later live updates are paced over the window's slices, so an answer
+that starts late in the window still gets its first text. A throttle inside a window
 teaches the budget, step by step, that the platform's allowance is smaller than
 we thought (clock skew, or another client shares it); it grows back a little
 every quiet window.
@@ -56,6 +58,14 @@ class RateLimit:
         return cls(rate_per_s=calls / window_s, burst=max(int(calls), 1), window_s=window_s)
 
 
+_SLICES = 10
+"""A window is paced in this many slices for the live updates of cards that already show something."""
+
+_PACED_SHARE = 0.5
+"""Once less than this share of a window's allowance is left to spare, later live updates are paced to this
+share of it, spread evenly over the slices: the rest stays for new cards' first text and for finals, whenever in
+the window they come."""
+
 _LEARN_BACK = 0.1
 """After a quiet window, a window's learned allowance grows back by this share of its configured size."""
 
@@ -92,6 +102,8 @@ class _Bucket:
     """Calls reserved per owner (open cards' finals); live updates only get what they leave."""
     served: dict[str, int] = field(default_factory=dict)
     """Live updates granted per owner so far: the least served goes first (a card showing nothing yet)."""
+    paced: deque[float] = field(default_factory=deque)
+    """A window's recent grants of later live updates (an owner's second and on), within the last slice."""
 
     @property
     def windowed(self) -> bool:
@@ -153,13 +165,28 @@ class RateBudget:
             bucket.adjusted_at = now
         bucket.tokens = bucket.capacity - len(bucket.grants)
 
-    def _free(self, bucket: _Bucket, *, live: bool) -> bool:
-        """Whether a call may go now: a token is there, and for a live update in a window, one no final needs."""
-        if self._clock() < bucket.paused_until:
+    def _free(self, bucket: _Bucket, *, live: bool, owner: str = "") -> bool:
+        """Whether a call may go now: a token is there, and for a live update in a window, one no final needs;
+        once the window runs low, a card's later live updates (not its first) also keep to the slice pace."""
+        now = self._clock()
+        if now < bucket.paused_until:
             return False
         self._refill(bucket)
         needed = 1.0 + (bucket.reservations if live and bucket.windowed else 0)
-        return bucket.tokens >= needed
+        if bucket.tokens < needed:
+            return False
+        if live and bucket.windowed and self._scarce(bucket) and bucket.served.get(owner, 0) > 0:
+            slice_s = bucket.limit.window_s / _SLICES
+            while bucket.paced and bucket.paced[0] <= now - slice_s:
+                bucket.paced.popleft()
+            return len(bucket.paced) < max(1.0, bucket.capacity * _PACED_SHARE / _SLICES)
+        return True
+
+    @staticmethod
+    def _scarce(bucket: _Bucket, *, taken: bool = False) -> bool:
+        """Less than :data:`_PACED_SHARE` of the window is left to spare (``taken``: counting the grant just made)."""
+        spare = bucket.tokens + (1.0 if taken else 0.0) - bucket.reservations
+        return spare < bucket.capacity * _PACED_SHARE
 
     def _take(self, bucket: _Bucket, owner: str, *, live: bool) -> None:
         bucket.granted += 1
@@ -169,6 +196,8 @@ class RateBudget:
         else:
             bucket.tokens -= 1.0
         if live:
+            if bucket.windowed and bucket.served.get(owner, 0) > 0 and self._scarce(bucket, taken=True):
+                bucket.paced.append(self._clock())  # counts against the slice's pace
             bucket.served[owner] = bucket.served.get(owner, 0) + 1
 
     def try_acquire(self, key: str, limit: RateLimit, owner: str, *, priority: bool = False) -> bool:
@@ -179,7 +208,7 @@ class RateBudget:
         bucket = self._bucket(key, limit)
         live = not priority
         ahead = bucket.urgent if priority else (bucket.urgent or bucket.waiters)
-        if ahead or not self._free(bucket, live=live):
+        if ahead or not self._free(bucket, live=live, owner=owner):
             return False
         self._take(bucket, owner, live=live)
         return True
@@ -324,10 +353,10 @@ class RateBudget:
         card that shows nothing yet goes before one showing its third update.
         """
         for line, live in ((bucket.urgent, False), (bucket.waiters, True)):
-            if not line or not self._free(bucket, live=live):
-                continue
             while line:
                 owner = min(line, key=lambda o: bucket.served.get(o, 0)) if live else next(iter(line))
+                if not self._free(bucket, live=live, owner=owner):
+                    break
                 queue = line[owner]
                 future = queue.popleft()
                 # Round-robin: the served owner goes to the back of the line.
@@ -344,8 +373,11 @@ class RateBudget:
         if now < bucket.paused_until:
             return bucket.paused_until - now
         if bucket.windowed:
-            # The next grant to leave the window; held back only by reservations: until one is released.
-            return bucket.grants[0] + bucket.limit.window_s - now if bucket.grants else bucket.limit.window_s
+            # The next grant to leave the window or the slice; held back only by reservations: until a release.
+            delay = bucket.grants[0] + bucket.limit.window_s - now if bucket.grants else bucket.limit.window_s
+            if bucket.paced:
+                delay = min(delay, bucket.paced[0] + bucket.limit.window_s / _SLICES - now)
+            return delay
         return (1.0 - bucket.tokens) / max(bucket.limit.rate_per_s, 1e-9)
 
     async def _dispatch(self, bucket: _Bucket) -> None:

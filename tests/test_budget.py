@@ -139,3 +139,16 @@ async def test_a_throttle_in_a_window_lowers_its_allowance_and_a_quiet_window_gi
     assert budget.available(KEY, limit) == 20 * 0.9 - 10  # one step lower (18), not all the way down to 10
     clock.now += 120.0  # two quiet windows
     assert budget.available(KEY, limit) == 20  # grown back to the configured size
+
+
+async def test_once_a_window_runs_low_later_updates_are_paced_and_a_new_cards_first_text_still_goes() -> None:
+    clock = Clock()
+    budget = RateBudget(clock=clock)
+    limit = RateLimit.window(20, 60.0)
+    for _ in range(11):
+        await budget.acquire(KEY, limit, "chatty")  # greedy while more than half the window is to spare
+    assert budget.try_acquire(KEY, limit, "chatty")  # the first paced update of this 6 s slice
+    assert not budget.try_acquire(KEY, limit, "chatty")  # the slice's share is spent: it waits
+    assert budget.try_acquire(KEY, limit, "fresh")  # a card showing nothing yet is not paced
+    clock.now += 6.0
+    assert budget.try_acquire(KEY, limit, "chatty")  # the next slice
