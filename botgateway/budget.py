@@ -190,11 +190,9 @@ class RateBudget:
 
     def _take(self, bucket: _Bucket, owner: str, *, live: bool) -> None:
         bucket.granted += 1
+        bucket.tokens -= 1.0
         if bucket.windowed:
             bucket.grants.append(self._clock())
-            bucket.tokens -= 1.0
-        else:
-            bucket.tokens -= 1.0
         if live:
             if bucket.windowed and bucket.served.get(owner, 0) > 0 and self._scarce(bucket, taken=True):
                 bucket.paced.append(self._clock())  # counts against the slice's pace

@@ -107,14 +107,13 @@ class ApprovalCards:
         params = {"prompt": dingtalk_inert(text, target.locale), "code": prompt.code, "token": prompt.token, "status": ""}
         body = deliver_body(target, template_id=self._template_id, out_track_id=_track_id(target, prompt.call_id),
                             params=params, robot_code=self._robot_code, forward=False)  # a forwarded approval would mislead
-        code = prompt.code
         try:
             refused = undelivered(await self._api.create_and_deliver(body))
         except Exception as exc:  # the answer's own card still says how to decide by reply
-            log.warning("dingtalk.approval_card_failed", code=code, error=str(exc) or type(exc).__name__)
+            log.warning("dingtalk.approval_card_failed", code=prompt.code, error=str(exc) or type(exc).__name__)
             return False
         if refused is not None:
-            log.warning("dingtalk.approval_card_undelivered", code=code, error=refused)
+            log.warning("dingtalk.approval_card_undelivered", code=prompt.code, error=refused)
         return refused is None
 
     async def _close(self, target: CardTarget, call_id: str, outcome: str) -> None:

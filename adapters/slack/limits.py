@@ -35,6 +35,9 @@ DELETE_RATE_PER_MIN = 50.0
 """``chat.delete`` is Tier 3 (50+ per minute per workspace)."""
 
 
+_NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
+
+
 def window_limit(calls: float, window_s: float) -> RateLimit:
     """Slack's tier as a window: at most 90 % of ``calls`` in any ``window_s`` seconds, spendable in a burst.
 
@@ -93,6 +96,10 @@ class SlackBuckets:
     def post_bucket(self, target: CardTarget) -> Bucket:
         """``chat.postMessage`` in ``target``'s channel."""
         return f"slack:{_team(target)}:post:{target.chat_id}", self.post
+
+    def no_call_bucket(self, target: CardTarget) -> Bucket:
+        """What a deferred answer's creation and updates draw from: they make no call, so nothing limits them."""
+        return f"slack:{_team(target)}:no-call", _NO_CALL
 
     def delete_bucket(self, target: CardTarget) -> Bucket:
         """``chat.delete`` of ``target``'s workspace."""

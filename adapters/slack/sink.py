@@ -44,7 +44,6 @@ from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
 from adapters.slack.native import NativeStreams, StreamBroken
 from adapters.slack.render import stream_closing
-from botgateway.budget import RateLimit
 from botgateway.sink import CallPacer, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
 
@@ -60,15 +59,8 @@ log = structlog.get_logger(__name__)
 
 _Mode: TypeAlias = Literal["native", "edit", "deferred"]
 
-_NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
-"""The budget of an "update" of a deferred answer: it makes no call."""
-
 _MAX_CARDS = 10_000
 """Cards whose mode is remembered at most; the least recently used (never finalized) are forgotten."""
-
-
-def _team_of(target: CardTarget) -> str:
-    return target.workspace_id or "default"
 
 
 class SlackCardSink:
@@ -124,7 +116,7 @@ class SlackCardSink:
         if op == "create" and mode == "native":
             return self._buckets.start_bucket(target)
         if op in ("create", "update") and mode == "deferred":
-            return f"slack:{_team_of(target)}:deferred", _NO_CALL
+            return self._buckets.no_call_bucket(target)
         if op in ("create", "fallback") or mode == "deferred":
             return self._buckets.post_bucket(target)
         if (mode or self._initial_mode(target)) == "native":

@@ -430,13 +430,9 @@ class FakeDingTalk:
         else:
             problems.append("openSpaceId")
         if body.get("outTrackId") in self.cards:
-            call.status = 400
-            await self._notify()
-            return web.json_response({"code": "param.outTrackIdExists", "message": "outTrackId already used"}, status=400)
+            return await self._bad_request(call, {"code": "param.outTrackIdExists", "message": "outTrackId already used"})
         if problems:
-            call.status = 400
-            await self._notify()
-            return web.json_response({"code": "invalidParameter", "message": "missing " + ", ".join(problems)}, status=400)
+            return await self._bad_request(call, {"code": "invalidParameter", "message": "missing " + ", ".join(problems)})
         card = FakeCard(body["outTrackId"], body, content=next(iter(param_map.values()), ""), params=dict(param_map))
         self.cards[card.out_track_id] = card
         self._tell_watchers(card, "create")
@@ -449,6 +445,12 @@ class FakeDingTalk:
             delivery = {"spaceId": space, "success": True, "carrierId": f"c{len(self.cards)}"}
         return web.json_response({"success": True, "result": {"outTrackId": card.out_track_id, "deliverResults": [delivery]}})
 
+    async def _bad_request(self, call: Call, body: dict[str, Any]) -> web.Response:
+        """Refuse ``call`` with HTTP 400 and DingTalk's error ``body``, as a card API call it cannot take."""
+        call.status = 400
+        await self._notify()
+        return web.json_response(body, status=400)
+
     async def _update_card(self, request: web.Request) -> web.Response:
         call, failed = await self._begin(request, card=True)
         if failed is not None:
@@ -458,9 +460,7 @@ class FakeDingTalk:
         card = self.cards.get(body.get("outTrackId", ""))
         params = (body.get("cardData") or {}).get("cardParamMap")
         if card is None or not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
-            call.status = 400
-            await self._notify()
-            return web.json_response({"code": "invalidParameter", "message": "unknown card or bad cardParamMap"}, status=400)
+            return await self._bad_request(call, {"code": "invalidParameter", "message": "unknown card or bad cardParamMap"})
         card.params.update(params)
         self._tell_watchers(card, "update")
         await self._notify()
@@ -474,18 +474,12 @@ class FakeDingTalk:
         body = call.body
         card = self.cards.get(body.get("outTrackId", ""))
         if card is None:
-            call.status = 400
-            await self._notify()
-            return web.json_response({"code": "param.cardNotExist", "message": "card instance does not exist"}, status=400)
+            return await self._bad_request(call, {"code": "param.cardNotExist", "message": "card instance does not exist"})
         missing = [k for k in ("guid", "key") if not body.get(k)] + [k for k in ("isFull", "isFinalize", "isError") if not isinstance(body.get(k), bool)]
         if missing or not isinstance(body.get("content"), str):
-            call.status = 400
-            await self._notify()
-            return web.json_response({"code": "invalidParameter", "message": "bad " + ", ".join(missing or ["content"])}, status=400)
+            return await self._bad_request(call, {"code": "invalidParameter", "message": "bad " + ", ".join(missing or ["content"])})
         if card.finalized:
-            call.status = 400
-            await self._notify()
-            return web.json_response({"code": "card.streamingFinished", "message": "streaming already finalized"}, status=400)
+            return await self._bad_request(call, {"code": "card.streamingFinished", "message": "streaming already finalized"})
         card.updates.append(body)
         card.content = body["content"] if body["isFull"] else card.content + body["content"]
         card.finalized = body["isFinalize"]
