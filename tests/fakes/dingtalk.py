@@ -146,6 +146,9 @@ class FakeDingTalk:
         self._failures: dict[str, collections.deque[FailureKind]] = collections.defaultdict(collections.deque)
         self._card_arrivals: list[float] = []
         self._ws: web.WebSocketResponse | None = None
+        self.sockets: list[web.WebSocketResponse] = []
+        """Open Stream connections (one per client process); callbacks go to them in turn, like DingTalk's balancing."""
+        self._next_socket = itertools.count()
         self._ws_connected = asyncio.Event()
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
@@ -178,8 +181,9 @@ class FakeDingTalk:
 
     async def stop(self) -> None:
         """Close the websocket and the server."""
-        if self._ws is not None and not self._ws.closed:
-            await self._ws.close()
+        for ws in [*self.sockets, *([self._ws] if self._ws is not None else [])]:
+            if not ws.closed:
+                await ws.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -270,14 +274,28 @@ class FakeDingTalk:
         """Wait until a stream client has a websocket open."""
         await asyncio.wait_for(self._ws_connected.wait(), timeout)
 
-    async def push_bot_message(self, data: dict[str, Any], *, frame_id: str | None = None) -> str:
-        """Push one bot-message ``CALLBACK`` frame; returns the frame's ``messageId``."""
-        return await self._push_callback(BOT_TOPIC, data, frame_id=frame_id)
+    async def push_bot_message(self, data: dict[str, Any], *, frame_id: str | None = None,
+                               connection: int | None = None) -> str:
+        """Push one bot-message ``CALLBACK`` frame; returns the frame's ``messageId``.
 
-    async def _push_callback(self, topic: str, data: dict[str, Any], *, frame_id: str | None = None) -> str:
-        """Push one ``CALLBACK`` frame of ``topic``; returns its ``messageId``."""
+        ``connection`` picks one of :attr:`sockets` (by index); by default they take turns.
+        """
+        return await self._push_callback(BOT_TOPIC, data, frame_id=frame_id, connection=connection)
+
+    async def _socket_for(self, connection: int | None) -> web.WebSocketResponse:
         await self.wait_connected()
-        assert self._ws is not None
+        open_sockets = [ws for ws in self.sockets if not ws.closed]
+        if connection is not None:
+            return open_sockets[connection]
+        if not open_sockets:
+            assert self._ws is not None
+            return self._ws
+        return open_sockets[next(self._next_socket) % len(open_sockets)]
+
+    async def _push_callback(self, topic: str, data: dict[str, Any], *, frame_id: str | None = None,
+                             connection: int | None = None) -> str:
+        """Push one ``CALLBACK`` frame of ``topic``; returns its ``messageId``."""
+        ws = await self._socket_for(connection)
         frame_id = frame_id or f"frame-{next(self._ids)}-{secrets.token_hex(4)}"
         frame = {
             "specVersion": "1.0",
@@ -292,7 +310,7 @@ class FakeDingTalk:
             },
             "data": json.dumps(data, ensure_ascii=False),
         }
-        await self._ws.send_str(json.dumps(frame, ensure_ascii=False))
+        await ws.send_str(json.dumps(frame, ensure_ascii=False))
         return frame_id
 
     async def push_card_action(self, out_track_id: str, *, user_id: str, action: str, params: dict[str, str],
@@ -354,6 +372,7 @@ class FakeDingTalk:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._ws = ws
+        self.sockets.append(ws)
         self._ws_connected.set()
         async for msg in ws:
             if msg.type == WSMsgType.TEXT:
@@ -361,8 +380,12 @@ class FakeDingTalk:
                 frame_id = ack.get("headers", {}).get("messageId", "")
                 self.acks[frame_id] = ack
                 await self._notify()
+        self.sockets.remove(ws)
         if self._ws is ws:
-            self._ws_connected.clear()
+            if self.sockets:
+                self._ws = self.sockets[-1]  # another process is still connected
+            else:
+                self._ws_connected.clear()
         return ws
 
     # --- OpenAPI -----------------------------------------------------------------------
