@@ -71,6 +71,13 @@ class HistoryWrite:
     """The appended turn, or the summary put first by a ``replace``."""
     remove_ids: tuple[str, ...] = ()
     """The turns a ``replace`` drops."""
+    fence: int | None = None
+    """The fencing token of the conversation's lease the writer held (``None``: none held, nothing checked).
+
+    A store shared by several processes (Redis) refuses a write whose token is
+    older than the conversation's current one: the writer lost the lease (it was
+    paused past its expiry) and another process has taken the conversation since.
+    """
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,8 @@ class VersionStep:
     """The version the write found (0: none kept, e.g. a new or expired conversation)."""
     after: int
     """The version the write left."""
+    refused: bool = False
+    """The store refused the write (its fencing token is older than the conversation's): nothing changed."""
 
 
 def apply_write(turns: Sequence[StoredTurn], write: HistoryWrite) -> list[StoredTurn]:
@@ -252,7 +261,8 @@ class Store(Protocol):
         """Apply ``writes`` in order, grouped (one transaction, or one pipeline of atomic steps).
 
         Returns, per write, how it moved its conversation's version (``None`` when
-        the store keeps no versions). On an error none, some or all writes may have
+        the store keeps no versions; ``refused`` when its fencing token is stale,
+        see :attr:`HistoryWrite.fence`). On an error none, some or all writes may have
         been applied; writing the same group again is safe (see :class:`HistoryWrite`).
         """
         ...
@@ -324,6 +334,10 @@ class Store(Protocol):
 
     async def open(self) -> None:
         """Connect and create what is missing; raises when the store is unusable."""
+        ...
+
+    async def ping(self) -> None:
+        """One cheap round trip (readiness probes); raises :class:`StoreError` when the store does not answer."""
         ...
 
     async def close(self) -> None:

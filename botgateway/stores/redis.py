@@ -1,12 +1,8 @@
 """The shared store for several replicas: Redis through ``redis.asyncio``.
 
-Layout under ``prefix`` (the conversation id sits in a ``{hash tag}`` so both
-keys of one conversation live in the same Redis Cluster slot):
+Layout under ``prefix`` (conversation keys, with the history's scripts, are
+:mod:`botgateway.stores.redis_history`):
 
-- ``conv:{<id>}:order`` — LIST of turn ids, oldest first (a summary, if any, first);
-- ``conv:{<id>}:turns`` — HASH turn id → turn JSON;
-- ``conv:{<id>}:version`` — STRING, changed by every history write of any replica, so a replica that
-  keeps a copy of the history in memory can tell in one round trip whether its copy is current;
 - ``dedupe:<key>`` — STRING set with ``SET NX PX`` (the TTL is Redis's own);
 - ``open_cards`` — HASH ``["platform","card_id"]`` → card JSON;
 - ``instances`` — ZSET gateway instance id → heartbeat expiry (Redis's own clock, in ms);
@@ -16,15 +12,8 @@ keys of one conversation live in the same Redis Cluster slot):
 - ``lease:<key>`` — ZSET holder → lease expiry (Redis's clock, in ms): concurrent turns of a principal;
 - ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``).
 
-Multi-key writes run as Lua scripts, which Redis executes atomically, so two
-replicas never see half a turn. Conversation keys expire ``history_ttl_s``
-after the last write. Several history writes (the writer's group) or reads go
-out as one pipeline: one round trip, each script still atomic.
-
-A conversation's version never repeats: when its key is missing (a new,
-cleared-long-ago or expired conversation) the next write seeds it from Redis's
-clock in microseconds instead of starting again at 1, so a copy cached before
-an expiry can never match a version written after it.
+Multi-key writes run as Lua scripts, which Redis executes atomically. Times
+(heartbeats, leases) are Redis's own clock, so replicas' clock skew does not matter.
 """
 
 from __future__ import annotations
@@ -35,7 +24,6 @@ import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -47,11 +35,9 @@ from botgateway.stores._codec import (
     audit_to_dict,
     decode_card,
     decode_tool_call,
-    decode_turn,
     dumps,
     encode_card,
     encode_tool_call,
-    encode_turn,
 )
 from botgateway.stores._unfinished import merged, unfinished_records
 from botgateway.stores.base import (
@@ -64,88 +50,11 @@ from botgateway.stores.base import (
     ToolCallRow,
     VersionStep,
 )
+from botgateway.stores.redis_history import RedisHistory
 
 __all__ = ["RedisStore", "mask_text", "mask_url"]
 
 log = structlog.get_logger(__name__)
-
-# Bumps the version key; returns {before, after} (before 0: there was none). Prepended to every history write.
-_BUMP = """
-local function bump(key, ttl)
-  local before = tonumber(redis.call('GET', key) or '0')
-  local after
-  if before > 0 then
-    after = redis.call('INCR', key)
-  else
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.format('%06d', tonumber(t[2]))
-    redis.call('SET', key, seed)
-    after = tonumber(seed)
-  end
-  if ttl > 0 then
-    redis.call('PEXPIRE', key, ttl)
-  end
-  return {before, after}
-end
-"""
-
-# KEYS: order, turns, version. ARGV: ttl_ms (0 = keep), turn_id, body.
-_APPEND = _BUMP + """
-if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
-  redis.call('RPUSH', KEYS[1], ARGV[2])
-end
-local ttl = tonumber(ARGV[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return bump(KEYS[3], ttl)
-"""
-
-# KEYS: order, turns, version. ARGV: ttl_ms, has_summary ('1'/'0'), summary_id, summary_body, remove_ids...
-_REPLACE = _BUMP + """
-for i = 5, #ARGV do
-  redis.call('LREM', KEYS[1], 0, ARGV[i])
-  redis.call('HDEL', KEYS[2], ARGV[i])
-end
-if ARGV[2] == '1' then
-  redis.call('LREM', KEYS[1], 0, ARGV[3])
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-  redis.call('LPUSH', KEYS[1], ARGV[3])
-end
-local ttl = tonumber(ARGV[1])
-if ttl > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return bump(KEYS[3], ttl)
-"""
-
-# KEYS: order, turns, version. ARGV: ttl_ms. The version is kept (bumped), so cached copies see the clear.
-_CLEAR = _BUMP + """
-redis.call('DEL', KEYS[1], KEYS[2])
-return bump(KEYS[3], tonumber(ARGV[1]))
-"""
-
-# KEYS: order, turns, version. ARGV: the caller's version ('' for none).
-# Returns {version, 0} when that is still the version, else {version, 1, bodies in list order...}: one snapshot.
-_LOAD = """
-local version = redis.call('GET', KEYS[3]) or '0'
-if ARGV[1] ~= '' and ARGV[1] == version then
-  return {version, 0}
-end
-local ids = redis.call('LRANGE', KEYS[1], 0, -1)
-local out = {version, 1}
-for start = 1, #ids, 500 do
-  local chunk = {}
-  for i = start, math.min(start + 499, #ids) do chunk[#chunk + 1] = ids[i] end
-  local bodies = redis.call('HMGET', KEYS[2], unpack(chunk))
-  for _, body in ipairs(bodies) do
-    if body then out[#out + 1] = body end
-  end
-end
-return out
-"""
 
 # KEYS: instances. ARGV: ttl_ms, instance_id. Redis's clock, so replicas' clock skew does not matter.
 _BEAT = """
@@ -228,10 +137,7 @@ class RedisStore:
                 f"memory.redis_url {self.safe_url!r} is not a Redis URL ({exc}); "
                 "expected redis://[:password@]host:port/db"
             ) from None
-        self._append = self._redis.register_script(_APPEND)
-        self._replace = self._redis.register_script(_REPLACE)
-        self._clear = self._redis.register_script(_CLEAR)
-        self._load = self._redis.register_script(_LOAD)
+        self._history = RedisHistory(self._redis, prefix, ttl_ms=self._ttl_ms())
         self._beat = self._redis.register_script(_BEAT)
         self._live = self._redis.register_script(_LIVE)
         self._count = self._redis.register_script(_COUNT)
@@ -245,6 +151,11 @@ class RedisStore:
     async def open(self) -> None:
         """Check that Redis answers; raise :class:`StoreError` with what to do otherwise."""
         async with self._errors("connect to"):
+            await self._redis.ping()
+
+    async def ping(self) -> None:
+        """``PING``; raises :class:`StoreError` when Redis does not answer."""
+        async with self._errors("reach"):
             await self._redis.ping()
 
     async def close(self) -> None:
@@ -262,11 +173,10 @@ class RedisStore:
                 "check memory.redis_url and that Redis is running (or set memory.store: sqlite)"
             ) from None
 
-    # --- keys -----------------------------------------------------------------------
-
-    def _conv_keys(self, conversation_id: str) -> list[str]:
-        base = f"{self.prefix}conv:{{{conversation_id}}}"
-        return [f"{base}:order", f"{base}:turns", f"{base}:version"]
+    @property
+    def client(self) -> aioredis.Redis:
+        """The connection pool: the fleet's coordination (:mod:`botgateway.fleet`) shares it."""
+        return self._redis
 
     def _ttl_ms(self) -> int:
         return 0 if self.history_ttl_s is None else max(1, math.ceil(self.history_ttl_s * 1000))
@@ -282,15 +192,8 @@ class RedisStore:
         self, conversation_ids: Sequence[str], *, unless_version: Mapping[str, int] | None = None
     ) -> dict[str, HistorySnapshot]:
         """Several conversations in one pipeline; one whose version is still ``unless_version[id]`` is not read."""
-        ids = list(dict.fromkeys(conversation_ids))
-        known = unless_version or {}
-        if not ids:
-            return {}
-        async with self._errors(), self._redis.pipeline(transaction=False) as pipe:
-            for cid in ids:
-                await self._load(keys=self._conv_keys(cid), args=[str(known[cid]) if cid in known else ""], client=pipe)
-            replies = await pipe.execute()
-        return {cid: _snapshot(reply) for cid, reply in zip(ids, replies, strict=True)}
+        async with self._errors():
+            return await self._history.load_histories(conversation_ids, unless_version=unless_version)
 
     async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
         """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
@@ -301,33 +204,13 @@ class RedisStore:
         await self.write_history([HistoryWrite(conversation_id, "replace", summary, tuple(dict.fromkeys(remove_ids)))])
 
     async def clear(self, conversation_id: str) -> None:
-        """Forget the conversation (its version is bumped, not deleted: see the module's notes)."""
+        """Forget the conversation (its version is bumped, not deleted: see :mod:`~botgateway.stores.redis_history`)."""
         await self.write_history([HistoryWrite(conversation_id, "clear")])
 
     async def write_history(self, writes: Sequence[HistoryWrite]) -> list[VersionStep | None]:
-        """Apply ``writes`` in order as one pipeline of atomic scripts; how each moved its conversation's version."""
-        if not writes:
-            return []
-        async with self._errors(), self._redis.pipeline(transaction=False) as pipe:
-            for write in writes:
-                await self._queue_write(pipe, write)
-            replies = await pipe.execute()
-        return [VersionStep(int(before), int(after)) for before, after in replies]
-
-    async def _queue_write(self, pipe: Any, write: HistoryWrite) -> None:
-        """Add ``write``'s script to ``pipe``."""
-        keys = self._conv_keys(write.conversation_id)
-        if write.kind == "append":
-            assert write.turn is not None
-            await self._append(keys=keys, args=[self._ttl_ms(), write.turn.turn_id, encode_turn(write.turn)], client=pipe)
-        elif write.kind == "replace":
-            summary = write.turn
-            args: list[Any] = [self._ttl_ms()]
-            args += ["0", "", ""] if summary is None else ["1", summary.turn_id, encode_turn(summary)]
-            args += list(dict.fromkeys(write.remove_ids))
-            await self._replace(keys=keys, args=args, client=pipe)
-        else:
-            await self._clear(keys=keys, args=[self._ttl_ms()], client=pipe)
+        """Apply ``writes`` in order as one pipeline of atomic scripts; a write with a stale fencing token is refused."""
+        async with self._errors():
+            return list(await self._history.write_history(writes))
 
     # --- dedupe -------------------------------------------------------------------
 
@@ -480,13 +363,6 @@ class RedisStore:
                 upper = f"({page[-1][0]}"
         found.reverse()
         return merged(found, unfinished, limit)
-
-
-def _snapshot(reply: Sequence[Any]) -> HistorySnapshot:
-    """One conversation's :data:`_LOAD` reply as a snapshot."""
-    version, changed, *bodies = reply
-    turns = tuple(decode_turn(body) for body in bodies) if int(changed) else None
-    return HistorySnapshot(turns, int(version))
 
 
 def mask_url(url: str) -> str:

@@ -3,8 +3,9 @@
 The file and its folder are created on first use; the connections (writes
 serialized on one, reads beside them on another), the write lock and the
 cancel-proof write transactions are
-:class:`~botgateway.stores.sqlite_connection.SqliteConnection`. This module
-holds the queries, one table at a time. Every write that touches more than one
+:class:`~botgateway.stores.sqlite_connection.SqliteConnection`; the history's
+queries are :class:`~botgateway.stores.sqlite_history.SqliteHistory`. This
+module holds the other queries, one table at a time. Every write that touches more than one
 row runs in one transaction, so a crash leaves either the old or the new state,
 never half a turn.
 
@@ -15,7 +16,6 @@ and a periodic sweep (piggy-backed on writes) deletes the rest.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,11 +29,9 @@ from botgateway.stores._codec import (
     audit_to_dict,
     decode_card,
     decode_tool_call,
-    decode_turn,
     dumps,
     encode_card,
     encode_tool_call,
-    encode_turn,
 )
 from botgateway.stores._unfinished import merged, unfinished_records
 from botgateway.stores.base import (
@@ -46,6 +44,7 @@ from botgateway.stores.base import (
     VersionStep,
 )
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
+from botgateway.stores.sqlite_history import SqliteHistory
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -84,6 +83,7 @@ class SqliteStore:
         """Least time between two sweeps."""
         self._clock = clock
         self._connection = SqliteConnection(self.path)
+        self._history = SqliteHistory(self._connection, history_ttl_s=history_ttl_s, clock=clock)
         self._last_sweep = 0.0
 
     def __repr__(self) -> str:
@@ -94,6 +94,10 @@ class SqliteStore:
     async def open(self) -> None:
         """Create the folder, the file and the schema (idempotent); raise :class:`StoreError` if impossible."""
         await self._connection.open()
+
+    async def ping(self) -> None:
+        """``SELECT 1`` on the read connection; raises :class:`StoreError` when the file cannot be read."""
+        await self._fetchall("SELECT 1")
 
     async def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -114,11 +118,6 @@ class SqliteStore:
 
         return await self._connection.transaction(work_then_sweep)
 
-    def _idle_before(self) -> float | None:
-        if self.history_ttl_s is None:
-            return None
-        return self._clock() - self.history_ttl_s
-
     async def _maybe_sweep(self, db: aiosqlite.Connection) -> None:
         now = self._clock()
         if now - self._last_sweep < self.sweep_interval_s:
@@ -134,39 +133,7 @@ class SqliteStore:
             expired = now - self.audit_retention_s
             await db.execute("DELETE FROM audit WHERE started_at < ?", (expired,))
             await db.execute("DELETE FROM tool_calls WHERE json_extract(body, '$.at') < ?", (expired,))
-        cutoff = self._idle_before()
-        if cutoff is not None:
-            await db.execute(
-                "DELETE FROM turns WHERE conversation_id IN "
-                "(SELECT conversation_id FROM conversations WHERE updated_at < ?)",
-                (cutoff,),
-            )
-            await db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
-
-    async def _touch(self, db: aiosqlite.Connection, conversation_ids: Sequence[str]) -> None:
-        now = self._clock()
-        await db.executemany(
-            "INSERT INTO conversations (conversation_id, updated_at) VALUES (?, ?) "
-            "ON CONFLICT (conversation_id) DO UPDATE SET updated_at = excluded.updated_at",
-            [(cid, now) for cid in conversation_ids],
-        )
-
-    async def _forget_if_idle(self, db: aiosqlite.Connection, conversation_ids: Sequence[str]) -> None:
-        """Delete the conversations idle past the TTL before writing to them (so an old history never returns)."""
-        cutoff = self._idle_before()
-        if cutoff is None:
-            return
-        for start in range(0, len(conversation_ids), 500):  # stay under SQLite's bound-parameter limit
-            chunk = list(conversation_ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            await db.execute(
-                "DELETE FROM turns WHERE conversation_id IN (SELECT conversation_id FROM conversations "
-                f"WHERE conversation_id IN ({marks}) AND updated_at < ?)",
-                (*chunk, cutoff),
-            )
-            await db.execute(
-                f"DELETE FROM conversations WHERE conversation_id IN ({marks}) AND updated_at < ?", (*chunk, cutoff)
-            )
+        await self._history.sweep(db)
 
     # --- history ------------------------------------------------------------------
 
@@ -182,31 +149,7 @@ class SqliteStore:
 
         This store keeps no versions (one process writes it), so ``unless_version`` is ignored.
         """
-        ids = list(dict.fromkeys(conversation_ids))
-        cutoff = self._idle_before()
-        found: dict[str, list[StoredTurn]] = {cid: [] for cid in ids}
-        touched: dict[str, float] = {}
-        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = await self._fetchall(
-                "SELECT t.conversation_id, t.body, c.updated_at "
-                "FROM turns t JOIN conversations c USING (conversation_id) "
-                f"WHERE t.conversation_id IN ({marks}) AND (? IS NULL OR c.updated_at >= ?) "
-                "ORDER BY t.conversation_id, t.seq",
-                (*chunk, cutoff, cutoff),
-            )
-            for conversation_id, body, updated_at in rows:
-                found[conversation_id].append(decode_turn(body))
-                touched[conversation_id] = float(updated_at)
-        return {
-            cid: HistorySnapshot(tuple(turns), None, self._expiry(touched.get(cid))) for cid, turns in found.items()
-        }
-
-    def _expiry(self, updated_at: float | None) -> float | None:
-        if updated_at is None or self.history_ttl_s is None:
-            return None
-        return updated_at + self.history_ttl_s
+        return await self._history.load_histories(conversation_ids)
 
     async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
         """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
@@ -221,61 +164,17 @@ class SqliteStore:
         await self.write_history([HistoryWrite(conversation_id, "clear")])
 
     async def write_history(self, writes: Sequence[HistoryWrite]) -> list[VersionStep | None]:
-        """Apply ``writes`` in order in one transaction; this store keeps no versions (all ``None``)."""
+        """Apply ``writes`` in order in one transaction; this store keeps no versions (all ``None``).
+
+        One process writes this file, so fencing tokens are not checked (see :mod:`~botgateway.stores.sqlite_history`).
+        """
 
         async def work(db: aiosqlite.Connection) -> None:
-            # A run of writes of one kind is a few statements, not a few per write: every statement is
-            # a hop to the connection's thread and back through the event loop, with the write lock held.
-            for kind, grouped in itertools.groupby(writes, key=lambda write: write.kind):
-                run = list(grouped)
-                ids = list(dict.fromkeys(write.conversation_id for write in run))
-                if kind == "clear":
-                    await db.executemany("DELETE FROM turns WHERE conversation_id = ?", [(cid,) for cid in ids])
-                    await db.executemany("DELETE FROM conversations WHERE conversation_id = ?", [(cid,) for cid in ids])
-                    continue
-                await self._forget_if_idle(db, ids)
-                if kind == "append":
-                    await self._append(db, run)
-                else:
-                    for write in run:
-                        await self._replace(db, write.conversation_id, write.remove_ids, write.turn)
-                await self._touch(db, ids)
+            await self._history.write(db, writes)
 
         if writes:
             await self._transaction(work)
         return [None] * len(writes)
-
-    async def _append(self, db: aiosqlite.Connection, appends: Sequence[HistoryWrite]) -> None:
-        """Append each write's turn after its conversation's last (a turn id already there is left alone)."""
-        rows = []
-        for write in appends:
-            assert write.turn is not None
-            turn = write.turn
-            rows.append((write.conversation_id, turn.turn_id, int(turn.is_summary), encode_turn(turn), write.conversation_id))
-        await db.executemany(
-            "INSERT INTO turns (conversation_id, turn_id, seq, is_summary, body) "
-            "SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ? FROM turns WHERE conversation_id = ? "
-            "ON CONFLICT (conversation_id, turn_id) DO NOTHING",
-            rows,
-        )
-
-    async def _replace(
-        self, db: aiosqlite.Connection, conversation_id: str, remove_ids: Sequence[str], summary: StoredTurn | None
-    ) -> None:
-        ids = list(dict.fromkeys(remove_ids))
-        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            await db.execute(
-                f"DELETE FROM turns WHERE conversation_id = ? AND turn_id IN ({marks})",
-                (conversation_id, *chunk),
-            )
-        if summary is not None:
-            await db.execute(
-                "INSERT OR REPLACE INTO turns (conversation_id, turn_id, seq, is_summary, body) "
-                "SELECT ?, ?, COALESCE(MIN(seq), 1) - 1, ?, ? FROM turns WHERE conversation_id = ?",
-                (conversation_id, summary.turn_id, int(summary.is_summary), encode_turn(summary), conversation_id),
-            )
 
     # --- dedupe -------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from botgateway.stores import (
 from botgateway.stores._codec import audit_to_dict, decode_card
 from botgateway.stores.base import apply_write
 from botgateway.stores.redis import RedisStore
+from botgateway.stores.redis_history import conversation_keys
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 
@@ -227,6 +228,37 @@ async def test_a_redis_read_skips_a_history_whose_version_did_not_move() -> None
     finally:
         await store.close()
         await purge_prefix(prefix)
+
+
+async def test_redis_refuses_a_history_write_whose_fencing_token_is_older_than_the_conversations() -> None:
+    prefix = unique_prefix()
+    store = RedisStore(REDIS_URL, prefix)
+    try:
+        await store.client.set(conversation_keys(prefix, "c").fence, 7)  # a lease was taken with token 7
+        steps = await store.write_history([
+            HistoryWrite("c", "append", turn("stale"), fence=6),  # a process that lost its lease
+            HistoryWrite("c", "append", turn("current"), fence=7),
+            HistoryWrite("c", "append", turn("unfenced")),  # no lease held: nothing checked
+            HistoryWrite("c", "replace", None, ("current",), fence=6),
+            HistoryWrite("c", "clear", fence=5),
+        ])
+        assert [step is not None and step.refused for step in steps] == [True, False, False, True, True]
+        assert ids(await store.load_turns("c")) == ["current", "unfenced"]
+        refused = steps[0]
+        assert refused is not None and refused.before == refused.after  # the version did not move
+        assert steps[-1] == VersionStep(steps[2].after, steps[2].after, refused=True)
+    finally:
+        await store.close()
+        await purge_prefix(prefix)
+
+
+async def test_a_fencing_token_changes_nothing_in_sqlite(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "one.db")
+    try:
+        assert await store.write_history([HistoryWrite("c", "append", turn("t1"), fence=3)]) == [None]
+        assert ids(await store.load_turns("c")) == ["t1"]  # one process writes the file: its line is the lease
+    finally:
+        await store.close()
 
 
 async def test_concurrent_commits_are_all_kept(store: Store) -> None:
