@@ -18,6 +18,15 @@ changes its in-memory copy of the history at once and hands the change to
 - **Shutdown.** :meth:`aclose` refuses new changes and drains: the writer keeps
   trying until ``drain_timeout_s``; whatever is still not written then is
   reported as an incident naming its conversations.
+- **Fencing.** A change made under a conversation's lease carries its
+  fencing token; a store shared by processes refuses it once another process
+  has taken the lease since (this one was paused past the lease's expiry). A
+  refused change is logged once, with its conversation and no content, and
+  dropped: retrying could never succeed. The reader side is told, so a copy
+  held in memory that already shows it is read again.
+- **Hand-over.** :meth:`settle` waits until a conversation's changes so far
+  are written (or refused), so its lease is given up only once the next
+  holder, in whatever process, reads them from the store.
 - **Readers.** Whoever loads a conversation from the store while its changes
   are in flight must apply the ones the snapshot may miss: :meth:`watch` /
   :meth:`unwatch` return those written while it read, :meth:`pending` the rest.
@@ -86,6 +95,7 @@ class CommitQueue:
         self._drain_timeout_s = drain_timeout_s
         self._queue: deque[HistoryWrite] = deque()
         self._lines: dict[str, deque[HistoryWrite]] = {}  # per conversation, for pending()
+        self._newest: dict[str, int] = {}  # per conversation with changes in the queue: its newest change's ticket
         self._watched: dict[str, list[HistoryWrite]] = {}
         self._submitted = 0
         self._written = 0
@@ -108,6 +118,7 @@ class CommitQueue:
         self._queue.append(write)
         self._lines.setdefault(write.conversation_id, deque()).append(write)
         self._submitted += 1
+        self._newest[write.conversation_id] = self._submitted
         if self._writer is None or self._writer.done():
             self._writer = self._background.spawn(self._run(), name="history-writer")
         return self._submitted
@@ -144,6 +155,25 @@ class CommitQueue:
             if self._closed and (self._writer is None or self._writer.done()):
                 raise StoreError("the history writer shut down before this change was written")
             await self._progress.wait()
+
+    async def settle(self, conversation_id: str, timeout_s: float) -> bool:
+        """Wait (up to ``timeout_s``) until the conversation's changes submitted so far are written or refused.
+
+        True when they are; False on the timeout (the store is down, say) or
+        when the queue shut down first. Never raises: the caller hands the
+        conversation over either way, and a change written later under a lost
+        lease is refused by its fencing token.
+        """
+        ticket = self._newest.get(conversation_id, 0)
+        try:
+            async with asyncio.timeout(timeout_s):
+                while self._written < ticket:
+                    if self._closed and (self._writer is None or self._writer.done()):
+                        return False
+                    await self._progress.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def aclose(self) -> None:
         """Refuse new changes, write what is queued (for up to ``drain_timeout_s``), then stop the writer."""
@@ -199,8 +229,13 @@ class CommitQueue:
             line.popleft()
             if not line:
                 del self._lines[write.conversation_id]
+                del self._newest[write.conversation_id]
+            if step is not None and step.refused:
+                # No content: the conversation is enough to find the lease hand-over in the log.
+                log.warning("history.write_fenced", conversation=write.conversation_id, change=write.kind,
+                            fence=write.fence, note="another process took this conversation's lease; change dropped")
             watched = self._watched.get(write.conversation_id)
-            if watched is not None:
+            if watched is not None and not (step is not None and step.refused):  # a refused change is in no snapshot
                 watched.append(write)
             if self._on_written is not None:
                 try:

@@ -129,11 +129,14 @@ class HistoryCache:
         entry.expires_at = None if write.kind == "clear" else self._renewed()
 
     def written(self, write: HistoryWrite, step: VersionStep | None) -> None:
-        """The writer stored ``write``: keep the copy's version in step, or mark it stale if another replica wrote."""
+        """The writer stored ``write``: keep the copy's version in step, or mark it stale if another replica wrote.
+
+        A refused write (its fencing token was stale) is in the copy but not in the store: the copy is stale too.
+        """
         entry = self._entry(write.conversation_id)
         if entry is None or entry.version is None or step is None:
             return
-        entry.version = step.after if step.before == entry.version else _STALE
+        entry.version = step.after if step.before == entry.version and not step.refused else _STALE
 
     async def aclose(self) -> None:
         """Stop the loader; reads still waiting fail with :class:`StoreError`."""

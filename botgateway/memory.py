@@ -35,12 +35,19 @@ returns without waiting for the store; :meth:`Memory.clear` waits until the
 clear is written; :meth:`Memory.flush` waits for everything, and
 :meth:`Memory.aclose` drains the writer on shutdown (call it before the store
 is closed).
+
+Several processes on one Redis take turns in a conversation through its lease
+(:mod:`botgateway.fleet.lease`): every change made while this process holds
+the lease carries the lease's fencing token (``fences``), so a process that lost
+the lease cannot change the history any more, and :meth:`Memory.settle` is how
+a turn's changes reach the store before the lease is handed on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -149,6 +156,8 @@ class Memory:
         clock: Unix time for ``created_at``.
         cached_conversations: Conversations whose history is kept in memory (LRU); 0 reads each from the store.
         write_backoff: Pacing of the history writer's retries.
+        fences: The fencing token of the conversation's lease this process holds (``None``: none; every
+            change is then written unchecked, as with one process on SQLite).
     """
 
     def __init__(
@@ -163,6 +172,7 @@ class Memory:
         clock: Callable[[], float] = time.time,
         cached_conversations: int = DEFAULT_CACHED_CONVERSATIONS,
         write_backoff: Backoff = WRITE_BACKOFF,
+        fences: Callable[[str], int | None] | None = None,
     ) -> None:
         if max_history_tokens <= 0:
             raise ValueError("max_history_tokens must be positive")
@@ -175,6 +185,7 @@ class Memory:
         self.summary_timeout_s = summary_timeout_s
         self.hard_limit_factor = hard_limit_factor
         self._clock = clock
+        self._fences = fences
         self._locks: dict[str, list[Any]] = {}
         self._writer = CommitQueue(store, on_written=self._written, backoff=write_backoff)
         self._cache = HistoryCache(store, self._writer, max_conversations=cached_conversations, clock=clock)
@@ -336,13 +347,20 @@ class Memory:
         """Wait until every change so far is in the store; raises as :meth:`clear` does."""
         await self._writer.flush()
 
+    async def settle(self, conversation_id: str, timeout_s: float) -> bool:
+        """Wait (up to ``timeout_s``) until the conversation's changes so far are in the store; False if not by then."""
+        return await self._writer.settle(conversation_id, timeout_s)
+
     async def aclose(self) -> None:
         """Write what is still queued (bounded), then stop; later commits raise. Call before the store closes."""
         await self._cache.aclose()
         await self._writer.aclose()
 
     def _change(self, write: HistoryWrite) -> int:
-        """Queue ``write`` for the store and apply it to the cached copy; its ticket."""
+        """Queue ``write`` for the store (with the lease's fencing token) and apply it to the cached copy; its ticket."""
+        fence = self._fences(write.conversation_id) if self._fences is not None else None
+        if fence is not None:
+            write = dataclasses.replace(write, fence=fence)
         ticket = self._writer.submit(write)  # first: once closed this raises and nothing changes
         self._cache.apply(write)
         return ticket

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 import structlog
+import structlog.testing
 
 from botgateway.backoff import Backoff
 from botgateway.memory import Memory
 from botgateway.stores.base import HistorySnapshot, HistoryWrite, StoredTurn, StoreError, VersionStep
 from botgateway.stores.redis import RedisStore
+from botgateway.stores.redis_history import conversation_keys
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 
@@ -367,3 +369,50 @@ async def test_replicas_on_one_redis_see_each_others_commits(tmp_path: Path) -> 
         for store in (one, two):
             await store.close()
         await purge_prefix(prefix)
+
+
+async def test_a_commit_under_a_lost_lease_is_refused_logged_once_and_dropped_and_the_copy_read_again() -> None:
+    prefix = unique_prefix()
+    store = CountingRedis(REDIS_URL, prefix)
+    tokens = {"c": 41}  # the token of the lease this process holds (as fleet.lease hands it out)
+    memory = memory_on(store, fences=tokens.get)
+    try:
+        await memory.commit("c", "t1", plain_turn(1))
+        assert await memory.settle("c", timeout_s=10)
+        assert store.writes[-1][0].fence == 41  # every change carries the lease's token
+
+        await store.client.set(conversation_keys(prefix, "c").fence, 42)  # another process took the lease since
+        store.hold_writes = gate = asyncio.Event()
+        with structlog.testing.capture_logs() as logs:
+            await memory.commit("c", "t2", plain_turn(2))
+            await store.write_started.wait()
+            assert await memory.history("c") == plain_turn(1) + plain_turn(2)  # shown at once, as any commit
+            gate.set()
+            assert await memory.settle("c", timeout_s=10)  # refused counts as settled: it will never be written
+        fenced = [entry for entry in logs if entry["event"] == "history.write_fenced"]
+        assert len(fenced) == 1 and fenced[0]["conversation"] == "c" and fenced[0]["log_level"] == "warning"
+        assert "question 2" not in repr(fenced[0])  # no content in the log
+        assert ids(await store.load_turns("c")) == ["t1"]
+        assert await memory.history("c") == plain_turn(1)  # the copy that showed the refused change is read again
+        await memory.flush()
+        sent = [w for group in store.writes for w in group if w.turn is not None and w.turn.turn_id == "t2"]
+        assert len(sent) == 1  # dropped, not retried
+    finally:
+        await memory.aclose()
+        await store.close()
+        await purge_prefix(prefix)
+
+
+async def test_settle_waits_for_the_conversations_changes_and_gives_up_after_its_timeout(make_store: Backend) -> None:
+    store = await make_store()
+    memory = memory_on(store)
+    assert await memory.settle("c", timeout_s=0.01)  # nothing queued: settled at once
+    store.hold_writes = gate = asyncio.Event()
+    await memory.commit("c", "t1", plain_turn(1))
+    await store.write_started.wait()
+    assert not await memory.settle("c", timeout_s=0.05)  # the store has not taken it
+    settled = asyncio.create_task(memory.settle("c", timeout_s=30))
+    gate.set()
+    assert await settled
+    assert ids(await store.load_turns("c")) == ["t1"]
+    await memory.aclose()
