@@ -211,7 +211,8 @@ class CallPacer(Protocol):
     platform throttles it, pauses the bucket for everyone and tries again, up to
     ``attempts`` calls in all. The call must raise the typed sink errors; the
     last one is raised when the tries run out. Pacing and retries stay in the
-    core, in one place.
+    core, in one place. A call the sink knows it will have to make (a cleanup)
+    is reserved ahead, like a card's final, so live updates cannot spend it.
     """
 
     async def call(
@@ -223,8 +224,24 @@ class CallPacer(Protocol):
         owner: str,
         priority: bool = False,
         attempts: int = 1,
+        reserved: bool = False,
     ) -> _T:
-        """Make ``fn()`` once a token of ``key`` is free; returns its result."""
+        """Make ``fn()`` once a token of ``key`` is free; returns its result.
+
+        ``reserved``: the call uses one call ``owner`` :meth:`reserved <reserve>`; it goes as a priority
+        call, and the reservation is spent once the call lands (or what it acts on is gone: ``CardGone``).
+        """
+        ...
+
+    def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
+        """Keep one call of ``key`` for ``owner``, planned like a card's final (a cleanup: a control's delete).
+
+        Live updates leave it alone; a later :meth:`call` with ``reserved=True`` uses it.
+        """
+        ...
+
+    def release(self, key: str, owner: str) -> None:
+        """``owner`` needs nothing more of ``key``: give back the calls it still holds (never made, or failed)."""
         ...
 
     def spare(self, key: str, limit: RateLimit) -> float:
@@ -242,13 +259,26 @@ class Adapter(Protocol):
     :class:`CardSink` as ``sink`` so cards a previous process left open can be
     finalized. An adapter that can end on its own (the terminal chat when the
     user quits) sets an ``ended`` :class:`asyncio.Event`; ``run`` then shuts down.
+
+    On SIGTERM ``run`` drains: ``stop_receiving`` closes the inbound side only
+    (the platform then delivers to other processes), while the sink still
+    finishes the cards of the answers in progress; ``stop`` comes after them.
     """
 
     name: str
     """Adapter name: ``terminal``, ``slack``, ``dingtalk``."""
 
+    @property
+    def connected(self) -> bool:
+        """Whether it can take questions now (its socket is open, or its HTTP listener is up): ``/readyz`` asks."""
+        ...
+
     async def start(self, gateway: Any) -> None:
         """Connect and start handing messages to ``gateway`` (a :class:`botgateway.gateway.Gateway`)."""
+        ...
+
+    async def stop_receiving(self) -> None:
+        """Take no new messages (close the socket or the listener); the sink keeps working. Idempotent."""
         ...
 
     async def stop(self) -> None:

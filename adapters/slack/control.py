@@ -7,7 +7,12 @@ in the background once the channel's ``chat.postMessage`` budget allows (an
 answer that ends first never gets one) and deleted with ``chat.delete`` when
 the answer ends, is stopped, fails, falls back or turns into an edit-mode
 message (which carries its own button). When it cannot be posted the answer
-still streams; "stop" typed in the thread still works.
+still streams; "stop" typed in the thread still works. The delete is planned
+like a card's final: the control reserves one ``chat.delete`` of the
+workspace when it is opened, and the delete is a priority call that uses it,
+so live updates can never spend it and the control goes as soon as its answer
+ends; the reservation is given back once the control is gone (deleted, taken
+away another way, failed for good, or never posted).
 
 A call waiting for an approval shows on the control too (:meth:`StopControls.show`):
 what would run, with Approve and Deny buttons, edited away once decided. A
@@ -35,7 +40,7 @@ from cachetools import LRUCache
 
 from adapters.slack.errors import call_slack
 from adapters.slack.handles import CardKey, card_key
-from adapters.slack.limits import SlackBuckets, paced
+from adapters.slack.limits import SlackBuckets, paced, release, reserve
 from adapters.slack.inert import allowed_mentions
 from adapters.slack.render import control_blocks, control_done_blocks
 from botgateway.background import BackgroundTasks
@@ -173,6 +178,7 @@ class StopControls:
         control = Control(channel=target.chat_id, thread_ts=target.thread_id, target=target)
         control.prompts, control.stop = prompts, self._enabled
         self._controls[key] = control
+        reserve(self._pacer, self._buckets.delete_bucket(target), _owner(target))
         control.task = self._tasks.spawn(self._post(control), name=f"slack-control:{target.turn_id}")
 
     def show(self, target: CardTarget, prompts: tuple[ApprovalPrompt, ...]) -> None:
@@ -234,17 +240,25 @@ class StopControls:
         return self._tasks.spawn(self._retire(control), name=f"slack-control-retire:{control.target.turn_id}")
 
     async def _retire(self, control: Control) -> None:
-        post = control.task
-        if post is not None and not post.done():
-            if not control.posting and not control.ts:
-                post.cancel()  # still waiting for a post token: the control is simply never posted
-            # A post in flight (or just landed) deletes its own message: it sees ``ending``.
-            await asyncio.wait({post})
-            return
-        if control.edit is not None and not control.edit.done():
-            await asyncio.wait({control.edit})  # an edit landing after the delete's fallback would bring buttons back
-        if control.ts:
-            await self._delete(control)
+        try:
+            post = control.task
+            if post is not None and not post.done():
+                if not control.posting and not control.ts:
+                    post.cancel()  # still waiting for a post token: the control is simply never posted
+                # A post in flight (or just landed) deletes its own message: it sees ``ending``.
+                await asyncio.wait({post})
+                return
+            if control.edit is not None and not control.edit.done():
+                # An edit landing after the delete's fallback would bring buttons back.
+                await asyncio.wait({control.edit})
+            if control.ts:
+                await self._delete(control)
+        finally:
+            self._release(control)
+
+    def _release(self, control: Control) -> None:
+        """The control needs no delete any more: give back the one reserved for it."""
+        release(self._pacer, self._buckets.delete_bucket(control.target), _owner(control.target))
 
     async def _post(self, control: Control) -> None:
         target = control.target
@@ -286,6 +300,7 @@ class StopControls:
         except asyncio.CancelledError:
             raise
         except SinkError as error:
+            self._release(control)  # never posted: nothing to delete
             log.warning("slack.stop_control_failed", turn_id=target.turn_id, channel=control.channel,
                         error=str(error), note="the answer streams without a Stop button; 'stop' in the thread still works")
         except Exception:
@@ -312,7 +327,7 @@ class StopControls:
         try:
             await paced(self._pacer, self._buckets.delete_bucket(target),
                         lambda: call_slack(self._client.chat_delete, channel=control.channel, ts=control.ts),
-                        owner=_owner(target), attempts=CONTROL_ATTEMPTS)
+                        owner=_owner(target), attempts=CONTROL_ATTEMPTS, reserved=True)
             log.debug("slack.stop_control_deleted", turn_id=target.turn_id, ts=control.ts)
             return
         except CardGone:

@@ -10,6 +10,8 @@ The streamer pays for the one call it asked the sink for. Any other call (a
 Stop control, a rollover's new stream, a placeholder where a stream was
 planned) goes through the :class:`~botgateway.sink.CallPacer` with
 :func:`paced` or :func:`on_own_budget`; the sink never paces or retries itself.
+A call the sink will have to make later (a Stop control's delete) is
+:func:`reserved <reserve>` when it is planned, like a card's final.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from botgateway.sink import CallPacer, CardTarget, RateLimited, TransientError
 if TYPE_CHECKING:
     from botgateway.config import SlackConfig
 
-__all__ = ["DELETE_RATE_PER_MIN", "Bucket", "SlackBuckets", "on_own_budget", "paced", "window_limit"]
+__all__ = [
+    "DELETE_RATE_PER_MIN", "Bucket", "SlackBuckets", "on_own_budget", "paced", "release", "reserve", "window_limit",
+]
 
 _T = TypeVar("_T")
 
@@ -114,15 +118,30 @@ async def paced(
     owner: str,
     priority: bool = False,
     attempts: int = 1,
+    reserved: bool = False,
 ) -> _T:
     """``fn()`` paid from ``bucket`` by ``pacer`` (see :class:`~botgateway.sink.CallPacer`); without one, made directly.
 
-    ``fn`` must raise the typed sink errors (:func:`~adapters.slack.errors.call_slack`).
+    ``fn`` must raise the typed sink errors (:func:`~adapters.slack.errors.call_slack`). ``reserved``: the
+    call uses what ``owner`` reserved of ``bucket`` (:func:`reserve`).
     """
     if pacer is None:
         return await fn()
     key, limit = bucket
-    return await pacer.call(key, limit, fn, owner=owner, priority=priority, attempts=attempts)
+    return await pacer.call(key, limit, fn, owner=owner, priority=priority, attempts=attempts, reserved=reserved)
+
+
+def reserve(pacer: CallPacer | None, bucket: Bucket, owner: str) -> None:
+    """Keep one call of ``bucket`` for ``owner`` (a cleanup the sink will have to make), planned like a final."""
+    if pacer is not None:
+        key, limit = bucket
+        pacer.reserve(key, limit, owner)
+
+
+def release(pacer: CallPacer | None, bucket: Bucket, owner: str) -> None:
+    """Give back what ``owner`` still holds of ``bucket`` (the cleanup was made, failed for good, or is not needed)."""
+    if pacer is not None:
+        pacer.release(bucket[0], owner)
 
 
 async def on_own_budget(

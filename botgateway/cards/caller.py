@@ -272,7 +272,9 @@ class BudgetPacer:
     """The core's :class:`~botgateway.sink.CallPacer`: a sink's own calls, paced by the shared budget.
 
     Throttles pause the named bucket for every card (for ``Retry-After``, else
-    ``backoff``) before the next try; other errors are raised at once.
+    ``backoff``) before the next try; other errors are raised at once. A call
+    made with ``reserved=True`` spends the owner's reservation once it lands;
+    one that fails leaves it for the sink to :meth:`release`.
     """
 
     def __init__(self, budget: RateBudget | None, *, backoff: Backoff = PACER_BACKOFF) -> None:
@@ -283,6 +285,16 @@ class BudgetPacer:
         """Calls of ``key`` free beyond the reservations (unpaced: unlimited)."""
         return float("inf") if self._budget is None else self._budget.spare(key, limit)
 
+    def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
+        """Keep one call of ``key`` for ``owner`` (see :class:`~botgateway.sink.CallPacer`)."""
+        if self._budget is not None:
+            self._budget.reserve(key, limit, owner)
+
+    def release(self, key: str, owner: str) -> None:
+        """Give back the calls of ``key`` that ``owner`` still holds."""
+        if self._budget is not None:
+            self._budget.release(key, owner)
+
     async def call(
         self,
         key: str,
@@ -292,13 +304,18 @@ class BudgetPacer:
         owner: str,
         priority: bool = False,
         attempts: int = 1,
+        reserved: bool = False,
     ) -> _T:
         """Make ``fn()`` once a token of ``key`` is free (see :class:`~botgateway.sink.CallPacer`)."""
         for attempt in range(max(attempts, 1)):
             if self._budget is not None:
-                await self._budget.acquire(key, limit, owner, priority=priority)
+                await self._budget.acquire(key, limit, owner, priority=priority or reserved)
             try:
-                return await fn()
+                result = await fn()
+            except CardGone:
+                if reserved and self._budget is not None:
+                    self._budget.unreserve(key, owner)  # nothing left to act on: the call is not needed
+                raise
             except RateLimited as exc:
                 pause = exc.retry_after if exc.retry_after and exc.retry_after > 0 else self._backoff.delay(attempt)
                 if self._budget is not None:
@@ -308,6 +325,10 @@ class BudgetPacer:
                     raise
                 if self._budget is None:
                     await asyncio.sleep(min(pause, PACER_MAX_SLEEP_S))
+                continue
+            if reserved and self._budget is not None:
+                self._budget.unreserve(key, owner)
+            return result
         raise AssertionError("unreachable")
 
 
