@@ -1,0 +1,187 @@
+"""One rate budget for the whole fleet, in the real Redis: each ledger here stands for one process.
+
+Every process has its own instance id and its own fair line in front of the
+shared accounts; the clock is the test's (the scripts take the callers' time),
+so a minute-long window is tested without waiting and no assertion depends on
+timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis.asyncio as aioredis
+
+from botgateway.budget import RateBudget, RateLimit
+from botgateway.ledgers.redis import RedisLedger
+from botgateway.ledgers.shared import SharedLedger
+from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+
+KEY = "slack:T1:chat.update"
+
+
+class Clock:
+    """Wall-clock time the test moves by hand (every process of the test reads the same one)."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Fleet:
+    """Ledgers standing for processes sharing one Redis under the test's own key prefix."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.clock = Clock()
+        self.ledgers: list[SharedLedger] = []
+
+    def process(self, name: str, *, share: int = 3, reservation_ttl_s: float = 30.0) -> SharedLedger:
+        """A process called ``name``; it refreshes its reservations only when the test says (never by itself)."""
+        redis = RedisLedger.connect(REDIS_URL, prefix=self.prefix, instance_id=name, clock=self.clock,
+                                    reservation_ttl_s=reservation_ttl_s)
+        ledger = SharedLedger(redis, share=share, refresh_s=3600.0)
+        self.ledgers.append(ledger)
+        return ledger
+
+    async def redis(self, command: Callable[[aioredis.Redis], object]) -> object:
+        """Run one command on the test's Redis (to look at what the scripts keep)."""
+        client = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+        try:
+            return await command(client)  # type: ignore[misc]
+        finally:
+            await client.aclose()
+
+
+@pytest.fixture
+async def fleet() -> AsyncIterator[Fleet]:
+    fleet = Fleet(unique_prefix())
+    try:
+        yield fleet
+    finally:
+        for ledger in fleet.ledgers:
+            await ledger.aclose()
+        await purge_prefix(fleet.prefix)
+
+
+async def _until_done(tasks: list[asyncio.Task[float]], count: int) -> None:
+    """Wait until ``count`` of ``tasks`` have finished."""
+    async with asyncio.timeout(20):
+        while sum(task.done() for task in tasks) < count:
+            await asyncio.wait([task for task in tasks if not task.done()], return_when=asyncio.FIRST_COMPLETED)
+
+
+async def _cancel(tasks: list[asyncio.Task[float]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _grants(fleet: Fleet, ledger: SharedLedger, limit: RateLimit, *, live: bool, tries: int) -> int:
+    verdicts = [await ledger.take(KEY, limit, live=live, later=False) for _ in range(tries)]
+    return sum(verdict.granted for verdict in verdicts)
+
+
+async def test_processes_together_never_grant_more_than_a_windows_limit(fleet: Fleet) -> None:
+    limit = RateLimit.window(10, 60.0)
+    processes = [fleet.process(name) for name in ("a", "b", "c")]
+    verdicts = await asyncio.gather(*(processes[i % 3].take(KEY, limit, live=bool(i % 2), later=False)
+                                      for i in range(60)))
+    assert sum(verdict.granted for verdict in verdicts) == 10  # 60 calls at once from three processes
+    fleet.clock.now += 59.0
+    assert await _grants(fleet, processes[1], limit, live=False, tries=5) == 0  # still the same window
+    fleet.clock.now += 1.0
+    assert await _grants(fleet, processes[2], limit, live=False, tries=15) == 10  # a new window, for everyone
+
+    # The same through each process's own fair line.
+    fleet.clock.now += 60.0
+    budgets = [RateBudget(ledger=ledger) for ledger in processes]
+    waits = [asyncio.create_task(budgets[i % 3].acquire(KEY, limit, f"card-{i}", priority=i % 4 == 0))
+             for i in range(24)]
+    await _until_done(waits, 10)
+    assert not (await processes[0].take(KEY, limit, live=False, later=False)).granted  # spent for everyone
+    assert sum(task.done() for task in waits) == 10 and sum(budget.waiting(KEY) for budget in budgets) == 14
+    fleet.clock.now += 60.0  # the lines ask again by themselves (every poll_s), and see the new window
+    await _until_done(waits, 20)
+    assert sum(task.done() for task in waits) == 20
+    assert await fleet.redis(lambda r: r.zcard(f"{fleet.prefix}budget:{{{KEY}}}:grants")) == 10
+    await _cancel(waits)
+
+
+async def test_one_processes_reservations_keep_anothers_live_updates_off_them(fleet: Fleet) -> None:
+    limit = RateLimit.window(6, 60.0)
+    a, b = fleet.process("a"), fleet.process("b")
+    a.reserve(KEY, limit, "card-1")
+    a.reserve(KEY, limit, "card-2")  # two open cards on process a will need their finals
+    await a.settle()
+    assert await _grants(fleet, b, limit, live=True, tries=6) == 4  # b's live updates get what is left
+    assert (await b.take(KEY, limit, live=False, later=False)).granted  # b's own final still goes
+    assert b.spare(KEY, limit) == 0 and a.reserved(KEY) == 2 and b.reserved(KEY) == 0
+
+    budget = RateBudget(ledger=b)
+    live = asyncio.create_task(budget.acquire(KEY, limit, "card-3"))
+    await asyncio.wait({live}, timeout=0)
+    assert not live.done()
+    a.release(KEY, "card-1")  # one card of a ended another way: one call left, still kept for card-2's final
+    await a.settle()
+    assert not (await b.take(KEY, limit, live=True, later=False)).granted
+    a.release(KEY, "card-2")
+    await a.settle()
+    assert await asyncio.wait_for(live, 20) >= 0  # b's line hears of it on its next ask
+    assert not (await a.take(KEY, limit, live=False, later=False)).granted  # the window is spent now
+
+
+async def test_a_processes_reservations_vanish_once_it_stops_refreshing_them(fleet: Fleet) -> None:
+    limit = RateLimit.window(3, 60.0)
+    a, b = fleet.process("a", reservation_ttl_s=30.0), fleet.process("b")
+    for card in ("c1", "c2", "c3"):
+        a.reserve(KEY, limit, card)
+    await a.settle()  # and then a is killed: nothing refreshes its reservations any more
+    assert not (await b.take(KEY, limit, live=True, later=False)).granted
+    fleet.clock.now += 29.0
+    assert not (await b.take(KEY, limit, live=True, later=False)).granted
+    fleet.clock.now += 1.5
+    assert (await b.take(KEY, limit, live=True, later=False)).granted  # a's reservations expired with it
+    assert await fleet.redis(lambda r: r.hlen(f"{fleet.prefix}budget:{{{KEY}}}:reserved")) == 0  # and were removed
+
+
+async def test_a_throttle_seen_by_one_process_pauses_the_key_for_all(fleet: Fleet) -> None:
+    bucket = RateLimit(rate_per_s=19.0, burst=19)  # a DingTalk app's card API, shared by every process
+    a, b = fleet.process("a"), fleet.process("b")
+    assert (await a.take("dingtalk:app", bucket, live=True, later=False)).granted
+    a.pause("dingtalk:app", 5.0)  # DingTalk answered 403 QpsLimit to a
+    await a.settle()
+    assert not (await b.take("dingtalk:app", bucket, live=False, later=False)).granted
+    assert b.paused_for("dingtalk:app") == 5.0
+    budget = RateBudget(ledger=b)
+    assert not budget.try_acquire("dingtalk:app", bucket, "card", priority=True)
+    fleet.clock.now += 5.0
+    assert not (await b.take("dingtalk:app", bucket, live=False, later=False)).granted  # restarted empty
+    fleet.clock.now += 1.0
+    assert (await b.take("dingtalk:app", bucket, live=False, later=False)).granted
+
+
+async def test_a_shared_token_bucket_refills_at_the_platforms_rate(fleet: Fleet) -> None:
+    bucket = RateLimit(rate_per_s=2.0, burst=2)
+    a, b = fleet.process("a"), fleet.process("b")
+    assert (await a.take("dingtalk:app", bucket, live=True, later=False)).granted
+    assert (await b.take("dingtalk:app", bucket, live=True, later=False)).granted
+    denied = await a.take("dingtalk:app", bucket, live=False, later=False)
+    assert not denied.granted and 0 < denied.retry_in_s <= 0.5
+    fleet.clock.now += 0.5
+    assert (await b.take("dingtalk:app", bucket, live=True, later=False)).granted
+    assert not (await a.take("dingtalk:app", bucket, live=True, later=False)).granted
+
+
+async def test_a_throttle_in_a_shared_window_lowers_its_allowance_for_every_process(fleet: Fleet) -> None:
+    limit = RateLimit.window(20, 60.0)
+    a, b = fleet.process("a"), fleet.process("b")
+    assert await _grants(fleet, a, limit, live=True, tries=10) == 10
+    a.pause(KEY, 5.0)  # throttled at 10 calls in the window: Slack counts more than we do
+    await a.settle()
+    fleet.clock.now += 5.0
+    assert await _grants(fleet, b, limit, live=False, tries=20) == 8  # one step lower (18 - 10), for b too
