@@ -96,8 +96,8 @@ class ApprovalGate:
         pending = None
         too_long = len(shown_arguments(arguments)) > MAX_SHOWN_ARGUMENTS
         if self._desk is not None and not too_long:
-            pending = self._desk.open(turn_id=self._turn_id, call_id=call_id, tool=tool, arguments=dict(arguments),
-                                      asker=asker, **_where(self._ctx))
+            pending = await self._desk.reserve(turn_id=self._turn_id, call_id=call_id, tool=tool,
+                                               arguments=dict(arguments), asker=asker, **_where(self._ctx))
         if pending is None:
             verdict: ApprovalVerdict = "too_long" if too_long else "unavailable"
             log.info("approval.not_possible", tool=tool, call_id=call_id, verdict=verdict)

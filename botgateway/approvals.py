@@ -4,9 +4,11 @@ A call that needs an approval (:attr:`~botgateway.grant.Grant.approval`) is put
 on the :class:`ApprovalDesk` under a short numeric code; its card shows the code
 with Approve and Deny buttons, and approvers may also type ``approve 4821``.
 The gateway checks *who* decides (only an approver, :meth:`Gateway.decide_approval`);
-the desk only matches a decision to the waiting call. It is in-process: a
-decision must reach the process running the turn, which it does as long as one
-process serves the platform (a fleet shares it through Redis, later).
+the desk only matches a decision to the waiting call. The desk is in-process:
+in a fleet, its codes are reserved fleet-wide (:class:`SharedCodes`, so no two
+processes show the same code at once, and a quarantined code stays unused in
+every process), and a decision received by another process is forwarded to this
+one (:mod:`botgateway.fleet`), where it is checked as if it came here.
 
 The turn side, waiting with the turn's deadline paused, is
 :mod:`botgateway.approval_gate`.
@@ -19,11 +21,24 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
+
+import structlog
 
 from botgateway.principal import Principal
 
-__all__ = ["CODE_QUARANTINE_S", "MAX_PENDING", "ApprovalDesk", "ApprovalRequest", "ApprovalVote", "DeskAnswer", "PendingApproval"]
+__all__ = [
+    "CODE_QUARANTINE_S",
+    "MAX_PENDING",
+    "ApprovalDesk",
+    "ApprovalRequest",
+    "ApprovalVote",
+    "DeskAnswer",
+    "PendingApproval",
+    "SharedCodes",
+]
+
+log = structlog.get_logger(__name__)
 
 MAX_PENDING = 1000
 """Approvals waiting at once, at most; a call past it is denied at once (codes stay short and unguessable enough)."""
@@ -35,8 +50,24 @@ nothing instead of deciding someone else's call."""
 _MAX_QUARANTINED = 9000 - MAX_PENDING - 1000
 """Codes kept out of use at most, so that a free 4-digit code is always found quickly."""
 
-DeskAnswer: TypeAlias = Literal["decided", "unknown", "not_approver", "own_request"]
-"""What became of a decision: it ended the wait, no such approval waits, or the decider may not decide it."""
+_CLAIM_ATTEMPTS = 20
+"""Codes tried before a request is refused because every one tried is in use elsewhere in the fleet."""
+
+DeskAnswer: TypeAlias = Literal["decided", "unknown", "not_approver", "own_request", "unreachable"]
+"""What became of a decision: it ended the wait, no such approval waits, the decider may not decide it, or the
+process where it waits did not answer in time."""
+
+
+class SharedCodes(Protocol):
+    """Approval codes reserved across the processes of a fleet (:class:`~botgateway.fleet.directory.FleetDirectory`)."""
+
+    async def claim(self, code: str) -> bool:
+        """Reserve ``code`` for this process; False when another process uses it (or used it within the quarantine)."""
+        ...
+
+    def release(self, code: str) -> None:
+        """The approval under ``code`` ended: keep the code out of use fleet-wide for the quarantine (in the background)."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,10 +117,15 @@ class PendingApproval:
 class ApprovalDesk:
     """Pending approvals by code (mutable; one per process, owned by the composition root)."""
 
-    def __init__(self, *, codes: Callable[[], str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        """``codes`` makes a candidate code (tests pass a fixed sequence); default: 4 random digits."""
+    def __init__(
+        self, *, codes: Callable[[], str] | None = None, clock: Callable[[], float] = time.monotonic,
+        shared: SharedCodes | None = None,
+    ) -> None:
+        """``codes`` makes a candidate code (tests pass a fixed sequence); default: 4 random digits.
+        ``shared``: the fleet's reservations, which :meth:`reserve` and :meth:`close` keep (``None``: one process)."""
         self._codes = codes or (lambda: str(1000 + secrets.randbelow(9000)))
         self._clock = clock
+        self._shared = shared
         self._pending: dict[str, PendingApproval] = {}
         self._ended: dict[str, float] = {}  # code → when its approval ended (quarantined until CODE_QUARANTINE_S later)
 
@@ -109,15 +145,46 @@ class ApprovalDesk:
         self._pending[code] = pending
         return pending
 
+    async def reserve(self, **request: Any) -> PendingApproval | None:
+        """:meth:`open`, under a code no other process of the fleet uses; ``None`` when none can be had.
+
+        Without ``shared`` it is :meth:`open`. When the fleet's reservations
+        cannot be reached, the request is opened anyway (it is decided through
+        this process only) and the failure logged.
+        """
+        for _ in range(_CLAIM_ATTEMPTS):
+            pending = self.open(**request)
+            if pending is None or self._shared is None:
+                return pending
+            try:
+                if await self._shared.claim(pending.request.code):
+                    return pending
+            except asyncio.CancelledError:
+                self.close(pending)  # the claim may have landed: give it back
+                raise
+            except Exception as exc:
+                log.warning("approval.code_not_shared", code=pending.request.code, error=type(exc).__name__,
+                            note="decisions reach this request only through this process")
+                return pending
+            self._withdraw(pending)  # in use elsewhere: quarantined here too, and not released for its holder
+        return None
+
     def close(self, pending: PendingApproval) -> None:
         """Take ``pending`` off the desk (decided, timed out, or its turn ended); later decisions find nothing.
 
         Only that request: its code may not be taken away from another one.
         """
+        if self._withdraw(pending) and self._shared is not None:
+            self._shared.release(pending.request.code)
+
+    def _withdraw(self, pending: PendingApproval) -> bool:
+        """Take ``pending`` off the desk and quarantine its code; False when it was not on the desk any more."""
         code = pending.request.code
-        if self._pending.get(code) is pending:
+        mine = self._pending.get(code) is pending
+        if mine:
             del self._pending[code]
         self._ended[code] = self._clock()
+        return mine
 
     def _forget_old_codes(self) -> None:
         """Codes out of quarantine may be handed out again; so may the oldest when too few would be left."""

@@ -13,6 +13,11 @@ cancels its handler tasks when its socket drops). Whatever happens to the turn
 If the whole process dies, its cards stay on record as open, owned by its
 instance id, and :mod:`botgateway.recovery` closes them (from this process's
 heartbeats, other replicas know it is gone).
+
+Several processes on one Redis (a ``fleet``) behave as one: a turn also takes
+its conversation's lease before it runs, so one turn per conversation holds
+across processes, and stops and approval votes received here for a turn or an
+approval of another process are applied there (:mod:`botgateway.turn_control`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.fair_slots import FairSlots, fair_share
+from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
@@ -48,6 +54,7 @@ from botgateway.stores.base import Store
 from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
+from botgateway.turn_control import TurnControl
 from botgateway.turn_runner import TurnRunner
 from botgateway.whoami import WHOAMI_WORDS, describe, refusal_note
 
@@ -79,9 +86,11 @@ class Gateway:
         instance_id: str | None = None,
         limits: PrincipalLimits | None = None,
         approvals: ApprovalDesk | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         """``limits`` defaults to the ``limits:`` section's, for everyone (tests inject a clock);
-        ``approvals`` is the desk the loop's waiting calls are on (``None``: no call can be approved)."""
+        ``approvals`` is the desk the loop's waiting calls are on (``None``: no call can be approved);
+        ``fleet``: the other processes on the same Redis (``None``: this process is the only one)."""
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._clear_history = clear_history
@@ -93,6 +102,7 @@ class Gateway:
         self._tool_names = lambda: loop.tools.names  # read per message: MCP servers add tools as they come up
         self._always_approve = loop.tools.approval_required
         self._approvers = Approvers(approvals, self._policy, self._tool_names) if approvals is not None else None
+        self._fleet = fleet
         self._limit_defaults = Limits(turns_per_minute=config.limits.turns_per_minute,
                                       concurrent_turns=config.limits.concurrent_turns,
                                       tokens_per_day=config.limits.tokens_per_day)
@@ -108,7 +118,10 @@ class Gateway:
             observers=observers,
             release=self._release,
             limits=self._limits,
+            fleet=fleet,
         )
+        self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=self._approvers, fleet=fleet,
+                                    cancel=lambda turn, by: self._cancel(turn, stopped_by=by))
         self._side = BackgroundTasks()
         """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
         self._background = BackgroundTasks()
@@ -189,8 +202,8 @@ class Gateway:
         command = parse_command(msg.text)
         if command is not None and self._approvers is not None:
             # Typed where the card is: a vote from any other chat counts for nothing.
-            result = self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale,
-                                          channel=place_of(msg).channel)
+            result = await self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale,
+                                                channel=place_of(msg).channel)
             return self._tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
 
         # The configured policy always applies, after any custom hook; a refused asker costs no model request.
@@ -241,33 +254,29 @@ class Gateway:
             return Submission(status="queued", turn_id=turn.turn_id, done=turn.done, position=position)
         return Submission(status="started", turn_id=turn.turn_id, done=turn.done)
 
-    def decide_approval(
+    async def decide_approval(
         self, code: str, principal: Principal, *, approved: bool, locale: str, channel: str | None = None,
         token: str | None = None,
     ) -> VoteResult:
         """An Approve/Deny button press (with the button's ``token``) or an ``approve 4821`` reply (typed in
-        ``channel``): counted when ``principal`` may decide it there.
+        ``channel``): counted when ``principal`` may decide it there, in whichever process the approval waits.
 
         The result's note is for the decider alone; the card shows a counted decision by itself.
         """
-        if self._approvers is None:
-            return VoteResult("unknown", t(locale, "approval_unknown", code=code))
-        return self._approvers.vote(code, principal, approved=approved, locale=locale, channel=channel, token=token)
+        ballot = Ballot(code=code, principal=principal, approved=approved, locale=locale, channel=channel, token=token)
+        return await self._control.vote(ballot)
+
+    async def stop(self, turn_id: str, user_id: str) -> StopAnswer:
+        """Stop a running or queued turn (stop buttons), in whichever process it runs; only its asker or an admin may.
+
+        The answer says whether it was told to stop, or why not (for the presser). The card ends as
+        "stopped" and the conversation's history is left as it was before the turn.
+        """
+        return await self._control.stop(turn_id, user_id)
 
     async def stop_turn(self, turn_id: str, user_id: str) -> bool:
-        """Stop a running or queued turn (stop buttons); only its asker or an admin may.
-
-        Returns True when the turn was told to stop. The card ends as "stopped"
-        and the conversation's history is left as it was before the turn.
-        """
-        turn = self._queues.get(turn_id)
-        if turn is None or turn.done.done() or turn.finishing:
-            return False  # unknown, or the answer is complete and its card being finalized
-        if user_id != turn.user_id and not self.is_admin(user_id):
-            log.info("gateway.stop_refused", turn_id=turn_id, user=user_id)
-            return False
-        self._cancel(turn, stopped_by=user_id)
-        return True
+        """:meth:`stop`, answering only whether the turn was told to stop."""
+        return await self.stop(turn_id, user_id) == "stopped"
 
     async def wait_turn(self, turn_id: str) -> TurnOutcome | None:
         """Wait until ``turn_id``'s card is final (None when the turn is unknown)."""
@@ -277,8 +286,10 @@ class Gateway:
         return await asyncio.shield(turn.done)
 
     async def start(self) -> None:
-        """Announce this process (heartbeats) before any adapter can open a card. Idempotent."""
+        """Announce this process (heartbeats) and listen to the fleet before any adapter can open a card. Idempotent."""
         await self.recovery.start()
+        if self._fleet is not None:
+            await self._fleet.start(self._control)
 
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
@@ -307,6 +318,8 @@ class Gateway:
                 turn.done.set_result(TurnOutcome(turn_id=turn.turn_id, outcome="stopped", answer=turn.answer, snapshot=turn.state.snapshot()))
         await self._background.aclose()
         await self._runner.aclose()
+        if self._fleet is not None:
+            await self._fleet.aclose()  # after the turns: their leases are handed over first
         # Last: a card still open now is an orphan that the other processes may close.
         await self.recovery.aclose()
 
@@ -369,16 +382,18 @@ class Gateway:
             turn.task.cancel()
 
     async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
-        user = msg.ctx.user_id or msg.target.user_id
-        turns = self._queues.line(msg.conversation_id)
-        mine = [t for t in turns if t.user_id == user or self.is_admin(user)]
-        if not mine:
-            note = t(msg.target.locale, "not_yours" if turns else "nothing_to_stop")
-            return self._refuse(msg, sink, note, status="stopped")
-        # "stop" ends the asker's running turn and drops their waiting questions too
-        for turn in mine:
-            self._cancel(turn, stopped_by=user)
-        return Submission(status="stopped", turn_id=mine[0].turn_id, done=mine[0].done)
+        # "stop" ends the asker's running turn and drops their waiting questions too, in every process
+        tally = await self._control.stop_conversation(msg.conversation_id, msg.ctx.user_id or msg.target.user_id)
+        if not tally.stopped:
+            key = "not_yours" if tally.refused else "stop_unreachable" if tally.unreachable else "nothing_to_stop"
+            return self._refuse(msg, sink, t(msg.target.locale, key), status="stopped")
+        turn = self._queues.get(tally.stopped[0])
+        if turn is not None:
+            return Submission(status="stopped", turn_id=turn.turn_id, done=turn.done)
+        # Stopped in another process: its card is finished there.
+        done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        done.set_result(TurnOutcome(turn_id=tally.stopped[0], outcome="stopped"))
+        return Submission(status="stopped", turn_id=tally.stopped[0], done=done)
 
     def _tell(self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus, private: bool) -> Submission:
         """Answer ``msg`` with a neutral ``note``; to the asker alone when ``private`` and the platform can."""

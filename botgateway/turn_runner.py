@@ -5,6 +5,10 @@ The turn waits for its place in the conversation and a slot of the process
 or crashed; then its card is finalized, the next question of the conversation
 may run, and the turn is audited. Each tool call is also written down as it
 starts and ends, so a turn whose process is killed still has its calls audited.
+
+In a fleet, the turn's place is also its conversation's lease across
+processes (its card says it waits, as in the line), handed over once the
+turn's history is in the store.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from botgateway.background import BackgroundTasks
 from botgateway.cards.metrics import CardMetrics
 from botgateway.events import TurnEvent, TurnFailed
 from botgateway.fair_slots import FairSlots
+from botgateway.fleet.base import Fleet
 from botgateway.limits import PrincipalLimits, asker_of
 from botgateway.loop import ToolLoop
 from botgateway.messages import TurnOutcome
@@ -48,15 +53,18 @@ class TurnRunner:
         observers: Sequence[TurnObserver] = (),
         release: Callable[[ScheduledTurn], None],
         limits: PrincipalLimits | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         """``release(turn)`` is called once the card is final, before the audit, to let the next turn run.
 
-        ``limits`` is told when a turn ends (its tokens count against the asker's day, its lease ends).
+        ``limits`` is told when a turn ends (its tokens count against the asker's day, its lease ends);
+        ``fleet`` (several processes on one store) is told of each turn and holds the conversation's lease for it.
         """
         self._loop = loop
         self._store = store
         self._slots = slots
         self._limits = limits
+        self._fleet = fleet
         self._observers = tuple(observers)
         self._release = release
         self._rows = BackgroundTasks()
@@ -96,10 +104,16 @@ class TurnRunner:
         try:
             # The model request does not wait for the card: deltas that come first are shown once it exists.
             await turn.streamer.start(wait=False)
+            if self._fleet is not None:
+                await self._fleet.announce(turn.turn_id, msg.conversation_id)  # stoppable through any process
             if turn.stop_requested:
                 raise asyncio.CancelledError
-            if not turn.go.is_set():
+            waited = not turn.go.is_set()
+            if waited:
                 await turn.go.wait()
+            if self._fleet is not None:
+                waited = await self._fleet.hold(msg.conversation_id, turn.turn_id, lambda: _show_queued(turn)) or waited
+            if waited:
                 turn.state.mark_started()
                 await turn.streamer.refresh()
             async with self._slots.hold(asker_of(msg)):
@@ -131,6 +145,9 @@ class TurnRunner:
 
     async def _ended(self, turn: ScheduledTurn, metrics: CardMetrics | None, started: float) -> None:
         self._release(turn)
+        if self._fleet is not None:
+            self._fleet.hand_over(turn.msg.conversation_id, turn.turn_id)
+            self._fleet.withdraw(turn.turn_id, turn.msg.conversation_id)
         snapshot = turn.state.snapshot()
         outcome = TurnOutcome(turn_id=turn.turn_id, outcome=turn.outcome, answer=turn.answer or snapshot.answer, snapshot=snapshot, metrics=metrics)
         log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
@@ -179,6 +196,15 @@ class TurnRunner:
                 observer.turn_ended(record, metrics)
             except Exception as exc:  # metrics must never cost an answer
                 log.warning("gateway.observer_failed", turn_id=record.turn_id, error=type(exc).__name__)
+
+
+async def _show_queued(turn: ScheduledTurn) -> None:
+    """The conversation's lease is held by a turn of another process: the card says it waits, as in the line."""
+    turn.state.mark_queued()
+    try:
+        await turn.streamer.refresh()
+    except Exception as exc:  # the card catches up with the next update
+        log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
 
 
 async def _feed_quietly(turn: ScheduledTurn, event: TurnEvent) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 import structlog
 import structlog.testing
 
@@ -381,7 +382,8 @@ async def test_a_commit_under_a_lost_lease_is_refused_logged_once_and_dropped_an
         assert await memory.settle("c", timeout_s=10)
         assert store.writes[-1][0].fence == 41  # every change carries the lease's token
 
-        await store.client.set(conversation_keys(prefix, "c").fence, 42)  # another process took the lease since
+        async with aioredis.Redis.from_url(REDIS_URL) as raw:
+            await raw.set(conversation_keys(prefix, "c").fence, 42)  # another process took the lease since
         store.hold_writes = gate = asyncio.Event()
         with structlog.testing.capture_logs() as logs:
             await memory.commit("c", "t2", plain_turn(2))

@@ -234,8 +234,8 @@ class DingTalkAdapter:
         presser = await self.resolve_principal(
             Principal.of(self.name, action.user_id, team=action.corp_id, external=external))
         locale = self.config.locale
-        result = self._gateway.decide_approval(action.code, presser, approved=action.approved, locale=locale,
-                                               token=action.token)
+        result = await self._gateway.decide_approval(action.code, presser, approved=action.approved, locale=locale,
+                                                     token=action.token)
         if result.answer == "decided":
             return
         try:

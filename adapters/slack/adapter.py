@@ -127,7 +127,6 @@ class SlackAdapter:
         self._tasks = BackgroundTasks()
         self._store = store
         self._bot_threads = BotThreads(store)
-        self._live_turns: dict[str, Submission] = {}
         self._names = DisplayNames(self.client)
         self._observer = observer
         self._connect_timeout_s = connect_timeout_s
@@ -280,13 +279,13 @@ class SlackAdapter:
         assert self._gateway is not None
         turn_id = str(action.get("value") or "")
         user = str((body.get("user") or {}).get("id") or "")
-        if turn_id and await self._gateway.stop_turn(turn_id, user):
+        # The turn may run in another process of the fleet: the gateway asks it, and says why not.
+        answer = await self._gateway.stop(turn_id, user) if turn_id else "already_done"
+        if answer == "stopped":
             log.info("slack.stop_pressed", turn_id=turn_id, user=user)
             self._report(Delivery("block_actions", "handled", "stopped"))
             return
-        live = self._live_turns.get(turn_id)
-        running = live is not None and live.done is not None and not live.done.done()
-        reason = "not_yours" if running else "already_done"
+        reason = "stop_unreachable" if answer == "unreachable" else answer
         await self._tell_presser(body, t(self.config.locale, reason))
         self._report(Delivery("block_actions", "ignored", reason))
 
@@ -302,8 +301,8 @@ class SlackAdapter:
         presser = await self.resolve_principal(presser)
         code, _, token = str(action.get("value") or "").partition(":")
         channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
-        result = self._gateway.decide_approval(code, presser, approved=action.get("action_id") == APPROVE_ACTION_ID,
-                                               locale=self.config.locale, channel=f"slack:{channel}", token=token)
+        result = await self._gateway.decide_approval(code, presser, approved=action.get("action_id") == APPROVE_ACTION_ID,
+                                                     locale=self.config.locale, channel=f"slack:{channel}", token=token)
         if result.answer != "decided":
             await self._tell_presser(body, result.note)
         self._report(Delivery("block_actions", "handled" if result.answer == "decided" else "ignored", result.answer))
@@ -373,7 +372,6 @@ class SlackAdapter:
         if submission.status == "duplicate":
             return Delivery(kind, "duplicate", "same channel and ts", submission)
         if submission.status in ("started", "queued") and submission.turn_id:
-            self._live_turns[submission.turn_id] = submission
             assistant_thread = direct and bool(event.get("thread_ts"))
             self._tasks.spawn(self._follow(submission, channel, thread_ts if assistant_thread else None),
                               name=f"slack-follow:{submission.turn_id}")
@@ -384,14 +382,13 @@ class SlackAdapter:
         return await resolve_safely(self.groups, principal)
 
     async def _follow(self, submission: Submission, channel: str, status_thread: str | None) -> None:
-        """Show the assistant-pane status while the turn works; forget the turn when its card is final."""
+        """Show the assistant-pane status while the turn works, until its card is final."""
         try:
             if status_thread:
                 await self._set_status(channel, status_thread, self.config.status_text or t(self.config.locale, "thinking_status"))
             if submission.done is not None:
                 await asyncio.shield(submission.done)
         finally:
-            self._live_turns.pop(submission.turn_id, None)
             if status_thread:
                 await self._set_status(channel, status_thread, "")
 

@@ -18,8 +18,13 @@ from botgateway.config import Config, ConfigError
 from botgateway.tooling import Tool, ToolRegistry
 
 if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
     from botgateway.approvals import ApprovalDesk
     from botgateway.budget import RateBudget
+    from botgateway.fleet.directory import FleetDirectory
+    from botgateway.fleet.lease import ConversationLeases
+    from botgateway.fleet.redis_fleet import RedisFleet
     from botgateway.gateway import Gateway
     from botgateway.llm import LLMClient
     from botgateway.loop import ToolLoop
@@ -90,14 +95,16 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         stack.callback(registry.close)
         toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
         llm, model_label = await _model(stack, config, registry, toolset)
-        desk = ApprovalDesk()  # calls waiting for an approver; the gateway checks who may decide
-        memory, loop = _loop(config, store, llm, registry, desk)
-        stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
-        budget = RateBudget()
-        telemetry, metrics_server = _telemetry(stack, config)
         # Kept across restarts, so a restarted process closes the cards it left at once (recovery at start).
         claim = claim_instance_id(config.gateway, config.memory)
         stack.callback(claim.release)
+        fleet = _fleet_parts(stack, config, store, claim.instance_id)
+        # Calls waiting for an approver (codes reserved fleet-wide); the gateway checks who may decide.
+        desk = ApprovalDesk(shared=fleet.directory if fleet is not None else None)
+        memory, loop = _loop(config, store, llm, registry, desk, fleet.leases if fleet is not None else None)
+        stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
+        budget = RateBudget()
+        telemetry, metrics_server = _telemetry(stack, config)
         gateway = Gateway(
             instance_id=claim.instance_id,
             loop=loop,
@@ -108,6 +115,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             observers=telemetry,
             clear_history=memory.clear,
             approvals=desk,
+            fleet=fleet.join(memory) if fleet is not None else None,
         )
         stack.push_async_callback(gateway.aclose)
         await gateway.start()  # heartbeats before any adapter can open a card
@@ -126,8 +134,52 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         )
 
 
-def _loop(config: Config, store: Store, llm: LLMClient, registry: ToolRegistry, desk: ApprovalDesk) -> tuple[Memory, ToolLoop]:
-    """The conversation memory and the tool loop over it, as configured."""
+@dataclass(frozen=True)
+class _FleetParts:
+    """The fleet's pieces that the memory and the approval desk take before the gateway exists."""
+
+    client: aioredis.Redis
+    """The fleet's own connections (closed by the exit stack)."""
+    prefix: str
+    """The deployment's key prefix."""
+    instance_id: str
+    """This process's id."""
+    directory: FleetDirectory
+    """Who holds which turn, conversation and approval code."""
+    leases: ConversationLeases
+    """The conversation leases (their tokens fence the memory's writes)."""
+
+    def join(self, memory: Memory) -> RedisFleet:
+        """The fleet the gateway uses: the parts, the control channel, and the hand-over once ``memory`` settles."""
+        from botgateway.fleet.control import ControlChannel
+        from botgateway.fleet.redis_fleet import RedisFleet
+
+        control = ControlChannel(self.client, self.prefix, self.instance_id)
+        return RedisFleet(control, self.directory, self.leases, settle=memory.settle)
+
+
+def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_id: str) -> _FleetParts | None:
+    """With ``memory.store: redis``, the fleet's connections, directory and leases; with SQLite, none (one process)."""
+    if config.memory.store != "redis":
+        return None
+    from botgateway.fleet.directory import FleetDirectory
+    from botgateway.fleet.lease import ConversationLeases
+    from botgateway.fleet.redis_fleet import fleet_client
+
+    client = fleet_client(config.memory.redis_url.get_secret_value(), instance_id)
+    stack.push_async_callback(client.aclose)
+    prefix, gateway = config.memory.redis_prefix, config.gateway
+    # A lease lasts as long as its process counts as live, and is renewed with each heartbeat.
+    leases = ConversationLeases(client, prefix, instance_id, ttl_s=gateway.instance_ttl_s, renew_s=gateway.heartbeat_s)
+    directory = FleetDirectory(client, prefix, instance_id, live=store.live_instances)
+    return _FleetParts(client, prefix, instance_id, directory, leases)
+
+
+def _loop(
+    config: Config, store: Store, llm: LLMClient, registry: ToolRegistry, desk: ApprovalDesk,
+    leases: ConversationLeases | None,
+) -> tuple[Memory, ToolLoop]:
+    """The conversation memory (its writes fenced by ``leases`` in a fleet) and the tool loop over it, as configured."""
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.policy import effective_policy
@@ -138,6 +190,7 @@ def _loop(config: Config, store: Store, llm: LLMClient, registry: ToolRegistry, 
         keep_recent_turns=config.memory.keep_recent_turns,
         summarizer=llm.complete,
         cached_conversations=config.memory.history_cache_size,
+        fences=leases.token if leases is not None else None,
     )
     loop = ToolLoop(
         llm,

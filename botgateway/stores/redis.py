@@ -173,11 +173,6 @@ class RedisStore:
                 "check memory.redis_url and that Redis is running (or set memory.store: sqlite)"
             ) from None
 
-    @property
-    def client(self) -> aioredis.Redis:
-        """The connection pool: the fleet's coordination (:mod:`botgateway.fleet`) shares it."""
-        return self._redis
-
     def _ttl_ms(self) -> int:
         return 0 if self.history_ttl_s is None else max(1, math.ceil(self.history_ttl_s * 1000))
 

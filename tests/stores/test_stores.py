@@ -234,7 +234,8 @@ async def test_redis_refuses_a_history_write_whose_fencing_token_is_older_than_t
     prefix = unique_prefix()
     store = RedisStore(REDIS_URL, prefix)
     try:
-        await store.client.set(conversation_keys(prefix, "c").fence, 7)  # a lease was taken with token 7
+        async with aioredis.Redis.from_url(REDIS_URL) as raw:
+            await raw.set(conversation_keys(prefix, "c").fence, 7)  # a lease was taken with token 7
         steps = await store.write_history([
             HistoryWrite("c", "append", turn("stale"), fence=6),  # a process that lost its lease
             HistoryWrite("c", "append", turn("current"), fence=7),

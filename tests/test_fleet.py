@@ -1,0 +1,399 @@
+"""Two gateway processes on one Redis behave as one bot: stops, approval votes, one turn per conversation, limits.
+
+Each :class:`Process` is a whole process's runtime (its own RedisStore, memory,
+model client, approval desk, fleet connections, instance id and recording
+sink), built as ``botgateway run`` builds one; the two share one Redis key
+prefix, which is all they share. The model is the scripted server on loopback,
+Redis the real one. Tests wait on conditions (a card's state, a request
+reaching the model, a turn's end), never on the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+import structlog.testing
+
+from botgateway.approvals import ApprovalDesk
+from botgateway.budget import RateBudget
+from botgateway.cards.policy import BufferPolicy
+from botgateway.config import Config, parse_config
+from botgateway.fleet.control import ControlChannel
+from botgateway.fleet.directory import FleetDirectory
+from botgateway.fleet.lease import RECHECK_S, ConversationLeases
+from botgateway.fleet.redis_fleet import RedisFleet, fleet_client
+from botgateway.gateway import Gateway
+from botgateway.limits import PrincipalLimits, limits_from_config
+from botgateway.llm import LLMClient
+from botgateway.loop import ToolLoop
+from botgateway.memory import Memory
+from botgateway.messages import InboundMessage, Submission
+from botgateway.principal import Principal
+from botgateway.sink import CardTarget
+from botgateway.stores.redis import RedisStore
+from botgateway.tooling import ToolContext, ToolRegistry
+from tests.fakes.gateway import RecordingSink
+from tests.fakes.restart import restart_tool
+from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tools.demo.script import Script
+from tools.demo.server import ScriptedLLMServer
+
+ACCESS: dict[str, Any] = {
+    "default_role": "oncall",
+    "roles": {
+        "admin": {"members": ["test:UADMIN"], "tools": ["*"], "approve": True},
+        "oncall": {"tools": ["*"]},
+    },
+    "approvals": {"tools": ["restart_*"], "timeout_s": 300},
+}
+FIXED_NOW = 1_700_000_010.0
+"""The per-asker limits' clock: one minute for the whole test, whatever the machine's load."""
+
+
+@dataclass
+class Process:
+    """One gateway process's worth of runtime."""
+
+    name: str
+    store: RedisStore
+    memory: Memory
+    fleet: RedisFleet
+    gateway: Gateway
+    sink: RecordingSink
+    restarts: list[str]
+    policy: BufferPolicy
+
+    def message(self, text: str, *, user: str = "alice", conversation: str = "conv") -> InboundMessage:
+        target = CardTarget(platform="test", chat_id="chat-1", user_id=user, user_name=user, locale="en")
+        ctx = ToolContext(user_id=user, user_name=user, platform="test", chat_id="chat-1", is_group=True)
+        return InboundMessage("test", f"{self.name}-{time.monotonic_ns()}", conversation, text, target, ctx)
+
+    async def submit(self, text: str, **kwargs: Any) -> Submission:
+        return await self.gateway.submit(self.message(text, **kwargs), self.sink, self.policy)
+
+
+def _config(base_url: str, *, limits: dict[str, Any] | None = None) -> Config:
+    return parse_config(
+        {
+            "llm": {"provider": "custom", "base_url": base_url, "model": "m", "max_rounds": 4},
+            "gateway": {"admins": ["root"]},
+            "card": {"final_deadline_s": 5},
+            "access": ACCESS,
+            **({"limits": limits} if limits else {}),
+        },
+        env={},
+    )
+
+
+@asynccontextmanager
+async def _process(
+    stack: AsyncExitStack, name: str, prefix: str, base_url: str, *, limits: dict[str, Any] | None = None,
+    lease_ttl_s: float = 30.0, renew_s: float = 10.0, recheck_s: float = RECHECK_S,
+) -> AsyncIterator[Process]:
+    """Build one process as the composition root does (``botgateway.cli.runtime``), and close it in order."""
+    config = _config(base_url, limits=limits)
+    store = RedisStore(REDIS_URL, prefix, history_ttl_s=3600)
+    await store.open()
+    stack.push_async_callback(store.close)
+    client = fleet_client(REDIS_URL, name)
+    stack.push_async_callback(client.aclose)
+    leases = ConversationLeases(client, prefix, name, ttl_s=lease_ttl_s, renew_s=renew_s, recheck_s=recheck_s)
+    directory = FleetDirectory(client, prefix, name, live=store.live_instances)
+    desk = ApprovalDesk(shared=directory)
+    memory = Memory(store, max_history_tokens=6000, keep_recent_turns=2, fences=leases.token)
+    stack.push_async_callback(memory.aclose)
+    llm = LLMClient(config.llm, base_url=base_url)
+    stack.push_async_callback(llm.aclose)
+    restarts: list[str] = []
+    loop = ToolLoop(llm, ToolRegistry([restart_tool(restarts)]), memory, max_rounds=4, system_prompt="sys",
+                    approvals=desk, approval_timeout_s=300)
+    fleet = RedisFleet(ControlChannel(client, prefix, name), directory, leases, settle=memory.settle)
+    gateway = Gateway(
+        loop=loop, store=store, budget=RateBudget(), config=config, instance_id=name, approvals=desk, fleet=fleet,
+        clear_history=memory.clear,
+        limits=PrincipalLimits(store, limits_from_config(config.limits), clock=lambda: FIXED_NOW),
+    )
+    stack.push_async_callback(gateway.aclose)
+    await gateway.start()
+    yield Process(name, store, memory, fleet, gateway, RecordingSink(), restarts,
+                  BufferPolicy.from_config(config.adapters.terminal.policy))
+
+
+@asynccontextmanager
+async def two_processes(server: ScriptedLLMServer, **options: Any) -> AsyncIterator[tuple[Process, Process]]:
+    """Processes ``a`` and ``b`` on one fresh prefix; ``options`` per process name (``{"a": {...}}``) or shared."""
+    prefix = unique_prefix()
+    base_url = await server.start()
+    try:
+        async with AsyncExitStack() as stack:
+            a = await stack.enter_async_context(_process(stack, "a", prefix, base_url, **options.get("a", {})))
+            b = await stack.enter_async_context(_process(stack, "b", prefix, base_url, **options.get("b", {})))
+            yield a, b
+    finally:
+        await server.stop()
+        await purge_prefix(prefix)
+
+
+def _user_texts(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def _held_until(gate: asyncio.Event, *questions: str) -> Callable[[dict[str, Any]], Awaitable[Script]]:
+    """A model that answers ``questions`` only once ``gate`` is set, and anything else at once."""
+
+    async def responder(body: dict[str, Any]) -> Script:
+        question = _user_texts(body)[-1]
+        if question in questions:
+            await gate.wait()
+        return Script.text(f"answer to {question}")
+
+    return responder
+
+
+async def _until(read: Callable[[], Awaitable[Any]], holds: Callable[[Any], bool], timeout: float = 10.0) -> Any:
+    """Poll ``read()`` until ``holds`` (for state kept only in Redis, which has no event to await)."""
+    async with asyncio.timeout(timeout):
+        while not holds(value := await read()):
+            await asyncio.sleep(0.02)
+        return value
+
+
+# --- stops --------------------------------------------------------------------------------
+
+
+async def test_a_stop_typed_through_b_stops_the_turn_running_on_a_and_only_for_its_asker() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "a long question"))
+    async with two_processes(server) as (a, b):
+        try:
+            sub = await a.submit("a long question")
+            await server.wait_for_requests(1)  # running on A
+
+            other = await b.submit("stop", user="mallory")
+            assert other.status == "stopped" and other.turn_id == ""
+            assert "Only the person who asked" in other.message
+            assert not sub.done.done()
+
+            stop = await b.submit("Stop!")
+            assert stop.status == "stopped" and stop.turn_id == sub.turn_id
+            assert (await asyncio.wait_for(sub.done, 10)).outcome == "stopped"
+            card = a.sink.card_for(sub.turn_id)
+            assert card is not None and card.status == "stopped"
+            assert await a.store.load_turns("conv") == []  # history left as it was
+        finally:
+            gate.set()
+
+
+async def test_a_stop_button_pressed_through_b_is_checked_on_a_and_answered_to_b() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "a long question"))
+    async with two_processes(server) as (a, b):
+        try:
+            sub = await a.submit("a long question")
+            await server.wait_for_requests(1)
+            assert await b.gateway.stop(sub.turn_id, "mallory") == "not_yours"
+            assert await b.gateway.stop(sub.turn_id, "root") == "stopped"  # an admin may
+            assert (await asyncio.wait_for(sub.done, 10)).outcome == "stopped"
+            card = a.sink.card_for(sub.turn_id)
+            assert card is not None and "Stopped by root" in card.error
+            await _until(lambda: b.gateway.stop(sub.turn_id, "alice"), lambda answer: answer == "already_done")
+            assert await b.gateway.stop("no-such-turn", "alice") == "already_done"
+        finally:
+            gate.set()
+
+
+async def test_the_control_channel_comes_back_after_its_connection_is_killed() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "a long question"))
+    async with two_processes(server) as (a, b), aioredis.Redis.from_url(REDIS_URL, decode_responses=True) as raw:
+        try:
+            async def subscriber_of_a() -> str | None:
+                clients = await raw.client_list(_type="pubsub")
+                return next((c["id"] for c in clients if c.get("name") == "botgateway:a"), None)
+
+            killed = await _until(subscriber_of_a, lambda found: found is not None)
+            await raw.client_kill_filter(_id=killed)
+            # A resubscribes on a new connection (the Backoff paces it); until then it could not hear requests.
+            await _until(subscriber_of_a, lambda found: found not in (None, killed))
+            assert await a.fleet.control.start(timeout_s=10)  # waits until the new subscription is confirmed
+
+            sub = await a.submit("a long question")
+            await server.wait_for_requests(1)
+            assert await b.gateway.stop(sub.turn_id, "alice") == "stopped"
+            assert (await asyncio.wait_for(sub.done, 10)).outcome == "stopped"
+        finally:
+            gate.set()
+
+
+# --- approvals --------------------------------------------------------------------------------
+
+
+async def test_a_vote_through_b_decides_the_approval_waiting_on_a_and_a_non_approvers_is_refused() -> None:
+    server = ScriptedLLMServer()
+    server.enqueue(Script.tool_calls([("c1", "restart_server", json.dumps({"host": "web-1"}))]),
+                   Script.text("web-1 was restarted."))
+    async with two_processes(server) as (a, b):
+        sub = await a.submit("restart web-1", user="U1")
+        await a.sink.wait_for(lambda: bool((card := a.sink.card_for(sub.turn_id)) and card.approvals))
+        [prompt] = a.sink.card_for(sub.turn_id).approvals  # type: ignore[union-attr]
+
+        # A button press received by B: checked on A, where the approval waits, and answered to B.
+        refused = await b.gateway.decide_approval(prompt.code, Principal.of("test", "U2"), approved=True,
+                                                  locale="en", token=prompt.token)
+        assert refused.answer == "not_approver" and "Only an approver" in refused.note
+        wrong_token = await b.gateway.decide_approval(prompt.code, Principal.of("test", "UADMIN"), approved=True,
+                                                      locale="en", token="not-the-buttons")
+        assert wrong_token.answer == "unknown"
+        assert a.restarts == [] and not sub.done.done()
+
+        # An approver types the decision in the card's chat, and B receives it.
+        typed = await b.submit(f"approve {prompt.code}", user="UADMIN")
+        assert typed.status == "approval" and f"Approval {prompt.code}: approved" in typed.message
+        outcome = await asyncio.wait_for(sub.done, 15)
+        assert outcome.outcome == "done" and a.restarts == ["web-1"]
+        [record] = [r for r in await a.store.audit_records() if r.turn_id == sub.turn_id]
+        assert record.tool_calls[0]["approval"] == "approved by test:UADMIN"
+        late = await b.gateway.decide_approval(prompt.code, Principal.of("test", "UADMIN"), approved=False,
+                                               locale="en", token=prompt.token)
+        assert late.answer == "unknown"  # decided: the code is quarantined fleet-wide, nothing waits
+
+
+async def test_approval_codes_are_never_shown_by_two_processes_at_once() -> None:
+    server = ScriptedLLMServer()
+    async with two_processes(server) as (a, b):
+        codes = iter(["4821", "4821", "5555"])
+        # Both desks draw the same first code: the second process must take another.
+        a_desk = ApprovalDesk(codes=lambda: "4821", shared=a.fleet.directory)
+        b_desk = ApprovalDesk(codes=lambda: next(codes), shared=b.fleet.directory)
+        asker = Principal.of("test", "U1")
+        first = await a_desk.reserve(turn_id="t1", call_id="c", tool="restart_server", arguments={}, asker=asker,
+                                     channel="test:chat-1")
+        second = await b_desk.reserve(turn_id="t2", call_id="c", tool="restart_server", arguments={}, asker=asker,
+                                      channel="test:chat-1")
+        assert first is not None and second is not None
+        assert (first.request.code, second.request.code) == ("4821", "5555")
+        assert await b.fleet.directory.code_owner("4821") == "a"  # a vote for it received by B goes to A
+        a_desk.close(first)
+        await _until(lambda: b.fleet.directory.code_owner("4821"), lambda owner: owner is None)  # ended on A
+        assert await b.fleet.directory.claim("4821") is False  # quarantined fleet-wide, not free
+
+
+# --- one turn per conversation ---------------------------------------------------------------
+
+
+async def test_two_questions_of_one_conversation_on_a_and_b_run_one_after_the_other_and_both_commit_in_order() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "first?"))
+    # B tries again only when A's release notice wakes it: no fallback re-check within the test.
+    async with two_processes(server, b={"recheck_s": 600}) as (a, b):
+        one = await a.submit("first?")
+        await server.wait_for_requests(1)
+        two = await b.submit("second?")
+        # B's card says it waits behind the question being answered, and B does not ask the model yet.
+        await b.sink.wait_for(lambda: (c := b.sink.card_for(two.turn_id)) is not None and c.status == "queued")
+        assert "Waiting for the previous question" in b.sink.card_for(two.turn_id).error  # type: ignore[union-attr]
+        assert len(server.requests) == 1
+
+        gate.set()
+        assert (await asyncio.wait_for(one.done, 15)).outcome == "done"
+        second = await asyncio.wait_for(two.done, 15)
+        assert second.outcome == "done" and second.answer == "answer to second?"
+        # The second turn ran after the first and read its history from the store.
+        assert _user_texts(server.requests[1]) == ["first?", "second?"]
+        await b.memory.flush()
+        assert [t.turn_id for t in await b.store.load_turns("conv")] == [one.turn_id, two.turn_id]
+
+
+async def test_a_lease_given_back_wakes_the_waiting_process_at_once() -> None:
+    prefix = unique_prefix()
+    async with fleet_client(REDIS_URL, "x") as client:
+        x = ConversationLeases(client, prefix, "x", ttl_s=30, renew_s=10)
+        y = ConversationLeases(client, prefix, "y", ttl_s=30, renew_s=10, recheck_s=600)  # only a notice wakes it
+        control = ControlChannel(client, prefix, "y")
+
+        async def released(body: Any) -> None:
+            y.wake(str(body["conversation"]))
+
+        control.on("released", released)
+        try:
+            assert await control.start()
+            assert await x.acquire("c", "x/t1", queued=_never) is False
+            first = x.token("c")
+            queued = asyncio.Event()
+
+            async def show_queued() -> None:
+                queued.set()
+
+            waiting = asyncio.create_task(y.acquire("c", "y/t2", queued=show_queued))
+            await queued.wait()
+            await x.release("c", "x/t1")
+            assert await asyncio.wait_for(waiting, 10) is True
+            second = y.token("c")
+            assert first is not None and second is not None and second > first  # a new token at each acquisition
+        finally:
+            await control.aclose()
+            await x.aclose()
+            await y.aclose()
+            await purge_prefix(prefix)
+
+
+async def _never() -> None:
+    raise AssertionError("the lease was free: nobody should wait")
+
+
+async def test_a_lease_not_renewed_lapses_the_other_proceeds_and_the_late_commit_is_refused() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "first?"))
+    # A renews far too late for its lease, as a process paused past the lease's expiry does.
+    options = {"a": {"lease_ttl_s": 0.3, "renew_s": 600}, "b": {"recheck_s": 0.05}}
+    async with two_processes(server, **options) as (a, b):
+        with structlog.testing.capture_logs() as logs:
+            one = await a.submit("first?")
+            await server.wait_for_requests(1)
+            two = await b.submit("second?")
+            # A's lease lapses while its turn still runs: B takes the conversation and answers.
+            second = await asyncio.wait_for(two.done, 15)
+            assert second.outcome == "done" and not one.done.done()
+            await b.memory.flush()
+
+            gate.set()  # A wakes up and finishes its answer; its commit carries the token of the lease it lost
+            first = await asyncio.wait_for(one.done, 15)
+            assert first.outcome == "done" and first.answer == "answer to first?"  # the answer still reaches A's asker
+            assert await a.memory.settle("conv", timeout_s=10)
+        assert [t.turn_id for t in await b.store.load_turns("conv")] == [two.turn_id]
+        fenced = [entry for entry in logs if entry["event"] == "history.write_fenced"]
+        assert len(fenced) == 1 and fenced[0]["conversation"] == "conv"
+        assert "first?" not in repr(fenced[0])
+
+
+# --- per-asker limits --------------------------------------------------------------------------
+
+
+async def test_two_processes_share_an_askers_concurrent_turn_limit_and_per_minute_quota() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "first?"))
+    limits = {"concurrent_turns": 1, "turns_per_minute": 2}
+    async with two_processes(server, a={"limits": limits}, b={"limits": limits}) as (a, b):
+        one = await a.submit("first?", conversation="c1")
+        assert one.status == "started"
+        busy = await b.submit("second?", conversation="c2")  # alice's one turn in progress is on A
+        assert busy.status == "refused" and "already have 1 question(s) in progress" in busy.message
+        gate.set()
+        await asyncio.wait_for(one.done, 15)
+
+        three = await b.submit("third?", conversation="c3")  # her second question this minute
+        assert three.status == "started"
+        await asyncio.wait_for(three.done, 15)
+        over = await a.submit("fourth?", conversation="c4")  # the third, on the other process
+        assert over.status == "refused" and "asked 2 questions this minute" in over.message
+        other = await a.submit("fifth?", conversation="c5", user="bob")  # someone else's quota is their own
+        assert other.status == "started"
+        await asyncio.wait_for(other.done, 15)
+
