@@ -291,6 +291,21 @@ class Gateway:
         if self._fleet is not None:
             await self._fleet.start(self._control)
 
+    async def drain(self, timeout_s: float) -> bool:
+        """Take no new questions, and wait up to ``timeout_s`` for the running and queued ones to finish their cards.
+
+        True when none is left. Whatever is left is stopped by :meth:`aclose`, its card saying that the bot
+        restarted; cancelling this wait (a second SIGTERM) leaves them to it at once.
+        """
+        self._closing = True
+        pending = [turn.done for turn in self._queues.all() if not turn.done.done()]
+        if not pending:
+            return True
+        log.info("gateway.draining", turns=len(pending), timeout_s=timeout_s)
+        finished, left = await asyncio.wait(pending, timeout=timeout_s)
+        log.info("gateway.drained", finished=len(finished), left=len(left))
+        return not left
+
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
         self._closing = True

@@ -10,7 +10,8 @@ Where the id comes from:
 - with SQLite, an id made on the first start (host name plus a random suffix)
   and kept next to the database file (``<sqlite_path>.instance``);
 - with Redis, the pod name (``POD_NAME``), else the host name (``HOSTNAME``, or
-  the system's), which a restarted container keeps.
+  the system's), which a restarted container keeps;
+- a worker process of ``botgateway run --workers`` appends ``-w<index>`` to it.
 
 Two live processes must never share an id (each would close the other's live
 cards at its start). So the id is held under an exclusive lock file (next to
@@ -75,9 +76,14 @@ def _as_id(text: str) -> str:
 
 
 def claim_instance_id(
-    gateway: GatewayConfig, memory: MemoryConfig, *, environ: Mapping[str, str] = os.environ
+    gateway: GatewayConfig, memory: MemoryConfig, *, environ: Mapping[str, str] = os.environ,
+    worker_index: int | None = None,
 ) -> InstanceClaim:
-    """Claim this process's instance id (see the module docstring); never raises, a random id is the fallback."""
+    """Claim this process's instance id (see the module docstring); never raises, a random id is the fallback.
+
+    ``worker_index``: the process is that worker of ``botgateway run --workers``, and its id is the one above
+    with ``-w<index>`` appended, so each worker owns its own cards and keeps its id across restarts.
+    """
     if memory.store == "sqlite":
         path = memory.sqlite_path
         if path == ":memory:" or path.startswith("file:"):
@@ -89,6 +95,8 @@ def claim_instance_id(
     try:
         folder.mkdir(parents=True, exist_ok=True)
         instance_id = gateway.instance_id or _derived(memory, folder, environ)
+        if worker_index is not None:
+            instance_id = f"{instance_id}-w{worker_index}"
         lock = _lock(folder / f"botgateway-instance-{_digest(scope, instance_id)}.lock")
     except OSError as exc:
         return _random(f"cannot keep an id in {folder}: {exc.strerror or exc}")

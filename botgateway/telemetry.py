@@ -3,22 +3,20 @@
 The gateway reports each finished turn to its :class:`TurnObserver`\\ s;
 :class:`PrometheusTelemetry` turns those reports into counters and histograms
 on a registry of its own (never the process-global one, so two runtimes in one
-process, as in tests, do not collide) and can serve them on ``/metrics``.
+process, as in tests, do not collide), which the gateway's HTTP server serves
+on ``/metrics`` (:mod:`botgateway.web.metrics`).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from botgateway.cards.metrics import CardMetrics
 from botgateway.stores.base import AuditRecord
 
-__all__ = ["LATENCY_BUCKETS", "MetricsServer", "PrometheusTelemetry", "TurnObserver"]
-
-log = structlog.get_logger(__name__)
+__all__ = ["LATENCY_BUCKETS", "PrometheusTelemetry", "TurnObserver"]
 
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)
 """Seconds; covers a fast card update up to a slow multi-round turn."""
@@ -37,7 +35,7 @@ class PrometheusTelemetry:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        """The registry the metrics live in (served by :meth:`serve`)."""
+        """The registry the metrics live in (served on ``/metrics``)."""
         self.turns = Counter(
             "botgateway_turns", "Finished turns by platform and outcome.", ["platform", "outcome"], registry=self.registry
         )
@@ -96,27 +94,3 @@ class PrometheusTelemetry:
             self.first_visible_seconds.labels(platform).observe(card.first_token_to_visible_s)
         if card.final_delivery_s is not None:
             self.final_delivery_seconds.labels(platform).observe(card.final_delivery_s)
-
-    def serve(self, host: str, port: int) -> MetricsServer:
-        """Serve ``/metrics`` on ``host:port`` in a daemon thread; ``port`` 0 picks a free one."""
-        server, thread = start_http_server(port, addr=host, registry=self.registry)
-        log.info("metrics.serving", host=host, port=server.server_port)
-        return MetricsServer(server, thread)
-
-
-class MetricsServer:
-    """A running ``/metrics`` endpoint."""
-
-    def __init__(self, server: object, thread: object) -> None:
-        self._server = server
-        self._thread = thread
-
-    @property
-    def port(self) -> int:
-        """The port it listens on."""
-        return int(self._server.server_port)  # type: ignore[attr-defined]
-
-    def close(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()  # type: ignore[attr-defined]
-        self._server.server_close()  # type: ignore[attr-defined]

@@ -66,13 +66,16 @@ class DingTalkAdapter:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         groups: GroupResolver | None = None,
+        reuse_port: bool = False,
     ) -> None:
-        """``groups`` adds the asker's departments to their principal (default: none are looked up)."""
+        """``groups`` adds the asker's departments to their principal (default: none are looked up);
+        ``reuse_port`` binds the HTTP callback's port with ``SO_REUSEPORT`` (worker processes share it)."""
         self.config = config
         self.robot_code = config.robot_code or config.client_id
         """The robot code cards and messages are sent as."""
         self._gateway = gateway
         self._clock = clock
+        self._reuse_port = reuse_port
         self.api = DingTalkOpenAPI(
             client_id=config.client_id,
             client_secret=config.client_secret.get_secret_value(),
@@ -145,6 +148,7 @@ class DingTalkAdapter:
             port=self.config.http_port,
             path=self.config.http_path,
             clock=self._clock,
+            reuse_port=self._reuse_port,
         )
         await self._callback.start()
 
@@ -190,14 +194,27 @@ class DingTalkAdapter:
                             f"({remembered:g} s): a used signature is remembered that long, and is valid for twice the skew")
         return problems
 
-    async def stop(self) -> None:
-        """Stop receiving; turns already submitted are the gateway's to finish."""
+    @property
+    def connected(self) -> bool:
+        """Whether DingTalk can deliver to us now: the stream is connected, or the callback server listens."""
+        if self._stream is not None:
+            return self._stream.connected.is_set()
+        return self._callback is not None and self._callback.listening
+
+    async def stop_receiving(self) -> None:
+        """Close the stream connection (or stop listening for callbacks), then hand the messages already acked to
+        the gateway; the sink keeps finishing the answers in progress. Idempotent."""
         if self._stream is not None:
             await self._stream.stop()
         if self._callback is not None:
             await self._callback.stop()
         # Handing a message to the gateway is quick; one stuck longer (a hung store) must not outlive the adapter.
         await self._handoffs.wait(timeout=HANDOFF_TIMEOUT_S)
+        log.info("dingtalk.stopped_receiving", mode=self.config.mode)
+
+    async def stop(self) -> None:
+        """Stop receiving; turns already submitted are the gateway's to finish."""
+        await self.stop_receiving()
         await self._handoffs.aclose()
         # Cards of running turns are finished by the gateway after we stop receiving;
         # they still need the OpenAPI session, so it closes once they are done.

@@ -89,7 +89,9 @@ class CallbackServer:
         port: int = 8090,
         path: str = "/dingtalk/callback",
         clock: Callable[[], float] = time.time,
+        reuse_port: bool = False,
     ) -> None:
+        """``reuse_port``: bind with ``SO_REUSEPORT``, so the worker processes of one host share ``port``."""
         self._secret = secret
         self._on_message = on_message
         self._first_use = first_use
@@ -98,6 +100,7 @@ class CallbackServer:
         self._port = port
         self._path = path
         self._clock = clock
+        self._reuse_port = reuse_port
         self._runner: web.AppRunner | None = None
         self.url = ""
         """The bound URL once started (with the real port when ``port`` was 0)."""
@@ -112,7 +115,7 @@ class CallbackServer:
         """Listen; returns the callback URL."""
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site = web.TCPSite(self._runner, self._host, self._port, reuse_port=self._reuse_port or None)
         try:
             await site.start()
         except OSError as exc:
@@ -126,8 +129,13 @@ class CallbackServer:
         log.info("dingtalk.callback_listening", url=self.url)
         return self.url
 
+    @property
+    def listening(self) -> bool:
+        """Whether it is listening now (started, not stopped)."""
+        return self._runner is not None
+
     async def stop(self) -> None:
-        """Stop listening."""
+        """Stop listening (idempotent)."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -32,6 +32,7 @@ from adapters.slack.connection import (
     close_socket,
     open_socket,
     serve_http,
+    socket_connected,
 )
 from adapters.slack.errors import slack_error_code
 from adapters.slack.events import (
@@ -100,14 +101,17 @@ class SlackAdapter:
         connect_timeout_s: float = 30.0,
         pacer: CallPacer | None = None,
         groups: GroupResolver | None = None,
+        reuse_port: bool = False,
     ) -> None:
         """``http_port`` overrides ``config.http_port`` (0 picks a free port); ``observer`` sees every :class:`Delivery`;
         ``pacer`` pays for the sink's own calls from the gateway's rate budget (Stop controls of native streams
         share its per-channel post bucket; see :class:`~botgateway.cards.caller.BudgetPacer`); ``groups`` adds the
-        asker's user groups to their principal (default: none are looked up)."""
+        asker's user groups to their principal (default: none are looked up); ``reuse_port`` binds HTTP mode's
+        port with ``SO_REUSEPORT`` (worker processes share it)."""
         self.config = config
         self._policy = policy
         self._http_port = config.http_port if http_port is None else http_port
+        self._reuse_port = reuse_port
         self.client = client or AsyncWebClient(
             token=config.bot_token.get_secret_value() or None,
             base_url=config.api_base_url,
@@ -153,18 +157,33 @@ class SlackAdapter:
         if self.config.mode == "socket":
             self._socket = await open_socket(self._app, self.client, self.config, connect_timeout_s=self._connect_timeout_s)
         else:
-            self._runner, self.http_url = await serve_http(self._app, self.config, port=self._http_port, team_id=self.team_id)
+            self._runner, self.http_url = await serve_http(self._app, self.config, port=self._http_port, team_id=self.team_id,
+                                                           reuse_port=self._reuse_port)
         log.info("slack.started", mode=self.config.mode, team=self.team_id, bot_user=self.bot_user_id,
                  streaming=self.config.streaming)
 
-    async def stop(self) -> None:
-        """Disconnect; turns already running finish in the gateway."""
+    @property
+    def connected(self) -> bool:
+        """Whether Slack can deliver to us now: the Socket Mode connection is open, or the HTTP listener is up."""
+        if self._socket is not None:
+            return socket_connected(self._socket)
+        return self._runner is not None
+
+    async def stop_receiving(self) -> None:
+        """Close the Socket Mode connection (or the HTTP listener): Slack delivers to the other connections, and
+        retries what was not acknowledged; the sink keeps finishing the answers in progress. Idempotent."""
         if self._socket is not None:
             await close_socket(self._socket)
             self._socket = None
+            log.info("slack.stopped_receiving", mode="socket")
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+            log.info("slack.stopped_receiving", mode="http")
+
+    async def stop(self) -> None:
+        """Disconnect; turns already running finish in the gateway."""
+        await self.stop_receiving()
         await self._tasks.aclose()
         await self.sink.aclose()
 

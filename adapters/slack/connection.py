@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 
     from botgateway.config import SlackConfig
 
-__all__ = ["AckFirstSocketModeHandler", "SlackStartError", "check_bot_token", "close_socket", "open_socket", "serve_http"]
+__all__ = [
+    "AckFirstSocketModeHandler", "SlackStartError", "check_bot_token", "close_socket", "open_socket", "serve_http",
+    "socket_connected",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -97,6 +100,13 @@ async def open_socket(
     return handler
 
 
+def socket_connected(handler: AckFirstSocketModeHandler) -> bool:
+    """Whether the Socket Mode connection is open now (between reconnects it is not)."""
+    client = handler.client
+    session = client.current_session
+    return not client.closed and not client.stale and session is not None and not session.closed
+
+
 async def close_socket(handler: AckFirstSocketModeHandler) -> None:
     """Close the Socket Mode connection; a failure is only logged."""
     try:
@@ -105,8 +115,13 @@ async def close_socket(handler: AckFirstSocketModeHandler) -> None:
         log.debug("slack.socket_close_failed", error=type(exc).__name__)
 
 
-async def serve_http(app: AsyncApp, config: SlackConfig, *, port: int, team_id: str) -> tuple[web.AppRunner, str]:
-    """Serve the Events API for ``app`` (and ``/healthz``); returns the runner and the events URL."""
+async def serve_http(
+    app: AsyncApp, config: SlackConfig, *, port: int, team_id: str, reuse_port: bool = False
+) -> tuple[web.AppRunner, str]:
+    """Serve the Events API for ``app`` (and ``/healthz``); returns the runner and the events URL.
+
+    ``reuse_port``: bind with ``SO_REUSEPORT``, so the worker processes of one host share the port.
+    """
     if not config.signing_secret.get_secret_value():
         raise SlackStartError("adapters.slack.signing_secret is empty: HTTP mode needs the app's Signing Secret "
                               "(Basic Information → App Credentials), for example ${SLACK_SIGNING_SECRET}")
@@ -131,7 +146,7 @@ async def serve_http(app: AsyncApp, config: SlackConfig, *, port: int, team_id: 
     web_app.router.add_get("/healthz", healthz)
     runner = web.AppRunner(web_app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, config.http_host, port)
+    site = web.TCPSite(runner, config.http_host, port, reuse_port=reuse_port or None)
     try:
         await site.start()
     except OSError as exc:

@@ -90,6 +90,14 @@ class TerminalAdapter:
             return
         self._task = asyncio.create_task(self.run_chat(gateway), name="terminal-chat")
 
+    @property
+    def connected(self) -> bool:
+        """Always: the terminal is right here."""
+        return True
+
+    async def stop_receiving(self) -> None:
+        """Nothing to close: the chat asks one question at a time, and its answer in progress drains like any other."""
+
     async def stop(self) -> None:
         """End the chat (stopping a running answer)."""
         self._quit.set()

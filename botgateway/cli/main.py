@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from botgateway.config import Config, ConfigError, load_config
+from botgateway.config import MAX_WORKERS, Config, ConfigError, load_config, worker_problems, worker_warnings
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="start every adapter config.yaml enables")
     _config_arg(run)
+    run.add_argument("--workers", type=_worker_count, default=None, metavar="N",
+                     help=f"run N worker processes sharing the store (1-{MAX_WORKERS}; default: gateway.workers)")
+    # Set by the supervisor of --workers for each worker process; not for people.
+    run.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
 
     chat = sub.add_parser("chat", help="interactive chat in this terminal")
     _config_arg(chat)
@@ -106,12 +110,24 @@ def _audit_parser(sub: Any) -> None:
     _config_arg(audit)
 
 
+def _worker_count(text: str) -> int:
+    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{count} is not between 1 and {MAX_WORKERS}")
+    return count
+
+
 def _load(path: str | None) -> Config:
     return load_config(Path(path) if path else None)
 
 
 def _check_config(config: Config, source: str) -> int:
-    """Beyond the schema: the tools' own checks (inventory file, cloud SDKs, MCP commands)."""
+    """Beyond the schema: whether it can run as ``gateway.workers`` processes, and the tools' own checks
+    (inventory file, cloud SDKs, MCP commands)."""
     from botgateway.logs import configure_logging, secret_values
     from botgateway.redaction import redact_text
     from tools.catalog import check_toolset
@@ -123,12 +139,13 @@ def _check_config(config: Config, source: str) -> int:
     except Exception as exc:  # a broken extra must not turn check-config into a traceback
         detail = redact_text(str(exc), secret_values(config))
         problems = [f"tools: could not be checked ({type(exc).__name__}: {detail})"]
+    problems = [*worker_problems(config, config.gateway.workers), *problems]
     if problems:
         _print_config_problems(ConfigError(problems, source))
         return EXIT_FAILED
     from botgateway.access_warnings import access_warnings
 
-    for warning in access_warnings(config):
+    for warning in [*access_warnings(config), *worker_warnings(config, config.gateway.workers)]:
         print(f"{source}: warning: {warning}", file=sys.stderr)
     print("OK")
     return EXIT_OK
@@ -152,9 +169,15 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new,
                              as_principal=args.as_principal, channel=args.channel)
     if command == "run":
+        workers = args.workers or config.gateway.workers
+        if args.worker_index is None and workers > 1:
+            from botgateway.cli.supervisor import supervise
+
+            key = "--workers" if args.workers else "gateway.workers"
+            return await supervise(config, config_path=args.config, workers=workers, key=key)
         from botgateway.cli.run import run
 
-        return await run(config)
+        return await run(config, worker_index=args.worker_index)
     if command == "chat":
         from botgateway.cli.run import chat
 

@@ -4,26 +4,38 @@
 (imported only when enabled, so an unused platform SDK is never loaded), finalizes cards a
 crashed process left open (at start, then periodically while running), and
 runs until SIGINT/SIGTERM — or until the user leaves the terminal chat.
-Shutdown is graceful: running turns are stopped and their cards finalized as
-stopped (while the adapters can still reach their platforms), then the
-adapters stop and the store closes.
+The gateway's HTTP server (probes, metrics) starts first, so ``/healthz``
+answers during start-up; ``/readyz`` turns ready once the adapters are up.
+
+Shutdown drains: at the first SIGTERM or SIGINT readiness turns false, the
+adapters stop taking questions (the platform delivers to other processes),
+and the answers running or queued get ``gateway.drain_s`` to finish; a second
+signal ends the wait. What is still running then is stopped, its card saying
+that the bot restarted (while the adapters can still reach their platforms),
+then the adapters stop and the store closes.
+
+As worker ``i`` of ``botgateway run --workers`` (:mod:`botgateway.cli.supervisor`)
+the process runs the same way, under the instance id ``<id>-w<i>``, with its
+HTTP listeners sharing their ports with the other workers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from botgateway.config import Config
+from botgateway.config import Config, ConfigError
 from botgateway.sink import Adapter
 
 if TYPE_CHECKING:
     from botgateway.cli.runtime import Runtime
+    from botgateway.cli.worker_link import WorkerLink
     from botgateway.sink import CardSink
 
 __all__ = [
@@ -58,17 +70,19 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
         from adapters.terminal import TerminalAdapter
 
         return TerminalAdapter(adapter_config, memory=runtime.memory, model_label=runtime.model_label)
+    # Worker processes of one host bind the same HTTP ports; the kernel spreads the connections.
+    reuse_port = runtime.worker_index is not None
     if name == "slack":
         from adapters.slack import SlackAdapter
         from botgateway.cards.caller import BudgetPacer
 
-        slack = SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget))
+        slack = SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget), reuse_port=reuse_port)
         attach_group_resolver(slack, runtime.config)
         return slack
     if name == "dingtalk":
         from adapters.dingtalk import DingTalkAdapter
 
-        dingtalk = DingTalkAdapter(adapter_config, gateway=runtime.gateway)
+        dingtalk = DingTalkAdapter(adapter_config, gateway=runtime.gateway, reuse_port=reuse_port)
         attach_group_resolver(dingtalk, runtime.config)
         return dingtalk
     raise ValueError(f"unknown adapter {name!r}")
@@ -142,12 +156,17 @@ async def _recover(runtime: Runtime, adapters: list[Adapter]) -> None:
     runtime.gateway.recovery.watch(sinks, older_than_s=grace)
 
 
-def _install_stop_signals(stop: asyncio.Event) -> list[signal.Signals]:
+def _install_stop_signals(stop: asyncio.Event, again: asyncio.Event) -> list[signal.Signals]:
+    """SIGINT and SIGTERM set ``stop``, and any later one ``again`` (two signals in a row count as two)."""
     loop = asyncio.get_running_loop()
+
+    def signalled() -> None:
+        (again if stop.is_set() else stop).set()
+
     installed = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, signalled)
             installed.append(sig)
     return installed
 
@@ -157,6 +176,43 @@ def _remove_signals(signals: list[signal.Signals]) -> None:
     for sig in signals:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(sig)
+
+
+async def _start_http(runtime: Runtime) -> None:
+    """Start the gateway's HTTP server, if it is configured; a port another program holds is a config problem."""
+    if runtime.http is None:
+        return
+    try:
+        await runtime.http.start()
+    except OSError as exc:
+        http = runtime.config.http
+        # asyncio words it "error while attempting to bind on address …"; the errno's own words are shorter.
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigError([f"http.port: cannot listen on {http.host}:{http.port} ({reason}); choose another port"]) from None
+
+
+async def _drain(runtime: Runtime, adapters: list[Adapter], skip: asyncio.Event) -> None:
+    """Not ready from now on; the adapters take no new questions; the answers in progress get ``gateway.drain_s``
+    to finish, or until ``skip`` is set (a second signal)."""
+    if runtime.readiness is not None:
+        runtime.readiness.start_draining()
+    for adapter in adapters:
+        try:
+            await asyncio.wait_for(adapter.stop_receiving(), timeout=10)
+        except Exception as exc:
+            log.warning("adapter.stop_receiving_failed", adapter=adapter.name, error=type(exc).__name__)
+    drain_s = runtime.config.gateway.drain_s
+    drained = asyncio.ensure_future(runtime.gateway.drain(drain_s))
+    skipped = asyncio.ensure_future(skip.wait())
+    try:
+        await asyncio.wait([drained, skipped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        skipped.cancel()
+        if not drained.done():
+            drained.cancel()
+            log.warning("gateway.drain_skipped", reason="a second stop signal")
+    if drained.done() and not drained.cancelled() and not drained.result():
+        log.warning("gateway.drain_timeout", drain_s=drain_s, note="stopping the answers still running")
 
 
 async def _shutdown(runtime: Runtime, adapters: list[Adapter]) -> None:
@@ -181,20 +237,22 @@ def _startup_failed(exc: Exception) -> int:
     return 1
 
 
-async def run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
-    """``botgateway run``: every enabled adapter until SIGINT/SIGTERM; 0 on a clean stop."""
-    from botgateway.config import ConfigError
+async def run(config: Config, *, stdin_is_tty: bool | None = None, worker_index: int | None = None) -> int:
+    """``botgateway run``: every enabled adapter until SIGINT/SIGTERM; 0 on a clean stop.
 
+    ``worker_index``: run as that worker of ``botgateway run --workers``.
+    """
     try:
-        return await _run(config, stdin_is_tty=stdin_is_tty)
+        return await _run(config, stdin_is_tty=stdin_is_tty, worker_index=worker_index)
     except ConfigError:
         raise  # the CLI lists every config problem
     except Exception as exc:
         return _startup_failed(exc)
 
 
-async def _run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
+async def _run(config: Config, *, stdin_is_tty: bool | None = None, worker_index: int | None = None) -> int:
     from botgateway.cli.runtime import build_runtime
+    from botgateway.cli.worker_link import WorkerLink
 
     tty = sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty
     if not enabled_adapters(config):
@@ -204,10 +262,14 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
             "credentials, which start those adapters when they are 'enabled: auto'"
         )
         return 1
-    stop = asyncio.Event()
-    signals = _install_stop_signals(stop)
+    stop, again = asyncio.Event(), asyncio.Event()
+    signals = _install_stop_signals(stop, again)
+    link = WorkerLink() if worker_index is not None else None
+    if link is not None:
+        link.watch(stop.set)  # the supervisor is gone: drain as on SIGTERM
     try:
-        async with build_runtime(config) as runtime:
+        async with build_runtime(config, worker_index=worker_index) as runtime:
+            await _start_http(runtime)
             adapters, failed = await _start_adapters(runtime, tty)
             if not adapters:
                 if failed:
@@ -216,32 +278,50 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None) -> int:
                     _say("botgateway: nothing to run: the terminal chat needs a terminal (stdin is not one) and no other adapter is enabled")
                 return 1
             await _recover(runtime, adapters)
-            names = ", ".join(a.name for a in adapters)
-            log.info("botgateway.running", adapters=names, model=runtime.model_label)
-            if not any(a.name == "terminal" for a in adapters):
-                _say(f"botgateway: running ({names}); press Ctrl-C to stop")
-            waiters = [asyncio.ensure_future(stop.wait())]
-            for adapter in adapters:
-                ended = getattr(adapter, "ended", None)
-                if isinstance(ended, asyncio.Event):
-                    waiters.append(asyncio.ensure_future(ended.wait()))
-            try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
-            # the terminal chat may have taken SIGINT over; shutdown must not be interrupted by it
-            signals = _install_stop_signals(asyncio.Event())
+            _serving(runtime, adapters, link)
+            await _until_stopped(stop, adapters)
+            stop.set()  # also when the terminal chat ended: a signal from now on ends the drain's wait
+            # The terminal chat may have taken SIGINT over: ours again.
+            signals = _install_stop_signals(stop, again)
+            await _drain(runtime, adapters, again)
             await _shutdown(runtime, adapters)
             return 0
     finally:
         _remove_signals(signals)
+        if link is not None:
+            link.stop_watching()
+
+
+def _serving(runtime: Runtime, adapters: list[Adapter], link: WorkerLink | None) -> None:
+    """Start-up is over: ready (once the probes' checks pass), reported to the supervisor, told to the operator."""
+    if runtime.readiness is not None:
+        for adapter in adapters:
+            runtime.readiness.watch(adapter)
+        runtime.readiness.mark_started()
+    names = ", ".join(a.name for a in adapters)
+    log.info("botgateway.running", adapters=names, model=runtime.model_label, worker=runtime.worker_index)
+    if link is not None:
+        link.report_started()
+    elif runtime.worker_index is None and not any(a.name == "terminal" for a in adapters):
+        _say(f"botgateway: running ({names}); press Ctrl-C to stop")
+
+
+async def _until_stopped(stop: asyncio.Event, adapters: list[Adapter]) -> None:
+    """Until a stop signal, or until an adapter that can end on its own (the terminal chat) ends."""
+    waiters = [asyncio.ensure_future(stop.wait())]
+    for adapter in adapters:
+        ended = getattr(adapter, "ended", None)
+        if isinstance(ended, asyncio.Event):
+            waiters.append(asyncio.ensure_future(ended.wait()))
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 async def chat(config: Config) -> int:
     """``botgateway chat``: the interactive terminal chat, whatever ``adapters.terminal.enabled`` says."""
-    from botgateway.config import ConfigError
-
     try:
         return await _chat(config)
     except ConfigError:

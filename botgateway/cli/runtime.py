@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from botgateway.config import Config, ConfigError
+from botgateway.config import Config
 from botgateway.tooling import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.stores.base import Store
-    from botgateway.telemetry import MetricsServer, TurnObserver
+    from botgateway.telemetry import PrometheusTelemetry
+    from botgateway.web import HttpServer, Readiness
 
 __all__ = ["Runtime", "build_runtime", "tool_registry"]
 
@@ -72,13 +73,21 @@ class Runtime:
     """Turn scheduling, dedupe and cards."""
     model_label: str
     """Shown in the card footer ("demo model" for the offline stand-in)."""
-    metrics: MetricsServer | None = None
-    """The ``/metrics`` endpoint, when ``metrics.enabled``."""
+    http: HttpServer | None = None
+    """The gateway's HTTP server (probes, ``/metrics``), when ``http.enabled`` or ``metrics.enabled``; not started yet."""
+    readiness: Readiness | None = None
+    """What ``/readyz`` reports (the runner adds the adapters and the draining), with the HTTP server."""
+    worker_index: int | None = None
+    """This process's index among the worker processes of ``botgateway run --workers``; None when it is the only one."""
 
 
 @asynccontextmanager
-async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
-    """Build the runtime; everything is closed in reverse order on exit."""
+async def build_runtime(config: Config, *, worker_index: int | None = None) -> AsyncIterator[Runtime]:
+    """Build the runtime; everything is closed in reverse order on exit.
+
+    ``worker_index``: this process is that worker of ``botgateway run --workers`` (its instance id says so, and its
+    HTTP listeners share their ports with the other workers).
+    """
     from botgateway.approvals import ApprovalDesk
     from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
@@ -96,15 +105,16 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
         toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
         llm, model_label = await _model(stack, config, registry, toolset)
         # Kept across restarts, so a restarted process closes the cards it left at once (recovery at start).
-        claim = claim_instance_id(config.gateway, config.memory)
+        claim = claim_instance_id(config.gateway, config.memory, worker_index=worker_index)
         stack.callback(claim.release)
         fleet = _fleet_parts(stack, config, store, claim.instance_id)
         # Calls waiting for an approver (codes reserved fleet-wide); the gateway checks who may decide.
         desk = ApprovalDesk(shared=fleet.directory if fleet is not None else None)
         memory, loop = _loop(config, store, llm, registry, desk, fleet.leases if fleet is not None else None)
         stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
+        telemetry = _telemetry(config)
+        http, readiness = _http(stack, config, store, telemetry, reuse_port=worker_index is not None)
         budget = RateBudget()
-        telemetry, metrics_server = _telemetry(stack, config)
         gateway = Gateway(
             instance_id=claim.instance_id,
             loop=loop,
@@ -112,7 +122,7 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             budget=budget,
             config=config,
             model_label=model_label,
-            observers=telemetry,
+            observers=[telemetry] if telemetry is not None else [],
             clear_history=memory.clear,
             approvals=desk,
             fleet=fleet.join(memory) if fleet is not None else None,
@@ -130,7 +140,9 @@ async def build_runtime(config: Config) -> AsyncIterator[Runtime]:
             budget=budget,
             gateway=gateway,
             model_label=model_label,
-            metrics=metrics_server,
+            http=http,
+            readiness=readiness,
+            worker_index=worker_index,
         )
 
 
@@ -222,18 +234,27 @@ async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, 
     return llm, model_label
 
 
-def _telemetry(stack: AsyncExitStack, config: Config) -> tuple[list[TurnObserver], MetricsServer | None]:
-    """The turn observers, and the ``/metrics`` endpoint when ``metrics.enabled``."""
+def _telemetry(config: Config) -> PrometheusTelemetry | None:
+    """The turn observer counting into the Prometheus registry, when ``metrics.enabled``."""
     if not config.metrics.enabled:
-        return [], None
+        return None
     from botgateway.telemetry import PrometheusTelemetry
 
-    telemetry = PrometheusTelemetry()
-    try:
-        server = telemetry.serve(config.metrics.host, config.metrics.port)
-    except OSError as exc:
-        raise ConfigError(
-            [f"metrics.port: cannot serve metrics on {config.metrics.host}:{config.metrics.port} ({exc.strerror})"]
-        ) from None
-    stack.callback(server.close)
-    return [telemetry], server
+    return PrometheusTelemetry()
+
+
+def _http(
+    stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None, *, reuse_port: bool
+) -> tuple[HttpServer | None, Readiness | None]:
+    """The gateway's HTTP server with the probes (and ``/metrics``), when anything is to be served; started by ``run``."""
+    if not (config.http.enabled or telemetry is not None):
+        return None, None
+    from botgateway.web import HttpServer, Readiness, metrics_routes, probe_routes
+
+    server = HttpServer(config.http.host, config.http.port, reuse_port=reuse_port)
+    stack.push_async_callback(server.aclose)
+    readiness = Readiness(store)
+    server.add_routes(probe_routes(readiness))
+    if telemetry is not None:
+        server.add_routes(metrics_routes(telemetry.registry))
+    return server, readiness

@@ -8,7 +8,8 @@ wrong types are rejected with the key's path and a hint; secrets are
 The package keeps one room per idea: the sections of the file (:mod:`.llm`,
 :mod:`.service`, :mod:`.card`, :mod:`.platforms`, :mod:`.toolset`, assembled in
 :mod:`.schema`), ``${VAR}`` substitution (:mod:`.env`), error lines
-(:mod:`.problems`) and loading (:mod:`.loading`). Import every name from here.
+(:mod:`.problems`), loading (:mod:`.loading`) and what can run as several worker
+processes (:mod:`.workers`). Import every name from here.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ from botgateway.config.platforms import (
 from botgateway.config.problems import format_errors
 from botgateway.config.schema import Config
 from botgateway.config.section import Section
-from botgateway.config.service import GatewayConfig, LogConfig, MemoryConfig, MetricsConfig
+from botgateway.config.service import MAX_WORKERS, GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
 from botgateway.config.toolset import CloudAccount, CloudProviderConfig, InventoryConfig, McpServerConfig, ToolsConfig
+from botgateway.config.workers import SLACK_SOCKET_CONNECTIONS, worker_problems, worker_warnings
 
 __all__ = [
     "DEFAULT_ACCESS",
     "DEFAULT_SYSTEM_PROMPT",
     "KEYLESS_PROVIDERS",
+    "MAX_WORKERS",
     "PROVIDER_PRESETS",
+    "SLACK_SOCKET_CONNECTIONS",
     "AccessConfig",
     "AdapterBase",
     "AdaptersConfig",
@@ -52,6 +56,7 @@ __all__ = [
     "ConfigError",
     "DingTalkConfig",
     "GatewayConfig",
+    "HttpConfig",
     "InventoryConfig",
     "LLMConfig",
     "LimitsConfig",
@@ -71,4 +76,6 @@ __all__ = [
     "load_config",
     "parse_config",
     "substitute_env",
+    "worker_problems",
+    "worker_warnings",
 ]

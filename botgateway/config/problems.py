@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 from botgateway.config.schema import Config
 from botgateway.config.section import is_secret_bearing
 
-__all__ = ["format_errors", "plain_word"]
+__all__ = ["MOVED_KEYS", "format_errors", "plain_word"]
 
 
 def _section_of(field: FieldInfo) -> type[BaseModel] | None:
@@ -55,6 +55,14 @@ def _secret_at(loc: tuple[Any, ...]) -> bool:
     return False
 
 
+_SERVER_MOVED = "one HTTP server now serves /metrics, /healthz and /readyz"
+
+MOVED_KEYS: dict[tuple[str, ...], tuple[str, str]] = {
+    ("metrics", "host"): ("http.host", _SERVER_MOVED),
+    ("metrics", "port"): ("http.port", _SERVER_MOVED),
+}
+"""Keys an older release read → where they live now and why: an old config is told where to move them."""
+
 _PLAIN_WORD = re.compile(r"[\w./+-]{1,100}")
 """A program name or path: nothing that assigns (``=``), nothing of a URL's ``user:password@``."""
 
@@ -90,7 +98,10 @@ def format_errors(error: ValidationError) -> list[str]:
         loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         path = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
         kind = item["type"]
-        if kind == "extra_forbidden":
+        moved = MOVED_KEYS.get(tuple(str(p) for p in loc)) if kind == "extra_forbidden" else None
+        if moved is not None:
+            problems.append(f"{path}: moved to {moved[0]} ({moved[1]}); set {moved[0]} instead")
+        elif kind == "extra_forbidden":
             model = _model_at(loc)
             known = list(model.model_fields) if model else []
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)

@@ -9,7 +9,7 @@ from botgateway.config.limits import LimitsConfig
 from botgateway.config.llm import LLMConfig
 from botgateway.config.platforms import AdaptersConfig
 from botgateway.config.section import Section
-from botgateway.config.service import GatewayConfig, LogConfig, MemoryConfig, MetricsConfig
+from botgateway.config.service import GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
 from botgateway.config.toolset import ToolsConfig
 
 __all__ = ["Config"]
@@ -32,6 +32,8 @@ class Config(Section):
     """Platforms."""
     tools: ToolsConfig = ToolsConfig()
     """Tools."""
+    http: HttpConfig = HttpConfig()
+    """The gateway's HTTP server (probes, metrics)."""
     metrics: MetricsConfig = MetricsConfig()
     """Metrics."""
     access: AccessConfig | None = None

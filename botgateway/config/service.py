@@ -1,4 +1,4 @@
-"""Sections of the service itself: logging, the state store, turn scheduling and metrics."""
+"""Sections of the service itself: logging, the state store, turn scheduling, the HTTP server and metrics."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from pydantic import Field, SecretStr, model_validator
 
 from botgateway.config.section import Section
 
-__all__ = ["GatewayConfig", "LogConfig", "MemoryConfig", "MetricsConfig"]
+__all__ = ["MAX_WORKERS", "GatewayConfig", "HttpConfig", "LogConfig", "MemoryConfig", "MetricsConfig"]
+
+MAX_WORKERS = 32
+"""Most worker processes ``gateway.workers`` allows (far more than the cores a gateway host has)."""
 
 
 class LogConfig(Section):
@@ -89,6 +92,31 @@ class GatewayConfig(Section):
     this host (a lock file) gives the second process a random id.
     """
 
+    workers: int = Field(1, ge=1, le=MAX_WORKERS)
+    """Worker processes ``botgateway run`` starts (``--workers`` overrides it); each uses one core.
+
+    Above 1 the workers must share a store, so ``memory.store: redis`` is
+    required. Each worker opens its own Slack Socket Mode and DingTalk Stream
+    connection (Slack allows at most 10 Socket Mode connections per app), and
+    the HTTP listeners (the gateway's HTTP server, Slack HTTP mode, DingTalk
+    callbacks) are bound by every worker on the same port (``SO_REUSEPORT``).
+    A worker's instance id is the process's id with ``-w<index>`` appended.
+    """
+    drain_s: float = Field(30.0, gt=0)
+    """On SIGTERM or SIGINT, how long running and queued answers may take to finish before they are stopped.
+
+    Readiness turns false at once and the adapters stop taking questions; what is
+    still running after this long is stopped, its card saying the bot restarted.
+    A second signal stops them at once. Give the platform (Kubernetes'
+    ``terminationGracePeriodSeconds``) a little more than this.
+    """
+    replicas: int = Field(1, ge=1)
+    """How many gateway processes are expected to run at once (replicas × workers), sharing the platforms' rate limits.
+
+    When the shared budget in Redis cannot be reached, each process falls back
+    to a local budget of the platform's rate divided by this.
+    """
+
     @model_validator(mode="after")
     def _ttl_outlives_heartbeats(self) -> GatewayConfig:
         if self.instance_ttl_s <= self.heartbeat_s:
@@ -99,12 +127,19 @@ class GatewayConfig(Section):
         return self
 
 
+class HttpConfig(Section):
+    """The gateway's own HTTP server: ``/healthz``, ``/readyz`` and, with ``metrics.enabled``, ``/metrics``."""
+
+    enabled: bool = False
+    """Serve the probes on ``http://host:port``; ``metrics.enabled`` starts the server too."""
+    host: str = "0.0.0.0"
+    """Listen address."""
+    port: int = Field(9464, ge=0, le=65535)
+    """Listen port (0 picks a free one); every worker process binds it (``SO_REUSEPORT``)."""
+
+
 class MetricsConfig(Section):
     """Prometheus metrics."""
 
     enabled: bool = False
-    """Serve Prometheus metrics on ``http://host:port/metrics``."""
-    host: str = "0.0.0.0"
-    """Listen address of the metrics endpoint."""
-    port: int = Field(9464, ge=0, le=65535)
-    """Port of the metrics endpoint (0 picks a free one)."""
+    """Serve Prometheus metrics on the gateway's HTTP server (``http.host``:``http.port``), at ``/metrics``."""

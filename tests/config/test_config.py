@@ -70,6 +70,25 @@ def test_unknown_key_gets_its_path_and_a_did_you_mean() -> None:
     assert "adapters.slack.bot_tokn: unknown key (did you mean 'bot_token'?)" in problems
 
 
+def test_metrics_host_and_port_of_an_older_config_are_told_where_they_moved() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"metrics": {"enabled": True, "host": "127.0.0.1", "port": 9100}}, env={})
+    assert info.value.problems == [
+        "metrics.host: moved to http.host (one HTTP server now serves /metrics, /healthz and /readyz); set http.host instead",
+        "metrics.port: moved to http.port (one HTTP server now serves /metrics, /healthz and /readyz); set http.port instead",
+    ]
+    moved = parse_config({"metrics": {"enabled": True}, "http": {"host": "127.0.0.1", "port": 9100}}, env={})
+    assert (moved.http.host, moved.http.port, moved.http.enabled) == ("127.0.0.1", 9100, False)
+
+
+def test_workers_drain_and_replicas_are_bounded() -> None:
+    config = parse_config({}, env={})
+    assert (config.gateway.workers, config.gateway.drain_s, config.gateway.replicas) == (1, 30.0, 1)
+    with pytest.raises(ConfigError) as info:
+        parse_config({"gateway": {"workers": 33, "drain_s": 0, "replicas": 0}}, env={})
+    assert [line.split(":")[0] for line in info.value.problems] == ["gateway.workers", "gateway.drain_s", "gateway.replicas"]
+
+
 def test_unknown_section_lists_the_known_ones() -> None:
     [problem] = problems_of({"lmm": {}})
     assert problem.startswith("lmm: unknown key")

@@ -254,7 +254,7 @@ class FakeSlack:
         return sorted((m for m in self.messages.values() if m.channel == channel), key=lambda m: float(m.ts))
 
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
-        """Wait until ``predicate()`` is true, re-checking after every Web API call."""
+        """Wait until ``predicate()`` is true, re-checking after every Web API call and Socket Mode (dis)connection."""
         async def check() -> None:
             while not predicate():
                 self._call_event.clear()
@@ -387,6 +387,7 @@ class FakeSlack:
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self.sockets.append(ws)
+        self._call_event.set()  # wait_for re-checks on connections too
         await ws.send_str(json.dumps({"type": "hello", "num_connections": len(self.sockets),
                                       "connection_info": {"app_id": "A0001"}}))
         self._connected.set()
@@ -405,6 +406,7 @@ class FakeSlack:
                 self.sockets.remove(ws)
             if not self.sockets:
                 self._connected.clear()
+            self._call_event.set()
         return ws
 
     # --- HTTP Events API helper -------------------------------------------------

@@ -181,7 +181,7 @@ async def test_the_composition_root_builds_the_adapter_on_the_runtimes_gateway(m
     from botgateway.cli.run import build_adapter
 
     env = await make_env()
-    runtime = SimpleNamespace(gateway=env.gateway, config=env.config)
+    runtime = SimpleNamespace(gateway=env.gateway, config=env.config, worker_index=None)
     adapter = build_adapter("dingtalk", env.config.adapters.dingtalk, runtime)  # type: ignore[arg-type]
     make_env.closers.append(adapter.stop)
     assert isinstance(adapter, DingTalkAdapter) and adapter.sink.card is not None
