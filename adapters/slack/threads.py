@@ -1,7 +1,9 @@
 """The threads the bot answers in, so a follow-up there needs no new mention.
 
-Remembered in memory while the process runs; after a restart a thread with
-history in the Store still counts.
+Remembered in memory while the process runs, and marked in the Store so the
+other processes of a fleet know it too (a "stop" typed in the thread while its
+first answer runs may reach any of them, before any history is written);
+after a restart a thread with history in the Store still counts.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ log = structlog.get_logger(__name__)
 _MAX_THREADS = 50_000
 """Threads remembered in memory at most (older ones are found through the Store)."""
 
+_MARK_TTL_S = 86_400.0
+"""How long the Store's mark of a thread lasts; past its first answer the thread's history shows it anyway."""
+
 
 class BotThreads:
     """``remember`` a thread the bot answered in; ``await contains(...)`` asks whether it did."""
@@ -31,17 +36,30 @@ class BotThreads:
         self._store = store
         self._threads: LRUCache[tuple[str, str, str], None] = LRUCache(_MAX_THREADS)
 
-    def remember(self, team: str, channel: str, thread_ts: str) -> None:
-        """The bot answers in this thread."""
+    async def remember(self, team: str, channel: str, thread_ts: str) -> None:
+        """The bot answers in this thread (marked in the Store the first time, for the other processes)."""
+        if (team, channel, thread_ts) in self._threads:
+            return
         self._threads[(team, channel, thread_ts)] = None
+        try:
+            await self._store.add_to_counter(_mark(team, channel, thread_ts), 1, _MARK_TTL_S)
+        except Exception as exc:  # this process still knows; a follow-up through another one may be missed
+            log.warning("slack.thread_mark_failed", error=type(exc).__name__)
 
     async def contains(self, team: str, channel: str, thread_ts: str) -> bool:
-        """A thread the bot answered in: remembered in memory, or with history in the Store (after a restart)."""
+        """A thread the bot answers in: remembered here, marked by another process, or with history in the Store."""
         if (team, channel, thread_ts) in self._threads:
             return True
         key = conversation_key("slack", "thread", workspace=team, chat=channel, thread=thread_ts)
         try:
+            if await self._store.add_to_counter(_mark(team, channel, thread_ts), 0, _MARK_TTL_S) > 0:
+                return True
             return bool(await self._store.load_turns(key))
         except Exception as exc:
             log.warning("slack.thread_lookup_failed", error=type(exc).__name__)
             return False
+
+
+def _mark(team: str, channel: str, thread_ts: str) -> str:
+    """The Store counter that marks a thread the bot answers in."""
+    return f"slack-thread:{team}:{channel}:{thread_ts}"
