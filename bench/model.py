@@ -8,9 +8,17 @@ answer in every scenario), so the orchestrator knows each one exactly and can
 check what the platform ended up showing.
 
 :class:`BenchModelServer` paces each stream against the clock (chunk *k* is
-due at ``start + k * interval``) rather than sleeping between chunks, so a
-busy machine does not stretch every answer; it records when each stream
-started and ended, which the report shows as the generation achieved.
+due at ``start + k * interval``, or at its own time in a :class:`PacedScript`)
+rather than sleeping between chunks, so a busy machine does not stretch every
+answer; chunks already due go out in one write. It records when each stream
+started and ended, which the report shows as the generation achieved, and
+when its first and last answer text were written.
+
+The ``core`` scenario's streams (:func:`core_script`) keep one chunk interval
+for every turn (``N / core_chunks_per_s``), so a longer answer takes longer as
+with a real model; each turn's first text comes a seeded fraction of an
+interval later than the others', so N streams do not write in lockstep; and the
+finish and usage chunks go out with the last text, as providers send them.
 """
 
 from __future__ import annotations
@@ -20,16 +28,20 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from tools.demo.script import Pause, Script, finish_chunk, role_chunk, text_chunks, tool_call_chunks, usage_chunk
+from tools.demo.script import Chunk, Pause, Script, finish_chunk, role_chunk, text_chunks, tool_call_chunks, usage_chunk
 from tools.demo.server import ScriptedLLMServer
 
 TURN_TAG = re.compile(r"\[bench-turn (\d+)\]")
+WARMUP_TEXT = "[bench-warmup] are you there?"
+"""The ``core`` worker's warm-up question (not measured): answered with :data:`WARMUP_ANSWER`."""
+WARMUP_ANSWER = "Ready."
+"""The answer to :data:`WARMUP_TEXT`."""
 LOOKUP_TOOL = "search_inventory_by_ip"
 """The static inventory's address lookup (``tools.inventory`` is enabled in the bench's config)."""
 
@@ -86,6 +98,49 @@ def answer_script(answer: str, gen_s: float, chunk_chars: int) -> Script:
     return Script(chunks=items, delay_s=gen_s / max(1, len(items) - 1))
 
 
+@dataclass(frozen=True)
+class PacedScript(Script):
+    """A :class:`Script` whose chunks are due at their own times rather than every ``delay_s``."""
+
+    due_s: tuple[float, ...] = ()
+    """When each chunk is due, in seconds after the request arrived (one per chunk, non-decreasing)."""
+
+
+_PHASE_STEP = 0.6180339887498949
+"""Turn *i*'s first text is ``1 + frac(i × this)`` intervals after the request: evenly spread phases, no lockstep."""
+
+
+def core_script(answer: str, turn: int, interval_s: float, chunk_chars: int) -> PacedScript:
+    """Turn ``turn``'s answer for the ``core`` scenario: one text chunk every ``interval_s``, the end with the last."""
+    texts = text_chunks(answer, chunk_chars)
+    first = interval_s * (1.0 + (turn * _PHASE_STEP) % 1.0)
+    text_due = [first + j * interval_s for j in range(len(texts))]
+    items: list[Any] = [role_chunk(), *texts, finish_chunk("stop"), usage_chunk(20, len(answer) // 4)]
+    return PacedScript(chunks=items, due_s=(0.0, *text_due, text_due[-1], text_due[-1]))
+
+
+def make_core_responder(answers: list[str], *, interval_s: float, chunk_chars: int) -> Callable[[dict[str, Any]], Script]:
+    """The :class:`BenchModelServer` responder of a ``core`` scenario (no tool rounds; the warm-up answered at once)."""
+
+    def respond(body: dict[str, Any]) -> Script:
+        turn = turn_of(body)
+        if turn is None and any(WARMUP_TEXT in str(m.get("content")) for m in body.get("messages") or []):
+            return Script.text(WARMUP_ANSWER)
+        if turn is None or turn >= len(answers):
+            return Script.error(400, "benchmark model: the request names no known [bench-turn N]")
+        return core_script(answers[turn], turn, interval_s, chunk_chars)
+
+    return respond
+
+
+def carries_text(item: Chunk | str) -> bool:
+    """Whether a chunk carries answer text (``delta.content``)."""
+    if not isinstance(item, dict):
+        return False
+    choices = item.get("choices") or ()
+    return bool(choices and (choices[0].get("delta") or {}).get("content"))
+
+
 def make_responder(answers: list[str], *, gen_s: float, chunk_chars: int, tool_rounds: int) -> Callable[[dict[str, Any]], Script]:
     """The :class:`BenchModelServer` responder for a scenario."""
 
@@ -118,6 +173,14 @@ class Generation:
     """When the last chunk was written (or the client went away)."""
     completed: bool = False
     """Every chunk was written."""
+    first_chunk_at: float = 0.0
+    """When the first chunk was handed to the socket (0: none was)."""
+    first_text_at: float = 0.0
+    """When the first chunk carrying answer text was handed to the socket (0: none was)."""
+    last_text_at: float = 0.0
+    """When the last chunk carrying answer text was (the finish and ``[DONE]`` go with it or after it)."""
+    chunks: int = 0
+    """Chunks written (``[DONE]`` not counted)."""
 
 
 class BenchModelServer(ScriptedLLMServer):
@@ -137,14 +200,34 @@ class BenchModelServer(ScriptedLLMServer):
         await response.prepare(request)
         envelope = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": int(time.time()),
                     "model": str(body.get("model") or self.model)}
+        items = [c for c in script.chunks if not isinstance(c, Pause)]
+        due: Sequence[float] = (script.due_s if isinstance(script, PacedScript) and script.due_s
+                                else [k * script.delay_s for k in range(len(items))])
         try:
-            for k, item in enumerate(c for c in script.chunks if not isinstance(c, Pause)):
-                wait = record.requested_at + k * script.delay_s - time.monotonic()
+            k = 0
+            while k < len(items):
+                wait = record.requested_at + due[k] - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                payload = item if isinstance(item, str) else json.dumps({**envelope, **item}, ensure_ascii=False)
-                await response.write(f"data: {payload}\n\n".encode())
-            await response.write(b"data: [DONE]\n\n")
+                # Everything due by now goes out in one write: a busy machine catches up instead of falling behind.
+                now = time.monotonic() - record.requested_at
+                batch: list[str] = []
+                text = False
+                while k < len(items) and (not batch or due[k] <= now):
+                    item = items[k]
+                    payload = item if isinstance(item, str) else json.dumps({**envelope, **item}, ensure_ascii=False)
+                    batch.append(f"data: {payload}\n\n")
+                    text = text or carries_text(item)
+                    k += 1
+                if k == len(items):
+                    batch.append("data: [DONE]\n\n")
+                written_at = time.monotonic()
+                await response.write("".join(batch).encode())
+                record.chunks += len(batch) - (k == len(items))
+                record.first_chunk_at = record.first_chunk_at or written_at
+                if text:
+                    record.first_text_at = record.first_text_at or written_at
+                    record.last_text_at = written_at
             await response.write_eof()
             record.completed = True
         except ConnectionError:
@@ -169,6 +252,7 @@ def generation_stats(generations: list[Generation], gen_s: float) -> dict[str, A
 
 
 __all__ = [
-    "LOOKUP_TOOL", "BenchModelServer", "Generation", "answer_script", "generation_stats", "make_answer",
-    "make_answers", "make_responder", "turn_of", "user_text",
+    "LOOKUP_TOOL", "WARMUP_ANSWER", "WARMUP_TEXT", "BenchModelServer", "Generation", "PacedScript", "answer_script",
+    "carries_text", "core_script", "generation_stats", "make_answer", "make_answers", "make_core_responder",
+    "make_responder", "turn_of", "user_text",
 ]

@@ -1,4 +1,5 @@
-"""Presenting a benchmark report: rich tables, floors, goals, a JSON file and a PNG chart.
+"""Presenting a benchmark report: rich tables, floors, goals, a JSON file and a PNG chart (the core scenarios'
+parts are in :mod:`bench.core_report`).
 
 The report dict has gone through :func:`bench.stats.jsonable`: a percentile
 that reached a failed answer is ``None`` with ``failed > 0`` in its summary,
@@ -13,6 +14,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from bench.core_report import core_chart_row, core_problem_lines, core_table
 
 COLORS = {"slack/auto": "#2b8a3e", "slack/edit": "#1c7ed6", "dingtalk/card": "#e8590c"}
 
@@ -135,9 +138,13 @@ def print_report(report: dict[str, Any], console: Console | None = None, *, path
             continue
         console.print(_latency_table(mine, f"{platform}: {head}"))
         console.print(_calls_table(mine, f"{platform}: calls per method, accepted / throttled"))
+    core = [r for r in results if r["scenario"]["platform"] == "core"]
+    if core:
+        console.print(core_table(core, settings))
     for r in results:
         console.print(f"[bold]{r['scenario']['name']}[/]")
-        for line in _floor_lines(r, gen_s) + _problem_lines(r):
+        lines = core_problem_lines(r) if r["scenario"]["platform"] == "core" else _floor_lines(r, gen_s) + _problem_lines(r)
+        for line in lines:
             console.print(line, soft_wrap=True)
     _print_goals(report, console)
     machine = report["machine"]
@@ -158,6 +165,11 @@ def _print_goals(report: dict[str, Any], console: Console) -> None:
             passed += goal["passed"]
             mark = "[green]✓[/]" if goal["passed"] else "[red]✗[/]"
             console.print(f"{mark} {r['scenario']['name']}: {goal['goal']} — measured {goal['measured']}")
+    for goal in report.get("goals", []):
+        total += 1
+        passed += goal["passed"]
+        mark = "[green]✓[/]" if goal["passed"] else "[red]✗[/]"
+        console.print(f"{mark} core: {goal['goal']} — measured {goal['measured']}", soft_wrap=True)
     for name, error in report["failures"].items():
         console.print(f"[red]✗ {name} did not run:[/] {error}", soft_wrap=True)
     verdict = "[green]all passed[/]" if report["passed"] else "[red]not all passed[/]"
@@ -219,14 +231,17 @@ def _timeline_panel(ax: Any, result: dict[str, Any]) -> None:
 
 
 def write_chart(report: dict[str, Any], path: Path) -> Path:
-    """Per platform: first text and complete latencies (with the floor), calls, and the busiest scenario's calls over time."""
+    """Per platform: first text and complete latencies (with the floor), calls, and the busiest scenario's calls over time;
+    a row for the core scenarios."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     platforms = [p for p in ("slack", "dingtalk") if any(r["scenario"]["platform"] == p for r in report["scenarios"])]
-    fig, axes = plt.subplots(max(1, len(platforms)), 4, figsize=(22, 5.5 * max(1, len(platforms))), squeeze=False)
+    core = [r for r in report["scenarios"] if r["scenario"]["platform"] == "core"]
+    rows = max(1, len(platforms) + bool(core))
+    fig, axes = plt.subplots(rows, 4, figsize=(22, 5.5 * rows), squeeze=False)
     settings = report["settings"]
     fig.suptitle(f"botgateway end to end: answers of {settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars "
                  f"generated in {settings['gen_s']:g} s, fake platforms with their rate limits", fontsize=13)
@@ -238,6 +253,8 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
         _calls_panel(axes[row][2], mine)
         worst = max(mine, key=lambda r: (_sort_key(r["complete_s"]["p95"], r["complete_s"].get("failed", 0)), r["scenario"]["n"]))
         _timeline_panel(axes[row][3], worst)
+    if core:
+        core_chart_row(axes[len(platforms)], core)
     machine = report["machine"]
     fig.text(0.01, 0.005, f"{report['started_at']} · {machine['usable_cpus']} CPUs, load {machine['loadavg'][0]:.2f} · "
              f"{report['reproduce']['python']}", fontsize=8, color="#555")

@@ -1,46 +1,43 @@
 """The orchestrator: fakes and model here, botgateway in a worker process, one scenario at a time.
 
-Per scenario this process serves a fresh fake platform (:mod:`bench.slack_side`
+Per chat scenario this process serves a fresh fake platform (:mod:`bench.slack_side`
 or :mod:`bench.dingtalk_side`) and a fresh scripted model
 (:class:`~bench.model.BenchModelServer`), starts a fresh worker
 (:mod:`bench.worker`: the real Gateway and adapter, built as ``botgateway
 run`` builds them), waits for its socket, pushes the mentions (all at once or
 spread), follows every answer on the platform until all are complete or the
 deadline passes, waits ``live_check_s`` more, counts what still looks live,
-then stops the worker. Scenarios run one after another, never side by side,
-so the worker's CPU time and RSS are its own.
+then stops the worker. A ``core`` scenario has no platform and runs through
+:mod:`bench.core_scenario`. Scenarios run one after another, never side by
+side, so the worker's CPU time and RSS are its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import os
 import platform
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.analysis import model_numbers, scenario_floors, scenario_goals, turn_latencies
+from bench.analysis import Goal, model_numbers, scenario_floors, scenario_goals, turn_latencies
+from bench.core_analysis import core_goals, throughput_goal
+from bench.core_scenario import run_core_scenario
 from bench.dingtalk_side import DingTalkSide
 from bench.model import BenchModelServer, make_answers, make_responder
 from bench.settings import BenchSettings, Scenario
 from bench.side import PlatformSide
 from bench.slack_side import SlackSide
 from bench.stats import jsonable
+from bench.worker_process import WorkerFailed, WorkerProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STARTUP_TIMEOUT_S = 60.0
-
-
-class WorkerFailed(RuntimeError):
-    """A scenario's worker crashed, did not start or timed out; the message carries its last stderr lines."""
 
 
 def _cpu_s() -> float:
@@ -68,75 +65,6 @@ def machine_info() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         pass
     return info
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return ("\n" + "\n".join(text[-lines:])) if text else ""
-
-
-class WorkerProcess:
-    """``python -m bench.worker`` for one scenario: start, wait for ``ready``, ``stop``, read its numbers."""
-
-    def __init__(self, job: dict[str, Any], folder: Path) -> None:
-        self._job = job
-        self._folder = folder
-        self._errors = folder / "worker.stderr.txt"
-        self._result = folder / "worker.result.json"
-        self._proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        """Spawn the worker and wait until its adapter is up."""
-        job = self._folder / "worker.job.json"
-        job.write_text(json.dumps(self._job))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
-        with self._errors.open("wb") as stderr:
-            self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bench.worker", str(job), str(self._result),
-                cwd=str(REPO_ROOT), env=env, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            )  # fmt: skip
-        assert self._proc.stdout is not None
-        try:
-            line = await asyncio.wait_for(self._proc.stdout.readline(), STARTUP_TIMEOUT_S)
-        except TimeoutError:
-            line = b""
-        if line.strip() != b"ready":
-            await self.kill()
-            raise WorkerFailed(f"the worker did not start{_tail(self._errors)}")
-
-    async def stop(self, timeout: float = 60.0) -> dict[str, Any]:
-        """Ask the worker to shut down as ``botgateway run`` does; its CPU and RSS numbers."""
-        assert self._proc is not None and self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(b"stop\n")
-            await self._proc.stdin.drain()
-            self._proc.stdin.close()
-            code = await asyncio.wait_for(self._proc.wait(), timeout)
-        except (TimeoutError, ConnectionError):
-            await self.kill()
-            raise WorkerFailed(f"the worker did not stop within {timeout:g} s{_tail(self._errors)}") from None
-        if code != 0 or not self._result.exists():
-            raise WorkerFailed(f"the worker exited with code {code}{_tail(self._errors)}")
-        return json.loads(self._result.read_text())
-
-    async def kill(self) -> None:
-        """Kill the worker if it still runs (never outlive the fakes it talks to)."""
-        if self._proc is not None and self._proc.returncode is None:
-            self._proc.kill()
-            await asyncio.shield(self._proc.wait())
-
-    def warnings(self, limit: int = 5) -> list[str]:
-        """The worker's last warning and error lines (botgateway logs them to stderr)."""
-        try:
-            lines = self._errors.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
-        return [line[:300] for line in lines if line.strip()][-limit:]
 
 
 def make_side(settings: BenchSettings, scenario: Scenario, answers: list[str]) -> PlatformSide:
@@ -215,7 +143,7 @@ async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: lis
 async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every scenario of ``settings``; the report (not yet written to disk)."""
     say = progress or (lambda _message: None)
-    answers = make_answers(settings.seed, max(settings.ns), settings.answer_chars)
+    answers = make_answers(settings.seed, max(s.n for s in settings.scenarios()), settings.answer_chars)
     machine = machine_info()
     started = dt.datetime.now(dt.timezone.utc)
     results: list[dict[str, Any]] = []
@@ -224,31 +152,44 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
         for scenario in settings.scenarios():
             say(f"{scenario.name}: running …")
             t0 = time.monotonic()
+            goals: list[Goal]
             try:
-                result = await run_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
+                if scenario.platform == "core":
+                    result = await run_core_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
+                    goals = core_goals(result)
+                else:
+                    result = await run_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
+                    goals = scenario_goals(result, settings.gen_s, settings.live_check_s)
             except WorkerFailed as exc:
                 failures[scenario.name] = str(exc)
                 say(f"{scenario.name} FAILED: {exc}")
                 continue
-            result["goals"] = [g.to_dict() for g in scenario_goals(result, settings.gen_s, settings.live_check_s)]
+            result["goals"] = [g.to_dict() for g in goals]
             results.append(result)
             say(_progress_line(result, time.monotonic() - t0))
     machine["loadavg_after"] = list(os.getloadavg())
+    # Judged over the core scenarios together: whichever of them streamed fast enough.
+    throughput = throughput_goal([r for r in results if r["scenario"]["platform"] == "core"])
+    run_goals = [throughput.to_dict()] if throughput is not None else []
     argv = settings.to_argv()
     return jsonable({
-        "schema": 2,
+        "schema": 3,
         "started_at": started.isoformat(timespec="seconds"),
         "duration_s": (dt.datetime.now(dt.timezone.utc) - started).total_seconds(),
         "machine": machine,
         "settings": settings.to_dict(),
         "reproduce": {"python": "python -m bench " + " ".join(argv), "make": "make bench BENCH_ARGS='" + " ".join(argv) + "'"},
         "scenarios": results,
+        "goals": run_goals,
         "failures": failures,
-        "passed": not failures and all(g["passed"] for r in results for g in r["goals"]),
+        "passed": not failures and all(g["passed"] for r in results for g in r["goals"]) and all(g["passed"] for g in run_goals),
     })
 
 
 def _progress_line(result: dict[str, Any], took: float) -> str:
+    if result["scenario"]["platform"] == "core":
+        return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
+                f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s")
     throttled = sum(c.get("throttled", 0) for c in result["calls"].values())
     return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
             f"{throttled} throttled, {result['live_left']['count']} live-looking left")

@@ -2,8 +2,11 @@
 
 A run is a set of *scenarios*: platform (Slack with ``streaming: auto`` or
 ``edit``, DingTalk) × N concurrent mentions × arrival (``burst``: all at once,
-``spread``: evenly over ``spread_s``). Every scenario uses the same seeded
-answers, so turn *i* asks and gets the same thing everywhere.
+``spread``: evenly over ``spread_s``), then the ``core`` platform: N
+concurrent turns (``core_turns``) submitted at once through the Gateway into
+an in-process sink, the model offering ``core_chunks_per_s`` in all. Every
+scenario uses the same seeded answers, so turn *i* asks and gets the same
+thing everywhere.
 :meth:`BenchSettings.to_argv` gives back the exact flags, so the report can
 print the command that reproduces it.
 """
@@ -16,8 +19,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-PLATFORMS: tuple[str, ...] = ("slack", "dingtalk")
-"""Platforms, in the order they run."""
+PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core")
+"""Platforms, in the order they run (``core``: the Gateway into the bench's own sink, no chat platform)."""
 
 SLACK_MODES: tuple[str, ...] = ("auto", "edit")
 """Slack adapter ``streaming`` modes the bench runs."""
@@ -34,23 +37,24 @@ class Scenario:
     """One measured run: a fresh worker process, fresh fakes and a fresh model server."""
 
     platform: str
-    """``slack`` or ``dingtalk``."""
+    """``slack``, ``dingtalk`` or ``core``."""
     mode: str
-    """Slack's ``streaming`` mode (``auto`` / ``edit``); ``card`` for DingTalk."""
+    """Slack's ``streaming`` mode (``auto`` / ``edit``); ``card`` for DingTalk; empty for ``core``."""
     n: int
-    """Concurrent mentions."""
+    """Concurrent mentions (core: concurrent turns)."""
     arrival: str
     """``burst`` or ``spread``."""
 
     @property
     def name(self) -> str:
-        """``slack/edit N=50 burst``."""
-        return f"{self.platform}/{self.mode} N={self.n} {self.arrival}"
+        """``slack/edit N=50 burst``; ``core N=200 burst``."""
+        kind = f"{self.platform}/{self.mode}" if self.mode else self.platform
+        return f"{kind} N={self.n} {self.arrival}"
 
     @property
     def key(self) -> str:
-        """A file-name-safe id: ``slack-edit-50-burst``."""
-        return f"{self.platform}-{self.mode}-{self.n}-{self.arrival}"
+        """A file-name-safe id: ``slack-edit-50-burst``; ``core-200-burst``."""
+        return "-".join(part for part in (self.platform, self.mode, str(self.n), self.arrival) if part)
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,12 @@ class BenchSettings:
     slack_modes: tuple[str, ...] = SLACK_MODES
     """Slack ``streaming`` modes to run."""
     ns: tuple[int, ...] = (10, 50, 100)
-    """Numbers of concurrent mentions."""
+    """Numbers of concurrent mentions (Slack and DingTalk)."""
+    core_turns: tuple[int, ...] = (200, 1000)
+    """Numbers of concurrent turns of the ``core`` platform (always a burst)."""
+    core_chunks_per_s: float = 12_000.0
+    """``core``: answer chunks per second the model offers over all turns together; each turn streams one chunk
+    every ``N / core_chunks_per_s`` seconds, so every N offers the same load."""
     arrivals: tuple[str, ...] = ARRIVALS
     """Arrival patterns."""
     spread_s: float = 60.0
@@ -93,6 +102,9 @@ class BenchSettings:
     """A botgateway config whose ``card`` section and adapters' ``policy`` the gateway uses; empty: defaults."""
     out: str = str(DEFAULT_OUT)
     """Folder for the JSON report and the PNG chart."""
+    profile: bool = False
+    """``core``: run the worker under cProfile and write its profile next to the report (timings are then not
+    representative)."""
     worker_timeout_s: float = 900.0
     """A scenario whose worker runs longer than this is killed and reported as failed."""
 
@@ -100,6 +112,9 @@ class BenchSettings:
         """Every scenario of the run, in the order they run."""
         out: list[Scenario] = []
         for platform in self.platforms:
+            if platform == "core":
+                out.extend(Scenario("core", "", n, "burst") for n in self.core_turns)
+                continue
             modes = self.slack_modes if platform == "slack" else ("card",)
             for mode in modes:
                 for n in self.ns:
@@ -138,6 +153,8 @@ class BenchSettings:
             "--platform", "all" if set(self.platforms) == set(PLATFORMS) else ",".join(self.platforms),
             "--slack-modes", ",".join(self.slack_modes),
             "--n", ",".join(str(n) for n in self.ns),
+            "--core-turns", ",".join(str(n) for n in self.core_turns),
+            "--core-chunks-per-s", num(self.core_chunks_per_s),
             "--arrivals", ",".join(self.arrivals),
             "--spread-s", num(self.spread_s),
             "--gen-s", num(self.gen_s),
@@ -154,6 +171,8 @@ class BenchSettings:
         ]  # fmt: skip
         if self.config:
             argv += ["--config", self.config]
+        if self.profile:
+            argv.append("--profile")
         return argv
 
 
@@ -186,14 +205,17 @@ def _choices(flag: str, known: Sequence[str], *, all_word: bool = False) -> Call
     return parse
 
 
-def _counts(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--n takes comma-separated numbers like 10,50,100, not {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError("--n: every N must be >= 1")
-    return values
+def _counts(flag: str, example: str) -> Callable[[str], tuple[int, ...]]:
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(dict.fromkeys(int(p) for p in text.split(",") if p.strip()))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} takes comma-separated numbers like {example}, not {text!r}") from None
+        if not values or min(values) < 1:
+            raise argparse.ArgumentTypeError(f"{flag}: every N must be >= 1")
+        return values
+
+    return parse
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -215,15 +237,21 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Benchmark botgateway end to end: N mentions pushed by a fake Slack (Socket Mode) or DingTalk "
             "(Stream mode), through the real adapters and Gateway in a worker process, to a scripted model; "
-            "measures when each answer's text becomes visible on the fake platform, under its rate limits."
+            "measures when each answer's text becomes visible on the fake platform, under its rate limits. "
+            "The core platform submits N turns at once into an in-process sink and measures the core itself."
         ),
     )
     add = p.add_argument
     add("--platform", dest="platforms", type=_choices("--platform", PLATFORMS, all_word=True), default=d.platforms,
-        help="slack, dingtalk or all (default all)")
+        help="slack, dingtalk, core or all (default all)")
     add("--slack-modes", type=_choices("--slack-modes", SLACK_MODES), default=d.slack_modes,
         help="Slack streaming modes to run (default auto,edit)")
-    add("--n", dest="ns", type=_counts, default=d.ns, help="comma-separated numbers of concurrent mentions (default 10,50,100)")
+    add("--n", dest="ns", type=_counts("--n", "10,50,100"), default=d.ns,
+        help="comma-separated numbers of concurrent mentions, Slack and DingTalk (default 10,50,100)")
+    add("--core-turns", type=_counts("--core-turns", "200,1000"), default=d.core_turns,
+        help="comma-separated numbers of concurrent turns of the core platform (default 200,1000)")
+    add("--core-chunks-per-s", type=_number("--core-chunks-per-s", float), default=d.core_chunks_per_s,
+        help="core: answer chunks per second the model offers over all turns (default 12000)")
     add("--arrivals", type=_choices("--arrivals", ARRIVALS), default=d.arrivals, help="burst, spread or both (default both)")
     add("--spread-s", type=_number("--spread-s", float), default=d.spread_s, help="spread arrivals over this many seconds (default 60)")
     add("--gen-s", type=_number("--gen-s", float), default=d.gen_s, help="model generation time per answer (default 6.4)")
@@ -245,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--seed", type=int, default=d.seed, help=f"seed of the answers (default {d.seed})")
     add("--config", default=d.config, help="botgateway config to take the card section and the adapters' policy from")
     add("--out", default=d.out, help="folder for the JSON report and PNG chart (default bench/results/)")
+    add("--profile", action="store_true", help="core: profile the worker with cProfile (slows it; timings not representative)")
     add("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
     return p
 

@@ -10,6 +10,10 @@ pointing at the orchestrator's fakes, starts the real adapter
 order and writes its CPU time and RSS. It measures nothing about answers:
 the orchestrator watches the fake platform for that. Only botgateway runs
 here, so the CPU and memory numbers are its own.
+
+A ``core`` job has no platform: :mod:`bench.core_worker` builds the same
+runtime, submits the turns itself into the bench's own sink after ``go``, and
+writes what it measured.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import asyncio
 import json
 import logging
 import os
-import resource
 import sys
 import time
 import traceback
@@ -27,8 +30,11 @@ from typing import Any
 
 import structlog
 
+from bench.process_stats import cpu_s, peak_rss_bytes, rss_bytes
 from bench.settings import BenchSettings
 from botgateway.config import Config, load_config, parse_config
+
+__all__ = ["bench_config", "main", "serve", "wait_for_line"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INVENTORY = REPO_ROOT / "tools" / "sample_inventory.yaml"
@@ -52,16 +58,20 @@ def bench_config(job: dict[str, Any]) -> Config:
     Product defaults everywhere except: the footer and thought are off (so the
     final text can be compared with the answer exactly), every mention may run
     at once (``gateway.max_concurrent_turns`` ≥ N), and ``--config`` may supply
-    the ``card`` section and the adapter's ``policy``.
+    the ``card`` section and the adapter's ``policy``. A ``core`` job enables no
+    adapter: the worker submits the turns itself.
     """
     settings = BenchSettings.from_dict(job["settings"])
     platform = job["platform"]
-    section = _platform_section(job, settings)
+    adapters: dict[str, Any] = {"terminal": {"enabled": False}}
+    if platform != "core":
+        adapters[platform] = _platform_section(job, settings)
     card: dict[str, Any] = {}
     if settings.config:
         source = load_config(settings.config)
         card = source.card.model_dump(mode="json")
-        section["policy"] = getattr(source.adapters, platform).policy.model_dump(mode="json")
+        if platform != "core":
+            adapters[platform]["policy"] = getattr(source.adapters, platform).policy.model_dump(mode="json")
     card.update({"footer": False, "show_thought": False})
     return parse_config(
         {
@@ -72,37 +82,17 @@ def bench_config(job: dict[str, Any]) -> Config:
             "gateway": {"max_concurrent_turns": max(64, int(job["n"]))},
             "card": card,
             "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}},
-            "adapters": {"terminal": {"enabled": False}, platform: section},
+            "adapters": adapters,
         },
         env={},
     )
 
 
-def _rss_bytes() -> int:
-    try:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-    except ImportError:  # psutil is in the bench extra; fall back to /proc
-        with open(f"/proc/{os.getpid()}/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_rss_bytes() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
-
-
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-async def _wait_for_stop() -> None:
-    """Until the orchestrator writes ``stop`` (or closes stdin)."""
+async def wait_for_line(word: str) -> None:
+    """Until the orchestrator writes ``word`` on a line (or closes stdin)."""
     while True:
         line = await asyncio.to_thread(sys.stdin.readline)
-        if not line or line.strip() == "stop":
+        if not line or line.strip() == word:
             return
 
 
@@ -116,19 +106,19 @@ async def serve(job: dict[str, Any]) -> dict[str, Any]:
     async with build_runtime(config) as runtime:
         adapter = build_adapter(platform, getattr(config.adapters, platform), runtime)
         await adapter.start(runtime.gateway)
-        rss_ready = _rss_bytes()
-        cpu_ready = _cpu_s()
+        rss_ready = rss_bytes()
+        cpu_ready = cpu_s()
         wall_ready = time.monotonic()
         print("ready", flush=True)
         try:
-            await _wait_for_stop()
+            await wait_for_line("stop")
         finally:
-            cpu = _cpu_s() - cpu_ready
+            cpu = cpu_s() - cpu_ready
             wall = time.monotonic() - wall_ready
             # botgateway run's shutdown: cards are finished while the adapter can still reach the platform.
             await runtime.gateway.aclose()
             await asyncio.wait_for(adapter.stop(), timeout=10)
-    return {"pid": os.getpid(), "cpu_s": cpu, "wall_s": wall, "rss_ready_bytes": rss_ready, "peak_rss_bytes": _peak_rss_bytes()}
+    return {"pid": os.getpid(), "cpu_s": cpu, "wall_s": wall, "rss_ready_bytes": rss_ready, "peak_rss_bytes": peak_rss_bytes()}
 
 
 def _quiet_logs() -> None:
@@ -150,7 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(args[0]).read_text())
     _quiet_logs()
     try:
-        result = asyncio.run(serve(job))
+        if job["platform"] == "core":
+            from bench.core_worker import serve_core
+
+            result = asyncio.run(serve_core(job, bench_config(job)))
+        else:
+            result = asyncio.run(serve(job))
     except Exception as exc:
         traceback.print_exc()
         print(f"worker failed: {type(exc).__name__}: {exc}", file=sys.stderr)
