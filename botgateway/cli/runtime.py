@@ -68,7 +68,7 @@ class Runtime:
     loop: ToolLoop
     """The streaming tool loop."""
     budget: RateBudget
-    """Rate budgets shared by every card of the process."""
+    """Rate budgets shared by every card of the process (with Redis, by every process of the fleet)."""
     gateway: Gateway
     """Turn scheduling, dedupe and cards."""
     model_label: str
@@ -89,7 +89,6 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
     HTTP listeners share their ports with the other workers).
     """
     from botgateway.approvals import ApprovalDesk
-    from botgateway.budget import RateBudget
     from botgateway.gateway import Gateway
     from botgateway.instance import claim_instance_id
     from botgateway.stores import open_store
@@ -114,7 +113,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
         stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         telemetry = _telemetry(config)
         http, readiness = _http(stack, config, store, telemetry, reuse_port=worker_index is not None)
-        budget = RateBudget()
+        budget = _budget(stack, config, claim.instance_id)  # closed after the gateway: its cards release theirs
         gateway = Gateway(
             instance_id=claim.instance_id,
             loop=loop,
@@ -144,6 +143,23 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             readiness=readiness,
             worker_index=worker_index,
         )
+
+
+def _budget(stack: AsyncExitStack, config: Config, instance_id: str) -> RateBudget:
+    """The rate budgets: one for the whole fleet in Redis with ``memory.store: redis``, else this process's own."""
+    from botgateway.budget import RateBudget
+
+    if config.memory.store != "redis":
+        return RateBudget()
+    from botgateway.ledgers.redis import RedisLedger
+    from botgateway.ledgers.shared import SharedLedger
+
+    gateway = config.gateway
+    redis = RedisLedger.connect(config.memory.redis_url.get_secret_value(), prefix=config.memory.redis_prefix,
+                                instance_id=instance_id, reservation_ttl_s=gateway.instance_ttl_s)
+    ledger = SharedLedger(redis, share=gateway.replicas * gateway.workers, refresh_s=gateway.heartbeat_s)
+    stack.push_async_callback(ledger.aclose)
+    return RateBudget(ledger=ledger)
 
 
 @dataclass(frozen=True)
