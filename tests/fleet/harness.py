@@ -63,13 +63,13 @@ def dingtalk_section(fake: FakeDingTalk) -> dict[str, Any]:
 
 
 def fleet_config(*, name: str, prefix: str, llm_url: str, http_port: int, adapters: Mapping[str, Any],
-                 overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 redis_url: str = REDIS_URL, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One replica's config: Redis under ``prefix``, the given adapter sections, probes on ``http_port``."""
     config: dict[str, Any] = {
         "log": {"level": "info", "format": "json"},
         "llm": {"provider": "custom", "base_url": llm_url, "api_key": "fleet-test", "model": "m",
                 "max_rounds": 4, "max_retries": 0},
-        "memory": {"store": "redis", "redis_url": REDIS_URL, "redis_prefix": prefix},
+        "memory": {"store": "redis", "redis_url": redis_url, "redis_prefix": prefix},
         "gateway": {"instance_id": name, "admins": ["UADMIN"], "heartbeat_s": 0.5, "instance_ttl_s": 2.0,
                     "recover_interval_s": 0.5, "replicas": 3, "drain_s": 5},
         "http": {"enabled": True, "host": "127.0.0.1", "port": http_port},
@@ -155,6 +155,7 @@ async def start_replica(tmp_path: Path, config: dict[str, Any]) -> Replica:
     log_path = folder / "replica.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
     env["PYTHONPATH"] = str(REPO)
+    env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they happen, for the test to read
     with log_path.open("wb") as out:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "botgateway.cli", "run", "-c", str(config_path),
