@@ -177,6 +177,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
             return await supervise(config, config_path=args.config, workers=workers, key=key)
         from botgateway.cli.run import run
 
+        if workers != config.gateway.workers:  # --workers: this process's share of the fleet's budgets counts it
+            config = config.model_copy(update={"gateway": config.gateway.model_copy(update={"workers": workers})})
         return await run(config, worker_index=args.worker_index)
     if command == "chat":
         from botgateway.cli.run import chat

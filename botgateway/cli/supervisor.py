@@ -47,10 +47,13 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def worker_command(config_path: str | None, index: int) -> list[str]:
-    """The command line of worker ``index`` (the same config file as the supervisor's)."""
+def worker_command(config_path: str | None, index: int, workers: int) -> list[str]:
+    """The command line of worker ``index`` of ``workers`` (the same config file as the supervisor's).
+
+    The count goes along because a worker spends its share of each rate limit when Redis is unreachable.
+    """
     config = ["-c", config_path] if config_path else []
-    return [sys.executable, "-m", "botgateway.cli", "run", *config, "--worker-index", str(index)]
+    return [sys.executable, "-m", "botgateway.cli", "run", *config, "--workers", str(workers), "--worker-index", str(index)]
 
 
 async def supervise(
@@ -66,7 +69,7 @@ async def supervise(
         )
     if problems:
         raise ConfigError(problems, config_path or "config.yaml")
-    return await Supervisor(lambda index: worker_command(config_path, index), workers).run()
+    return await Supervisor(lambda index: worker_command(config_path, index, workers), workers).run()
 
 
 @dataclass(frozen=True)
