@@ -130,6 +130,7 @@ class CardStreamer:
             call_timeout_s=timing.final_deadline_s,
         )
         records = OpenCardRecords(store, target, instance_id=instance_id)
+        self._records = records
         self._cursor = PartCursor(state, sink.max_chars)
         self._card = LiveCard(sink, target, self._caller, records, on_visible=self._note_visible)
         self._late = LateCloser(
@@ -160,7 +161,7 @@ class CardStreamer:
         return self._card.handle
 
     async def start(self, *, wait: bool = True) -> None:
-        """Create the card showing the current state; returns once it exists, creation gave up,
+        """Create the card showing the current state; returns once it exists (and is on record), creation gave up,
         or ``start_timeout_s`` passed (a throttled platform must not hold up the turn).
         With ``wait`` False it returns at once: the turn's model request goes out while the card is created.
 
@@ -179,6 +180,7 @@ class CardStreamer:
             # stop) that arrives just as the card is created.
             async with asyncio.timeout(self.timing.start_timeout_s):
                 await self._created.wait()
+                await self._records.settled()
         except TimeoutError:
             log.info("card.create_slow", platform=self.target.platform, waited_s=self.timing.start_timeout_s)
 
@@ -245,6 +247,8 @@ class CardStreamer:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        # Not cancelled: a card still open must be on record, for start-up recovery.
+        await self._records.settled()
 
     # --- the worker: all sink calls of this card happen here, one at a time ---
 

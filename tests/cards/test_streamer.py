@@ -392,6 +392,45 @@ async def test_shutdown_cancels_background_closing_and_keeps_the_record(tmp_path
         await store.close()
 
 
+class HoldingSqlite(SqliteStore):
+    """A real SQLite store that can keep a write transaction open until told: every other write waits behind it."""
+
+    async def hold_a_write(self, inside: asyncio.Event, release: asyncio.Event) -> None:
+        async def work(db: object) -> None:
+            inside.set()
+            await release.wait()
+
+        await self._transaction(work)
+
+
+async def test_the_first_text_does_not_wait_for_the_open_card_record(tmp_path) -> None:
+    store = HoldingSqlite(tmp_path / "state.db")
+    await store.open()  # both connections: a read never waits for the write held below
+    inside, release = asyncio.Event(), asyncio.Event()
+    try:
+        async with FakeCardAPI() as api, HttpCardSink(api.base_url, rate=FAST) as sink:
+            holding = asyncio.create_task(store.hold_a_write(inside, release))
+            await inside.wait()  # the Store is busy: its writes queue (a burst of dedupe claims, say)
+            card = streamer(sink, store=store)
+            await card.start(wait=False)
+            await card.feed(RoundStarted(round=1, max_rounds=8))
+            await card.feed(AnswerDelta(text="the first words"))
+            await api.wait_for(lambda a: any(c.answer == "the first words" for c in a.calls_of("update")))
+            assert await store.open_cards() == []  # the record is still waiting for the Store (reads do not)
+            release.set()
+            await holding
+            async with asyncio.timeout(5):
+                while not await store.open_cards():  # written behind the card, once the Store is free
+                    await asyncio.sleep(0)
+            await card.feed(TurnDone(result=TurnResult(answer="the first words, and the rest")))
+            await card.finish()
+            assert api.cards_for("t1")[0].finalized
+        assert await store.open_cards() == []  # removed once the card was final
+    finally:
+        release.set()
+        await store.close()
+
+
 # --- continuation parts ------------------------------------------------------------
 
 
