@@ -7,6 +7,7 @@ The concrete tools (:mod:`tools`) are imported here, lazily so that
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -272,5 +273,7 @@ def _http(
     readiness = Readiness(store)
     server.add_routes(probe_routes(readiness))
     if telemetry is not None:
-        server.add_routes(metrics_routes(telemetry.registry))
+        # Set by the supervisor of --workers for its workers only (see botgateway.web.metrics).
+        shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR") if reuse_port else None
+        server.add_routes(metrics_routes(telemetry.registry, multiprocess_dir=shared or None))
     return server, readiness

@@ -14,16 +14,24 @@ after the core :class:`~botgateway.backoff.Backoff`; one that dies
 :data:`START_ATTEMPTS` times in a row before it served (it reports that on its
 :mod:`link <botgateway.cli.worker_link>`) means the configuration or the
 platform keeps it from starting: the supervisor stops the others and exits 1.
+
+With ``metrics.enabled`` the workers count into files of one directory the
+supervisor makes (``PROMETHEUS_MULTIPROC_DIR``), so a scrape of the shared
+port sums every worker (see :mod:`botgateway.web.metrics`); the directory is
+removed when the supervisor ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -69,7 +77,13 @@ async def supervise(
         )
     if problems:
         raise ConfigError(problems, config_path or "config.yaml")
-    return await Supervisor(lambda index: worker_command(config_path, index, workers), workers).run()
+    metrics_dir = tempfile.mkdtemp(prefix="botgateway-metrics-") if config.metrics.enabled else None
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir} if metrics_dir else None
+    try:
+        return await Supervisor(lambda index: worker_command(config_path, index, workers), workers, env=env).run()
+    finally:
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,10 @@ class _Worker:
 
 
 class Supervisor:
-    """Starts ``workers`` processes of ``command(index)``, forwards stop signals, restarts the ones that die."""
+    """Starts ``workers`` processes of ``command(index)``, forwards stop signals, restarts the ones that die.
+
+    ``env``: the workers' environment (default: the supervisor's own).
+    """
 
     def __init__(
         self,
@@ -94,8 +111,10 @@ class Supervisor:
         *,
         backoff: Backoff = RESTART_BACKOFF,
         start_attempts: int = START_ATTEMPTS,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._command = command
+        self._env = dict(env) if env is not None else None
         self._workers = workers
         self._backoff = backoff
         self._start_attempts = start_attempts
@@ -174,7 +193,7 @@ class Supervisor:
         try:
             # Its own session: a terminal's Ctrl-C reaches the supervisor alone, which forwards it once.
             process = await asyncio.create_subprocess_exec(
-                *self._command(index), stdin=theirs.fileno(), start_new_session=True
+                *self._command(index), stdin=theirs.fileno(), start_new_session=True, env=self._env
             )
         except BaseException:
             mine.close()

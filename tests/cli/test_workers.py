@@ -17,7 +17,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from botgateway.backoff import Backoff
 from botgateway.cli.supervisor import Supervisor
@@ -51,7 +53,7 @@ async def prefix() -> AsyncIterator[str]:
 async def two_workers(tmp_path: Path, fake: FakeSlack, llm: ScriptedLLMServer, prefix: str) -> GatewayProcess:
     config = gateway_config(tmp_path, llm_url=llm.base_url, fake=fake, http_port=free_port(),
                             memory={"store": "redis", "redis_url": REDIS_URL, "redis_prefix": prefix},
-                            gateway={"instance_id": "pod-7", "drain_s": 20})
+                            gateway={"instance_id": "pod-7", "drain_s": 20}, metrics={"enabled": True})
     gateway = await start_gateway(tmp_path, config, "--workers", "2")
     await fake.wait_for(lambda: len(fake.sockets) == 2, 90)
     return gateway
@@ -73,6 +75,14 @@ async def exited(pid: int) -> None:
         os.close(fd)
 
 
+async def turns_counted(gateway: GatewayProcess) -> float:
+    """``botgateway_turns_total`` summed over its labels, as one scrape of ``/metrics`` shows it."""
+    async with aiohttp.ClientSession() as http, http.get(f"{gateway.probe_url}/metrics") as response:
+        text = await response.text()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "botgateway_turns_total")
+
+
 async def test_two_workers_connect_answer_and_stop_with_the_supervisor(tmp_path: Path, services: Any, prefix: str) -> None:
     fake, llm = services
     gateway = await two_workers(tmp_path, fake, llm, prefix)
@@ -87,6 +97,11 @@ async def test_two_workers_connect_answer_and_stop_with_the_supervisor(tmp_path:
         await fake.wait_ack(await fake.push(fake.event_payload(event)))
         await fake.wait_for(lambda: any(answer_of(m.markdown()) == ANSWER and not m.buttons()
                                         for m in fake.channel_messages("C1")), 30)
+        # One worker answered; once its turn is counted, whichever worker a scrape of the shared port reaches shows it.
+        async with asyncio.timeout(30):
+            while await turns_counted(gateway) != 1.0:
+                await asyncio.sleep(0.05)  # paces the scrapes only; the condition is what they show
+        assert [await turns_counted(gateway) for _ in range(8)] == [1.0] * 8
         pids = gateway.worker_pids()
 
         gateway.signal(signal.SIGTERM)
