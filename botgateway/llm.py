@@ -12,7 +12,9 @@ without it (and never again), since usage is optional and the answer is not.
 The SDK sends the request (auth, headers, timeouts, its errors for HTTP ≥ 400),
 but the streamed body is read as raw SSE and each chunk parsed into a plain
 dict (:mod:`botgateway.sse`): the SDK's object per chunk cost most of the CPU
-of a stream.
+of a stream. For the same reason the SDK's HTTP client sends and reads through
+aiohttp (:mod:`botgateway.llm_transport`), reads carry no timer of their own,
+and the idle bound is one timer per stream (:class:`~botgateway.idle_watch.IdleWatch`).
 
 Every failure is an :class:`LLMError` (:mod:`botgateway.llm_errors`) whose
 message is plain words, names the config key to check, and never contains the
@@ -34,6 +36,7 @@ import structlog
 from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart
 from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
+from botgateway.idle_watch import IdleWatch
 from botgateway.llm_errors import (
     LLMContextTooLong,
     LLMError,
@@ -45,6 +48,7 @@ from botgateway.llm_errors import (
     provider_message,
     retry_after,
 )
+from botgateway.llm_transport import AiohttpTransport
 from botgateway.sse import ChunkStream
 
 __all__ = [
@@ -57,6 +61,7 @@ __all__ = [
     "LLMRefused",
     "LLMUnavailable",
     "RoundItem",
+    "default_http_client",
     "round_s",
 ]
 
@@ -103,7 +108,7 @@ class LLMClient:
         config: The ``llm`` section.
         base_url: Overrides the configured endpoint (the demo model, tests).
         http_client: An HTTP client for the SDK (``openai.DefaultAsyncHttpxClient(...)``), to tune
-            connection limits or proxies; the SDK's default when ``None``.
+            connection limits or proxies; by default the SDK's own over aiohttp (:func:`default_http_client`).
         backoff_base_s: First retry wait without ``Retry-After``; doubles per attempt (with jitter).
     """
 
@@ -131,12 +136,14 @@ class LLMClient:
             api_key=self._secret or "no-key",
             base_url=resolved,
             max_retries=0,
-            # Our own first-token and idle timeouts govern reads; these are backstops.
+            # Reads are bounded by our own first-token and idle timeouts, once per stream: a read timeout here
+            # would arm and cancel a timer for every chunk. Connecting, sending and the pool keep a backstop.
             timeout=openai.Timeout(
                 max(config.first_token_timeout_s, config.idle_timeout_s) + 5,
                 connect=config.connect_timeout_s,
+                read=None,
             ),
-            http_client=http_client,
+            http_client=http_client if http_client is not None else default_http_client(),
         )
 
     async def aclose(self) -> None:
@@ -160,6 +167,7 @@ class LLMClient:
         """
         started = await self._start(self._request(messages, tools, tool_choice), round)
         chunks, assembler = started.chunks, started.assembler
+        idle = IdleWatch(self.config.idle_timeout_s)  # one timer per stream, not one per chunk
         try:
             with self._interruptions(assembler):
                 for part in started.first:
@@ -167,13 +175,13 @@ class LLMClient:
                 if chunks is not None and started.first:
                     while True:
                         try:
-                            async with asyncio.timeout(self.config.idle_timeout_s):
-                                chunk = await anext(chunks)
+                            chunk = await idle.next(chunks)
                         except StopAsyncIteration:
                             break
                         for part in assembler.feed(chunk):
                             yield part
         finally:
+            idle.close()
             await _close(chunks)
         yield assembler.finish()
 
@@ -330,6 +338,11 @@ class LLMClient:
         if wait is None:
             wait = self._backoff.delay(attempt)
         return max(0.0, min(wait, self.config.retry_max_wait_s))
+
+
+def default_http_client() -> Any:
+    """The SDK's HTTP client with its defaults (timeouts, limits, redirects) over :class:`AiohttpTransport`."""
+    return openai.DefaultAsyncHttpxClient(transport=AiohttpTransport())
 
 
 async def _close(chunks: ChunkStream | None) -> None:

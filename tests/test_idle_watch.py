@@ -1,0 +1,69 @@
+"""IdleWatch: each wait of a stream bounded, by one timer per stream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from botgateway.idle_watch import IdleWatch
+from tests.timer_loop import TimerCountingLoop
+
+
+async def items(gaps: list[asyncio.Event]) -> AsyncIterator[int]:
+    """Yields one item each time the next event is set."""
+    for number, gap in enumerate(gaps):
+        await gap.wait()
+        yield number
+
+
+async def test_a_wait_that_lasts_idle_s_raises_timeout() -> None:
+    never = asyncio.Event()
+    watch = IdleWatch(0.05)
+    with pytest.raises(TimeoutError):
+        await watch.next(items([never]))
+    watch.close()
+
+
+async def test_items_that_keep_coming_pass_and_time_between_waits_does_not_count() -> None:
+    ready = [asyncio.Event() for _ in range(3)]
+    for event in ready:
+        event.set()
+    stream = items(ready)
+    watch = IdleWatch(0.05)
+    assert await watch.next(stream) == 0
+    time.sleep(0.1)  # the consumer is slow (the loop is held): not the model's silence
+    assert await watch.next(stream) == 1
+    await asyncio.sleep(0.1)  # the timer fires between waits: nothing to bound then
+    assert await watch.next(stream) == 2
+    watch.close()
+
+
+async def test_a_stop_of_the_task_stays_a_cancellation() -> None:
+    never = asyncio.Event()
+    watch = IdleWatch(30)
+    waiting = asyncio.create_task(watch.next(items([never])))
+    await asyncio.sleep(0)  # the task is inside its wait
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    watch.close()
+
+
+def test_many_quick_waits_arm_one_timer() -> None:
+    async def scenario() -> None:
+        ready = [asyncio.Event() for _ in range(500)]
+        for event in ready:
+            event.set()
+        stream = items(ready)
+        watch = IdleWatch(30)
+        for number in range(500):
+            assert await watch.next(stream) == number
+        watch.close()
+
+    with asyncio.Runner(loop_factory=TimerCountingLoop) as runner:
+        runner.run(scenario())
+        loop = runner.get_loop()
+        assert isinstance(loop, TimerCountingLoop) and loop.timers <= 1  # asyncio.timeout per wait: 500
