@@ -10,6 +10,12 @@ The deadline lives here and nowhere else: time spent in
 :meth:`TurnDeadline.paused` does not count (a wait for a person, such as an
 approval), and :meth:`TurnDeadline.disarm` ends the bound once the answer is
 complete, so its commit to history is never cut in half.
+
+It is one timer for the whole turn, moved only when a pause or a disarm moves
+the deadline: a step is every streamed chunk, and an ``asyncio.timeout`` per
+step armed and cancelled a timer per chunk, a good part of a chunk's CPU. When
+the timer fires during a step, that step's task is cancelled, as the timeout
+would have done; when it fires between steps, the next step ends at once.
 """
 
 from __future__ import annotations
@@ -46,27 +52,46 @@ class TurnDeadline:
         """Whether the deadline has fired."""
         self._when: float | None = None  # event-loop time; None once disarmed (or never bounded)
         self._paused_at: float | None = None
-        self._active: asyncio.Timeout | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._step: asyncio.Task[object] | None = None  # the task inside run(), if any
+        self._cancelling = 0  # that task's cancellation requests before ours
+        self._fired = False  # the deadline cancelled the running step
 
     def start(self) -> None:
         """Begin counting now (call from the turn's event loop)."""
         if self.timeout_s is not None:
             self._when = asyncio.get_running_loop().time() + self.timeout_s
+            self._arm()
 
     async def run(self, step: Awaitable[T]) -> T:
         """Await ``step`` within the deadline; raises :class:`TurnTimedOut` (``step`` cancelled) when it passes."""
-        timeout = asyncio.timeout_at(self._effective())
+        when = self._effective()
+        if when is not None and asyncio.get_running_loop().time() >= when:
+            return await self._run_late(step, when)
+        task = asyncio.current_task()
+        assert task is not None and self._step is None, "one step at a time, inside a task"
+        self._step, self._cancelling, self._fired = task, task.cancelling(), False
+        try:
+            return await step
+        except asyncio.CancelledError:
+            if self._fired and task.uncancel() <= self._cancelling:
+                self.expired = True
+                raise TurnTimedOut() from None
+            raise
+        finally:
+            self._step = None
+
+    async def _run_late(self, step: Awaitable[T], when: float) -> T:
+        """A step started after the deadline passed: it ends at its first wait, as a timeout would end it."""
+        timeout = asyncio.timeout_at(when)
         try:
             async with timeout:
-                self._active = timeout
                 return await step
         except TimeoutError:
             if not timeout.expired():
                 raise  # the step's own timeout, not ours
             self.expired = True
             raise TurnTimedOut() from None
-        finally:
-            self._active = None
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -76,7 +101,7 @@ class TurnDeadline:
             return
         loop = asyncio.get_running_loop()
         self._paused_at = loop.time()
-        self._apply()
+        self._arm()
         try:
             yield
         finally:
@@ -84,17 +109,30 @@ class TurnDeadline:
             self._paused_at = None
             if self._when is not None:
                 self._when += paused_for
-            self._apply()
+            self._arm()
 
     def disarm(self) -> None:
         """No deadline from now on: the answer is complete and only its commit is left."""
         self._when = None
-        self._apply()
+        self._arm()
 
     def _effective(self) -> float | None:
         """The loop time the running step must end by, ``None`` when nothing bounds it now."""
         return None if self._paused_at is not None else self._when
 
-    def _apply(self) -> None:
-        if self._active is not None:
-            self._active.reschedule(self._effective())
+    def _arm(self) -> None:
+        """Set the one timer to the effective deadline (or none)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        when = self._effective()
+        if when is not None:
+            self._timer = asyncio.get_running_loop().call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._step is not None and self._effective() is not None:
+            # The task is suspended inside its step: the cancellation lands there, as asyncio.timeout's would.
+            self._fired = True
+            self._step.cancel()
+        # Between steps: the next run() finds the deadline passed.

@@ -40,6 +40,7 @@ from botgateway.turn_deadline import TurnDeadline, TurnTimedOut
 from tests.adapters.log_lines import captured_log
 from tests.fakes.llm import llm_config
 from tests.fakes.stores import unique_prefix
+from tests.timer_loop import TimerCountingLoop
 from tools.demo.script import Pause, Script, chunk, empty_chunk, finish_chunk, reasoning_chunks, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
@@ -605,6 +606,30 @@ async def test_the_turn_deadline_does_not_count_a_pause_and_ends_with_disarm() -
     finished.start()
     finished.disarm()  # the answer is complete: its commit is never cut
     assert await finished.run(_after(0.05, "committed")) == "committed"
+
+
+def test_the_turn_deadline_is_one_timer_however_many_steps() -> None:
+    async def scenario() -> None:
+        deadline = TurnDeadline(30)
+        deadline.start()
+        for _ in range(500):  # a step per streamed chunk
+            assert await deadline.run(_after(0, "chunk")) == "chunk"
+
+    with asyncio.Runner(loop_factory=TimerCountingLoop) as runner:
+        loop = runner.get_loop()
+        assert isinstance(loop, TimerCountingLoop)
+        runner.run(scenario())
+    assert loop.timers <= 2  # the deadline's, and asyncio.sleep(0) arms none; a timeout per step: 500
+
+
+async def test_a_deadline_passing_between_steps_ends_the_next_step() -> None:
+    deadline = TurnDeadline(0.05)
+    deadline.start()
+    assert await deadline.run(_after(0, "first")) == "first"
+    await asyncio.sleep(0.1)  # the consumer is busy past the deadline: no step runs to cancel
+    with pytest.raises(TurnTimedOut):
+        await deadline.run(asyncio.Event().wait())
+    assert deadline.expired
 
 
 async def _after(seconds: float, value: str) -> str:
