@@ -9,9 +9,9 @@ compare. Per turn:
 - **last token → final call**: the model wrote the answer's last text chunk →
   the final call on the card started;
 - **final beyond a call in flight**: the same, from the last text chunk or
-  from the end of the card's creation or live update that was still in flight
-  then, whichever is later (the final waits for it: one call per card at a
-  time), so the core's own part of the wait;
+  from the end of the card's creation or live update that was in flight when
+  the last text chunk was written, whichever is later (the final waits for it:
+  one call per card at a time), so the core's own part of the wait;
 - **first text overhead**: the first call carrying answer text completed →
   minus the platform's round trip, minus the moment the text could have gone
   out at the earliest: when the model wrote the first text chunk, or when a
@@ -107,11 +107,21 @@ def _per_turn(stamps: dict[str, Any], streams: list[Generation], answer: str, rt
         "problem": "",
         "history_load_s": stamps["history_loaded_at"] - stamps["history_started_at"],
         "last_token_to_final_s": stamps["final_started_at"] - last_text,
-        "final_beyond_in_flight_s": stamps["final_started_at"] - max(last_text, stamps["live_done_at"]),
+        "final_beyond_in_flight_s": stamps["final_started_at"] - max(last_text, _in_flight_until(stamps, last_text)),
         "first_text_overhead_s": stamps["first_text_at"] - rtt - earliest,
         "first_chunk_to_first_text_s": stamps["first_text_at"] - first_text,
         "mention_to_first_chunk_s": first_chunk - stamps["submitted_at"],
     }
+
+
+def _in_flight_until(stamps: dict[str, Any], last_text: float) -> float:
+    """When the card call in flight at the last token ended (0: none was in flight then).
+
+    A call started after the last token was written does not count: the worker had not read the end of
+    the stream yet, so that wait is the worker's lateness, not the platform's round trip.
+    """
+    started, done = stamps["live_started_at"], stamps["live_done_at"]
+    return done if started and started <= last_text < done else 0.0
 
 
 def _model_lateness(

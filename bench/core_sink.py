@@ -10,8 +10,8 @@ orchestrator's stamps: CLOCK_MONOTONIC is system-wide on Linux):
 
 - when the card's creation started and when the card was there;
 - when the first call carrying answer text completed (the text was visible);
-- when the latest create or live update completed (a final waits for the call
-  in flight: one call per card at a time);
+- when the latest create or live update started and completed (a final waits
+  for the call in flight: one call per card at a time);
 - when the final call started and completed, and the final answer it carried.
 
 The card's target names its turn in ``extra["bench_turn"]``; a card without
@@ -57,6 +57,8 @@ class TurnStamps:
     """The card existed (the creation call completed)."""
     first_text_at: float = 0.0
     """The first call carrying answer text completed: the text was visible."""
+    live_started_at: float = 0.0
+    """The latest creation or live update started."""
     live_done_at: float = 0.0
     """The latest creation or live update completed."""
     final_started_at: float = 0.0
@@ -96,6 +98,7 @@ class BenchSink:
         """A new card after one round trip."""
         stamps = self._of(target)
         stamps.create_started_at = stamps.create_started_at or time.monotonic()
+        stamps.live_started_at = time.monotonic()
         await self._round_trip(stamps, snapshot)
         stamps.created_at = stamps.created_at or time.monotonic()
         stamps.live_done_at = time.monotonic()
@@ -104,6 +107,7 @@ class BenchSink:
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """A live update after one round trip."""
         stamps = self._of(handle.target)
+        stamps.live_started_at = time.monotonic()
         await self._round_trip(stamps, snapshot)
         stamps.live_done_at = time.monotonic()
         return handle

@@ -107,7 +107,8 @@ def test_latencies_subtract_the_round_trips_the_platform_forces() -> None:
         "turns": [
             # The first text came before a card could exist: the reference is one round trip after the mention.
             _stamps(0, submitted_at=10.0, history_started_at=10.010, history_loaded_at=10.012, created_at=10.06,
-                    first_text_at=10.13, live_done_at=10.5, final_started_at=10.52, final_text="the answer"),
+                    first_text_at=10.13, live_started_at=10.45, live_done_at=10.5, final_started_at=10.52,
+                    final_text="the answer"),
             # The final text is not the answer: a failure, +inf everywhere.
             _stamps(1, submitted_at=10.0, history_started_at=10.01, history_loaded_at=10.02, first_text_at=10.2,
                     final_started_at=11.0, final_text="another"),
@@ -121,6 +122,10 @@ def test_latencies_subtract_the_round_trips_the_platform_forces() -> None:
     assert ok["first_text_overhead_s"] == pytest.approx(10.13 - 0.05 - 10.05)
     assert ok["last_token_to_final_s"] == pytest.approx(10.52 - 10.49)
     assert ok["final_beyond_in_flight_s"] == pytest.approx(10.52 - 10.5)  # the update in flight at the last token
+    # An update started after the last token was written is the worker's lateness, not a call in flight.
+    late = {**worker, "turns": [{**worker["turns"][0], "live_started_at": 10.495}]}
+    [alone] = core_numbers(late, generations[:1], answers[:1], latency_s=0.05, interval_s=0.01, chunk_chars=4)["per_turn"]
+    assert alone["final_beyond_in_flight_s"] == pytest.approx(10.52 - 10.49)
     assert ok["mention_to_first_chunk_s"] == pytest.approx(0.02)
     assert all(math.isinf(failed[k]) for k in ("history_load_s", "last_token_to_final_s", "first_text_overhead_s"))
     assert numbers["history_load_ms"]["failed"] == 1 and math.isinf(numbers["history_load_ms"]["max"])
