@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from pydantic import SecretBytes, SecretStr
 from structlog.typing import EventDict, WrappedLogger
@@ -120,6 +120,22 @@ _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s]*:[^@\s/]+@", re.IGNORECASE)
 
 
+def _url_secrets(url: str) -> list[str]:
+    """A URL's passwords, decoded and as written: its user's, and options named like one (``sentinel_password``)."""
+    found: list[str] = []
+    try:
+        password = urlsplit(url).password if _URL_PASSWORD.match(url) else None
+    except ValueError:  # a malformed host ("[::1"): the text patterns still mask user:password@
+        password = None
+    if password:
+        found += [unquote(password), password]
+    for option in url.partition("?")[2].partition("#")[0].split("&"):
+        name, _, value = option.partition("=")
+        if value and _SENSITIVE_KEY.search(unquote_plus(name)):
+            found += [unquote_plus(value), value]
+    return found
+
+
 def secret_values(model: Any) -> list[str]:
     """Every non-empty ``SecretStr`` value in a pydantic model tree (pass the whole ``Config``)."""
     found: list[str] = []
@@ -128,11 +144,8 @@ def secret_values(model: Any) -> list[str]:
         if isinstance(value, SecretStr):
             secret = value.get_secret_value()
             if secret and _URL.match(secret):
-                # In a URL only the password is secret; the host is what people need to see.
-                password = urlsplit(secret).password if _URL_PASSWORD.match(secret) else None
-                if password:
-                    found.append(unquote(password))
-                    found.append(password)
+                # In a URL only the passwords are secret; the hosts are what people need to see.
+                found.extend(_url_secrets(secret))
             elif secret:
                 found.append(secret)
         elif hasattr(value, "model_fields"):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from botgateway.config.section import Section
+from botgateway.redis_url import parse_redis_url
 
 __all__ = ["MAX_WORKERS", "GatewayConfig", "HttpConfig", "LogConfig", "MemoryConfig", "MetricsConfig"]
 
@@ -33,7 +34,15 @@ class MemoryConfig(Section):
     sqlite_path: str = "data/botgateway.db"
     """SQLite file, created on first use."""
     redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
-    """Redis URL (may carry a password, so it is secret)."""
+    """Where Redis is (may carry a password, so it is secret).
+
+    ``redis://[[user]:password@]host[:port][/db]`` (``rediss://`` for TLS),
+    ``unix:///path/to/redis.sock``, or, for the master a group of Redis
+    Sentinels names, ``redis+sentinel://[[user]:password@]host[:port][,host[:port]…]/service_name[/db]``
+    (``rediss+sentinel://`` for TLS; Sentinels on port 26379 unless given; the
+    user and password are the master's, ``?sentinel_password=…`` the Sentinels').
+    Redis Cluster is not supported.
+    """
     redis_prefix: str = "botgateway:"
     """Key prefix, so several deployments can share one Redis."""
     max_history_tokens: int = Field(6000, ge=200)
@@ -50,6 +59,15 @@ class MemoryConfig(Section):
     With ``store: redis`` every read of a kept history still asks Redis whether
     another replica changed it (one small round trip); with SQLite it asks nothing.
     """
+
+    @field_validator("redis_url")
+    @classmethod
+    def _a_known_url_form(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        # An empty URL is no mistake while nothing uses it (store: sqlite with an unset ${REDIS_URL:-}).
+        url = value.get_secret_value()
+        if url or info.data.get("store") == "redis":
+            parse_redis_url(url)  # its message names no part of the URL: the password could be anywhere in it
+        return value
 
 
 class GatewayConfig(Section):
