@@ -41,6 +41,7 @@ from botgateway.fleet.wire import (
     vote_from_wire,
     vote_to_wire,
 )
+from botgateway.stores.redis_connect import redis_client
 from botgateway.strings import t
 
 __all__ = ["HAND_OVER_TIMEOUT_S", "RedisFleet", "fleet_client"]
@@ -57,8 +58,7 @@ Settle = Callable[[str, float], Awaitable[bool]]
 
 def fleet_client(url: str, instance_id: str) -> aioredis.Redis:
     """A client for the fleet's coordination, its connections named ``botgateway:<instance id>``."""
-    return aioredis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30,
-                                   client_name=f"botgateway:{instance_id}"[:200])
+    return redis_client(url, client_name=f"botgateway:{instance_id}"[:200])
 
 
 class RedisFleet:

@@ -31,7 +31,8 @@ from redis.backoff import NoBackoff
 
 from botgateway.ledgers.scripts import GIVE_BACK, PAUSE, PUBLISH, TAKE
 from botgateway.rate_limit import RateLimit
-from botgateway.stores.redis import mask_url
+from botgateway.redis_url import mask_url
+from botgateway.stores.redis_connect import redis_client
 
 __all__ = ["TIMEOUT_S", "Answer", "RedisLedger"]
 
@@ -45,16 +46,15 @@ _KEEP_S = 60.0
 def _client(url: str) -> aioredis.Redis:
     """A client for the budget at ``url``: short timeouts and one quick retry, so an outage is noticed at once."""
     try:
-        return aioredis.Redis.from_url(
+        return redis_client(
             url,
-            decode_responses=True,
             socket_timeout=TIMEOUT_S,
             socket_connect_timeout=TIMEOUT_S,
             retry=Retry(NoBackoff(), 1),  # one reconnect covers a connection Redis closed; more would hide an outage
             health_check_interval=30,
         )
     except ValueError as exc:
-        raise ValueError(f"memory.redis_url {mask_url(url)!r} is not a Redis URL ({exc})") from None
+        raise ValueError(f"memory.redis_url {mask_url(url)!r} is not usable: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
+from botgateway.redaction import redact_text
+from botgateway.redis_url import mask_url
 from botgateway.stores._codec import (
     audit_from_dict,
     audit_to_dict,
@@ -50,9 +50,10 @@ from botgateway.stores.base import (
     ToolCallRow,
     VersionStep,
 )
+from botgateway.stores.redis_connect import redis_client
 from botgateway.stores.redis_history import RedisHistory
 
-__all__ = ["RedisStore", "mask_text", "mask_url"]
+__all__ = ["RedisStore"]
 
 log = structlog.get_logger(__name__)
 
@@ -99,7 +100,7 @@ class RedisStore:
     """:class:`~botgateway.stores.base.Store` on Redis, shared by several replicas.
 
     Args:
-        url: ``redis://[:password@]host:port/db`` (``rediss://`` for TLS).
+        url: ``memory.redis_url``: one Redis or a Sentinel's master (see :mod:`botgateway.redis_url`).
         prefix: Prepended to every key, so deployments can share one Redis.
         history_ttl_s: Conversations idle longer than this expire; ``None`` keeps them.
         audit_max_len: Approximate cap on the audit stream's length.
@@ -129,14 +130,9 @@ class RedisStore:
         """Age past which audit records are trimmed (``None``: kept, up to ``audit_max_len``)."""
         self._owns_client = client is None
         try:
-            self._redis: aioredis.Redis = client or aioredis.Redis.from_url(
-                url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
-            )
+            self._redis: aioredis.Redis = client or redis_client(url)
         except ValueError as exc:
-            raise StoreError(
-                f"memory.redis_url {self.safe_url!r} is not a Redis URL ({exc}); "
-                "expected redis://[:password@]host:port/db"
-            ) from None
+            raise StoreError(f"memory.redis_url {self.safe_url!r} is not usable: {exc}") from None
         self._history = RedisHistory(self._redis, prefix, ttl_ms=self._ttl_ms())
         self._beat = self._redis.register_script(_BEAT)
         self._live = self._redis.register_script(_LIVE)
@@ -169,7 +165,7 @@ class RedisStore:
             yield
         except RedisError as exc:
             raise StoreError(
-                f"cannot {doing} Redis at {self.safe_url}: {mask_text(str(exc)).rstrip('. ') or type(exc).__name__}; "
+                f"cannot {doing} Redis at {self.safe_url}: {redact_text(str(exc)).rstrip('. ') or type(exc).__name__}; "
                 "check memory.redis_url and that Redis is running (or set memory.store: sqlite)"
             ) from None
 
@@ -358,23 +354,3 @@ class RedisStore:
                 upper = f"({page[-1][0]}"
         found.reverse()
         return merged(found, unfinished, limit)
-
-
-def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-def mask_text(text: str) -> str:
-    """Mask ``scheme://user:password@`` inside an error message."""
-    return re.sub(r"(\w+://[^:/@\s]*:)[^@\s]+@", r"\1***@", text)
