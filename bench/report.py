@@ -243,8 +243,13 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
     rows = max(1, len(platforms) + bool(core))
     fig, axes = plt.subplots(rows, 4, figsize=(22, 5.5 * rows), squeeze=False)
     settings = report["settings"]
-    fig.suptitle(f"botgateway end to end: answers of {settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars "
-                 f"generated in {settings['gen_s']:g} s, fake platforms with their rate limits", fontsize=13)
+    if platforms:
+        title = (f"botgateway end to end: answers of {settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars "
+                 f"generated in {settings['gen_s']:g} s, fake platforms with their rate limits")
+    else:
+        title = (f"botgateway core: N turns at once through the Gateway, the model offering "
+                 f"{settings['core_chunks_per_s']:,.0f} chunks/s, a {settings['latency_ms']:g} ms round trip per card call")
+    fig.suptitle(title, fontsize=13)
     cap = max(60.0, settings["gen_s"] + settings["settle_s"])
     for row, platform in enumerate(platforms):
         mine = [r for r in report["scenarios"] if r["scenario"]["platform"] == platform]
