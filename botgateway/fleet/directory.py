@@ -8,7 +8,10 @@ Under the deployment's prefix:
   quarantined after its approval ended (so a late ``approve 4821`` never meets another request).
 
 Entries are written when a turn starts (or an approval opens) and removed when
-it ends. What keeps a killed process's entries from misleading anyone is
+it ends, by the process that wrote them only: a question moved to another
+process by a draining one keeps its turn id (:mod:`botgateway.fleet.handoff`),
+and its new process's entry must outlive the old one's removal. What keeps a
+killed process's entries from misleading anyone is
 liveness, not their own expiry: an entry counts only while its process is live
 (its heartbeats, :meth:`~botgateway.stores.base.Store.live_instances`, the same
 rule that lets recovery close its cards). Entries also expire after
@@ -33,6 +36,22 @@ BACKSTOP_S = 86_400.0
 """Entries expire this long after they were written, whatever happens (no turn or approval lasts a day)."""
 
 _QUARANTINED = "-"
+
+# KEYS: the turn's key. ARGV: instance id. Removes the entry if this process wrote it.
+_REMOVE_TURN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# KEYS: the conversation's key. ARGV: turn id, instance id. Removes the turn from it if this process wrote it.
+_REMOVE_FROM_CONVERSATION = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
 
 # KEYS: the code's key. ARGV: instance id, quarantine_ms. The code stays out of use, unless another process holds it.
 _RELEASE_CODE = """
@@ -72,6 +91,8 @@ class FleetDirectory:
         self._backstop_ms = int(BACKSTOP_S * 1000)
         self._quarantine_ms = max(1, int(quarantine_s * 1000))
         self._release_code = client.register_script(_RELEASE_CODE)
+        self._remove_turn = client.register_script(_REMOVE_TURN)
+        self._remove_from_conversation = client.register_script(_REMOVE_FROM_CONVERSATION)
         self._releases = BackgroundTasks()
         """Codes being given back, in the background (the desk closes requests synchronously)."""
 
@@ -95,10 +116,11 @@ class FleetDirectory:
             await pipe.execute()
 
     async def remove_turn(self, turn_id: str, conversation_id: str) -> None:
-        """``turn_id`` has ended."""
+        """``turn_id`` has ended here (its entries are left alone once another process took it over)."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.delete(self._turn_key(turn_id))
-            pipe.hdel(self._conversation_key(conversation_id), turn_id)
+            await self._remove_turn(keys=[self._turn_key(turn_id)], args=[self.instance_id], client=pipe)
+            await self._remove_from_conversation(keys=[self._conversation_key(conversation_id)],
+                                                 args=[turn_id, self.instance_id], client=pipe)
             await pipe.execute()
 
     async def turn_owner(self, turn_id: str) -> str | None:
