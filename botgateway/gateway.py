@@ -18,12 +18,15 @@ Several processes on one Redis (a ``fleet``) behave as one: a turn also takes
 its conversation's lease before it runs, so one turn per conversation holds
 across processes, and stops and approval votes received here for a turn or an
 approval of another process are applied there (:mod:`botgateway.turn_control`).
+When such a process drains, its questions that have not started move to the
+others (:mod:`botgateway.turn_moves`), which take them with :meth:`Gateway.take_over`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -40,6 +43,7 @@ from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.fair_slots import FairSlots, fair_share
 from botgateway.fleet import Ballot, Fleet, StopAnswer
+from botgateway.fleet.handoff import Handoff, MovedQuestion
 from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
@@ -55,6 +59,7 @@ from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
 from botgateway.turn_control import TurnControl
+from botgateway.turn_moves import move_waiting
 from botgateway.turn_runner import TurnRunner
 from botgateway.whoami import WHOAMI_WORDS, describe, refusal_note
 
@@ -87,10 +92,12 @@ class Gateway:
         limits: PrincipalLimits | None = None,
         approvals: ApprovalDesk | None = None,
         fleet: Fleet | None = None,
+        handoff: Handoff | None = None,
     ) -> None:
         """``limits`` defaults to the ``limits:`` section's, for everyone (tests inject a clock);
         ``approvals`` is the desk the loop's waiting calls are on (``None``: no call can be approved);
-        ``fleet``: the other processes on the same Redis (``None``: this process is the only one)."""
+        ``fleet``: the other processes on the same Redis (``None``: this process is the only one);
+        ``handoff``: the fleet's queue its waiting questions move to when it drains (``None``: they wait here)."""
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._clear_history = clear_history
@@ -103,6 +110,7 @@ class Gateway:
         self._always_approve = loop.tools.approval_required
         self._approvers = Approvers(approvals, self._policy, self._tool_names) if approvals is not None else None
         self._fleet = fleet
+        self._handoff = handoff
         self._limit_defaults = Limits(turns_per_minute=config.limits.turns_per_minute,
                                       concurrent_turns=config.limits.concurrent_turns,
                                       tokens_per_day=config.limits.tokens_per_day)
@@ -294,10 +302,17 @@ class Gateway:
     async def drain(self, timeout_s: float) -> bool:
         """Take no new questions, and wait up to ``timeout_s`` for the running and queued ones to finish their cards.
 
-        True when none is left. Whatever is left is stopped by :meth:`aclose`, its card saying that the bot
-        restarted; cancelling this wait (a second SIGTERM) leaves them to it at once.
+        In a fleet, the questions that have not started move to the other processes first (their cards here say
+        so), and moved questions are no longer taken here. True when none is left. Whatever is left is stopped by
+        :meth:`aclose`, its card saying that the bot restarted; cancelling this wait (a second SIGTERM) leaves
+        them to it at once.
         """
         self._closing = True
+        if self._handoff is not None:
+            await self._handoff.stop_serving()
+            # Shielded: a second signal must not leave a question queued in the fleet and still waiting here.
+            await asyncio.shield(move_waiting(self._handoff, self._queues.all(), instance_id=self.instance_id,
+                                              move=self._move))
         pending = [turn.done for turn in self._queues.all() if not turn.done.done()]
         if not pending:
             return True
@@ -309,6 +324,8 @@ class Gateway:
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
         self._closing = True
+        if self._handoff is not None:
+            await self._handoff.stop_serving()
         await self.recovery.stop_watching()
         turns = self._queues.all()
         for turn in turns:
@@ -337,6 +354,27 @@ class Gateway:
             await self._fleet.aclose()  # after the turns: their leases are handed over first
         # Last: a card still open now is an orphan that the other processes may close.
         await self.recovery.aclose()
+
+    async def take_over(self, moved: MovedQuestion, sink: CardSink, policy: BufferPolicy) -> Submission:
+        """Schedule a question another process of the fleet moved here as it drained, before it started.
+
+        It was admitted there: no dedupe claim here (its delivery claimed it, and a claim would refuse the same
+        message), no second count against its asker's limits (its place is held under its turn id, kept, and ended
+        here with the turn), and its access decision travels with it. Its card is a new one in the same thread.
+        One moved longer than ``gateway.handoff_max_age_s`` ago is not answered: its asker is asked to ask again.
+        """
+        msg, locale = moved.msg, moved.msg.target.locale
+        age_s = time.time() - moved.moved_at
+        if age_s > self._config.gateway.handoff_max_age_s:
+            log.warning("gateway.moved_too_old", turn_id=moved.turn_id, conversation=msg.conversation_id,
+                        age_s=round(age_s, 1), moved_by=moved.moved_by)
+            note = t(locale, "moved_expired")
+            await self._limits.turn_ended(asker_of(msg), moved.turn_id, 0)
+            await write_refusal(self._store, msg, turn_id=moved.turn_id, outcome="expired", note=note)
+            return self._refuse(msg, sink, note)
+        log.info("gateway.taken_over", turn_id=moved.turn_id, conversation=msg.conversation_id,
+                 moved_by=moved.moved_by, age_s=round(age_s, 3))
+        return self._schedule(msg, sink, policy, moved.turn_id)
 
     # --- internals ---------------------------------------------------------------
 
@@ -382,6 +420,11 @@ class Gateway:
         )
         state, streamer = self._cards.build(sink, msg.target, policy)
         return ScheduledTurn(msg, turn_id, state, streamer)
+
+    def _move(self, turn: ScheduledTurn) -> None:
+        """``turn`` is queued in the fleet now: its card here ends saying another instance answers."""
+        turn.moved = True
+        self._cancel(turn, stopped_by="", note=t(turn.msg.target.locale, "moved_note"))
 
     def _cancel(self, turn: ScheduledTurn, *, stopped_by: str, note: str | None = None) -> None:
         if note is None:

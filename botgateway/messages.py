@@ -79,7 +79,7 @@ class TurnOutcome:
     turn_id: str
     """The turn."""
     outcome: str
-    """``done``, ``failed:<reason>``, ``stopped`` or ``refused``."""
+    """``done``, ``failed:<reason>``, ``stopped``, ``moved`` (to another process of the fleet) or ``refused``."""
     answer: str = ""
     """The final (or partial) answer text."""
     snapshot: CardSnapshot | None = None

@@ -67,13 +67,20 @@ class ScheduledTurn:
         """The card is being finalized: too late to stop."""
         self.started_at = time.time()
         """Unix time the turn started (left the queue)."""
+        self.running = False
+        """The turn left its line and runs: too late to move it to another process."""
+        self.moving: asyncio.Future[bool] | None = None
+        """While a draining gateway moves the turn to the fleet: resolves to whether it moved (the turn does not
+        start before)."""
+        self.moved = False
+        """The turn was moved to another process, which answers it (its card here ends saying so)."""
         self.tool_calls: dict[str, dict[str, Any]] = {}
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.answer = ""
         """The final (or partial) answer."""
         self.outcome = "failed:internal"
-        """``done``, ``failed:<reason>`` or ``stopped``."""
+        """``done``, ``failed:<reason>``, ``stopped`` or ``moved``."""
         self.row_writes: list[asyncio.Task[None]] = []
         """Tool-call rows of this turn being written to the Store."""
 

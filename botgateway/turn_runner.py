@@ -8,7 +8,9 @@ starts and ends, so a turn whose process is killed still has its calls audited.
 
 In a fleet, the turn's place is also its conversation's lease across
 processes (its card says it waits, as in the line), handed over once the
-turn's history is in the store.
+turn's history is in the store. A turn that has not started when its process
+drains may move to another process (:mod:`botgateway.turn_moves`): its card
+here ends saying so, and that process ends its limits and audits it.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class TurnRunner:
         try:
             # The model request does not wait for the card: deltas that come first are shown once it exists.
             await turn.streamer.start(wait=False)
-            if self._fleet is not None:
+            if self._fleet is not None and not turn.moved:  # a moved turn is announced by the process that took it
                 await self._fleet.announce(turn.turn_id, msg.conversation_id)  # stoppable through any process
             if turn.stop_requested:
                 raise asyncio.CancelledError
@@ -117,10 +119,13 @@ class TurnRunner:
                 turn.state.mark_started()
                 await turn.streamer.refresh()
             async with self._slots.hold(asker_of(msg)):
+                if turn.moving is not None:
+                    await turn.moving  # a draining gateway is moving it: moved, this task is cancelled here
                 started = time.monotonic()
                 turn.started_at = time.time()
                 if turn.stop_requested:
                     raise asyncio.CancelledError
+                turn.running = True
                 # aclosing: leaving the loop early (a stop) ends the turn's stream and tool calls now.
                 events = self._loop.run_turn(msg.conversation_id, msg.text, msg.ctx, turn_id=turn.turn_id)
                 async with contextlib.aclosing(events):
@@ -132,7 +137,7 @@ class TurnRunner:
                         await turn.streamer.feed(event)
         except asyncio.CancelledError:
             _uncancel()
-            turn.outcome = "stopped"
+            turn.outcome = "moved" if turn.moved else "stopped"
             turn.answer = turn.answer or turn.state.snapshot().answer
             turn.state.mark_stopped(turn.stop_note)
         except Exception as exc:
@@ -151,6 +156,15 @@ class TurnRunner:
         snapshot = turn.state.snapshot()
         outcome = TurnOutcome(turn_id=turn.turn_id, outcome=turn.outcome, answer=turn.answer or snapshot.answer, snapshot=snapshot, metrics=metrics)
         log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
+        # A moved turn goes on in the process that took it, under the same turn id: that one ends its place in the
+        # asker's limits and writes its audit record.
+        if not turn.moved:
+            await self._account(turn, outcome, started)
+        if not turn.done.done():
+            turn.done.set_result(outcome)
+
+    async def _account(self, turn: ScheduledTurn, outcome: TurnOutcome, started: float) -> None:
+        """Count the turn's tokens, end its place in the asker's limits, and write its audit record (bounded)."""
         if turn.row_writes:
             # The audit record replaces the turn's rows: a row landing after it would outlive it.
             await asyncio.wait(turn.row_writes, timeout=TOOL_ROW_TIMEOUT_S)
@@ -162,8 +176,6 @@ class TurnRunner:
                 await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
         except (asyncio.CancelledError, TimeoutError):
             log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
-        if not turn.done.done():
-            turn.done.set_result(outcome)
 
     def _write_tool_call(self, turn: ScheduledTurn, event: TurnEvent) -> None:
         """Write a tool call's start or end as it happens, in the background (a store failure is logged, never raised)."""

@@ -1,8 +1,9 @@
-"""Two gateway processes on one Redis behave as one bot: stops, approval votes, one turn per conversation, limits.
+"""Two gateway processes on one Redis behave as one bot: stops, approval votes, one turn per conversation, limits,
+and the waiting questions of a draining process answered by the other.
 
 Each :class:`Process` is a whole process's runtime (its own RedisStore, memory,
-model client, approval desk, fleet connections, instance id and recording
-sink), built as ``botgateway run`` builds one; the two share one Redis key
+model client, approval desk, fleet connections, queue of moved questions,
+instance id and recording sink), built as ``botgateway run`` builds one; the two share one Redis key
 prefix, which is all they share. The model is the scripted server on loopback,
 Redis the real one. Tests wait on conditions (a card's state, a request
 reaching the model, a turn's end), never on the clock.
@@ -28,7 +29,9 @@ from botgateway.config import Config, parse_config
 from botgateway.fleet.control import ControlChannel
 from botgateway.fleet.directory import FleetDirectory
 from botgateway.fleet.lease import RECHECK_S, ConversationLeases
+from botgateway.fleet.handoff import MovedQuestion
 from botgateway.fleet.redis_fleet import RedisFleet, fleet_client
+from botgateway.fleet.redis_handoff import RedisHandoff
 from botgateway.gateway import Gateway
 from botgateway.limits import PrincipalLimits, limits_from_config
 from botgateway.llm import LLMClient
@@ -69,6 +72,7 @@ class Process:
     sink: RecordingSink
     restarts: list[str]
     policy: BufferPolicy
+    handoff: RedisHandoff
 
     def message(self, text: str, *, user: str = "alice", conversation: str = "conv") -> InboundMessage:
         target = CardTarget(platform="test", chat_id="chat-1", user_id=user, user_name=user, locale="en")
@@ -79,11 +83,11 @@ class Process:
         return await self.gateway.submit(self.message(text, **kwargs), self.sink, self.policy)
 
 
-def _config(base_url: str, *, limits: dict[str, Any] | None = None) -> Config:
+def _config(base_url: str, *, limits: dict[str, Any] | None = None, gateway: dict[str, Any] | None = None) -> Config:
     return parse_config(
         {
             "llm": {"provider": "custom", "base_url": base_url, "model": "m", "max_rounds": 4},
-            "gateway": {"admins": ["root"]},
+            "gateway": {"admins": ["root"], **(gateway or {})},
             "card": {"final_deadline_s": 5},
             "access": ACCESS,
             **({"limits": limits} if limits else {}),
@@ -95,10 +99,11 @@ def _config(base_url: str, *, limits: dict[str, Any] | None = None) -> Config:
 @asynccontextmanager
 async def _process(
     stack: AsyncExitStack, name: str, prefix: str, base_url: str, *, limits: dict[str, Any] | None = None,
-    lease_ttl_s: float = 30.0, renew_s: float = 10.0, recheck_s: float = RECHECK_S,
+    gateway: dict[str, Any] | None = None, lease_ttl_s: float = 30.0, renew_s: float = 10.0,
+    recheck_s: float = RECHECK_S,
 ) -> AsyncIterator[Process]:
     """Build one process as the composition root does (``botgateway.cli.runtime``), and close it in order."""
-    config = _config(base_url, limits=limits)
+    config = _config(base_url, limits=limits, gateway=gateway)
     store = RedisStore(REDIS_URL, prefix, history_ttl_s=3600)
     await store.open()
     stack.push_async_callback(store.close)
@@ -115,15 +120,20 @@ async def _process(
     loop = ToolLoop(llm, ToolRegistry([restart_tool(restarts)]), memory, max_rounds=4, system_prompt="sys",
                     approvals=desk, approval_timeout_s=300)
     fleet = RedisFleet(ControlChannel(client, prefix, name), directory, leases, settle=memory.settle)
+    handoff = RedisHandoff(client, prefix, name, live=store.live_instances)
+    stack.push_async_callback(handoff.aclose)
     gateway = Gateway(
         loop=loop, store=store, budget=RateBudget(), config=config, instance_id=name, approvals=desk, fleet=fleet,
-        clear_history=memory.clear,
+        clear_history=memory.clear, handoff=handoff,
         limits=PrincipalLimits(store, limits_from_config(config.limits), clock=lambda: FIXED_NOW),
     )
     stack.push_async_callback(gateway.aclose)
     await gateway.start()
-    yield Process(name, store, memory, fleet, gateway, RecordingSink(), restarts,
-                  BufferPolicy.from_config(config.adapters.terminal.policy))
+    process = Process(name, store, memory, fleet, gateway, RecordingSink(), restarts,
+                      BufferPolicy.from_config(config.adapters.terminal.policy), handoff)
+    # As `botgateway run` does once its adapters are up: moved questions of the platform are answered here.
+    handoff.serve(["test"], lambda moved: gateway.take_over(moved, process.sink, process.policy))
+    yield process
 
 
 @asynccontextmanager
@@ -397,3 +407,70 @@ async def test_two_processes_share_an_askers_concurrent_turn_limit_and_per_minut
         assert other.status == "started"
         await asyncio.wait_for(other.done, 15)
 
+
+
+# --- questions moved by a draining process ------------------------------------------------------
+
+
+def _card_status(process: Process, turn_id: str) -> str:
+    card = process.sink.card_for(turn_id)
+    return card.status if card is not None else ""
+
+
+async def test_a_draining_process_moves_its_waiting_questions_to_the_other_which_answers_each_once_in_order() -> None:
+    gate = asyncio.Event()
+    server = ScriptedLLMServer(responder=_held_until(gate, "first?"))
+    # A runs one turn at a time, so the question of the other conversation waits there for a slot.
+    async with two_processes(server, a={"gateway": {"max_concurrent_turns": 1}}) as (a, b):
+        try:
+            running = await a.submit("first?", conversation="c1")
+            await server.wait_for_requests(1)
+            second = await a.submit("second?", conversation="c1")
+            third = await a.submit("third?", conversation="c1")
+            other = await a.submit("other?", conversation="c2")
+            assert (second.status, third.status) == ("queued", "queued") and len(server.requests) == 1
+
+            drain = asyncio.create_task(a.gateway.drain(60))
+            # A's cards of the waiting questions end at once, saying that another instance answers.
+            waiting = (second, third, other)
+            moved = await asyncio.wait_for(asyncio.gather(*(sub.done for sub in waiting if sub.done)), 15)
+            assert [outcome.outcome for outcome in moved] == ["moved"] * 3
+            for sub in waiting:
+                card = a.sink.card_for(sub.turn_id)
+                assert card is not None and card.status == "stopped" and "Moved to another instance" in card.error
+            # B answers the other conversation's question; c1's wait there behind the turn still running on A.
+            await b.sink.wait_for(lambda: _card_status(b, other.turn_id) == "done", timeout=15)
+            await b.sink.wait_for(lambda: _card_status(b, second.turn_id) == "queued", timeout=15)
+            assert sorted(_user_texts(r)[-1] for r in server.requests) == ["first?", "other?"]
+            assert not drain.done()  # the running turn has the whole drain_s
+
+            gate.set()
+            assert await asyncio.wait_for(drain, 15) is True
+            assert (await asyncio.wait_for(running.done, 5)).outcome == "done"  # type: ignore[arg-type]
+            await b.sink.wait_for(lambda: _card_status(b, third.turn_id) == "done", timeout=15)
+        finally:
+            gate.set()
+        # Each question reached the model once; c1's in their order, each after the one before had committed.
+        asked = [_user_texts(request) for request in server.requests]
+        assert sorted(texts[-1] for texts in asked) == ["first?", "other?", "second?", "third?"]
+        assert [texts for texts in asked if texts[0] == "first?"] == [
+            ["first?"], ["first?", "second?"], ["first?", "second?", "third?"]]
+        await b.memory.flush()
+        assert [t.turn_id for t in await b.store.load_turns("c1")] == [running.turn_id, second.turn_id, third.turn_id]
+        # One audit record per question, written where it was answered (after its card), under the turn id it was
+        # admitted with.
+        expected = sorted((sub.turn_id, "done") for sub in (running, second, third, other))
+        records = await _until(b.store.audit_records, lambda found: len(found) >= len(expected))
+        assert sorted((r.turn_id, r.outcome) for r in records) == expected
+
+
+async def test_a_moved_question_taken_too_late_is_not_answered_and_its_asker_is_asked_to_ask_again() -> None:
+    server = ScriptedLLMServer()
+    async with two_processes(server, b={"gateway": {"handoff_max_age_s": 600}}) as (a, b):
+        await a.handoff.stop_serving()  # B alone takes it, as the first process up after the whole fleet restarted
+        msg = a.message("a question from before the restart?")
+        old = MovedQuestion(msg=msg, turn_id="t-old", moved_at=time.time() - 3600, moved_by="gone")
+        assert await a.handoff.put([old])
+        await b.sink.wait_for(lambda: any("waited too long" in note.error for note in b.sink.fallbacks()))
+        assert server.requests == [] and b.sink.card_for("t-old") is None
+        assert [r.outcome for r in await b.store.audit_records() if r.turn_id == "t-old"] == ["expired"]

@@ -10,7 +10,10 @@ answers during start-up; ``/readyz`` turns ready once the adapters are up.
 Shutdown drains: at the first SIGTERM or SIGINT readiness turns false, the
 adapters stop taking questions (the platform delivers to other processes),
 and the answers running or queued get ``gateway.drain_s`` to finish; a second
-signal ends the wait. What is still running then is stopped, its card saying
+signal ends the wait. In a fleet (``memory.store: redis``) the questions that
+have not started move to the other processes instead of waiting, and every
+process that is not draining takes the questions moved to the platforms it
+answers on. What is still running then is stopped, its card saying
 that the bot restarted (while the adapters can still reach their platforms),
 then the adapters stop and the store closes.
 
@@ -36,6 +39,7 @@ from botgateway.sink import Adapter
 if TYPE_CHECKING:
     from botgateway.cli.runtime import Runtime
     from botgateway.cli.worker_link import WorkerLink
+    from botgateway.fleet.handoff import MovedQuestion
     from botgateway.sink import CardSink
 
 __all__ = [
@@ -154,6 +158,27 @@ async def _recover(runtime: Runtime, adapters: list[Adapter]) -> None:
     except Exception as exc:  # recovery is best effort; it must not keep the bot from starting
         log.error("gateway.recover_failed", error=type(exc).__name__, exc_info=True)
     runtime.gateway.recovery.watch(sinks, older_than_s=grace)
+
+
+def _take_moved(runtime: Runtime, adapters: list[Adapter]) -> None:
+    """In a fleet, take the questions draining processes moved, answering each through its platform's sink."""
+    if runtime.handoff is None:
+        return
+    from botgateway.cards.policy import BufferPolicy
+
+    gateway = runtime.gateway
+    # The policy each adapter gives its own questions: build_adapter leaves them their config section's.
+    # Not the terminal: its asker sits at one process's terminal.
+    routes: dict[str, tuple[CardSink, BufferPolicy]] = {
+        platform: (sink, BufferPolicy.from_config(getattr(runtime.config.adapters, platform).policy))
+        for platform, sink in _sinks(adapters).items() if platform != "terminal"
+    }
+
+    async def take(moved: MovedQuestion) -> None:
+        sink, policy = routes[moved.msg.platform]
+        await gateway.take_over(moved, sink, policy)
+
+    runtime.handoff.serve(routes, take)
 
 
 def _install_stop_signals(stop: asyncio.Event, again: asyncio.Event) -> list[signal.Signals]:
@@ -278,6 +303,7 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None, worker_index
                     _say("botgateway: nothing to run: the terminal chat needs a terminal (stdin is not one) and no other adapter is enabled")
                 return 1
             await _recover(runtime, adapters)
+            _take_moved(runtime, adapters)
             _serving(runtime, adapters, link)
             await _until_stopped(stop, adapters)
             stop.set()  # also when the terminal chat ended: a signal from now on ends the drain's wait

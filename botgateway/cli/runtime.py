@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from botgateway.approvals import ApprovalDesk
     from botgateway.budget import RateBudget
     from botgateway.fleet.directory import FleetDirectory
+    from botgateway.fleet.handoff import Handoff
     from botgateway.fleet.lease import ConversationLeases
     from botgateway.fleet.redis_fleet import RedisFleet
+    from botgateway.fleet.redis_handoff import RedisHandoff
     from botgateway.gateway import Gateway
     from botgateway.llm import LLMClient
     from botgateway.loop import ToolLoop
@@ -80,6 +82,9 @@ class Runtime:
     """What ``/readyz`` reports (the runner adds the adapters and the draining), with the HTTP server."""
     worker_index: int | None = None
     """This process's index among the worker processes of ``botgateway run --workers``; None when it is the only one."""
+    handoff: Handoff | None = None
+    """The fleet's queue of questions moved by draining processes (``memory.store: redis``); ``run`` starts taking
+    them once its adapters are up. None with SQLite (one process)."""
 
 
 @asynccontextmanager
@@ -126,6 +131,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             clear_history=memory.clear,
             approvals=desk,
             fleet=fleet.join(memory) if fleet is not None else None,
+            handoff=fleet.handoff if fleet is not None else None,
         )
         stack.push_async_callback(gateway.aclose)
         await gateway.start()  # heartbeats before any adapter can open a card
@@ -143,6 +149,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             http=http,
             readiness=readiness,
             worker_index=worker_index,
+            handoff=fleet.handoff if fleet is not None else None,
         )
 
 
@@ -177,6 +184,8 @@ class _FleetParts:
     """Who holds which turn, conversation and approval code."""
     leases: ConversationLeases
     """The conversation leases (their tokens fence the memory's writes)."""
+    handoff: RedisHandoff
+    """The queue of questions moved by draining processes (closed by the exit stack, after the gateway)."""
 
     def join(self, memory: Memory) -> RedisFleet:
         """The fleet the gateway uses: the parts, the control channel, and the hand-over once ``memory`` settles."""
@@ -188,12 +197,14 @@ class _FleetParts:
 
 
 def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_id: str) -> _FleetParts | None:
-    """With ``memory.store: redis``, the fleet's connections, directory and leases; with SQLite, none (one process)."""
+    """With ``memory.store: redis``, the fleet's connections, directory, leases and queue of moved questions; with
+    SQLite, none (one process)."""
     if config.memory.store != "redis":
         return None
     from botgateway.fleet.directory import FleetDirectory
     from botgateway.fleet.lease import ConversationLeases
     from botgateway.fleet.redis_fleet import fleet_client
+    from botgateway.fleet.redis_handoff import RedisHandoff
 
     client = fleet_client(config.memory.redis_url.get_secret_value(), instance_id)
     stack.push_async_callback(client.aclose)
@@ -201,7 +212,9 @@ def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_i
     # A lease lasts as long as its process counts as live, and is renewed with each heartbeat.
     leases = ConversationLeases(client, prefix, instance_id, ttl_s=gateway.instance_ttl_s, renew_s=gateway.heartbeat_s)
     directory = FleetDirectory(client, prefix, instance_id, live=store.live_instances)
-    return _FleetParts(client, prefix, instance_id, directory, leases)
+    handoff = RedisHandoff(client, prefix, instance_id, live=store.live_instances)
+    stack.push_async_callback(handoff.aclose)
+    return _FleetParts(client, prefix, instance_id, directory, leases, handoff)
 
 
 def _loop(

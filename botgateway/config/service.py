@@ -127,6 +127,16 @@ class GatewayConfig(Section):
     still running after this long is stopped, its card saying the bot restarted.
     A second signal stops them at once. Give the platform (Kubernetes'
     ``terminationGracePeriodSeconds``) a little more than this.
+
+    With ``memory.store: redis`` the questions still waiting (not started) are
+    not kept for this wait: they move to the other processes of the fleet at
+    once, and their cards here say so.
+    """
+    handoff_max_age_s: float = Field(600.0, gt=0)
+    """With ``memory.store: redis``, how old a question moved by a draining process may be when another takes it.
+
+    Older (nobody was there to take it: the whole fleet restarted at once), it is
+    not answered any more and its asker is asked to ask again.
     """
     replicas: int = Field(1, ge=1)
     """How many gateway processes are expected to run at once (replicas × workers), sharing the platforms' rate limits.
