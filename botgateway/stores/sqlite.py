@@ -4,7 +4,8 @@ The file and its folder are created on first use; the connections (writes
 serialized on one, reads beside them on another), the write lock and the
 cancel-proof write transactions are
 :class:`~botgateway.stores.sqlite_connection.SqliteConnection`; the history's
-queries are :class:`~botgateway.stores.sqlite_history.SqliteHistory`. This
+queries are :class:`~botgateway.stores.sqlite_history.SqliteHistory`, the
+dedupe claims :class:`~botgateway.stores.sqlite_claims.SqliteClaims`. This
 module holds the other queries, one table at a time. Every write that touches more than one
 row runs in one transaction, so a crash leaves either the old or the new state,
 never half a turn.
@@ -43,6 +44,7 @@ from botgateway.stores.base import (
     ToolCallRow,
     VersionStep,
 )
+from botgateway.stores.sqlite_claims import SqliteClaims
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
 from botgateway.stores.sqlite_history import SqliteHistory
 
@@ -84,10 +86,16 @@ class SqliteStore:
         self._clock = clock
         self._connection = SqliteConnection(self.path)
         self._history = SqliteHistory(self._connection, history_ttl_s=history_ttl_s, clock=clock)
+        self._claims = SqliteClaims(self._transaction, clock)
         self._last_sweep = 0.0
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
+
+    @property
+    def write_transactions(self) -> int:
+        """Write transactions committed so far (diagnostics: how well writes are grouped)."""
+        return self._connection.committed
 
     # --- life cycle -------------------------------------------------------------
 
@@ -100,7 +108,8 @@ class SqliteStore:
         await self._fetchall("SELECT 1")
 
     async def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Write the claims already made, then close the connection (idempotent)."""
+        await self._claims.aclose()
         await self._connection.close()
 
     # --- helpers ------------------------------------------------------------------
@@ -179,20 +188,11 @@ class SqliteStore:
     # --- dedupe -------------------------------------------------------------------
 
     async def claim(self, key: str, ttl_s: float) -> bool:
-        """True the first time ``key`` is seen within ``ttl_s`` seconds (dedupe), False after."""
-        now = self._clock()
+        """True the first time ``key`` is seen within ``ttl_s`` seconds (dedupe), False after.
 
-        async def work(db: aiosqlite.Connection) -> bool:
-            # An expired claim is replaced; a live one makes the insert a no-op.
-            cursor = await db.execute(
-                "INSERT INTO claims (key, expires_at) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at "
-                "WHERE claims.expires_at <= ?",
-                (key, now + ttl_s, now),
-            )
-            return cursor.rowcount == 1
-
-        return bool(await self._transaction(work))
+        The claims of one moment are written together (:mod:`~botgateway.stores.sqlite_claims`).
+        """
+        return await self._claims.claim(key, ttl_s)
 
     # --- limits -------------------------------------------------------------------
 

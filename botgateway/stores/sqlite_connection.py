@@ -108,6 +108,8 @@ class SqliteConnection:
         self._lock = asyncio.Lock()
         self._read_lock = asyncio.Lock()  # only guards opening the read connection
         self._closed = False
+        self.committed = 0
+        """Write transactions committed so far (diagnostics: how well writes are grouped)."""
         # A private in-memory database is visible to its own connection only.
         self._shared_reads = path == ":memory:" or "mode=memory" in path
 
@@ -164,6 +166,7 @@ class SqliteConnection:
                     await db.rollback()
                     raise
                 await db.commit()
+                self.committed += 1
             except sqlite3.Error as exc:
                 raise self._failed(exc) from None
             return result
