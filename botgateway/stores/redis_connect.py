@@ -24,7 +24,7 @@ from redis.asyncio.sentinel import Sentinel
 
 from botgateway.redis_url import DirectUrl, SentinelUrl, parse_redis_url
 
-__all__ = ["SentinelMaster", "redis_client"]
+__all__ = ["CONNECTION_WAIT_S", "MAX_CONNECTIONS", "SentinelMaster", "redis_client"]
 
 
 class SentinelMaster(aioredis.Redis):
@@ -41,6 +41,13 @@ class SentinelMaster(aioredis.Redis):
             if self.sentinel is not None:
                 for client in self.sentinel.sentinels:
                     await client.aclose()
+
+
+MAX_CONNECTIONS = 64
+"""Connections one client opens at most; more commands in flight wait for one (pipelines keep this small)."""
+
+CONNECTION_WAIT_S = 20.0
+"""Longest wait for a free connection before a command fails (as an unreachable Redis would)."""
 
 
 def redis_client(
@@ -76,7 +83,12 @@ def redis_client(
     if client_name is not None:
         options["client_name"] = client_name
     if isinstance(target, DirectUrl):
-        return aioredis.Redis.from_url(target.url, **options)
+        # redis-py's default pool raises "Too many connections" past 100 commands in flight; a burst of
+        # questions has more than that at once. This pool makes the extra commands wait for a connection.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            target.url, max_connections=MAX_CONNECTIONS, timeout=CONNECTION_WAIT_S, **options
+        )
+        return aioredis.Redis.from_pool(pool)
     return _sentinel_master(target, options)
 
 

@@ -90,7 +90,8 @@ end
 return bump(KEYS[3], ttl)
 """
 
-# KEYS: order, turns, version, fence. ARGV: ttl_ms, fence, has_summary ('1'/'0'), summary_id, summary_body, remove_ids...
+# KEYS: order, turns, version, fence.
+# ARGV: ttl_ms, fence, has_summary ('1'/'0'), summary_id, summary_body, remove_ids...
 _REPLACE = _BUMP + """
 local refused = fenced_out(KEYS[4], KEYS[3], ARGV[2])
 if refused then return refused end

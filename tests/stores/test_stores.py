@@ -327,6 +327,27 @@ async def test_concurrent_claims_have_exactly_one_winner(store: Store) -> None:
     assert results.count(True) == 1
 
 
+async def test_a_burst_of_claims_grants_each_key_once(store: Store) -> None:
+    keys = [f"slack:Ev{i % 300}" for i in range(900)]  # each key three times, across several batches
+    results = await asyncio.gather(*(store.claim(key, 60) for key in keys))
+    granted = [key for key, won in zip(keys, results, strict=True) if won]
+    assert sorted(granted) == sorted(set(keys))
+    assert not await store.claim("slack:Ev7", 60) and await store.claim("slack:Ev300", 60)
+
+
+async def test_sqlite_writes_the_claims_of_one_moment_together(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "claims.db")
+    await store.open()
+    try:
+        before = store.write_transactions
+        results = await asyncio.gather(*(store.claim(f"dingtalk:msg{i}", 60) for i in range(1000)))
+        assert all(results)
+        # A burst of questions does not queue a transaction each on the one write connection.
+        assert store.write_transactions - before <= 3
+    finally:
+        await store.close()
+
+
 async def test_claim_is_free_again_after_its_ttl(store: Store) -> None:
     assert await store.claim("short", 0.2)
     assert not await store.claim("short", 0.2)
