@@ -32,7 +32,8 @@ class Pacing:
         self._pending = 0
         self._first_pending_at: float | None = None
         self._last_update_at = float("-inf")
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_due = 0.0  # loop time the armed timer fires (event loops need not offer Handle.when())
         self._stopped = False
         self.due = False
         """An update is due (or in flight): the next update carries every pending change."""
@@ -71,10 +72,12 @@ class Pacing:
             self.flush()
             return
         loop = asyncio.get_running_loop()
-        if self._timer is not None and self._timer.when() <= loop.time() + (ready_at - now) + 0.001:
+        due = loop.time() + (ready_at - now)
+        if self._timer is not None and self._timer_due <= due + 0.001:
             return  # the armed timer fires early enough; re-arming on every chunk would only cost CPU
         self.cancel_timer()
         self._timer = loop.call_later(ready_at - now, self._on_timer)
+        self._timer_due = due
 
     def flush(self) -> None:
         """Make an update due now."""
