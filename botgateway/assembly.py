@@ -45,6 +45,7 @@ __all__ = [
     "TextPart",
     "ThinkTagSplitter",
     "ToolCallFragment",
+    "merge_parts",
 ]
 
 THINK_OPEN = "<think>"
@@ -85,6 +86,25 @@ class ToolCallFragment:
 
 StreamPart: TypeAlias = TextPart | ReasoningPart | ToolCallFragment
 """What a chunk yields as it arrives."""
+
+
+def merge_parts(parts: list[StreamPart]) -> list[StreamPart]:
+    """``parts`` with each run of text (and of reasoning) joined into one part; tool call fragments as they are.
+
+    The order of what the user sees is kept: text after reasoning stays after it.
+    """
+    if len(parts) < 2:
+        return parts
+    merged: list[StreamPart] = []
+    for part in parts:
+        last = merged[-1] if merged else None
+        if isinstance(part, TextPart) and isinstance(last, TextPart):
+            merged[-1] = TextPart(last.text + part.text)
+        elif isinstance(part, ReasoningPart) and isinstance(last, ReasoningPart):
+            merged[-1] = ReasoningPart(last.text + part.text)
+        else:
+            merged.append(part)
+    return merged
 
 
 @dataclass(frozen=True)

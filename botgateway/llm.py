@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import openai
 import structlog
 
-from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart
+from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart, merge_parts
 from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
 from botgateway.idle_watch import IdleWatch
@@ -178,12 +178,30 @@ class LLMClient:
                             chunk = await idle.next(chunks)
                         except StopAsyncIteration:
                             break
-                        for part in assembler.feed(chunk):
+                        # What else already arrived goes up as one update: the busier the process, the
+                        # fewer events per chunk, instead of a queue that grows behind the event loop.
+                        parts, broken = self._feed_buffered(assembler, chunks, chunk)
+                        for part in merge_parts(parts):
                             yield part
+                        if broken is not None:
+                            raise broken  # after what came before it is shown
         finally:
             idle.close()
             await _close(chunks)
         yield assembler.finish()
+
+    @staticmethod
+    def _feed_buffered(
+        assembler: StreamAssembler, chunks: ChunkStream, chunk: dict[str, Any]
+    ) -> tuple[list[StreamPart], Exception | None]:
+        """The parts of ``chunk`` and of the chunks received with it; the error of a broken one after them."""
+        parts = assembler.feed(chunk)
+        try:
+            while (more := chunks.next_buffered()) is not None:
+                parts.extend(assembler.feed(more))
+        except Exception as exc:
+            return parts, exc
+        return parts, None
 
     async def _start(self, request: dict[str, Any], round: int) -> _Started:
         """Send the request and wait for the first parts, retrying while that is safe.

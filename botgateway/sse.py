@@ -164,6 +164,20 @@ class ChunkStream:
                 raise StopAsyncIteration
             await self._read()
 
+    def next_buffered(self) -> dict[str, Any] | None:
+        """The next chunk if it was already received, parsed now without waiting for the network; else ``None``.
+
+        A busy process reads several chunks of a stream at once; taking them
+        together lets the caller pass them on as one update instead of one
+        event each. ``None`` before ``[DONE]`` too (:meth:`__anext__` ends the
+        stream on it); raises, as :meth:`__anext__` would, on an error chunk.
+        """
+        while self._events and not self._events[0].data.startswith(b"[DONE]"):
+            chunk = self._parse(self._events.popleft())
+            if chunk is not None:
+                return chunk
+        return None
+
     async def close(self) -> None:
         """Hang up: the provider stops generating, the connection is released."""
         try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from botgateway.assembly import AssembledRound, TextPart
+from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment, merge_parts
 from botgateway.events import Usage
 from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
 from tests.fakes.llm import llm_config
@@ -130,3 +130,20 @@ async def test_unicode_line_separators_inside_the_json_stay_in_the_text(server: 
     shown, result = await collect(client)
     assert shown == result.text == "a\u2028b\u0085c\x1cd"
 
+
+
+async def test_chunks_read_together_go_up_as_one_update_in_order(server: ScriptedLLMServer, client: LLMClient) -> None:
+    # One write carrying many events, as a busy process reads them: one part per kind, in stream order.
+    together = "\n\ndata: ".join(
+        [raw(chunk({"reasoning_content": w})) for w in ("look", "ing ", "up")]
+        + [raw(chunk({"content": w})) for w in ("web-1 ", "is ", "up ", "in ", "cn-hangzhou")]
+    )
+    server.enqueue(Script(chunks=[role_chunk(), chunk({"content": "Sure. "}), together, finish_chunk()]))
+    parts = [item async for item in client.stream(MESSAGES) if not isinstance(item, AssembledRound)]
+    assert parts == [TextPart("Sure. "), ReasoningPart("looking up"), TextPart("web-1 is up in cn-hangzhou")]
+
+
+def test_merge_parts_joins_runs_and_keeps_tool_fragments_between_them() -> None:
+    fragment = ToolCallFragment(position=0, call_id="c1", name="find_host", arguments_delta="{")
+    merged = merge_parts([TextPart("a"), TextPart("b"), fragment, TextPart("c"), ReasoningPart("x"), ReasoningPart("y")])
+    assert merged == [TextPart("ab"), fragment, TextPart("c"), ReasoningPart("xy")]
