@@ -47,12 +47,12 @@ from botgateway.fleet.handoff import Handoff, MovedQuestion
 from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
-from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
-from botgateway.notes import note_snapshot, send_note, send_private
+from botgateway.messages import InboundMessage, Submission, TurnOutcome
 from botgateway.policy import effective_policy
 from botgateway.principal import Principal
 from botgateway.queues import ConversationQueues
 from botgateway.recovery import Recovery
+from botgateway.replies import Replies
 from botgateway.sink import CardSink
 from botgateway.stores.base import Store
 from botgateway.strings import t
@@ -102,7 +102,6 @@ class Gateway:
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._clear_history = clear_history
         self._store = store
-        self._budget = budget
         self._config = config
         self._access = access
         self._policy = effective_policy(config.access)
@@ -132,6 +131,7 @@ class Gateway:
                                     cancel=lambda turn, by: self._cancel(turn, stopped_by=by))
         self._side = BackgroundTasks()
         """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
+        self._replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=self._side)
         self._background = BackgroundTasks()
         """Cards being closed after a fallback delivery; cancelled at shutdown (recovery closes them next start)."""
         self._cards = CardFactory(
@@ -195,7 +195,7 @@ class Gateway:
             return await self._clear_from_message(msg, sink)
 
         if self._closing:
-            return self._refuse(msg, sink, t(locale, "shutting_down"))
+            return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
 
         try:
             refusal = await self._access(msg)
@@ -205,32 +205,32 @@ class Gateway:
         if refusal is not None:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
             await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome="refused", note=refusal)
-            return self._refuse(msg, sink, t(locale, "refused", reason=refusal))
+            return self._replies.refuse(msg, sink, t(locale, "refused", reason=refusal))
 
         command = parse_command(msg.text)
         if command is not None and self._approvers is not None:
             # Typed where the card is: a vote from any other chat counts for nothing.
             result = await self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale,
                                                 channel=place_of(msg).channel)
-            return self._tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
+            return self._replies.tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
 
         # The configured policy always applies, after any custom hook; a refused asker costs no model request.
         decision = decide_message(self._policy, msg, self._tool_names(), limits=self._limit_defaults,
                                   always_approve=self._always_approve())
         if _matches(msg.text, WHOAMI_WORDS):
-            return self._tell(msg, sink, describe(decision, locale), status="whoami", private=True)
+            return self._replies.tell(msg, sink, describe(decision, locale), status="whoami", private=True)
         if not decision.allowed:
             log.info("gateway.refused", platform=msg.platform, principal=decision.principal.id, reason=decision.refusal)
             note = refusal_note(decision, locale)
             await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome=f"refused:{decision.refusal}", note=note)
-            return self._refuse(msg, sink, t(locale, "refused", reason=note))
+            return self._replies.refuse(msg, sink, t(locale, "refused", reason=note))
         msg = with_decision(msg, decision)
 
         limit = self._config.gateway.max_question_chars
         if len(msg.text) > limit:
             # One huge question would be sent again with every later turn of the conversation.
             log.info("gateway.too_long", platform=msg.platform, user=msg.ctx.user_id, chars=len(msg.text), limit=limit)
-            return self._refuse(msg, sink, t(locale, "question_too_long", length=len(msg.text), limit=limit))
+            return self._replies.refuse(msg, sink, t(locale, "question_too_long", length=len(msg.text), limit=limit))
 
         turn_id = uuid.uuid4().hex[:16]
         limited = await self._over_limit(msg, sink, turn_id)
@@ -245,7 +245,7 @@ class Gateway:
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
             log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
             self._side.spawn(self._limits.turn_ended(asker_of(msg), turn_id, 0))  # it never ran: end its lease
-            return self._refuse(msg, sink, t(msg.target.locale, "queue_full", n=len(turns)))
+            return self._replies.refuse(msg, sink, t(msg.target.locale, "queue_full", n=len(turns)))
 
         turn = self._new_turn(msg, sink, policy, turn_id)
         position = self._queues.add(turn)
@@ -371,7 +371,7 @@ class Gateway:
             note = t(locale, "moved_expired")
             await self._limits.turn_ended(asker_of(msg), moved.turn_id, 0)
             await write_refusal(self._store, msg, turn_id=moved.turn_id, outcome="expired", note=note)
-            return self._refuse(msg, sink, note)
+            return self._replies.refuse(msg, sink, note)
         log.info("gateway.taken_over", turn_id=moved.turn_id, conversation=msg.conversation_id,
                  moved_by=moved.moved_by, age_s=round(age_s, 3))
         return self._schedule(msg, sink, policy, moved.turn_id)
@@ -386,14 +386,14 @@ class Gateway:
         assert self._clear_history is not None
         locale = msg.target.locale
         if self._queues.line(msg.conversation_id):
-            return self._refuse(msg, sink, t(locale, "clear_busy"))
+            return self._replies.refuse(msg, sink, t(locale, "clear_busy"))
         try:
             await self._clear_history(msg.conversation_id)
         except Exception as exc:
             log.warning("gateway.clear_failed", conversation=msg.conversation_id, error=type(exc).__name__)
-            return self._refuse(msg, sink, t(locale, "clear_failed", reason=type(exc).__name__))
+            return self._replies.refuse(msg, sink, t(locale, "clear_failed", reason=type(exc).__name__))
         log.info("gateway.cleared", conversation=msg.conversation_id, user=msg.ctx.user_id)
-        return self._refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
+        return self._replies.refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
 
     async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
         """Count ``msg`` against its asker's limits; the refusal when one is reached (audited), else None.
@@ -407,7 +407,7 @@ class Gateway:
         note = hit.note(msg.target.locale, self._limits.clock())
         log.info("gateway.limit_hit", platform=msg.platform, user=msg.ctx.user_id, limit=hit.limit)
         await write_refusal(self._store, msg, turn_id=turn_id, outcome=f"limit:{hit.limit}", note=note)
-        return self._refuse(msg, sink, note)
+        return self._replies.refuse(msg, sink, note)
 
     def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> ScheduledTurn:
         roles = set(msg.ctx.roles)
@@ -444,7 +444,7 @@ class Gateway:
         tally = await self._control.stop_conversation(msg.conversation_id, msg.ctx.user_id or msg.target.user_id)
         if not tally.stopped:
             key = "not_yours" if tally.refused else "stop_unreachable" if tally.unreachable else "nothing_to_stop"
-            return self._refuse(msg, sink, t(msg.target.locale, key), status="stopped")
+            return self._replies.refuse(msg, sink, t(msg.target.locale, key), status="stopped")
         turn = self._queues.get(tally.stopped[0])
         if turn is not None:
             return Submission(status="stopped", turn_id=turn.turn_id, done=turn.done)
@@ -452,34 +452,6 @@ class Gateway:
         done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
         done.set_result(TurnOutcome(turn_id=tally.stopped[0], outcome="stopped"))
         return Submission(status="stopped", turn_id=tally.stopped[0], done=done)
-
-    def _tell(self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus, private: bool) -> Submission:
-        """Answer ``msg`` with a neutral ``note``; to the asker alone when ``private`` and the platform can."""
-        return self._refuse(msg, sink, note, status=status, as_answer=True, private=private)
-
-    def _refuse(
-        self, msg: InboundMessage, sink: CardSink, note: str, *, status: SubmissionStatus = "refused", as_answer: bool = False,
-        private: bool = False,
-    ) -> Submission:
-        """Tell the asker ``note`` as a plain message, in the background (as a neutral answer or as an error).
-
-        ``private``: to the asker alone where the sink can (:class:`PrivateNotes`), else in the thread as usual.
-        """
-        done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        snapshot = note_snapshot(note, msg.target.locale, as_answer=as_answer)
-
-        async def deliver() -> None:
-            try:
-                if private and await send_private(sink, msg.target, msg.target.user_id or msg.ctx.user_id, note):
-                    return
-                await send_note(sink, msg.target, snapshot, budget=self._budget, owner=f"note-{msg.message_id}",
-                                deadline_s=self._config.card.final_deadline_s)
-            finally:
-                if not done.done():
-                    done.set_result(TurnOutcome(turn_id="", outcome=status, snapshot=snapshot))
-
-        self._side.spawn(deliver())
-        return Submission(status=status, turn_id="", done=done, message=note)
 
     def _release(self, turn: ScheduledTurn) -> None:
         """Take ``turn`` off its conversation, let the next waiting question run and show the others their place."""
