@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from botgateway.access import AccessHook, allow_all, decide_message, place_of, with_decision
+from botgateway.access import AccessHook, allow_all
+from botgateway.admission import Admission
 from botgateway.approvals import ApprovalDesk
-from botgateway.approvers import Approvers, VoteResult, parse_command
-from botgateway.audit_trail import write_refusal
+from botgateway.approvers import Approvers, VoteResult
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.cards.factory import CardFactory
@@ -44,7 +43,6 @@ from botgateway.config import Config
 from botgateway.fair_slots import FairSlots, fair_share
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
-from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
@@ -61,17 +59,10 @@ from botgateway.turn import ScheduledTurn
 from botgateway.turn_control import TurnControl
 from botgateway.turn_moves import move_waiting
 from botgateway.turn_runner import TurnRunner
-from botgateway.whoami import WHOAMI_WORDS, describe, refusal_note
 
 __all__ = ["Gateway"]
 
 log = structlog.get_logger(__name__)
-
-
-def _matches(text: str, words: Sequence[str]) -> bool:
-    """Whether ``text`` is exactly one of ``words`` (case and trailing punctuation ignored)."""
-    normalized = text.strip().strip("!.。！ ").casefold()
-    return bool(normalized) and normalized in {w.casefold() for w in words}
 
 
 class Gateway:
@@ -100,19 +91,15 @@ class Gateway:
         ``handoff``: the fleet's queue its waiting questions move to when it drains (``None``: they wait here)."""
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
-        self._clear_history = clear_history
-        self._store = store
         self._config = config
-        self._access = access
-        self._policy = effective_policy(config.access)
-        self._tool_names = lambda: loop.tools.names  # read per message: MCP servers add tools as they come up
-        self._always_approve = loop.tools.approval_required
-        self._approvers = Approvers(approvals, self._policy, self._tool_names) if approvals is not None else None
+
+        def tool_names() -> list[str]:
+            return loop.tools.names  # read per call: MCP servers add tools as they come up
+
+        policy = effective_policy(config.access)
+        self._approvers = Approvers(approvals, policy, tool_names) if approvals is not None else None
         self._fleet = fleet
         self._handoff = handoff
-        self._limit_defaults = Limits(turns_per_minute=config.limits.turns_per_minute,
-                                      concurrent_turns=config.limits.concurrent_turns,
-                                      tokens_per_day=config.limits.tokens_per_day)
         self._queues = ConversationQueues()
         self._limits = limits or PrincipalLimits(
             store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
@@ -132,6 +119,11 @@ class Gateway:
         self._side = BackgroundTasks()
         """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
         self._replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=self._side)
+        self._admission = Admission(
+            store=store, config=config, access=access, tool_names=tool_names,
+            always_approve=loop.tools.approval_required, votes=self._approvers is not None, control=self._control,
+            queues=self._queues, limits=self._limits, replies=self._replies, clear_history=clear_history,
+        )
         self._background = BackgroundTasks()
         """Cards being closed after a fallback delivery; cancelled at shutdown (recovery closes them next start)."""
         self._cards = CardFactory(
@@ -143,7 +135,6 @@ class Gateway:
             model_label=model_label,
             demo=config.llm.resolved_provider == "demo",
         )
-        self._closing = False
         self.recovery = Recovery(
             store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
         )
@@ -171,72 +162,14 @@ class Gateway:
         Adapters call it for messages they answer themselves (an image-only note)
         so a redelivery is not answered twice; :meth:`submit` calls it for questions.
         """
-        if not message_id:
-            return True
-        try:
-            first = await self._store.claim(f"{platform}:{message_id}", self._config.memory.dedupe_ttl_s)
-        except Exception as exc:  # answering twice beats never answering
-            log.warning("gateway.dedupe_unavailable", error=type(exc).__name__, detail=str(exc)[:200])
-            return True
-        if not first:
-            log.info("gateway.duplicate", platform=platform, message_id=message_id)
-        return first
+        return await self._admission.first_delivery(platform, message_id)
 
     async def submit(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> Submission:
         """Schedule ``msg`` and return at once; the turn runs in the gateway's own task."""
-        locale = msg.target.locale
-        if not await self.first_delivery(msg.platform, msg.message_id):
-            return Submission(status="duplicate", turn_id="")
-
-        if self._is_stop_word(msg.text):
-            return await self._stop_from_message(msg, sink)
-
-        if self._clear_history is not None and _matches(msg.text, self._config.gateway.clear_words):
-            return await self._clear_from_message(msg, sink)
-
-        if self._closing:
-            return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
-
-        try:
-            refusal = await self._access(msg)
-        except Exception as exc:
-            log.error("gateway.access_hook_failed", error=type(exc).__name__)
-            refusal = "the access check failed; please try again later"
-        if refusal is not None:
-            log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
-            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome="refused", note=refusal)
-            return self._replies.refuse(msg, sink, t(locale, "refused", reason=refusal))
-
-        command = parse_command(msg.text)
-        if command is not None and self._approvers is not None:
-            # Typed where the card is: a vote from any other chat counts for nothing.
-            result = await self.decide_approval(command.code, msg.asker, approved=command.approved, locale=locale,
-                                                channel=place_of(msg).channel)
-            return self._replies.tell(msg, sink, result.note, status="approval", private=result.answer != "decided")
-
-        # The configured policy always applies, after any custom hook; a refused asker costs no model request.
-        decision = decide_message(self._policy, msg, self._tool_names(), limits=self._limit_defaults,
-                                  always_approve=self._always_approve())
-        if _matches(msg.text, WHOAMI_WORDS):
-            return self._replies.tell(msg, sink, describe(decision, locale), status="whoami", private=True)
-        if not decision.allowed:
-            log.info("gateway.refused", platform=msg.platform, principal=decision.principal.id, reason=decision.refusal)
-            note = refusal_note(decision, locale)
-            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome=f"refused:{decision.refusal}", note=note)
-            return self._replies.refuse(msg, sink, t(locale, "refused", reason=note))
-        msg = with_decision(msg, decision)
-
-        limit = self._config.gateway.max_question_chars
-        if len(msg.text) > limit:
-            # One huge question would be sent again with every later turn of the conversation.
-            log.info("gateway.too_long", platform=msg.platform, user=msg.ctx.user_id, chars=len(msg.text), limit=limit)
-            return self._replies.refuse(msg, sink, t(locale, "question_too_long", length=len(msg.text), limit=limit))
-
-        turn_id = uuid.uuid4().hex[:16]
-        limited = await self._over_limit(msg, sink, turn_id)
-        if limited is not None:
-            return limited
-        return self._schedule(msg, sink, policy, turn_id)
+        admitted = await self._admission.admit(msg, sink)
+        if isinstance(admitted, Submission):
+            return admitted
+        return self._schedule(admitted.msg, sink, policy, admitted.turn_id)
 
     def _schedule(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> Submission:
         """Put an admitted question in its conversation's line and start its task (or refuse it: the line is full)."""
@@ -307,7 +240,7 @@ class Gateway:
         :meth:`aclose`, its card saying that the bot restarted; cancelling this wait (a second SIGTERM) leaves
         them to it at once.
         """
-        self._closing = True
+        self._admission.close()
         if self._handoff is not None:
             await self._handoff.stop_serving()
             # Shielded: a second signal must not leave a question queued in the fleet and still waiting here.
@@ -323,7 +256,7 @@ class Gateway:
 
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
-        self._closing = True
+        self._admission.close()
         if self._handoff is not None:
             await self._handoff.stop_serving()
         await self.recovery.stop_watching()
@@ -363,51 +296,12 @@ class Gateway:
         here with the turn), and its access decision travels with it. Its card is a new one in the same thread.
         One moved longer than ``gateway.handoff_max_age_s`` ago is not answered: its asker is asked to ask again.
         """
-        msg, locale = moved.msg, moved.msg.target.locale
-        age_s = time.time() - moved.moved_at
-        if age_s > self._config.gateway.handoff_max_age_s:
-            log.warning("gateway.moved_too_old", turn_id=moved.turn_id, conversation=msg.conversation_id,
-                        age_s=round(age_s, 1), moved_by=moved.moved_by)
-            note = t(locale, "moved_expired")
-            await self._limits.turn_ended(asker_of(msg), moved.turn_id, 0)
-            await write_refusal(self._store, msg, turn_id=moved.turn_id, outcome="expired", note=note)
-            return self._replies.refuse(msg, sink, note)
-        log.info("gateway.taken_over", turn_id=moved.turn_id, conversation=msg.conversation_id,
-                 moved_by=moved.moved_by, age_s=round(age_s, 3))
-        return self._schedule(msg, sink, policy, moved.turn_id)
+        admitted = await self._admission.admit_moved(moved, sink)
+        if isinstance(admitted, Submission):
+            return admitted
+        return self._schedule(admitted.msg, sink, policy, admitted.turn_id)
 
     # --- internals ---------------------------------------------------------------
-
-    def _is_stop_word(self, text: str) -> bool:
-        return _matches(text, self._config.gateway.stop_words)
-
-    async def _clear_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
-        """Forget the conversation's history, unless a turn is still using it."""
-        assert self._clear_history is not None
-        locale = msg.target.locale
-        if self._queues.line(msg.conversation_id):
-            return self._replies.refuse(msg, sink, t(locale, "clear_busy"))
-        try:
-            await self._clear_history(msg.conversation_id)
-        except Exception as exc:
-            log.warning("gateway.clear_failed", conversation=msg.conversation_id, error=type(exc).__name__)
-            return self._replies.refuse(msg, sink, t(locale, "clear_failed", reason=type(exc).__name__))
-        log.info("gateway.cleared", conversation=msg.conversation_id, user=msg.ctx.user_id)
-        return self._replies.refuse(msg, sink, t(locale, "cleared"), status="cleared", as_answer=True)
-
-    async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
-        """Count ``msg`` against its asker's limits; the refusal when one is reached (audited), else None.
-
-        The access decision's grant carries the asker's role limits (the ``limits:`` section fills what a role leaves unset).
-        """
-        grant = msg.ctx.grant
-        hit = await self._limits.admit(asker_of(msg), turn_id, grant.limits if grant is not None else None)
-        if hit is None:
-            return None
-        note = hit.note(msg.target.locale, self._limits.clock())
-        log.info("gateway.limit_hit", platform=msg.platform, user=msg.ctx.user_id, limit=hit.limit)
-        await write_refusal(self._store, msg, turn_id=turn_id, outcome=f"limit:{hit.limit}", note=note)
-        return self._replies.refuse(msg, sink, note)
 
     def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> ScheduledTurn:
         roles = set(msg.ctx.roles)
@@ -438,20 +332,6 @@ class Gateway:
         # finalized, a cancel would only make ``done`` resolve before the card is final.
         if turn.task is not None and not turn.task.done() and turn.entered and not turn.finishing:
             turn.task.cancel()
-
-    async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
-        # "stop" ends the asker's running turn and drops their waiting questions too, in every process
-        tally = await self._control.stop_conversation(msg.conversation_id, msg.ctx.user_id or msg.target.user_id)
-        if not tally.stopped:
-            key = "not_yours" if tally.refused else "stop_unreachable" if tally.unreachable else "nothing_to_stop"
-            return self._replies.refuse(msg, sink, t(msg.target.locale, key), status="stopped")
-        turn = self._queues.get(tally.stopped[0])
-        if turn is not None:
-            return Submission(status="stopped", turn_id=turn.turn_id, done=turn.done)
-        # Stopped in another process: its card is finished there.
-        done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
-        done.set_result(TurnOutcome(turn_id=tally.stopped[0], outcome="stopped"))
-        return Submission(status="stopped", turn_id=tally.stopped[0], done=done)
 
     def _release(self, turn: ScheduledTurn) -> None:
         """Take ``turn`` off its conversation, let the next waiting question run and show the others their place."""
