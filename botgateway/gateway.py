@@ -25,7 +25,6 @@ others (:mod:`botgateway.turn_moves`), which take them with :meth:`Gateway.take_
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -40,10 +39,9 @@ from botgateway.budget import RateBudget
 from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
-from botgateway.fair_slots import FairSlots, fair_share
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
-from botgateway.limits import PrincipalLimits, asker_of, limits_from_config
+from botgateway.limits import PrincipalLimits, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
 from botgateway.policy import effective_policy
@@ -51,6 +49,7 @@ from botgateway.principal import Principal
 from botgateway.queues import ConversationQueues
 from botgateway.recovery import Recovery
 from botgateway.replies import Replies
+from botgateway.scheduler import TurnScheduler
 from botgateway.sink import CardSink
 from botgateway.stores.base import Store
 from botgateway.strings import t
@@ -58,7 +57,6 @@ from botgateway.telemetry import TurnObserver
 from botgateway.turn import ScheduledTurn
 from botgateway.turn_control import TurnControl
 from botgateway.turn_moves import move_waiting
-from botgateway.turn_runner import TurnRunner
 
 __all__ = ["Gateway"]
 
@@ -104,36 +102,24 @@ class Gateway:
         self._limits = limits or PrincipalLimits(
             store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
         )
-        slots = config.gateway.max_concurrent_turns
-        self._runner = TurnRunner(
-            loop,
-            store,
-            slots=FairSlots(slots, per_key=fair_share(slots, config.limits.max_slot_share)),
-            observers=observers,
-            release=self._release,
-            limits=self._limits,
-            fleet=fleet,
-        )
-        self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=self._approvers, fleet=fleet,
-                                    cancel=lambda turn, by: self._cancel(turn, stopped_by=by))
         self._side = BackgroundTasks()
         """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
         self._replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=self._side)
+        background = BackgroundTasks()
+        cards = CardFactory(config=config.card, budget=budget, store=store, background=background,
+                            instance_id=self.instance_id, model_label=model_label,
+                            demo=config.llm.resolved_provider == "demo")
+        self._scheduler = TurnScheduler(
+            loop=loop, store=store, config=config, queues=self._queues, cards=cards, background=background,
+            side=self._side, replies=self._replies, limits=self._limits, fleet=fleet, observers=observers,
+            is_admin=self.is_admin,
+        )
+        self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=self._approvers, fleet=fleet,
+                                    cancel=lambda turn, by: self._scheduler.cancel(turn, stopped_by=by))
         self._admission = Admission(
             store=store, config=config, access=access, tool_names=tool_names,
             always_approve=loop.tools.approval_required, votes=self._approvers is not None, control=self._control,
             queues=self._queues, limits=self._limits, replies=self._replies, clear_history=clear_history,
-        )
-        self._background = BackgroundTasks()
-        """Cards being closed after a fallback delivery; cancelled at shutdown (recovery closes them next start)."""
-        self._cards = CardFactory(
-            config=config.card,
-            budget=budget,
-            store=store,
-            background=self._background,
-            instance_id=self.instance_id,
-            model_label=model_label,
-            demo=config.llm.resolved_provider == "demo",
         )
         self.recovery = Recovery(
             store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
@@ -149,8 +135,7 @@ class Gateway:
 
     def running_turn(self, conversation_id: str) -> str | None:
         """The id of the turn running (or about to run) in ``conversation_id``, if any."""
-        turns = self._queues.line(conversation_id)
-        return turns[0].turn_id if turns else None
+        return self._scheduler.running_turn(conversation_id)
 
     def is_admin(self, user_id: str) -> bool:
         """Whether ``user_id`` may stop anyone's turn."""
@@ -169,31 +154,7 @@ class Gateway:
         admitted = await self._admission.admit(msg, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._schedule(admitted.msg, sink, policy, admitted.turn_id)
-
-    def _schedule(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> Submission:
-        """Put an admitted question in its conversation's line and start its task (or refuse it: the line is full)."""
-        turns = self._queues.line(msg.conversation_id)
-        waiting = len(turns) - 1
-        if turns and waiting >= self._config.gateway.max_queued_per_conversation:
-            log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
-            self._side.spawn(self._limits.turn_ended(asker_of(msg), turn_id, 0))  # it never ran: end its lease
-            return self._replies.refuse(msg, sink, t(msg.target.locale, "queue_full", n=len(turns)))
-
-        turn = self._new_turn(msg, sink, policy, turn_id)
-        position = self._queues.add(turn)
-        turn.task = asyncio.create_task(self._runner.run(turn), name=f"turn-{turn.turn_id}")
-        log.info(
-            "gateway.submitted",
-            turn_id=turn.turn_id,
-            conversation=msg.conversation_id,
-            platform=msg.platform,
-            user=turn.user_id,
-            position=position,
-        )
-        if position:
-            return Submission(status="queued", turn_id=turn.turn_id, done=turn.done, position=position)
-        return Submission(status="started", turn_id=turn.turn_id, done=turn.done)
+        return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
 
     async def decide_approval(
         self, code: str, principal: Principal, *, approved: bool, locale: str, channel: str | None = None,
@@ -221,10 +182,7 @@ class Gateway:
 
     async def wait_turn(self, turn_id: str) -> TurnOutcome | None:
         """Wait until ``turn_id``'s card is final (None when the turn is unknown)."""
-        turn = self._queues.get(turn_id)
-        if turn is None:
-            return None
-        return await asyncio.shield(turn.done)
+        return await self._scheduler.wait_turn(turn_id)
 
     async def start(self) -> None:
         """Announce this process (heartbeats) and listen to the fleet before any adapter can open a card. Idempotent."""
@@ -260,29 +218,7 @@ class Gateway:
         if self._handoff is not None:
             await self._handoff.stop_serving()
         await self.recovery.stop_watching()
-        turns = self._queues.all()
-        for turn in turns:
-            if not turn.done.done():
-                turn.stop_note = t(turn.msg.target.locale, "shutdown_note")
-                self._cancel(turn, stopped_by="", note=turn.stop_note)
-        tasks = [t.task for t in turns if t.task is not None] + self._side.pending()
-        if tasks:
-            # finish() retries the final update up to its deadline; do not wait forever
-            timeout = self._config.card.final_deadline_s + 5
-            _done, pending = await asyncio.wait(tasks, timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                log.warning("gateway.close_timeout", unfinished=len(pending))
-                await asyncio.wait(pending, timeout=2)
-                # finish() shields the final delivery from its caller: end it here, or it outlives us
-                await asyncio.gather(*(t.streamer.aclose() for t in turns if t.task in pending), return_exceptions=True)
-        for turn in turns:
-            # A task cancelled before its first step never resolved its future: nobody may wait forever.
-            if not turn.done.done():
-                turn.done.set_result(TurnOutcome(turn_id=turn.turn_id, outcome="stopped", answer=turn.answer, snapshot=turn.state.snapshot()))
-        await self._background.aclose()
-        await self._runner.aclose()
+        await self._scheduler.aclose()
         if self._fleet is not None:
             await self._fleet.aclose()  # after the turns: their leases are handed over first
         # Last: a card still open now is an orphan that the other processes may close.
@@ -299,48 +235,11 @@ class Gateway:
         admitted = await self._admission.admit_moved(moved, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._schedule(admitted.msg, sink, policy, admitted.turn_id)
+        return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
 
     # --- internals ---------------------------------------------------------------
-
-    def _new_turn(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> ScheduledTurn:
-        roles = set(msg.ctx.roles)
-        if self.is_admin(msg.ctx.user_id):
-            roles.add("admin")
-        msg = dataclasses.replace(
-            msg,
-            target=dataclasses.replace(msg.target, turn_id=turn_id),
-            ctx=dataclasses.replace(msg.ctx, conversation_id=msg.conversation_id, roles=frozenset(roles)),
-        )
-        state, streamer = self._cards.build(sink, msg.target, policy)
-        return ScheduledTurn(msg, turn_id, state, streamer)
 
     def _move(self, turn: ScheduledTurn) -> None:
         """``turn`` is queued in the fleet now: its card here ends saying another instance answers."""
         turn.moved = True
-        self._cancel(turn, stopped_by="", note=t(turn.msg.target.locale, "moved_note"))
-
-    def _cancel(self, turn: ScheduledTurn, *, stopped_by: str, note: str | None = None) -> None:
-        if note is None:
-            note = "" if not stopped_by or stopped_by == turn.user_id else t(turn.msg.target.locale, "stopped_by", asker=stopped_by)
-        turn.stop_note = note
-        # The flag backs up the cancellation: an await that completes at the same moment may absorb it.
-        turn.stop_requested = True
-        log.info("gateway.stopping", turn_id=turn.turn_id, by=stopped_by or "gateway")
-        # A task cancelled before its first step never runs its body, so its card would
-        # never be finished; until then the flag alone stops it. Once the card is being
-        # finalized, a cancel would only make ``done`` resolve before the card is final.
-        if turn.task is not None and not turn.task.done() and turn.entered and not turn.finishing:
-            turn.task.cancel()
-
-    def _release(self, turn: ScheduledTurn) -> None:
-        """Take ``turn`` off its conversation, let the next waiting question run and show the others their place."""
-        for waiting in self._queues.release(turn):
-            self._side.spawn(self._refresh(waiting))
-
-    async def _refresh(self, turn: ScheduledTurn) -> None:
-        """Push a state change that did not come from an event (queue position)."""
-        try:
-            await turn.streamer.refresh()
-        except Exception as exc:
-            log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+        self._scheduler.cancel(turn, stopped_by="", note=t(turn.msg.target.locale, "moved_note"))
