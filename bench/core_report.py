@@ -27,10 +27,15 @@ def _pct(summary: dict[str, Any] | None, *keys: str) -> str:
 
 def core_table(results: list[dict[str, Any]], settings: dict[str, Any]) -> Table:
     """One row per core scenario."""
+    workers = settings.get("workers", 1)
+    where = (f"{workers} worker processes sharing Redis (RSS summed)" if workers > 1
+             else "one worker process with SQLite")
     title = (f"core: N turns at once through the Gateway into the bench sink (round trip {settings['latency_ms']:g} ms, "
-             f"no rate limit), the model offering {settings['core_chunks_per_s']:,.0f} chunks/s in all · milliseconds")
+             f"no rate limit) in {where}, the model offering {settings['core_chunks_per_s']:,.0f} chunks/s in all "
+             "· milliseconds")
     table = Table(title=title, title_justify="left")
-    columns = ["scenario", "exact", "chunks", "chunks/s", "CPU s / 1k chunks", "loop lag p50 / p99 / max",
+    columns = ["scenario", "exact", "chunks", "chunks/s", "CPU s / 1k chunks", "CPU cores used / usable",
+               "loop lag p50 / p99 / max",
                "history load p50 / p99 / max", "last token → final p50 / p99 / max", "… beyond a call in flight p50 / p99",
                "first text overhead p50 / p99",
                "first chunk → text p50 / p99", "mention → first chunk p50 / p99", "RSS MB"]
@@ -43,6 +48,7 @@ def core_table(results: list[dict[str, Any]], settings: dict[str, Any]) -> Table
             f"{r['chunks']:,}",
             f"{r['chunks_per_s']:,.0f}",
             "∞" if r["cpu_per_1k_chunks_s"] is None else f"{r['cpu_per_1k_chunks_s']:.3f}",
+            f"{r['cpu_cores']:.2f} / {r['cores']}",
             _pct(r["loop_lag_ms"], "p50", "p99", "max"),
             _pct(r["history_load_ms"], "p50", "p99", "max"),
             _pct(r["last_token_to_final_ms"], "p50", "p99", "max"),
@@ -55,10 +61,29 @@ def core_table(results: list[dict[str, Any]], settings: dict[str, Any]) -> Table
     return table
 
 
+def _worker_lines(result: dict[str, Any]) -> list[str]:
+    """With several workers: the CPU cores they used together, then each worker's share, loop lag and memory."""
+    workers = result["workers"]
+    if len(workers) < 2:
+        return []
+    redis = result.get("redis_cpu_s")
+    beside = "" if redis is None else f"; the Redis server's CPU {redis:.2f} s"
+    lines = [f"  CPU {result['cpu_cores']:.2f} of {result['cores']} cores: the workers' {result['cpu_s']:.2f} s over "
+             f"{result['process']['wall_s']:.2f} s{beside}"]
+    for w in workers:
+        lag = _pct(w["loop_lag_ms"], "p50", "p99", "max")
+        lines.append(f"  worker {w['index']} ({w['instance_id']}, {w['turns']} turns): CPU {w['cpu_s']:.2f} s, "
+                     f"{w['cpu_cores']:.2f} of a core; loop lag p50 / p99 / max {lag} ms; "
+                     f"RSS {w['peak_rss_bytes'] / 2**20:.0f} MB")
+    return lines
+
+
 def core_problem_lines(result: dict[str, Any]) -> list[str]:
-    """Failed turns, a model that could not keep its pace, the worker's warnings, the profile written."""
+    """The workers' CPU (each worker's, with several), failed turns, a model that could not keep its pace, the
+    workers' warnings, the profiles written."""
+    whose = "the workers'" if len(result["workers"]) > 1 else "worker"
     lines = [f"  {result['chunks']:,} chunks in {result['streaming_s']:.2f} s of streaming; "
-             f"worker CPU {result['cpu_s']:.2f} s"]
+             f"{whose} CPU {result['cpu_s']:.2f} s", *_worker_lines(result)]
     if result["failures"]:
         shown = ", ".join(f"#{f['turn']}: {f['problem']}" for f in result["failures"][:3])
         lines.append(f"  [yellow]{len(result['failures'])} failed turns[/] (∞ in every percentile), e.g. {shown}")
@@ -68,14 +93,15 @@ def core_problem_lines(result: dict[str, Any]) -> list[str]:
                      f"to offer {result['offered_chunks_per_s']:,.0f} chunks/s[/]")
     for warning in result.get("worker_warnings", [])[-2:]:
         lines.append(f"  [dim]worker: {warning[:160]}[/]")
-    if result.get("profile"):
-        lines.append(f"  profile (timings under cProfile are not representative): {result['profile']}")
+    for profile in result.get("profiles", []):
+        lines.append(f"  profile (timings under cProfile are not representative): {profile}")
     return lines
 
 
 def core_chart_row(axes: Any, results: list[dict[str, Any]]) -> None:
     """The chart's core row: p50/p99 of the three latencies, loop lag, and chunks/s per scenario."""
-    names = [f"N={r['scenario']['n']}" for r in results]
+    names = [f"N={r['scenario']['n']}" + (f", {len(r['workers'])} workers" if len(r["workers"]) > 1 else "")
+             for r in results]
     x = list(range(len(results)))
     panels = [("history_load_ms", "history load (ms)"), ("last_token_to_final_ms", "last token → final call (ms)"),
               ("first_text_overhead_ms", "first text overhead (ms)")]

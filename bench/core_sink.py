@@ -3,7 +3,9 @@
 :class:`BenchSink` is a :class:`~botgateway.sink.CardSink` that behaves like a
 platform whose every call takes ``latency_s`` (an ``asyncio.sleep`` inside the
 call: simulated network time) and never throttles: its rate keys carry a limit
-no benchmark reaches, so the core's budget is out of the way. It renders
+no benchmark reaches, so the core's budget never holds a call back (with
+several workers each call still asks the fleet's budget in Redis, as in
+production). It renders
 nothing; per turn it notes, in :class:`TurnStamps`, the moments the benchmark
 measures on the platform side (``time.monotonic()``, comparable with the
 orchestrator's stamps: CLOCK_MONOTONIC is system-wide on Linux):
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,7 +36,8 @@ from botgateway.snapshot import CardSnapshot
 __all__ = ["UNLIMITED", "BenchSink", "TurnStamps"]
 
 UNLIMITED = RateLimit(rate_per_s=1e9, burst=1_000_000_000)
-"""A bucket no benchmark drains: every call takes the budget's synchronous fast path."""
+"""A bucket no benchmark drains: in one process every call takes the budget's synchronous fast path; with the
+fleet's shared budget (several workers) every call asks Redis, as ``botgateway run --workers`` does, and is granted."""
 
 
 # Mutable on purpose: filled in by the sink and the memory probe while the turn runs.
@@ -84,7 +88,8 @@ class BenchSink:
     max_chars = 60_000
     """Large enough that no benchmark answer continues in a second part."""
 
-    def __init__(self, stamps: list[TurnStamps], *, latency_s: float) -> None:
+    def __init__(self, stamps: Mapping[int, TurnStamps], *, latency_s: float) -> None:
+        """``stamps``: the turns this process answers, by turn number; ``latency_s``: every call's round trip."""
         self._stamps = stamps
         self._latency_s = latency_s
         self._ids = itertools.count(1)

@@ -3,7 +3,10 @@
 :func:`serve_core` builds the runtime exactly as ``botgateway run`` does
 (:func:`botgateway.cli.runtime.build_runtime`: SQLite store in the scenario's
 folder, the real memory, model client, tool loop, ``RateBudget`` and
-``Gateway``) but starts no adapter. It builds one message per turn as an
+``Gateway``) but starts no adapter. As one of several workers (``--workers``)
+it builds it as worker ``i`` of ``botgateway run --workers K`` does: the Redis
+store and the fleet's shared budget, its own instance id, and it submits only
+its share of the turns (``job["turns"]``). It builds one message per turn as an
 adapter does (a group message in its own channel, so its own conversation,
 from its own user). It answers one warm-up question first, unmeasured, so
 the one-time costs of a fresh process (the model client's first connection,
@@ -56,10 +59,11 @@ WORKSPACE = "T0BENCH"
 """The one workspace every turn is asked in."""
 
 
-def inbound_message(turn: int | None) -> InboundMessage:
+def inbound_message(turn: int | None, *, worker: int = 0) -> InboundMessage:
     """Turn ``turn``'s question as an adapter hands it over: its own channel, conversation and asker
-    (``None``: the warm-up question, whose card the sink does not record)."""
-    tag = "WARMUP" if turn is None else f"{turn:05d}"
+    (``None``: worker ``worker``'s warm-up question, whose card the sink does not record; each worker has its
+    own, or the fleet's dedupe would drop the second as a redelivery)."""
+    tag = f"WARMUP{worker}" if turn is None else f"{turn:05d}"
     chat, user, name = f"C{tag}", f"U{tag}", f"user{tag}"
     target = CardTarget(platform=PLATFORM, chat_id=chat, user_id=user, user_name=name, is_group=True, locale="en",
                         workspace_id=WORKSPACE, extra={} if turn is None else {"bench_turn": turn})
@@ -80,9 +84,9 @@ async def _submit(gateway: Gateway, sink: BenchSink, policy: BufferPolicy, msg: 
     return submission.done
 
 
-async def _warm_up(gateway: Gateway, sink: BenchSink, timeout_s: float) -> None:
+async def _warm_up(gateway: Gateway, sink: BenchSink, worker: int, timeout_s: float) -> None:
     """Answer the warm-up question, start to final card (unmeasured)."""
-    submission = await gateway.submit(inbound_message(None), sink, BufferPolicy.from_config())
+    submission = await gateway.submit(inbound_message(None, worker=worker), sink, BufferPolicy.from_config())
     if submission.done is not None:
         await asyncio.wait_for(asyncio.shield(submission.done), timeout_s)
 
@@ -116,20 +120,22 @@ async def serve_core(job: dict[str, Any], config: Config) -> dict[str, Any]:
     from botgateway.cli.runtime import build_runtime
 
     settings = BenchSettings.from_dict(job["settings"])
-    n = int(job["n"])
-    stamps = [TurnStamps(turn) for turn in range(n)]
-    messages = [inbound_message(turn) for turn in range(n)]
-    turn_of = {m.conversation_id: turn for turn, m in enumerate(messages)}
+    index = job.get("worker_index")
+    turns = [int(t) for t in job.get("turns") or range(int(job["n"]))]
+    stamps = {turn: TurnStamps(turn) for turn in turns}
+    messages = [inbound_message(turn) for turn in turns]
+    turn_of = {m.conversation_id: turn for turn, m in zip(turns, messages, strict=True)}
 
     def loaded(conversation_id: str, started: float, at: float) -> None:
         turn = turn_of.get(conversation_id)
         if turn is not None:
             stamps[turn].history_started_at, stamps[turn].history_loaded_at = started, at
 
-    async with build_runtime(config) as runtime:
+    async with build_runtime(config, worker_index=index) as runtime:
         runtime.loop.memory = TimedHistory(runtime.memory, loaded)
         sink = BenchSink(stamps, latency_s=settings.latency_ms / 1000.0)
-        await _warm_up(runtime.gateway, sink, float(job["run_timeout_s"]))
+        await _warm_up(runtime.gateway, sink, index or 0, float(job["run_timeout_s"]))
+        instance_id, store = runtime.gateway.instance_id, type(runtime.store).__name__
         rss_ready = rss_bytes()
         print("ready", flush=True)
         await wait_for_line("go")
@@ -139,7 +145,7 @@ async def serve_core(job: dict[str, Any], config: Config) -> dict[str, Any]:
         cpu_started, started = cpu_s(), time.monotonic()
         if profiler is not None:
             profiler.enable()
-        await _burst(runtime.gateway, sink, messages, stamps, float(job["run_timeout_s"]))
+        await _burst(runtime.gateway, sink, messages, list(stamps.values()), float(job["run_timeout_s"]))
         if profiler is not None:
             profiler.disable()
         cpu, ended = cpu_s() - cpu_started, time.monotonic()
@@ -148,7 +154,8 @@ async def serve_core(job: dict[str, Any], config: Config) -> dict[str, Any]:
     if profiler is not None and job.get("profile_path"):
         _write_profile(profiler, Path(job["profile_path"]))
     return {
-        "pid": os.getpid(), "cpu_s": cpu, "wall_s": ended - started, "started_at": started, "ended_at": ended,
+        "worker_index": index or 0, "instance_id": instance_id, "store": store, "pid": os.getpid(), "cpu_s": cpu,
+        "wall_s": ended - started, "started_at": started, "ended_at": ended,
         "rss_ready_bytes": rss_ready, "peak_rss_bytes": peak_rss_bytes(), "loop_lag_s": samples,
-        "loop_lag_interval_s": lag.interval_s, "turns": [s.to_dict() for s in stamps],
+        "loop_lag_interval_s": lag.interval_s, "turns": [s.to_dict() for s in stamps.values()],
     }

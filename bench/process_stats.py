@@ -1,4 +1,4 @@
-"""The worker process's own numbers: CPU seconds used, resident memory now and at its peak."""
+"""A process's own numbers: CPU seconds used, resident memory now and at its peak, the CPUs it may run on."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import resource
 import sys
 
-__all__ = ["cpu_s", "peak_rss_bytes", "rss_bytes"]
+__all__ = ["cpu_s", "peak_rss_bytes", "rss_bytes", "usable_cpus"]
 
 
 def cpu_s() -> float:
@@ -30,3 +30,11 @@ def peak_rss_bytes() -> int:
     """The most resident memory this process has had."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)  # Linux reports KiB, macOS bytes
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -247,7 +247,8 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
         title = (f"botgateway end to end: answers of {settings['answer_chars'][0]}–{settings['answer_chars'][1]} chars "
                  f"generated in {settings['gen_s']:g} s, fake platforms with their rate limits")
     else:
-        title = (f"botgateway core: N turns at once through the Gateway, the model offering "
+        fleet = f" in {settings['workers']} worker processes" if settings.get("workers", 1) > 1 else ""
+        title = (f"botgateway core: N turns at once through the Gateway{fleet}, the model offering "
                  f"{settings['core_chunks_per_s']:,.0f} chunks/s, a {settings['latency_ms']:g} ms round trip per card call")
     fig.suptitle(title, fontsize=13)
     cap = max(60.0, settings["gen_s"] + settings["settle_s"])

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import Goal, model_numbers, scenario_floors, scenario_goals, turn_latencies
-from bench.core_analysis import core_goals, throughput_goal
+from bench.core_analysis import core_goals, fleet_goal, throughput_goal
 from bench.core_scenario import run_core_scenario
 from bench.dingtalk_side import DingTalkSide
 from bench.model import BenchModelServer, make_answers, make_responder
+from bench.process_stats import usable_cpus
 from bench.settings import BenchSettings, Scenario
 from bench.side import PlatformSide
 from bench.slack_side import SlackSide
@@ -47,13 +48,9 @@ def _cpu_s() -> float:
 
 def machine_info() -> dict[str, Any]:
     """What the numbers ran on."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable = os.cpu_count() or 0
     info: dict[str, Any] = {
         "cpu_count": os.cpu_count(),
-        "usable_cpus": usable,
+        "usable_cpus": usable_cpus(),
         "loadavg": list(os.getloadavg()),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -168,12 +165,12 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
             results.append(result)
             say(_progress_line(result, time.monotonic() - t0))
     machine["loadavg_after"] = list(os.getloadavg())
-    # Judged over the core scenarios together: whichever of them streamed fast enough.
-    throughput = throughput_goal([r for r in results if r["scenario"]["platform"] == "core"])
-    run_goals = [throughput.to_dict()] if throughput is not None else []
+    # Judged over the core scenarios together: whichever of them streamed fast enough, or ran 1,000 turns.
+    core = [r for r in results if r["scenario"]["platform"] == "core"]
+    run_goals = [goal.to_dict() for goal in (throughput_goal(core), fleet_goal(core)) if goal is not None]
     argv = settings.to_argv()
     return jsonable({
-        "schema": 3,
+        "schema": 4,
         "started_at": started.isoformat(timespec="seconds"),
         "duration_s": (dt.datetime.now(dt.timezone.utc) - started).total_seconds(),
         "machine": machine,
@@ -189,7 +186,8 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
 def _progress_line(result: dict[str, Any], took: float) -> str:
     if result["scenario"]["platform"] == "core":
         return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
-                f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s")
+                f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s, "
+                f"CPU {result['cpu_cores']:.2f} of {result['cores']} cores")
     throttled = sum(c.get("throttled", 0) for c in result["calls"].values())
     return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
             f"{throttled} throttled, {result['live_left']['count']} live-looking left")

@@ -4,7 +4,8 @@ A run is a set of *scenarios*: platform (Slack with ``streaming: auto`` or
 ``edit``, DingTalk) × N concurrent mentions × arrival (``burst``: all at once,
 ``spread``: evenly over ``spread_s``), then the ``core`` platform: N
 concurrent turns (``core_turns``) submitted at once through the Gateway into
-an in-process sink, the model offering ``core_chunks_per_s`` in all. Every
+an in-process sink, the model offering ``core_chunks_per_s`` in all, in one
+worker process or split over ``workers`` of them sharing Redis. Every
 scenario uses the same seeded answers, so turn *i* asks and gets the same
 thing everywhere.
 :meth:`BenchSettings.to_argv` gives back the exact flags, so the report can
@@ -18,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from botgateway.config import MAX_WORKERS
 
 PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core")
 """Platforms, in the order they run (``core``: the Gateway into the bench's own sink, no chat platform)."""
@@ -44,17 +47,21 @@ class Scenario:
     """Concurrent mentions (core: concurrent turns)."""
     arrival: str
     """``burst`` or ``spread``."""
+    workers: int = 1
+    """``core``: the worker processes the turns are split over (above 1 they share the Redis store)."""
 
     @property
     def name(self) -> str:
-        """``slack/edit N=50 burst``; ``core N=200 burst``."""
+        """``slack/edit N=50 burst``; ``core N=200 burst``; ``core N=1000 burst, 2 workers``."""
         kind = f"{self.platform}/{self.mode}" if self.mode else self.platform
-        return f"{kind} N={self.n} {self.arrival}"
+        fleet = f", {self.workers} workers" if self.workers > 1 else ""
+        return f"{kind} N={self.n} {self.arrival}{fleet}"
 
     @property
     def key(self) -> str:
-        """A file-name-safe id: ``slack-edit-50-burst``; ``core-200-burst``."""
-        return "-".join(part for part in (self.platform, self.mode, str(self.n), self.arrival) if part)
+        """A file-name-safe id: ``slack-edit-50-burst``; ``core-200-burst``; ``core-1000-burst-w2``."""
+        fleet = f"w{self.workers}" if self.workers > 1 else ""
+        return "-".join(part for part in (self.platform, self.mode, str(self.n), self.arrival, fleet) if part)
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,9 @@ class BenchSettings:
     core_chunks_per_s: float = 12_000.0
     """``core``: answer chunks per second the model offers over all turns together; each turn streams one chunk
     every ``N / core_chunks_per_s`` seconds, so every N offers the same load."""
+    workers: int = 1
+    """``core``: worker processes, built as ``botgateway run --workers`` builds them (the Redis store on
+    127.0.0.1:6379 above 1); turn *i* goes to worker ``i % workers``. The chat platforms run one worker."""
     arrivals: tuple[str, ...] = ARRIVALS
     """Arrival patterns."""
     spread_s: float = 60.0
@@ -113,7 +123,7 @@ class BenchSettings:
         out: list[Scenario] = []
         for platform in self.platforms:
             if platform == "core":
-                out.extend(Scenario("core", "", n, "burst") for n in self.core_turns)
+                out.extend(Scenario("core", "", n, "burst", self.workers) for n in self.core_turns)
                 continue
             modes = self.slack_modes if platform == "slack" else ("card",)
             for mode in modes:
@@ -155,6 +165,7 @@ class BenchSettings:
             "--n", ",".join(str(n) for n in self.ns),
             "--core-turns", ",".join(str(n) for n in self.core_turns),
             "--core-chunks-per-s", num(self.core_chunks_per_s),
+            "--workers", str(self.workers),
             "--arrivals", ",".join(self.arrivals),
             "--spread-s", num(self.spread_s),
             "--gen-s", num(self.gen_s),
@@ -252,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated numbers of concurrent turns of the core platform (default 200,1000)")
     add("--core-chunks-per-s", type=_number("--core-chunks-per-s", float), default=d.core_chunks_per_s,
         help="core: answer chunks per second the model offers over all turns (default 12000)")
+    add("--workers", type=_number("--workers", int), default=d.workers,
+        help="core: worker processes sharing the Redis on 127.0.0.1:6379, as botgateway run --workers starts them "
+             "(default 1: one process with SQLite)")
     add("--arrivals", type=_choices("--arrivals", ARRIVALS), default=d.arrivals, help="burst, spread or both (default both)")
     add("--spread-s", type=_number("--spread-s", float), default=d.spread_s, help="spread arrivals over this many seconds (default 60)")
     add("--gen-s", type=_number("--gen-s", float), default=d.gen_s, help="model generation time per answer (default 6.4)")
@@ -284,4 +298,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> BenchSettings:
     ns = parser.parse_args(argv)
     if ns.config and not Path(ns.config).is_file():
         parser.error(f"--config {ns.config}: no such file")
+    if ns.workers > MAX_WORKERS:
+        parser.error(f"--workers {ns.workers}: botgateway runs at most {MAX_WORKERS} worker processes")
+    if "core" in ns.platforms and ns.workers > min(ns.core_turns):
+        parser.error(f"--workers {ns.workers} is more than the {min(ns.core_turns)} turns of a core scenario: "
+                     "every worker needs a turn")
     return BenchSettings.from_dict(vars(ns))

@@ -52,6 +52,13 @@ def _platform_section(job: dict[str, Any], settings: BenchSettings) -> dict[str,
             "oapi_base_url": job["platform_url"], "locale": "zh-CN", "qps": settings.dingtalk_qps}
 
 
+def _memory_section(job: dict[str, Any]) -> dict[str, Any]:
+    """SQLite in the scenario's folder; the shared Redis under the scenario's prefix for several workers."""
+    if job.get("redis_prefix"):
+        return {"store": "redis", "redis_url": job["redis_url"], "redis_prefix": job["redis_prefix"]}
+    return {"store": "sqlite", "sqlite_path": str(Path(job["tmp"]) / "bench.db")}
+
+
 def bench_config(job: dict[str, Any]) -> Config:
     """The botgateway config of one scenario: the model and platform are the orchestrator's fakes.
 
@@ -59,7 +66,9 @@ def bench_config(job: dict[str, Any]) -> Config:
     final text can be compared with the answer exactly), every mention may run
     at once (``gateway.max_concurrent_turns`` ≥ N), and ``--config`` may supply
     the ``card`` section and the adapter's ``policy``. A ``core`` job enables no
-    adapter: the worker submits the turns itself.
+    adapter: the worker submits the turns itself. A job of one of several core
+    workers (``redis_prefix`` set) has the config ``botgateway run --workers``
+    needs: the Redis store under the scenario's key prefix and ``gateway.workers``.
     """
     settings = BenchSettings.from_dict(job["settings"])
     platform = job["platform"]
@@ -78,8 +87,8 @@ def bench_config(job: dict[str, Any]) -> Config:
             "log": {"level": "warning"},
             "llm": {"provider": "custom", "base_url": job["llm_url"], "api_key": "bench", "model": "bench-model",
                     "max_rounds": settings.tool_rounds + 2},
-            "memory": {"store": "sqlite", "sqlite_path": str(Path(job["tmp"]) / "bench.db")},
-            "gateway": {"max_concurrent_turns": max(64, int(job["n"]))},
+            "memory": _memory_section(job),
+            "gateway": {"max_concurrent_turns": max(64, int(job["n"])), "workers": int(job.get("workers", 1))},
             "card": card,
             "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}},
             "adapters": adapters,

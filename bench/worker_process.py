@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,14 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 class WorkerProcess:
-    """``python -m bench.worker`` for one scenario: start, wait for ``ready``, ``stop``, read its numbers."""
+    """``python -m bench.worker`` for one scenario: start, wait for ``ready``, ``stop``, read its numbers.
 
-    def __init__(self, job: dict[str, Any], folder: Path) -> None:
+    ``env``: variables set for the worker on top of the orchestrator's environment.
+    """
+
+    def __init__(self, job: dict[str, Any], folder: Path, *, env: Mapping[str, str] | None = None) -> None:
         self._job = job
+        self._extra_env = dict(env or {})
         self._folder = folder
         self._errors = folder / "worker.stderr.txt"
         self._result = folder / "worker.result.json"
@@ -42,7 +47,7 @@ class WorkerProcess:
         """Spawn the worker and wait until it says ``ready`` (its adapter is up, or a core worker is warmed up)."""
         job = self._folder / "worker.job.json"
         job.write_text(json.dumps(self._job))
-        env = dict(os.environ)
+        env = {**os.environ, **self._extra_env}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
         with self._errors.open("wb") as stderr:
             self._proc = await asyncio.create_subprocess_exec(
@@ -64,9 +69,18 @@ class WorkerProcess:
 
         A ``core`` worker is sent ``go`` instead: it runs its turns, then shuts down by itself.
         """
+        self.tell(command)
+        return await self.finish(timeout)
+
+    def tell(self, command: str) -> None:
+        """Write ``command`` on the worker's stdin now, without waiting (several workers are told ``go`` at once)."""
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(f"{command}\n".encode())
+
+    async def finish(self, timeout: float = 60.0) -> dict[str, Any]:
+        """After :meth:`tell`: wait until the worker exits (killed after ``timeout``); its numbers."""
         assert self._proc is not None and self._proc.stdin is not None
         try:
-            self._proc.stdin.write(f"{command}\n".encode())
             await self._proc.stdin.drain()
             self._proc.stdin.close()
             code = await asyncio.wait_for(self._proc.wait(), timeout)
