@@ -1,34 +1,33 @@
 """The gateway: from an adapter's inbound message to one finished card.
 
 Every adapter hands its parsed messages to :meth:`Gateway.submit`, which
-returns at once (platforms want an ack within seconds) after checking access,
-dropping redeliveries and scheduling the turn. At most one turn runs per
-conversation; later questions wait in a short queue and their cards say so.
-Different conversations run concurrently, up to a process-wide ceiling.
+returns at once (platforms want an ack within seconds). The gateway is the
+small façade the adapters and the composition root call; the work is done by
+one module per idea:
 
-Each turn runs in a task the gateway owns, never in the caller's (DingTalk's SDK
-cancels its handler tasks when its socket drops). Whatever happens to the turn
-(done, failed, stopped, crashed, shutdown) its card is finished.
-
-If the whole process dies, its cards stay on record as open, owned by its
-instance id, and :mod:`botgateway.recovery` closes them (from this process's
-heartbeats, other replicas know it is gone).
+- :mod:`botgateway.admission`: dedupe, stop and clear words, access, the
+  asker's limits, and the refusals (:mod:`botgateway.replies` sends the notes);
+- :mod:`botgateway.scheduler`: one turn at a time per conversation, later
+  questions waiting in a short line, each turn run in a task the gateway owns
+  (never the caller's: DingTalk's SDK cancels its handler tasks when its socket
+  drops) so that whatever happens to it, its card is finished;
+- :mod:`botgateway.turn_control`: stops and approval votes, applied here or, in
+  a fleet, in the process that holds the turn or the approval;
+- :mod:`botgateway.drain`: a stopping process's turns waited for, or its waiting
+  questions moved to the fleet (:mod:`botgateway.turn_moves`), which takes them
+  with :meth:`Gateway.take_over`.
 
 Several processes on one Redis (a ``fleet``) behave as one: a turn also takes
 its conversation's lease before it runs, so one turn per conversation holds
-across processes, and stops and approval votes received here for a turn or an
-approval of another process are applied there (:mod:`botgateway.turn_control`).
-When such a process drains, its questions that have not started move to the
-others (:mod:`botgateway.turn_moves`), which take them with :meth:`Gateway.take_over`.
+across processes. If the whole process dies, its cards stay on record as open,
+owned by its instance id, and :mod:`botgateway.recovery` closes them (from this
+process's heartbeats, other replicas know it is gone).
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-
-import structlog
 
 from botgateway.access import AccessHook, allow_all
 from botgateway.admission import Admission
@@ -39,6 +38,7 @@ from botgateway.budget import RateBudget
 from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
+from botgateway.drain import Drain
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
 from botgateway.limits import PrincipalLimits, limits_from_config
@@ -52,19 +52,14 @@ from botgateway.replies import Replies
 from botgateway.scheduler import TurnScheduler
 from botgateway.sink import CardSink
 from botgateway.stores.base import Store
-from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
-from botgateway.turn import ScheduledTurn
 from botgateway.turn_control import TurnControl
-from botgateway.turn_moves import move_waiting
 
 __all__ = ["Gateway"]
 
-log = structlog.get_logger(__name__)
-
 
 class Gateway:
-    """Access, dedupe and per-conversation scheduling of turns, each streamed into one card."""
+    """Access, dedupe and per-conversation scheduling of turns, each streamed into one card: the adapters' façade."""
 
     def __init__(
         self,
@@ -94,32 +89,31 @@ class Gateway:
         def tool_names() -> list[str]:
             return loop.tools.names  # read per call: MCP servers add tools as they come up
 
-        policy = effective_policy(config.access)
-        self._approvers = Approvers(approvals, policy, tool_names) if approvals is not None else None
+        approvers = Approvers(approvals, effective_policy(config.access), tool_names) if approvals is not None else None
         self._fleet = fleet
-        self._handoff = handoff
         self._queues = ConversationQueues()
-        self._limits = limits or PrincipalLimits(
+        limits = limits or PrincipalLimits(
             store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
         )
-        self._side = BackgroundTasks()
-        """Notes to askers and queue refreshes; waited for at shutdown like the turns."""
-        self._replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=self._side)
+        side = BackgroundTasks()  # notes to askers and queue refreshes: waited for at shutdown like the turns
+        replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=side)
         background = BackgroundTasks()
         cards = CardFactory(config=config.card, budget=budget, store=store, background=background,
                             instance_id=self.instance_id, model_label=model_label,
                             demo=config.llm.resolved_provider == "demo")
         self._scheduler = TurnScheduler(
-            loop=loop, store=store, config=config, queues=self._queues, cards=cards, background=background,
-            side=self._side, replies=self._replies, limits=self._limits, fleet=fleet, observers=observers,
-            is_admin=self.is_admin,
+            loop=loop, store=store, config=config, queues=self._queues, cards=cards, background=background, side=side,
+            replies=replies, limits=limits, fleet=fleet, observers=observers, is_admin=self.is_admin,
         )
-        self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=self._approvers, fleet=fleet,
+        self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=approvers, fleet=fleet,
                                     cancel=lambda turn, by: self._scheduler.cancel(turn, stopped_by=by))
         self._admission = Admission(
             store=store, config=config, access=access, tool_names=tool_names,
-            always_approve=loop.tools.approval_required, votes=self._approvers is not None, control=self._control,
-            queues=self._queues, limits=self._limits, replies=self._replies, clear_history=clear_history,
+            always_approve=loop.tools.approval_required, votes=approvers is not None, control=self._control,
+            queues=self._queues, limits=limits, replies=replies, clear_history=clear_history,
+        )
+        self._drain = Drain(
+            queues=self._queues, scheduler=self._scheduler, handoff=handoff, instance_id=self.instance_id
         )
         self.recovery = Recovery(
             store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
@@ -199,24 +193,12 @@ class Gateway:
         them to it at once.
         """
         self._admission.close()
-        if self._handoff is not None:
-            await self._handoff.stop_serving()
-            # Shielded: a second signal must not leave a question queued in the fleet and still waiting here.
-            await asyncio.shield(move_waiting(self._handoff, self._queues.all(), instance_id=self.instance_id,
-                                              move=self._move))
-        pending = [turn.done for turn in self._queues.all() if not turn.done.done()]
-        if not pending:
-            return True
-        log.info("gateway.draining", turns=len(pending), timeout_s=timeout_s)
-        finished, left = await asyncio.wait(pending, timeout=timeout_s)
-        log.info("gateway.drained", finished=len(finished), left=len(left))
-        return not left
+        return await self._drain.run(timeout_s)
 
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
         self._admission.close()
-        if self._handoff is not None:
-            await self._handoff.stop_serving()
+        await self._drain.stop_serving()
         await self.recovery.stop_watching()
         await self._scheduler.aclose()
         if self._fleet is not None:
@@ -236,10 +218,3 @@ class Gateway:
         if isinstance(admitted, Submission):
             return admitted
         return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
-
-    # --- internals ---------------------------------------------------------------
-
-    def _move(self, turn: ScheduledTurn) -> None:
-        """``turn`` is queued in the fleet now: its card here ends saying another instance answers."""
-        turn.moved = True
-        self._scheduler.cancel(turn, stopped_by="", note=t(turn.msg.target.locale, "moved_note"))
