@@ -33,7 +33,7 @@ class TurnControl:
     Args:
         queues: This process's scheduled turns.
         is_admin: Whether a user may stop anyone's turn.
-        cancel: Stops one turn (``cancel(turn, stopped_by)``): the gateway's, so its card says who stopped it.
+        cancel: Stops one turn (``cancel(turn, stopped_by)``): the scheduler's, so its card says who stopped it.
         approvers: Who may decide; ``None`` when no call can be approved here.
         fleet: The other processes on the store; ``None`` with one process.
     """
