@@ -35,13 +35,20 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 import structlog
 
+from botgateway.backoff import Backoff
 from botgateway.background import BackgroundTasks
 from botgateway.fleet.control import control_channel, notice
 from botgateway.stores.redis_history import SEED_FROM_CLOCK, conversation_keys
 
-__all__ = ["FENCE_TTL_S", "RECHECK_S", "ConversationLeases"]
+__all__ = ["FENCE_TTL_S", "RECHECK_S", "UNFENCED_AFTER_S", "UNREACHABLE_RETRY", "ConversationLeases"]
 
 log = structlog.get_logger(__name__)
+
+UNFENCED_AFTER_S = 5.0
+"""How long a turn keeps trying to take its conversation's lease while Redis errs, before it runs without it."""
+
+UNREACHABLE_RETRY = Backoff(base_s=0.5, max_s=0.5)
+"""The pause between those tries."""
 
 RECHECK_S = 2.0
 """How often a waiting turn tries the lease again without a release notice (its holder was killed)."""
@@ -166,9 +173,16 @@ class ConversationLeases:
         waiters.count += 1
         waited = False
         try:
+            unreachable_since: float | None = None
             while True:
                 wake = waiters.wake  # taken before trying: a notice arriving in between is not lost
                 token = await self._try(conversation_id, holder)
+                if token == 0 and self._keep_trying(unreachable_since):
+                    # A blip (a failover's seconds of errors) must not let two processes answer one conversation
+                    # at once: try again for a while before running without the lease.
+                    unreachable_since = unreachable_since or asyncio.get_running_loop().time()
+                    await asyncio.sleep(UNREACHABLE_RETRY.delay(0))
+                    continue
                 if token is not None:
                     self._hold(conversation_id, holder, token or None)
                     return waited
@@ -189,6 +203,13 @@ class ConversationLeases:
             waiters.count -= 1
             if waiters.count == 0 and self._waiters.get(conversation_id) is waiters:
                 del self._waiters[conversation_id]
+
+    @staticmethod
+    def _keep_trying(unreachable_since: float | None) -> bool:
+        """Whether to try the lease again rather than run unfenced (Redis unreachable for less than the bound)."""
+        if unreachable_since is None:
+            return True
+        return asyncio.get_running_loop().time() - unreachable_since < UNFENCED_AFTER_S
 
     async def _try(self, conversation_id: str, holder: str) -> int | None:
         """One attempt: the new token (0: Redis unreachable, run unfenced), or ``None`` when another holds it."""

@@ -44,7 +44,7 @@ from botgateway.fleet.wire import (
 from botgateway.stores.redis_connect import redis_client
 from botgateway.strings import t
 
-__all__ = ["HAND_OVER_TIMEOUT_S", "RedisFleet", "fleet_client"]
+__all__ = ["FLEET_REPLY_TIMEOUT_S", "HAND_OVER_TIMEOUT_S", "RedisFleet", "fleet_client"]
 
 log = structlog.get_logger(__name__)
 
@@ -56,9 +56,15 @@ Settle = Callable[[str, float], Awaitable[bool]]
 """``settle(conversation_id, timeout_s)``: wait until the conversation's history changes are in the store."""
 
 
+FLEET_REPLY_TIMEOUT_S = 5.0
+"""Longest wait for one reply of Redis (longer than the queue's blocking read and the control channel's poll): a
+Redis that accepts connections but never answers must fail the lease, the directory and the control channel over to
+their fallbacks, not hang every turn before it starts."""
+
+
 def fleet_client(url: str, instance_id: str) -> aioredis.Redis:
     """A client for the fleet's coordination, its connections named ``botgateway:<instance id>``."""
-    return redis_client(url, client_name=f"botgateway:{instance_id}"[:200])
+    return redis_client(url, client_name=f"botgateway:{instance_id}"[:200], socket_timeout=FLEET_REPLY_TIMEOUT_S)
 
 
 class RedisFleet:
