@@ -120,6 +120,8 @@ class RateBudget:
         lane.setdefault(owner, deque()).append(future)
         if line.dispatcher is None or line.dispatcher.done():
             line.dispatcher = asyncio.create_task(self._dispatch(key, line), name=f"rate-budget:{key}")
+        elif priority:
+            line.wake.set()  # a dispatcher asleep on a refused live update must serve this final first, now
         try:
             await future
         except asyncio.CancelledError:
