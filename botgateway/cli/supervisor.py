@@ -40,12 +40,15 @@ from botgateway.backoff import Backoff
 from botgateway.cli.worker_link import STARTED, link_pair
 from botgateway.config import Config, ConfigError, worker_problems
 
-__all__ = ["RESTART_BACKOFF", "START_ATTEMPTS", "Supervisor", "supervise", "worker_command"]
+__all__ = ["RESTART_BACKOFF", "STABLE_S", "START_ATTEMPTS", "Supervisor", "supervise", "worker_command"]
 
 log = structlog.get_logger(__name__)
 
 RESTART_BACKOFF = Backoff(base_s=0.5, max_s=30.0)
 """Wait before restarting a worker: 0.5 s after its first failure, doubling up to 30 s while it keeps failing to start."""
+
+STABLE_S = 60.0
+"""A worker that served this long before it died is restarted at once; one that died sooner, after the backoff."""
 
 START_ATTEMPTS = 5
 """A worker that fails this many starts in a row makes the supervisor give up."""
@@ -163,10 +166,12 @@ class Supervisor:
 
     async def _keep(self, index: int) -> int | None:
         """Keep worker ``index`` running until the stop; its last exit code."""
-        failed_starts = 0
+        failed_starts = quick_deaths = 0
         code: int | None = None
+        loop = asyncio.get_running_loop()
         while not self._stopping.is_set():
             worker = await self._spawn(index)
+            started = loop.time()
             try:
                 served = await self._served_or_exited(worker)
                 if served:
@@ -180,12 +185,14 @@ class Supervisor:
                 break
             if not served:
                 failed_starts += 1
+            # One that serves and dies soon again (a poison message redelivered at each connect) backs off too.
+            quick_deaths = quick_deaths + 1 if served and loop.time() - started < STABLE_S else 0
             log.error("supervisor.worker_died", worker=index, exit_code=code, served=served,
-                      failed_starts=failed_starts)
+                      failed_starts=failed_starts, quick_deaths=quick_deaths)
             if failed_starts >= self._start_attempts:
                 self._give_up(index, code)
                 break
-            await self._pause(self._backoff.delay(max(failed_starts - 1, 0)))
+            await self._pause(self._backoff.delay(max(failed_starts, quick_deaths, 1) - 1))
         return code
 
     async def _spawn(self, index: int) -> _Worker:
