@@ -384,7 +384,7 @@ class SlackAdapter:
                                   user_name=user_name, config=self.config)
         message = await resolve_message(message, self.groups)
         if thread_ts and not direct:
-            await self._bot_threads.remember(team, channel, thread_ts)
+            self._bot_threads.remember(team, channel, thread_ts, self._tasks)
         submission = await self._gateway.submit(message, self.sink, self._policy)
         log.info("slack.submitted", status=submission.status, turn_id=submission.turn_id, channel=channel,
                  direct=direct, event_id=body.get("event_id"))

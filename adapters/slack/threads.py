@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 from cachetools import LRUCache
 
+from botgateway.background import BackgroundTasks
 from botgateway.messages import conversation_key
 
 if TYPE_CHECKING:
@@ -36,13 +37,16 @@ class BotThreads:
         self._store = store
         self._threads: LRUCache[tuple[str, str, str], None] = LRUCache(_MAX_THREADS)
 
-    async def remember(self, team: str, channel: str, thread_ts: str) -> None:
-        """The bot answers in this thread (marked in the Store the first time, for the other processes)."""
+    def remember(self, team: str, channel: str, thread_ts: str, tasks: BackgroundTasks) -> None:
+        """The bot answers in this thread; the Store's mark for the other processes is written in ``tasks``."""
         if (team, channel, thread_ts) in self._threads:
             return
         self._threads[(team, channel, thread_ts)] = None
+        tasks.spawn(self._write_mark(team, channel, thread_ts), name="slack-thread-mark")
+
+    async def _write_mark(self, team: str, channel: str, thread_ts: str) -> None:
         try:
-            await self._store.add_to_counter(_mark(team, channel, thread_ts), 1, _MARK_TTL_S)
+            await self._store.add_to_counter(_mark_key(team, channel, thread_ts), 1, _MARK_TTL_S)
         except Exception as exc:  # this process still knows; a follow-up through another one may be missed
             log.warning("slack.thread_mark_failed", error=type(exc).__name__)
 
@@ -52,7 +56,7 @@ class BotThreads:
             return True
         key = conversation_key("slack", "thread", workspace=team, chat=channel, thread=thread_ts)
         try:
-            if await self._store.add_to_counter(_mark(team, channel, thread_ts), 0, _MARK_TTL_S) > 0:
+            if await self._store.add_to_counter(_mark_key(team, channel, thread_ts), 0, _MARK_TTL_S) > 0:  # 0: a read
                 return True
             return bool(await self._store.load_turns(key))
         except Exception as exc:
@@ -60,6 +64,6 @@ class BotThreads:
             return False
 
 
-def _mark(team: str, channel: str, thread_ts: str) -> str:
+def _mark_key(team: str, channel: str, thread_ts: str) -> str:
     """The Store counter that marks a thread the bot answers in."""
     return f"slack-thread:{team}:{channel}:{thread_ts}"

@@ -75,6 +75,7 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+i
 
 # KEYS: counter. ARGV: amount, ttl_ms. The expiry is set once, when the counter is created.
 _COUNT = """
+if ARGV[1] == '0' then return tonumber(redis.call('GET', KEYS[1]) or '0') end
 local total = redis.call('INCRBY', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -199,6 +199,9 @@ class SqliteStore:
     async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
         """Atomically add ``amount`` (0 reads) to counter ``key`` and return its new total (see the protocol)."""
         now = self._clock()
+        if amount == 0:  # a read: beside the writes, not a transaction queued behind them
+            rows = await self._fetchall("SELECT value FROM counters WHERE key = ? AND expires_at > ?", (key, now))
+            return int(rows[0][0]) if rows else 0
 
         async def work(db: aiosqlite.Connection) -> int:
             # An expired counter starts again from ``amount``; a live one keeps its expiry.

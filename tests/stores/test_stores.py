@@ -707,3 +707,15 @@ async def test_redis_trims_audit_records_past_their_retention() -> None:
         await raw.aclose()
         await store.close()
         await purge_prefix(prefix)
+
+
+async def test_reading_a_counter_writes_nothing(store: Store) -> None:
+    assert await store.add_to_counter("never-counted", 0, 60) == 0
+    assert await store.add_to_counter("counted", 2, 60) == 2
+    assert await store.add_to_counter("counted", 0, 60) == 2
+    if isinstance(store, SqliteStore):
+        before = store.write_transactions
+        await store.add_to_counter("never-counted", 0, 60)
+        assert store.write_transactions == before
+    else:
+        assert not await store._redis.exists(f"{store.prefix}counter:never-counted")
