@@ -175,9 +175,21 @@ class Admission:
             await self._limits.turn_ended(asker_of(msg), moved.turn_id, 0)
             await write_refusal(self._store, msg, turn_id=moved.turn_id, outcome="expired", note=note)
             return self._replies.refuse(msg, sink, note)
+        if not await self._first_take(moved):
+            log.info("gateway.moved_duplicate", turn_id=moved.turn_id, conversation=msg.conversation_id)
+            return Submission(status="duplicate", turn_id=moved.turn_id)
         log.info("gateway.taken_over", turn_id=moved.turn_id, conversation=msg.conversation_id,
                  moved_by=moved.moved_by, age_s=round(age_s, 3))
         return Admitted(msg=msg, turn_id=moved.turn_id)
+
+    async def _first_take(self, moved: MovedQuestion) -> bool:
+        """True the first time any process takes this moved question (the queue delivers at least once: an entry
+        read again after a failed acknowledgement, or claimed from a process that died before acknowledging it)."""
+        try:
+            return await self._store.claim(f"moved:{moved.turn_id}", 2 * self._config.gateway.handoff_max_age_s)
+        except Exception as exc:  # answering twice beats never answering
+            log.warning("gateway.dedupe_unavailable", error=type(exc).__name__, detail=str(exc)[:200])
+            return True
 
     async def _decide(self, msg: InboundMessage, sink: CardSink) -> InboundMessage | Submission:
         """The access hook, then the configured policy: ``msg`` with its decision, or the answer that ends it here."""

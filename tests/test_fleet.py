@@ -474,3 +474,18 @@ async def test_a_moved_question_taken_too_late_is_not_answered_and_its_asker_is_
         await b.sink.wait_for(lambda: any("waited too long" in note.error for note in b.sink.fallbacks()))
         assert server.requests == [] and b.sink.card_for("t-old") is None
         assert [r.outcome for r in await b.store.audit_records() if r.turn_id == "t-old"] == ["expired"]
+
+
+async def test_a_moved_question_delivered_twice_is_answered_once() -> None:
+    # The queue delivers at least once: an entry read again after a failed acknowledgement, or claimed from a
+    # process that died before acknowledging it, reaches a gateway a second time.
+    server = ScriptedLLMServer(responder=lambda body: Script.text("moved answer"))
+    async with two_processes(server) as (a, b):
+        msg = a.message("which host is 10.0.1.100?")
+        moved = MovedQuestion(msg=msg, turn_id="t-twice", moved_at=time.time(), moved_by="gone")
+        first = await b.gateway.take_over(moved, b.sink, b.policy)
+        again = await a.gateway.take_over(moved, a.sink, a.policy)
+        assert first.status == "started" and again.status == "duplicate"
+        assert first.done is not None
+        await first.done
+        assert server.request_count == 1

@@ -142,8 +142,8 @@ class RedisHandoff:
             return True
         first = questions[0]
         stream = moved_stream(self._prefix, first.msg.platform)
-        body = json.dumps([moved_to_wire(q) for q in questions], ensure_ascii=False, separators=(",", ":"))
         try:
+            body = json.dumps([moved_to_wire(q) for q in questions], ensure_ascii=False, separators=(",", ":"))
             async with asyncio.timeout(PUT_TIMEOUT_S):
                 await self._redis.xadd(stream, {"questions": body}, maxlen=MAX_ENTRIES, approximate=True)
         except Exception as exc:  # TimeoutError included
