@@ -80,13 +80,21 @@ def _held(gate: asyncio.Event) -> Any:
     return responder
 
 
+async def _recorded(store: Any) -> list[Any]:
+    """The open cards on record, once there is one: a card's record is written behind its creation."""
+    async with asyncio.timeout(10):
+        while not (cards := await store.open_cards()):
+            await asyncio.sleep(0.01)  # polls the store for the record; the write has no event to await
+    return cards
+
+
 async def test_a_restarted_process_closes_its_own_left_cards_at_start_while_other_replicas_wait(tmp_path: Path) -> None:
     gate = asyncio.Event()
     async with process(tmp_path, "host-1", responder=_held(gate)) as first:
         try:
             sub = await first.submit("a long question")
             await first.server.wait_for_requests(1)
-            [card] = await first.store.open_cards()
+            [card] = await _recorded(first.store)
             assert card.owner == "host-1"
             # "host-1" is killed here: its heartbeat stays live for instance_ttl_s (30 s).
 
@@ -110,6 +118,7 @@ async def test_at_start_the_cards_of_this_process_are_spared(tmp_path: Path) -> 
     async with process(tmp_path, "host-1", responder=_held(gate)) as h:
         sub = await h.submit("a long question")
         await h.server.wait_for_requests(1)
+        await _recorded(h.store)
         # Held by a running turn of this process: never an orphan, whatever its owner says.
         assert await h.gateway.recovery.recover_open_cards({"test": h.sink}, at_start=True) == 0
         assert [c.turn_id for c in await h.store.open_cards()] == [sub.turn_id]
