@@ -60,6 +60,7 @@ __all__ = [
     "LAG_P99_MS",
     "core_goals",
     "core_numbers",
+    "cpu_cores_text",
     "fleet_goal",
     "summary_ms",
     "throughput_goal",
@@ -276,6 +277,12 @@ def throughput_goal(results: Sequence[dict[str, Any]]) -> Goal | None:
     return Goal(text, passed, "; ".join(line(r) for r in fast))
 
 
+def cpu_cores_text(result: dict[str, Any]) -> str:
+    """``CPU 1.86 of 2 cores``: the CPU cores a core scenario's workers used, of those they could use."""
+    cores = result["cores"]
+    return f"CPU {result['cpu_cores']:.2f} of {cores} core{'' if cores == 1 else 's'}"
+
+
 def fleet_goal(results: Sequence[dict[str, Any]]) -> Goal | None:
     """Issue 13: 1,000 concurrent streamed turns with ``--workers K``, both cores busy, loop lag p99 ≤ 50 ms per worker.
 
@@ -303,7 +310,7 @@ def fleet_goal(results: Sequence[dict[str, Any]]) -> Goal | None:
     calm = all(lag is not None and lag <= LAG_P99_MS for lag in lags)
     exact = r["exact"] == r["answers"]
     verdict = "busy" if busy else f"not above {r['cores'] - 1}"
-    measured = (f"CPU {r['cpu_cores']:.2f} of {r['cores']} cores ({verdict}); loop lag p99 per worker "
+    measured = (f"{cpu_cores_text(r)} ({verdict}); loop lag p99 per worker "
                 f"{' / '.join(_ms(lag) for lag in lags)}; {r['exact']}/{r['answers']} exact; "
                 f"{r['chunks_per_s']:,.0f} chunks/s")
     return Goal(text, busy and calm and exact, measured)

@@ -10,6 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
+from bench.core_analysis import cpu_cores_text
+
 __all__ = ["core_chart_row", "core_problem_lines", "core_table"]
 
 
@@ -68,7 +70,7 @@ def _worker_lines(result: dict[str, Any]) -> list[str]:
         return []
     redis = result.get("redis_cpu_s")
     beside = "" if redis is None else f"; the Redis server's CPU {redis:.2f} s"
-    lines = [f"  CPU {result['cpu_cores']:.2f} of {result['cores']} cores: the workers' {result['cpu_s']:.2f} s over "
+    lines = [f"  {cpu_cores_text(result)}: the workers' {result['cpu_s']:.2f} s over "
              f"{result['process']['wall_s']:.2f} s{beside}"]
     for w in workers:
         lag = _pct(w["loop_lag_ms"], "p50", "p99", "max")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.analysis import Goal, model_numbers, scenario_floors, scenario_goals, turn_latencies
-from bench.core_analysis import core_goals, fleet_goal, throughput_goal
+from bench.core_analysis import core_goals, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_scenario import run_core_scenario
 from bench.dingtalk_side import DingTalkSide
 from bench.model import BenchModelServer, make_answers, make_responder
@@ -187,7 +187,7 @@ def _progress_line(result: dict[str, Any], took: float) -> str:
     if result["scenario"]["platform"] == "core":
         return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
                 f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s, "
-                f"CPU {result['cpu_cores']:.2f} of {result['cores']} cores")
+                f"{cpu_cores_text(result)}")
     throttled = sum(c.get("throttled", 0) for c in result["calls"].values())
     return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
             f"{throttled} throttled, {result['live_left']['count']} live-looking left")

@@ -22,7 +22,7 @@ import pytest
 import redis.asyncio as aioredis
 from rich.console import Console
 
-from bench.core_analysis import core_numbers, fleet_goal, throughput_goal
+from bench.core_analysis import core_numbers, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_probe import LoopLag, TimedHistory
 from bench.core_sink import UNLIMITED, BenchSink, TurnStamps
 from bench.core_worker import inbound_message
@@ -191,6 +191,7 @@ def test_the_fleet_goal_wants_both_cores_busy_every_worker_calm_and_every_answer
     assert laggy is not None and not laggy.passed
     lost = fleet_goal([_fleet_result(1000, cores_used=1.8, lags=[10.0, 10.0], exact=999)])
     assert lost is not None and not lost.passed and "999/1000 exact" in lost.measured
+    assert cpu_cores_text({"cpu_cores": 0.84, "cores": 1}) == "CPU 0.84 of 1 core"
     # Several workers do not count as one process sustaining a rate.
     assert throughput_goal([{**_fleet_result(1000, cores_used=1.8, lags=[1.0, 1.0]), "chunks_per_s": 20_000.0}]) is None
 
