@@ -33,6 +33,8 @@ class PartCursor:
         self._first_block = 0
         self._offset = 0
         self._epoch = 0
+        self._shown = 0  # answer characters of the current part the platform already shows
+        self._shown_epoch = 0
 
     def answer(self) -> str:
         """The answer text from the start of the current part (all of it when the answer restarted)."""
@@ -53,7 +55,7 @@ class PartCursor:
         view = self.view()
         if len(view.answer) <= self.capacity:
             return view
-        return replace(view, answer=view.answer[: split_point(view.answer, self.capacity)])
+        return replace(view, answer=view.answer[: self.split()])
 
     def closing_view(self, cut: int) -> CardSnapshot:
         """The current part, closed at ``cut`` answer characters, pointing to the next part."""
@@ -61,9 +63,23 @@ class PartCursor:
         return replace(view, status="done", answer=view.answer[:cut], thought="", footer="", error="", continued=True)
 
     def split(self) -> int:
-        """Where the current part's answer is cut to fit (its length when it fits)."""
+        """Where the current part's answer is cut to fit (its length when it fits).
+
+        Never before what the part already shows: a native stream cannot take text back, and an edited card
+        would lose a sentence its reader saw. The clean cut gives way to that (rarely: mid-sentence).
+        """
         answer = self.answer()
-        return split_point(answer, self.capacity) if len(answer) > self.capacity else len(answer)
+        if len(answer) <= self.capacity:
+            return len(answer)
+        shown = self._shown if self._shown_epoch == self._state.answer_epoch else 0
+        return max(split_point(answer, self.capacity), min(shown, self.capacity))
+
+    def showed(self, snapshot: CardSnapshot) -> None:
+        """The platform now shows ``snapshot`` of the current part."""
+        epoch = self._state.answer_epoch
+        if epoch != self._shown_epoch:
+            self._shown, self._shown_epoch = 0, epoch  # the answer restarted: what showed before is gone
+        self._shown = max(self._shown, len(snapshot.answer))
 
     def advance(self, shown_chars: int) -> None:
         """The current part is closed after ``shown_chars`` more answer characters; the next part starts."""
@@ -72,6 +88,7 @@ class PartCursor:
             self._offset = 0
         self._offset += shown_chars
         self._first_block = self._state.block_count
+        self._shown = 0
         self.part += 1
 
     def shrink(self, length: int) -> bool:

@@ -37,7 +37,6 @@ from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
 from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.records import OpenCardRecords
-from botgateway.cards.split import split_point
 from botgateway.cards.state import CardState
 from botgateway.events import (
     AnswerDelta,
@@ -132,7 +131,7 @@ class CardStreamer:
         records = OpenCardRecords(store, target, instance_id=instance_id)
         self._records = records
         self._cursor = PartCursor(state, sink.max_chars)
-        self._card = LiveCard(sink, target, self._caller, records, on_visible=self._note_visible)
+        self._card = LiveCard(sink, target, self._caller, records, on_visible=self._live_visible)
         self._late = LateCloser(
             sink, target, self._caller, records,
             late_close_s=timing.late_close_s, backoff=timing.late_backoff,
@@ -343,7 +342,7 @@ class CardStreamer:
 
     async def _roll_over(self) -> None:
         """Close the current card at a clean split point and open the next part."""
-        cut = split_point(self._cursor.answer(), self._cursor.capacity)
+        cut = self._cursor.split()
         closing = self._cursor.closing_view(cut)
         outcome = await self._delivery.deliver_part(closing, deadline=time.monotonic() + self.timing.final_deadline_s)
         if outcome == "too_long":
@@ -359,6 +358,11 @@ class CardStreamer:
             )
             if outcome is CallOutcome.TOO_LONG:
                 self._cursor.shrink(len(created.answer))
+
+    def _live_visible(self, snapshot: CardSnapshot) -> None:
+        """The live card of the current part shows ``snapshot``: the part is never cut before it any more."""
+        self._cursor.showed(snapshot)
+        self._note_visible(snapshot)
 
     def _note_visible(self, snapshot: CardSnapshot) -> None:
         if (
