@@ -48,7 +48,7 @@ from typing import Any
 
 from bench.analysis import Goal
 from bench.model import Generation, core_script
-from bench.stats import INF, percentile
+from bench.stats import INF, summarize
 
 __all__ = [
     "CHUNK_RATE_GOAL",
@@ -84,14 +84,7 @@ FLEET_TURNS = 1000
 
 def summary_ms(values_s: Sequence[float]) -> dict[str, Any]:
     """p50, p99 and max in milliseconds (+inf for failures), how many values and failures."""
-    ms = [v * 1000.0 for v in values_s]
-    return {
-        "p50": percentile(ms, 50),
-        "p99": percentile(ms, 99),
-        "max": max(ms) if ms else None,
-        "n": len(ms),
-        "failed": sum(1 for v in ms if math.isinf(v)),
-    }
+    return summarize([v * 1000.0 for v in values_s], tail=99)
 
 
 _LATENCIES = ("history_load_s", "last_token_to_final_s", "final_beyond_in_flight_s", "first_text_overhead_s",

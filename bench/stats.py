@@ -25,11 +25,11 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return float(data[low] + (data[high] - data[low]) * (pos - low))
 
 
-def summarize(values: Sequence[float]) -> dict[str, Any]:
-    """p50, p95, max, how many values, and how many of them are failures (+inf)."""
+def summarize(values: Sequence[float], *, tail: int = 95) -> dict[str, Any]:
+    """p50, the ``tail`` percentile (``p95``), max, how many values, and how many of them are failures (+inf)."""
     return {
         "p50": percentile(values, 50),
-        "p95": percentile(values, 95),
+        f"p{tail}": percentile(values, tail),
         "max": max(values) if values else None,
         "n": len(values),
         "failed": sum(1 for v in values if math.isinf(v)),
