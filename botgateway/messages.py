@@ -65,6 +65,8 @@ class InboundMessage:
     """Who asked, for tools and permission checks."""
     principal: Principal | None = None
     """The asker's qualified identity, as the adapter knows it (team, external); see :attr:`asker`."""
+    quoted: str = ""
+    """Text of the message this one quotes or replies to, when the platform says (a DingTalk quote); else empty."""
 
     @property
     def asker(self) -> Principal:

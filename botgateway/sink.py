@@ -24,6 +24,7 @@ __all__ = [
     "CardOp",
     "CardSink",
     "CardTarget",
+    "ChannelCards",
     "PermanentError",
     "PrivateNotes",
     "RateLimited",
@@ -198,6 +199,30 @@ class PrivateNotes(Protocol):
 
     async def private_note(self, target: CardTarget, user_id: str, text: str) -> bool:
         """Show ``text`` to ``user_id`` alone, near ``target``; False when the platform cannot here (nothing was sent)."""
+        ...
+
+
+@runtime_checkable
+class ChannelCards(Protocol):
+    """An adapter that can post a card into a channel unprompted: an alert's card, a scheduled report.
+
+    Nobody asked, so there is no message to answer: the adapter says what a card in
+    the channel looks like to its sink, and what a reply to that card continues.
+    """
+
+    name: str
+    """Adapter name, as in :attr:`CardTarget.platform`."""
+    edits_in_place: bool
+    """Whether its cards can be changed after they are posted (False: a DingTalk robot message, which cannot;
+    each change of an alert is then a new message, and a repeat posts nothing)."""
+
+    def channel_target(self, chat_id: str, *, locale: str) -> CardTarget:
+        """Where a new card in channel ``chat_id`` goes (a top-level message, in a group), in ``locale``."""
+        ...
+
+    async def adopt_thread(self, handle: CardHandle) -> str | None:
+        """Make replies to the posted card ``handle`` a conversation with the bot (a Slack thread reply needs no
+        mention); returns that conversation's id, or None when the platform has no thread to continue."""
         ...
 
 

@@ -106,6 +106,9 @@ class CardSnapshot:
     """Place in line while ``status == 'queued'`` (1 = next); 0 when unknown or not queued."""
     approvals: tuple[ApprovalPrompt, ...] = ()
     """Calls waiting for an approver now (empty on final cards)."""
+    preamble: str = ""
+    """Markdown shown above the blocks, written by the gateway from outside data (an alert's status on its card);
+    renderers treat it like model text (no mass mentions, no remote images). Empty on a plain answer card."""
 
     @property
     def final(self) -> bool:
