@@ -316,6 +316,17 @@ class Store(Protocol):
         """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
         ...
 
+    async def get_document(self, key: str) -> dict[str, Any] | None:
+        """The JSON document stored under ``key`` (an alert group's card), or None when absent or expired."""
+        ...
+
+    async def put_document(self, key: str, data: Mapping[str, Any], ttl_s: float) -> None:
+        """Store the JSON-ready ``data`` under ``key`` for ``ttl_s`` seconds, replacing what was there.
+
+        The last write wins: writers of one key serialize themselves (with :meth:`take_lease`).
+        """
+        ...
+
     async def record_tool_call(self, row: ToolCallRow) -> None:
         """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
         ...

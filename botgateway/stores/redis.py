@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import redis.asyncio as aioredis
 import structlog
@@ -236,6 +237,23 @@ class RedisStore:
         """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
         async with self._errors():
             await self._redis.zrem(f"{self.prefix}lease:{key}", holder)
+
+    # --- documents ----------------------------------------------------------------
+
+    async def get_document(self, key: str) -> dict[str, Any] | None:
+        """The JSON document under ``key``, or None when absent or expired."""
+        async with self._errors():
+            raw = await self._redis.get(f"{self.prefix}doc:{key}")
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        return data if isinstance(data, dict) else None
+
+    async def put_document(self, key: str, data: Mapping[str, Any], ttl_s: float) -> None:
+        """Store ``data`` under ``key`` for ``ttl_s`` seconds."""
+        text = json.dumps(dict(data), ensure_ascii=False)
+        async with self._errors():
+            await self._redis.set(f"{self.prefix}doc:{key}", text, px=max(1, math.ceil(ttl_s * 1000)))
 
     # --- open cards ---------------------------------------------------------------
 

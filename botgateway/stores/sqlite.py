@@ -244,6 +244,27 @@ class SqliteStore:
 
         await self._transaction(work)
 
+    # --- documents ----------------------------------------------------------------
+
+    async def get_document(self, key: str) -> dict[str, Any] | None:
+        """The JSON document under ``key``, or None when absent or expired."""
+        rows = await self._fetchall("SELECT data FROM documents WHERE key = ? AND expires_at > ?", (key, self._clock()))
+        if not rows:
+            return None
+        data = json.loads(rows[0][0])
+        return data if isinstance(data, dict) else None
+
+    async def put_document(self, key: str, data: Mapping[str, Any], ttl_s: float) -> None:
+        """Store ``data`` under ``key`` for ``ttl_s`` seconds (expired documents of any key are dropped too)."""
+        text, now = json.dumps(dict(data), ensure_ascii=False), self._clock()
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.execute("DELETE FROM documents WHERE expires_at <= ?", (now,))
+            await db.execute("INSERT OR REPLACE INTO documents (key, data, expires_at) VALUES (?, ?, ?)",
+                             (key, text, now + ttl_s))
+
+        await self._transaction(work)
+
     # --- open cards ---------------------------------------------------------------
 
     async def add_open_card(self, card: OpenCard) -> None:

@@ -84,6 +84,11 @@ CREATE TABLE IF NOT EXISTS counters (
     value INTEGER NOT NULL,
     expires_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS documents (
+    key TEXT PRIMARY KEY,
+    data TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS leases (
     key TEXT NOT NULL,
     holder TEXT NOT NULL,

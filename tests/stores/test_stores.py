@@ -719,3 +719,23 @@ async def test_reading_a_counter_writes_nothing(store: Store) -> None:
         assert store.write_transactions == before
     else:
         assert not await store._redis.exists(f"{store.prefix}counter:never-counted")
+
+
+async def test_a_document_is_shared_replaced_and_expires(make_store: StoreFactory) -> None:
+    first, replica = await make_store(), await make_store()
+    assert await first.get_document("alert:g1") is None
+    await first.put_document("alert:g1", {"status": "firing", "names": ["磁盘满"]}, ttl_s=60)
+    assert await replica.get_document("alert:g1") == {"status": "firing", "names": ["磁盘满"]}
+    await replica.put_document("alert:g1", {"status": "resolved"}, ttl_s=60)
+    assert await first.get_document("alert:g1") == {"status": "resolved"}
+    await first.put_document("alert:gone", {"x": 1}, ttl_s=0.001)
+    assert await replica.get_document("alert:gone") is None or await _expired(replica, "alert:gone")
+
+
+async def _expired(store: Store, key: str) -> bool:
+    """Wait (bounded) until the store no longer returns ``key``: its expiry has passed."""
+    for _ in range(200):
+        if await store.get_document(key) is None:
+            return True
+        await asyncio.sleep(0.005)
+    return False
