@@ -31,7 +31,7 @@ from botgateway.fleet.handoff import MovedQuestion
 from botgateway.grant import Limits
 from botgateway.limits import PrincipalLimits, asker_of
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
-from botgateway.policy import effective_policy
+from botgateway.policy import decide_as_role, effective_policy
 from botgateway.queues import ConversationQueues
 from botgateway.replies import Replies
 from botgateway.sink import CardSink
@@ -224,8 +224,41 @@ class Admission:
             return self._replies.refuse(msg, sink, t(locale, "refused", reason=note))
         return with_decision(msg, decision)
 
+    async def admit_unprompted(
+        self, msg: InboundMessage, role: str, *, tools: frozenset[str] | None = None
+    ) -> Admitted | Submission:
+        """Admit a turn nobody typed (an alert's investigation, a scheduled report) as ``role``, over ``tools`` only
+        when given (an investigation's read-only tools).
+
+        Its principal is the gateway's own (``alerts:<route>``, ``schedule:<name>``), so the custom access hook is not
+        asked; the policy's role, the channel's guardrail, the limits and the audit apply as to anyone. Nobody waits
+        for a note in the channel: a refusal is returned, not posted (the caller shows it where it belongs).
+        """
+        locale = msg.target.locale
+        if self._closing:
+            return Submission(status="refused", turn_id="", message=t(locale, "shutting_down"))
+        names = [n for n in self._tool_names() if tools is None or n in tools]
+        decision = decide_as_role(self._policy, msg.asker, place_of(msg), names, role,
+                                  limits=self._limit_defaults, always_approve=self._always_approve())
+        if not decision.allowed:
+            note = refusal_note(decision, locale)
+            log.warning("gateway.unprompted_refused", principal=msg.asker.id, role=role, reason=decision.refusal)
+            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome=f"refused:{decision.refusal}", note=note)
+            return Submission(status="refused", turn_id="", message=note)
+        msg = with_decision(msg, decision)
+        turn_id = uuid.uuid4().hex[:16]
+        note = await self._limit_hit(msg, turn_id)
+        if note is not None:
+            return Submission(status="refused", turn_id=turn_id, message=note)
+        return Admitted(msg=msg, turn_id=turn_id)
+
     async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
-        """Count ``msg`` against its asker's limits; the refusal when one is reached (audited), else None.
+        """Count ``msg`` against its asker's limits; the refusal when one is reached (audited, and told), else None."""
+        note = await self._limit_hit(msg, turn_id)
+        return None if note is None else self._replies.refuse(msg, sink, note)
+
+    async def _limit_hit(self, msg: InboundMessage, turn_id: str) -> str | None:
+        """Count ``msg`` against its asker's limits; the note of the limit it reached (audited), else None.
 
         The access decision's grant carries the asker's role limits (the ``limits:`` section fills what a role leaves unset).
         """
@@ -236,7 +269,7 @@ class Admission:
         note = hit.note(msg.target.locale, self._limits.clock())
         log.info("gateway.limit_hit", platform=msg.platform, user=msg.ctx.user_id, limit=hit.limit)
         await write_refusal(self._store, msg, turn_id=turn_id, outcome=f"limit:{hit.limit}", note=note)
-        return self._replies.refuse(msg, sink, note)
+        return note
 
     async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:
         # "stop" ends the asker's running turn and drops their waiting questions too, in every process

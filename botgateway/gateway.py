@@ -150,6 +150,20 @@ class Gateway:
             return admitted
         return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
 
+    async def submit_unprompted(
+        self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, *, role: str,
+        tools: frozenset[str] | None = None,
+    ) -> Submission:
+        """Schedule a turn nobody typed (an alert's investigation, a scheduled report) as ``role`` and return at once.
+
+        ``tools``: offer only these (and what ``role`` allows of them); ``None``: what the role allows. A refusal
+        (the role, the limits, a closing gateway) comes back as a ``refused`` submission, posted nowhere.
+        """
+        admitted = await self._admission.admit_unprompted(msg, role, tools=tools)
+        if isinstance(admitted, Submission):
+            return admitted
+        return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
+
     async def decide_approval(
         self, code: str, principal: Principal, *, approved: bool, locale: str, channel: str | None = None,
         token: str | None = None,

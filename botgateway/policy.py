@@ -22,7 +22,7 @@ from botgateway.config.access import DEFAULT_ACCESS, DENY, NONE_ROLE, AccessConf
 from botgateway.grant import NO_LIMITS, Grant, Limits, Scope
 from botgateway.principal import Principal
 
-__all__ = ["LOCAL_ADMIN_ROLE", "Decision", "Place", "Refusal", "decide", "effective_policy", "matches_tools"]
+__all__ = ["LOCAL_ADMIN_ROLE", "Decision", "Place", "Refusal", "decide", "decide_as_role", "effective_policy", "matches_tools"]
 
 Refusal: TypeAlias = Literal["external", "channel", "direct_messages", "no_role"]
 """Why a principal is refused; the gateway words it from :mod:`botgateway.strings` (``access_<refusal>``)."""
@@ -98,6 +98,30 @@ def decide(
     if not roles:
         return Decision(principal=principal, place=place, refusal="no_role")
     grant = _grant(policy, roles, place, names, limits)
+    extra = grant.tools & frozenset(always_approve)
+    if extra:
+        grant = dataclasses.replace(grant, approval=grant.approval | extra)
+    return Decision(principal=principal, place=place, grant=grant)
+
+
+def decide_as_role(
+    policy: AccessConfig,
+    principal: Principal,
+    place: Place,
+    tools: Iterable[str],
+    role: str,
+    *,
+    limits: Limits = NO_LIMITS,
+    always_approve: Iterable[str] = (),
+) -> Decision:
+    """What ``principal`` may do in ``place`` holding exactly ``role``: a turn nobody typed (an alert's
+    investigation, a scheduled report) runs as the role its configuration names, never as the default role.
+
+    The channel's guardrail still caps the tools; a role the policy does not define grants nothing.
+    """
+    if role not in policy.roles:
+        return Decision(principal=principal, place=place, refusal="no_role")
+    grant = _grant(policy, [role], place, list(tools), limits)
     extra = grant.tools & frozenset(always_approve)
     if extra:
         grant = dataclasses.replace(grant, approval=grant.approval | extra)
