@@ -3,7 +3,8 @@
 Per-provider address lookups (``search_ecs_by_ip``, ``search_cvm_by_ip``,
 ``search_ec2_by_ip``, ``search_inventory_by_ip``) let the model ask two clouds
 at once in one round; ``find_server`` and ``list_servers`` cover every
-provider. Only the tools of configured providers exist.
+provider. Only the tools of configured providers exist. They only look
+servers up, so each says it is read-only (an alert's investigation may use them).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def ip_lookup_tool(provider: Provider, *, timeout_s: float | None) -> Tool:
     Args:
         ip: The IPv4 or IPv6 address to look up, e.g. 10.0.1.100.
     """
-    return tool(lookup, name=tool_name, timeout_s=timeout_s)
+    return tool(lookup, name=tool_name, timeout_s=timeout_s, read_only=True)
 
 
 def find_server_tool(providers: Sequence[Provider], *, timeout_s: float | None) -> Tool:
@@ -141,7 +142,7 @@ def find_server_tool(providers: Sequence[Provider], *, timeout_s: float | None) 
     Args:
         query: An IP address (10.0.1.100), an instance id (i-bp1abc..., ins-..., i-0abc...) or a name substring (prod-db).
     """
-    return tool(find_server, timeout_s=timeout_s)
+    return tool(find_server, timeout_s=timeout_s, read_only=True)
 
 
 def list_servers_tool(providers: Sequence[Provider], *, timeout_s: float | None) -> Tool:
@@ -182,7 +183,7 @@ def list_servers_tool(providers: Sequence[Provider], *, timeout_s: float | None)
         tag: Only servers with this tag, as key=value or just key (env=prod, role).
         limit: Most servers to return (1-200, default 20).
     """
-    return tool(list_servers, timeout_s=timeout_s)
+    return tool(list_servers, timeout_s=timeout_s, read_only=True)
 
 
 def build_cloud_tools(providers: Sequence[Provider], *, timeout_s: float | None) -> tuple[list[Tool], list[str]]:

@@ -74,7 +74,14 @@ class ToolArgumentError(ToolError):
 
 @runtime_checkable
 class Tool(Protocol):
-    """Anything the model can call."""
+    """Anything the model can call.
+
+    A tool may also say it is read-only: an attribute ``read_only = True``
+    means it only looks things up and changes nothing, so a turn nobody is
+    watching (an alert's investigation, a scheduled report) may offer it. It
+    is optional and read as ``getattr(tool, "read_only", False)``: a tool that
+    does not say is not read-only.
+    """
 
     name: str
     """Unique name offered to the model (``[a-zA-Z0-9_-]{1,64}``)."""

@@ -92,12 +92,15 @@ class FunctionTool:
         timeout_s: float | None = None,
         cache_ttl_s: float | None = None,
         summarize: Callable[[Any], str] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         doc_description, arg_docs = _parse_docstring(fn.__doc__ or "")
         self.description = description or doc_description or self.name
         self.timeout_s = timeout_s
+        self.read_only = read_only
+        """Only looks things up, changes nothing (see :class:`~botgateway.tooling.contract.Tool`)."""
         self._summarize = summarize
         self._cache = TTLCache(cache_ttl_s) if cache_ttl_s else None
         self._context_param: str | None = None
@@ -177,6 +180,7 @@ def tool(
     timeout_s: float | None = None,
     cache_ttl_s: float | None = None,
     summarize: Callable[[Any], str] | None = None,
+    read_only: bool = False,
 ) -> Any:
     """Turn a function into a :class:`Tool`.
 
@@ -186,6 +190,9 @@ def tool(
     model. Return a ``str``, a :class:`ToolOutput` (its rendering plus the
     data behind it), an object with ``to_tool_output()`` (a structured result
     that renders itself), or anything JSON-serializable (sent as JSON text).
+
+    ``read_only``: the function only looks things up and changes nothing; an
+    unattended turn (an alert's investigation) is offered only such tools.
 
     Usable bare (``@tool``) or with options (``@tool(timeout_s=5, cache_ttl_s=60)``).
     """
@@ -198,6 +205,7 @@ def tool(
             timeout_s=timeout_s,
             cache_ttl_s=cache_ttl_s,
             summarize=summarize,
+            read_only=read_only,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -144,6 +144,11 @@ class ToolRegistry:
         annotated destructive and not read-only), whatever ``access.approvals`` lists."""
         return frozenset(name for name, tool in self._tools.items() if getattr(tool, "needs_approval", False) is True)
 
+    def read_only_names(self) -> frozenset[str]:
+        """Names of the tools that say they only look things up (``read_only`` is True): what an unattended turn
+        (an alert's investigation, a scheduled report) may be offered."""
+        return frozenset(name for name, tool in self._tools.items() if getattr(tool, "read_only", False) is True)
+
     def specs(self, ctx: ToolContext | None = None) -> list[dict[str, Any]]:
         """The tools in the OpenAI ``tools`` request format; only those ``ctx``'s asker may use, when given."""
         return [

@@ -232,6 +232,39 @@ def test_registry_specs_add_replace_and_remove() -> None:
     assert registry.names == ["b"] and registry.get("a") is None
 
 
+def test_tools_say_whether_they_are_read_only_and_the_registry_names_those_that_are() -> None:
+    @tool(read_only=True)
+    def look() -> str:
+        """Looks something up."""
+        return ""
+
+    @tool
+    def change() -> str:
+        """Changes something."""
+        return ""
+
+    class Bare:
+        """A tool of its own class that says nothing about being read-only."""
+
+        name = "bare"
+        description = "Bare."
+        parameters: dict[str, object] = {"type": "object", "properties": {}}
+        timeout_s = None
+
+        async def invoke(self, arguments: object, ctx: ToolContext) -> ToolOutput:
+            return ToolOutput(content="", summary="")
+
+    class Truthy(Bare):
+        name = "truthy"
+        read_only = "yes"  # only True counts: a stray truthy value must not open a tool to unattended turns
+
+    assert look.read_only is True and change.read_only is False
+    registry = ToolRegistry([look, change, Bare(), Truthy()])
+    assert registry.read_only_names() == frozenset({"look"})
+    registry.remove("look")
+    assert registry.read_only_names() == frozenset()
+
+
 async def test_a_cached_tool_that_reads_the_context_never_serves_one_askers_result_to_another() -> None:
     @tool(cache_ttl_s=60)
     async def my_servers(ctx: ToolContext) -> str:

@@ -335,6 +335,7 @@ async def test_find_server_and_list_servers_span_every_provider(
     )
     assert set(registry.names) >= {"search_inventory_by_ip", "search_ecs_by_ip", "search_cvm_by_ip", "find_server", "list_servers"}
     assert "search_ec2_by_ip" not in registry.names  # AWS is not configured
+    assert registry.read_only_names() == set(registry.names)  # lookups only: all read-only
 
     by_name = await registry.execute("find_server", {"query": "web"}, CTX)
     assert by_name.ok

@@ -40,6 +40,8 @@ async def test_lookup_by_ip_finds_the_mysql_primary() -> None:
     registry, toolset = await registry_for()
     try:
         assert registry.names == ["search_inventory_by_ip", "find_server", "list_servers"]
+        # every lookup only reads: an alert's investigation may use them all
+        assert registry.read_only_names() == set(registry.names)
         out = await registry.execute("search_inventory_by_ip", {"ip": "10.0.1.100"}, CTX)
         assert out.ok and out.summary == "1 instance found"
         line = out.content.splitlines()[1]

@@ -132,6 +132,18 @@ async def test_a_tool_annotated_destructive_and_not_read_only_always_needs_an_ap
         await toolset.aclose()
 
 
+async def test_only_tools_annotated_read_only_are_read_only() -> None:
+    toolset = await build_toolset(tools_config(stdio("ops")))
+    try:
+        registry = ToolRegistry(toolset.tools)
+        # readOnlyHint true (even beside destructiveHint) is read-only; false or no annotation is not
+        assert registry.read_only_names() == {"ops__disk_usage"}
+        assert getattr(registry.get("ops__drop_database"), "read_only", None) is False
+        assert getattr(registry.get("ops__echo"), "read_only", None) is False
+    finally:
+        await toolset.aclose()
+
+
 async def test_allow_and_deny_lists_filter_offered_tools() -> None:
     toolset = await build_toolset(
         tools_config(

@@ -86,6 +86,8 @@ class McpTool:
             annotations is not None and annotations.destructive_hint is True and annotations.read_only_hint is not True
         )
         """The server annotates the tool destructive and not read-only: every call waits for an approver."""
+        self.read_only = bool(annotations is not None and annotations.read_only_hint is True)
+        """The server annotates the tool read-only (``readOnlyHint``): an unattended turn may offer it."""
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         """Call the remote tool."""
