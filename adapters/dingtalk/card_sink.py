@@ -136,6 +136,9 @@ class DingTalkCardSink:
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Replace the card's text with ``snapshot`` (a full, not incremental, streaming update)."""
+        if handle.data.get("final"):
+            await self._replace(handle, snapshot)
+            return handle
         await self._stream(handle, snapshot, finalize=False)
         return await self._sync_approvals(handle, snapshot)
 
@@ -144,9 +147,28 @@ class DingTalkCardSink:
 
         Needs only ``handle.card_id`` (the outTrackId) and ``handle.target``, so a
         card recorded in the Store before a crash can be finalized at start-up.
+        The handle returned says the card is final: a card that lives on after
+        its stream ended (an alert's, changed by later notifications) is then
+        changed through ``PUT /v1.0/card/instances``, as an ended stream takes
+        no more writes.
         """
+        if handle.data.get("final"):
+            await self._replace(handle, snapshot)
+            return handle
         await self._stream(handle, snapshot, finalize=True)
-        return await self._sync_approvals(handle, snapshot)
+        synced = await self._sync_approvals(handle, snapshot)
+        return CardHandle(card_id=synced.card_id, target=synced.target, data={**synced.data, "final": True})
+
+    async def _replace(self, handle: CardHandle, snapshot: CardSnapshot) -> None:
+        """Change a finalized card's text (its variable), the way DingTalk lets an ended card change."""
+        content = render_card(snapshot, is_group=handle.target.is_group, asker=handle.target.user_name)
+        body = {"outTrackId": handle.card_id, "cardData": {"cardParamMap": {self._key: content}},
+                "cardUpdateOptions": {"updateCardDataByKey": True}}
+        try:
+            await self._api.update_card(body)
+        except RateLimited as exc:
+            self._throttled(exc)
+            raise
 
     async def _sync_approvals(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         if self._approvals is None:

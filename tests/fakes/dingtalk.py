@@ -485,6 +485,9 @@ class FakeDingTalk:
         if card is None or not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
             return await self._bad_request(call, {"code": "invalidParameter", "message": "unknown card or bad cardParamMap"})
         card.params.update(params)
+        key = str(card.updates[-1].get("key")) if card.updates else "content"
+        if key in params:
+            card.content = params[key]  # the streamed variable, changed after its stream ended
         self._tell_watchers(card, "update")
         await self._notify()
         return web.json_response({"success": True, "result": True})
