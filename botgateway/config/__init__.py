@@ -6,8 +6,8 @@ wrong types are rejected with the key's path and a hint; secrets are
 :class:`ConfigError` carrying every problem at once.
 
 The package keeps one room per idea: the sections of the file (:mod:`.llm`,
-:mod:`.service`, :mod:`.card`, :mod:`.platforms`, :mod:`.toolset`, assembled in
-:mod:`.schema`), ``${VAR}`` substitution (:mod:`.env`), error lines
+:mod:`.service`, :mod:`.card`, :mod:`.platforms`, :mod:`.toolset`, :mod:`.alerts`,
+:mod:`.schedules`, assembled in :mod:`.schema`), ``${VAR}`` substitution (:mod:`.env`), error lines
 (:mod:`.problems`), loading (:mod:`.loading`) and what can run as several worker
 processes (:mod:`.workers`). Import every name from here.
 """
@@ -15,6 +15,7 @@ processes (:mod:`.workers`). Import every name from here.
 from __future__ import annotations
 
 from botgateway.config.access import DEFAULT_ACCESS, AccessConfig, RoleConfig
+from botgateway.config.alerts import AlertRouteConfig, AlertsConfig, BasicAuthConfig
 from botgateway.config.audit import AuditConfig
 from botgateway.config.card import BufferPolicyConfig, CardConfig, PhasePolicy
 from botgateway.config.env import substitute_env
@@ -31,6 +32,7 @@ from botgateway.config.platforms import (
     TerminalConfig,
 )
 from botgateway.config.problems import format_errors
+from botgateway.config.schedules import ScheduleConfig
 from botgateway.config.schema import Config
 from botgateway.config.section import Section
 from botgateway.config.service import MAX_WORKERS, GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
@@ -47,7 +49,10 @@ __all__ = [
     "AccessConfig",
     "AdapterBase",
     "AdaptersConfig",
+    "AlertRouteConfig",
+    "AlertsConfig",
     "AuditConfig",
+    "BasicAuthConfig",
     "BufferPolicyConfig",
     "CardConfig",
     "CloudAccount",
@@ -67,6 +72,7 @@ __all__ = [
     "PhasePolicy",
     "RoleConfig",
     "ProviderName",
+    "ScheduleConfig",
     "Section",
     "SessionScope",
     "SlackConfig",
