@@ -8,6 +8,9 @@ before it looks at what ran.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +27,7 @@ from botgateway.stores.base import Store, StoreError
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.paths import REPO
 
 MONDAY_9_SHANGHAI = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 """Monday 2026-11-30 09:00 in Asia/Shanghai."""
@@ -271,3 +275,45 @@ async def test_two_runners_on_two_redis_stores_sharing_a_prefix_run_a_slot_once(
     finally:
         for each in stores:
             await each.close()
+
+
+async def _ready(proc: asyncio.subprocess.Process) -> None:
+    """Wait for the tick process's ``ready`` line (its log lines may come first)."""
+    assert proc.stdout is not None
+    async with asyncio.timeout(30):
+        while (line := await proc.stdout.readline()) and line.strip() != b"ready":
+            pass
+    assert line, "the tick process ended before it was ready"
+
+
+async def test_a_slot_runs_once_across_two_gateway_processes_sharing_redis(redis_prefix: str) -> None:
+    now = MONDAY_9_SHANGHAI + timedelta(seconds=2)
+    args = [REDIS_URL, redis_prefix, now.isoformat(), "stopped-prod", "0 9 * * 1-5", "Asia/Shanghai", "600"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.schedules.tick_process", *args, cwd=REPO,
+                                             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        for _ in range(2)
+    ]
+    try:
+        for proc in procs:
+            await _ready(proc)
+        client = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+        try:
+            await client.rpush(f"{redis_prefix}go", "go", "go")  # both tick at once
+            outputs = [await asyncio.wait_for(proc.communicate(), 30) for proc in procs]
+            reports = await client.lrange(f"{redis_prefix}reports", 0, -1)
+        finally:
+            await client.aclose()
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0], [err.decode()[-2000:] for _, err in outputs]
+    pids = {str(proc.pid) for proc in procs}
+    assert len(reports) == 1, reports
+    pid, name, slot = reports[0].split(" ")
+    assert (pid in pids, name, slot) == (True, "stopped-prod", MONDAY_9_SHANGHAI.isoformat())
+    ran = sorted(json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outputs)
+    assert ran == [[], [["stopped-prod", MONDAY_9_SHANGHAI.isoformat()]]]
