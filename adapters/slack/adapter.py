@@ -3,7 +3,9 @@
 Triggers: an @mention in a channel (answered in its thread), direct messages,
 follow-ups in a thread the bot is answering in (no new mention needed) and the
 AI assistant pane (suggested prompts when a thread opens, a status while
-working). Every delivery is acknowledged at once; the turn runs in the
+working). Cards nobody asked for (an alert's, a report) are posted as
+top-level channel messages (:meth:`SlackAdapter.channel_target`); a reply in
+such a card's thread is a question (:meth:`SlackAdapter.adopt_thread`). Every delivery is acknowledged at once; the turn runs in the
 gateway's own task. A retried delivery (same ``event_id``, or the same channel
 and ``ts`` arriving as both ``app_mention`` and ``message``) starts one turn.
 
@@ -52,8 +54,9 @@ from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads
 from botgateway.background import BackgroundTasks
 from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
-from botgateway.messages import Submission
+from botgateway.messages import Submission, conversation_key
 from botgateway.principal import Principal
+from botgateway.sink import CardHandle, CardTarget
 from botgateway.strings import t
 
 if TYPE_CHECKING:
@@ -85,9 +88,14 @@ class Delivery:
 
 
 class SlackAdapter:
-    """Connects one Slack app to the gateway. ``await start(gateway)``, ``await stop()``."""
+    """Connects one Slack app to the gateway. ``await start(gateway)``, ``await stop()``.
+
+    Also a :class:`~botgateway.sink.ChannelCards`: it posts cards nobody asked for into a channel.
+    """
 
     name = "slack"
+    edits_in_place = True
+    """A Slack message is edited (``chat.update``) for as long as it exists: an alert's card changes in place."""
 
     def __init__(
         self,
@@ -395,6 +403,29 @@ class SlackAdapter:
             self._tasks.spawn(self._follow(submission, channel, thread_ts if assistant_thread else None),
                               name=f"slack-follow:{submission.turn_id}")
         return Delivery(kind, "submitted", submission.status, submission)
+
+    # --- cards nobody asked for ---------------------------------------------------------------
+
+    def channel_target(self, chat_id: str, *, locale: str) -> CardTarget:
+        """A new top-level message in channel ``chat_id`` of the workspace the bot is installed in (known once
+        started). Without a thread it is an edited message, never a native stream; it mentions nobody."""
+        return CardTarget(platform=self.name, chat_id=chat_id, is_group=True, locale=locale, workspace_id=self.team_id)
+
+    async def adopt_thread(self, handle: CardHandle) -> str | None:
+        """Replies in the thread of the posted card ``handle`` are questions, no mention needed (every process of
+        a fleet knows once this returns); returns the conversation such a reply continues. None when the card
+        has no message yet (an answer deferred to its end) or each person's reply is their own conversation
+        (``session_scope: user``)."""
+        if handle.data.get("mode") == "deferred":
+            return None
+        ts = str(handle.data.get("ts") or handle.card_id)
+        channel = str(handle.data.get("channel") or handle.target.chat_id)
+        team = handle.target.workspace_id or self.team_id
+        await self._bot_threads.adopt(team, channel, ts)
+        if self.config.session_scope == "user":
+            return None
+        # What _accept gives a reply in that thread (inbound_message's conversation key).
+        return conversation_key(self.name, self.config.session_scope, workspace=team, chat=channel, thread=ts)
 
     async def resolve_principal(self, principal: Principal) -> Principal:
         """``principal`` with the user groups the policy names that list it (never raises; unchanged on failure)."""

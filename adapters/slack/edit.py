@@ -1,7 +1,8 @@
 """Edit mode: a placeholder ``chat.postMessage``, then ``chat.update``; and the plain messages of a fallback.
 
 An edit-mode card is one ``markdown`` block with a plain ``text`` fallback and,
-while live, a Stop button. A stream that broke keeps its message: from then on
+while live, a Stop button (a card with a preamble shows it in a block of its
+own above the body). A stream that broke keeps its message: from then on
 that message is edited (:meth:`EditMessages.converted` remembers which one, so
 a stream that rolled over and then broke edits its current message). A
 fallback posts the final answer as new thread messages, split only where Slack
@@ -19,7 +20,15 @@ from cachetools import LRUCache
 from adapters.slack.errors import call_slack
 from adapters.slack.handles import MessageKey, as_edit, message_key
 from adapters.slack.inert import allowed_mentions
-from adapters.slack.render import MAX_MARKDOWN_CHARS, card_blocks, card_markdown, card_text, escape_text
+from adapters.slack.render import (
+    MAX_MARKDOWN_CHARS,
+    card_blocks,
+    card_markdown,
+    card_text,
+    escape_text,
+    markdown_chars,
+    preamble_blocks,
+)
 from botgateway.cards.split import split_parts
 from botgateway.sink import CardHandle, CardTarget, TooLong
 from botgateway.snapshot import CardSnapshot
@@ -83,15 +92,19 @@ class EditMessages:
         )
 
     async def post_plain(self, target: CardTarget, snapshot: CardSnapshot) -> None:
-        """Post ``snapshot`` as new thread message(s) without a button, split when long."""
+        """Post ``snapshot`` as new thread message(s) without a button, split when long; a preamble heads the first."""
         final = dataclasses.replace(snapshot, status=snapshot.status if snapshot.final else "done")
         allowed = allowed_mentions(target)
         body = card_markdown(final, allowed)
-        # The streamer already cut the answer to size; split only what Slack would refuse.
-        parts = split_parts(body, MAX_MARKDOWN_CHARS) if len(body) > MAX_MARKDOWN_CHARS else [body]
-        for part in parts:
-            blocks = [{"type": "markdown", "text": part}]
-            text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker=""), allowed)
+        # The streamer already cut the answer to size; split only what Slack would refuse (the preamble counts).
+        room = MAX_MARKDOWN_CHARS - markdown_chars(preamble_blocks(final))
+        parts = split_parts(body, room) if len(body) > room else [body]
+        for index, part in enumerate(parts):
+            blocks = preamble_blocks(final, divider=bool(part)) if index == 0 else []
+            if part or not blocks:
+                blocks.append({"type": "markdown", "text": part})
+            text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker="",
+                                                 preamble=final.preamble if index == 0 else ""), allowed)
             await call_slack(
                 self._client.chat_postMessage,
                 channel=target.chat_id,
@@ -119,6 +132,7 @@ class EditMessages:
     def _blocks(self, target: CardTarget, snapshot: CardSnapshot) -> list[dict[str, Any]]:
         turn_id = target.turn_id if self._config.stop_button else ""
         blocks = card_blocks(snapshot, turn_id=turn_id, allowed=allowed_mentions(target))
-        if len(blocks[0]["text"]) > MAX_MARKDOWN_CHARS:
-            raise TooLong(f"the card has {len(blocks[0]['text'])} characters; slack takes {MAX_MARKDOWN_CHARS}")
+        size = markdown_chars(blocks)  # Slack counts every markdown block of a message together
+        if size > MAX_MARKDOWN_CHARS:
+            raise TooLong(f"the card has {size} characters; slack takes {MAX_MARKDOWN_CHARS}")
         return blocks

@@ -2,14 +2,16 @@
 
 Edit mode shows the whole card in one ``markdown`` block (Slack renders
 standard Markdown there) with a plain ``text`` fallback for notifications and
-screen readers, plus a Stop button while the card is live. Native streams can
+screen readers, plus a Stop button while the card is live. A card with a
+preamble (an alert's status) shows it first, in a ``markdown`` block of its
+own with a divider below it. Native streams can
 only append, so :func:`stream_pieces` linearizes a snapshot into text and
 ``task_update`` chunks that the sink sends as deltas; a streaming message
 cannot carry a button, so its Stop button lives in a small companion message
 (:func:`control_blocks`) that is deleted when the answer ends.
 
-Every piece of model text (answer, narration, thought, tool lines, notes) goes
-through :func:`defuse` (:mod:`adapters.slack.inert`) once, on its way out:
+Every piece of model text (answer, narration, thought, tool lines, notes) and
+the preamble (outside data) goes through :func:`defuse` (:mod:`adapters.slack.inert`) once, on its way out:
 images become text, broadcasts and mentions the asker did not write stop pinging.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from adapters.slack.inert import slack_inert
 from botgateway.cards.inert import stable_cut
-from botgateway.cards.render import approval_text, render_markdown, render_plain
+from botgateway.cards.render import approval_text, preamble_text, render_markdown, render_plain
 from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
 
@@ -37,6 +39,8 @@ __all__ = [
     "card_markdown",
     "card_text",
     "control_blocks",
+    "markdown_chars",
+    "preamble_blocks",
     "control_done_blocks",
     "defuse",
     "escape_text",
@@ -81,13 +85,32 @@ def escape_text(text: str) -> str:
 
 
 def card_markdown(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> str:
-    """The card body as Slack Markdown; ``allowed`` are the user ids the asker mentioned."""
-    return defuse(render_markdown(snapshot), snapshot.locale, allowed)
+    """The card body as Slack Markdown, below its preamble (:func:`preamble_blocks`); ``allowed`` are the user
+    ids the asker mentioned."""
+    return defuse(render_markdown(snapshot, preamble=False), snapshot.locale, allowed)
+
+
+def preamble_blocks(snapshot: CardSnapshot, *, divider: bool = True) -> list[dict[str, Any]]:
+    """The preamble's own ``markdown`` block and, when ``divider``, a divider below it; none without a preamble.
+
+    Outside data mentions nobody: every ``<@U…>`` in it is defused too.
+    """
+    text = preamble_text(snapshot)
+    if not text:
+        return []
+    return [{"type": "markdown", "text": defuse(text, snapshot.locale)}, *([{"type": "divider"}] if divider else [])]
+
+
+def markdown_chars(blocks: Sequence[dict[str, Any]]) -> int:
+    """Characters of all ``markdown`` blocks together: Slack takes :data:`MAX_MARKDOWN_CHARS` per message."""
+    return sum(len(str(b.get("text", ""))) for b in blocks if b.get("type") == "markdown")
 
 
 def card_text(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> str:
-    """The plain ``text`` fallback (notifications, accessibility), shortened."""
-    plain = defuse(render_plain(snapshot), snapshot.locale, allowed).strip() or "…"
+    """The plain ``text`` fallback (notifications, accessibility): the preamble first, shortened."""
+    preamble = defuse(preamble_text(snapshot), snapshot.locale)
+    body = defuse(render_plain(snapshot, preamble=False), snapshot.locale, allowed).strip()
+    plain = "\n\n".join(part for part in (preamble, body) if part) or "…"
     if len(plain) > MAX_TEXT_FALLBACK:
         plain = plain[: MAX_TEXT_FALLBACK - 1] + "…"
     return escape_text(plain)
@@ -147,8 +170,12 @@ def control_done_blocks(locale: str) -> list[dict[str, Any]]:
 
 
 def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset[str] = NO_MENTIONS) -> list[dict[str, Any]]:
-    """Blocks of an edit-mode card: the markdown body and, while live, Approve/Deny buttons and the Stop button."""
-    blocks: list[dict[str, Any]] = [{"type": "markdown", "text": card_markdown(snapshot, allowed)}]
+    """Blocks of an edit-mode card: the preamble, the markdown body and, while live, Approve/Deny buttons and the
+    Stop button. A card of a preamble alone (a final alert card without an investigation) is that block only."""
+    body = card_markdown(snapshot, allowed)
+    blocks = preamble_blocks(snapshot, divider=bool(body))
+    if body or not blocks:
+        blocks.append({"type": "markdown", "text": body})
     if not snapshot.final:
         # The body already says what waits; the buttons go right below it.
         blocks += [b for b in approval_blocks(snapshot.approvals, snapshot.locale, allowed) if b["type"] == "actions"]

@@ -159,6 +159,8 @@ class SlackCardSink:
             return "edit"  # a stream must be a reply in a thread
         if snapshot is not None and snapshot.status == "queued":
             return "edit"  # the queue note must disappear later; a stream cannot take text back
+        if snapshot is not None and snapshot.preamble:
+            return "edit"  # a preamble (an alert's status) changes later; a stream cannot take text back
         if mode == "auto" and not self._native.available(target.workspace_id):
             return "edit"
         return "native"
@@ -168,7 +170,8 @@ class SlackCardSink:
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
         """Start a native stream (when possible) or post the placeholder message; a deferred answer makes no call."""
         planned = self._planned_create_mode(target)
-        if planned == "deferred" and not snapshot.final:
+        # A card with a preamble (an alert's) lives on and is edited later: it needs its message now.
+        if planned == "deferred" and not snapshot.final and not snapshot.preamble:
             return CardHandle(card_id=f"deferred-{target.turn_id}-{snapshot.part}", target=target, data={"mode": "deferred"})
         if planned == "native" and self._initial_mode(target, snapshot) == "native":
             try:

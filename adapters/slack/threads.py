@@ -29,6 +29,10 @@ _MAX_THREADS = 50_000
 _MARK_TTL_S = 86_400.0
 """How long the Store's mark of a thread lasts; past its first answer the thread's history shows it anyway."""
 
+_ADOPTED_TTL_S = 7 * 86_400.0
+"""How long the mark of a card's thread lasts (an alert's card lives as long as its alert, and may have no answer
+in its thread for days)."""
+
 
 class BotThreads:
     """``remember`` a thread the bot answered in; ``await contains(...)`` asks whether it did."""
@@ -44,9 +48,15 @@ class BotThreads:
         self._threads[(team, channel, thread_ts)] = None
         tasks.spawn(self._write_mark(team, channel, thread_ts), name="slack-thread-mark")
 
-    async def _write_mark(self, team: str, channel: str, thread_ts: str) -> None:
+    async def adopt(self, team: str, channel: str, thread_ts: str) -> None:
+        """The bot answers in the thread of a message it posted itself (an alert's card): remembered here, and
+        the Store's mark written before this returns, so a reply reaching another process is answered too."""
+        self._threads[(team, channel, thread_ts)] = None
+        await self._write_mark(team, channel, thread_ts, _ADOPTED_TTL_S)
+
+    async def _write_mark(self, team: str, channel: str, thread_ts: str, ttl_s: float = _MARK_TTL_S) -> None:
         try:
-            await self._store.add_to_counter(_mark_key(team, channel, thread_ts), 1, _MARK_TTL_S)
+            await self._store.add_to_counter(_mark_key(team, channel, thread_ts), 1, ttl_s)
         except Exception as exc:  # this process still knows; a follow-up through another one may be missed
             log.warning("slack.thread_mark_failed", error=type(exc).__name__)
 

@@ -1,7 +1,8 @@
 """Platform-neutral rendering of a :class:`~botgateway.snapshot.CardSnapshot`.
 
 Adapters render cards into their own markup; the helpers here give them the
-shared pieces: the tool status line, the footer, argument previews, and a
+shared pieces: the tool status line, the footer, argument previews, the
+preamble (outside data shown above everything else, an alert's status), and a
 generic Markdown and plain-text rendering. Fixed strings come from
 :mod:`botgateway.strings`. The generic renderings carry no remote image
 (:func:`~botgateway.cards.inert.inert_images`); platform rules (mentions) are
@@ -18,10 +19,30 @@ from botgateway.cards.split import FENCE
 from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import DEFAULT_LOCALE, t
 
-__all__ = ["CURSOR", "approval_text", "close_open_fence", "footer_text", "format_args", "format_duration", "render_markdown", "render_plain", "tool_line_text"]
+__all__ = [
+    "CURSOR",
+    "MAX_PREAMBLE_CHARS",
+    "PREAMBLE_DIVIDER",
+    "approval_text",
+    "close_open_fence",
+    "footer_text",
+    "format_args",
+    "format_duration",
+    "preamble_text",
+    "render_markdown",
+    "render_plain",
+    "tool_line_text",
+]
 
 CURSOR = "▌"
 """Shown after the answer while it streams."""
+
+MAX_PREAMBLE_CHARS = 3_000
+"""Most of a preamble a card shows; a longer one is cut at a line end, so the card still fits its platform
+with the answer part below it (Slack takes 12,000 characters of markdown per message, all blocks together)."""
+
+PREAMBLE_DIVIDER = "---"
+"""Between the preamble and the rest of a Markdown card (a thematic break: a blank line comes before it)."""
 
 
 def format_duration(seconds: float, locale: str = DEFAULT_LOCALE) -> str:
@@ -103,6 +124,21 @@ def footer_text(
     return " · ".join(parts)
 
 
+def preamble_text(snapshot: CardSnapshot, *, limit: int = MAX_PREAMBLE_CHARS) -> str:
+    """The snapshot's preamble as a card shows it: trimmed, cut at a line end past ``limit`` characters (with
+    "…"), a code fence it left open closed; empty when there is none.
+
+    Still outside data: each platform makes it inert on the way out, like the answer.
+    """
+    text = snapshot.preamble.strip()
+    if len(text) > limit:
+        cut = text[: limit - 1]
+        line_end = cut.rfind("\n")
+        # At a line end when one is near: half a line of an alert reads worse than one line fewer.
+        text = (cut[:line_end] if line_end > limit // 2 else cut).rstrip() + "…"
+    return close_open_fence(text)
+
+
 def close_open_fence(text: str) -> str:
     """Close a code fence left open (mid-stream or at a part boundary) so the rest renders normally."""
     if len(FENCE.findall(text)) % 2 == 1:
@@ -165,19 +201,33 @@ def _body_parts(snapshot: CardSnapshot, *, markdown: bool) -> list[str]:
     return out
 
 
-def render_markdown(snapshot: CardSnapshot) -> str:
-    """Generic Markdown: status lines, muted (quoted, italic) thought, answer with ▌ while streaming, footer."""
+def _below_preamble(snapshot: CardSnapshot, parts: list[str], divider: str) -> list[str]:
+    """``parts`` with the preamble above them, set apart by ``divider`` (when anything follows it)."""
+    preamble = preamble_text(snapshot)
+    if not preamble:
+        return parts
+    return [preamble, *([divider] if parts and divider else []), *parts]
+
+
+def render_markdown(snapshot: CardSnapshot, *, preamble: bool = True) -> str:
+    """Generic Markdown: the preamble and a divider, status lines, muted (quoted, italic) thought, answer with ▌
+    while streaming, footer. ``preamble=False``: everything below the preamble (a platform that draws it apart)."""
     parts = _body_parts(snapshot, markdown=True)
     if snapshot.footer:
         parts.append(f"_{_escape_emphasis(snapshot.footer)}_")
+    if preamble:
+        parts = _below_preamble(snapshot, parts, PREAMBLE_DIVIDER)
     return inert_images("\n\n".join(parts), snapshot.locale)
 
 
-def render_plain(snapshot: CardSnapshot) -> str:
-    """Plain text for fallback messages and logs: the same content without markup."""
+def render_plain(snapshot: CardSnapshot, *, preamble: bool = True) -> str:
+    """Plain text for fallback messages and logs: the same content without markup (a blank line below the
+    preamble); ``preamble=False`` leaves the preamble out."""
     parts = _body_parts(snapshot, markdown=False)
     if snapshot.footer:
         parts.append(f"— {snapshot.footer}")
+    if preamble:
+        parts = _below_preamble(snapshot, parts, "")
     return inert_images("\n\n".join(parts), snapshot.locale)
 
 

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from botgateway.cards.render import CURSOR, format_args, render_markdown, render_plain, tool_line_text
+from botgateway.cards.render import (
+    CURSOR,
+    MAX_PREAMBLE_CHARS,
+    format_args,
+    preamble_text,
+    render_markdown,
+    render_plain,
+    tool_line_text,
+)
+from botgateway.cards.inert import inert_images
 from botgateway.cards.split import split_parts, split_point
 from botgateway.cards.state import CardState
 from botgateway.events import AnswerDelta, RoundStarted, ToolCallFinished, ToolCallStarted, TurnDone, TurnResult
@@ -75,6 +86,42 @@ def test_queued_card_shows_position() -> None:
     state = CardState(locale="zh-CN")
     state.mark_queued(2)
     assert "排在第 2 位" in render_markdown(state.snapshot())
+
+
+ALERT = "🔥 **FIRING** · critical\n\n- HighCPU on 10.0.1.100 ![x](http://evil.example/p?d=1)"
+
+
+def test_preamble_comes_first_set_apart_from_the_investigation_and_its_images_are_inert() -> None:
+    snapshot = dataclasses.replace(card("en").snapshot(), preamble=ALERT, asker="alice")
+    text = render_markdown(snapshot)
+    assert text.startswith("🔥 **FIRING** · critical\n\n- HighCPU on 10.0.1.100")
+    # a thematic break on its own paragraph, before the asker line and the tool lines
+    assert text.index("\n\n---\n\n") < text.index("alice") < text.index("inventory_lookup")
+    assert "![x](" not in text and "http://evil.example/p?d=1" in text  # shown as text, never fetched
+    plain = render_plain(snapshot)
+    assert plain.startswith("🔥 **FIRING**") and "---" not in plain and "![x](" not in plain
+    assert plain.index("10.0.1.100") < plain.index("alice")
+    assert "FIRING" not in render_markdown(snapshot, preamble=False)
+    assert "FIRING" not in render_plain(snapshot, preamble=False)
+
+
+def test_a_final_card_with_only_a_preamble_renders_just_the_preamble() -> None:
+    for status in ("done", "stopped"):
+        snapshot = CardSnapshot(status=status, preamble=f"  {ALERT}\n")  # type: ignore[arg-type]
+        alone = inert_images(preamble_text(snapshot), "en")
+        assert render_markdown(snapshot) == alone  # no divider, no Thinking…, no cursor
+        assert render_plain(snapshot) == alone
+    assert "Thinking" in render_markdown(CardSnapshot(status="working", preamble=ALERT))  # a live card still says so
+
+
+def test_a_long_preamble_is_cut_at_a_line_end_and_a_fence_it_opened_is_closed() -> None:
+    lines = [f"- alert {i} on host-{i:04d} is firing since 09:{i % 60:02d}" for i in range(200)]
+    text = preamble_text(CardSnapshot(status="done", preamble="\n".join(lines)))
+    assert len(text) <= MAX_PREAMBLE_CHARS and text.endswith("…")
+    assert text[:-1].splitlines()[-1] in lines  # whole lines only
+    fenced = preamble_text(CardSnapshot(status="done", preamble="```\n" + "x" * 5000))
+    assert fenced.endswith("```") and fenced.count("```") == 2
+    assert len(preamble_text(CardSnapshot(status="done", preamble="y" * 5000))) == MAX_PREAMBLE_CHARS
 
 
 def test_streaming_code_block_is_closed_before_the_cursor() -> None:
