@@ -83,7 +83,21 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(tools_call)
     _audit_parser(sub)
     _access_parser(sub)
+    _schedules_parser(sub)
     return parser
+
+
+def _schedules_parser(sub: Any) -> None:
+    from botgateway.cli.schedules import FORMATS, parse_after
+
+    schedules = sub.add_parser("schedules", help="list the scheduled reports, or run one now")
+    schedules_sub = schedules.add_subparsers(dest="schedules_command", metavar="ACTION")
+    schedules_sub.required = True
+    schedules_list = schedules_sub.add_parser("list", help="each schedule's next run and destinations")
+    schedules_list.add_argument("--format", choices=FORMATS, default="table", help="table (default) or json")
+    schedules_list.add_argument("--after", type=parse_after, default=None, metavar="WHEN",
+                                help="the next runs after this ISO date or time (UTC unless it says; default: now)")
+    _config_arg(schedules_list)
 
 
 def _access_parser(sub: Any) -> None:
@@ -194,6 +208,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from botgateway.cli.access import explain
 
         return await explain(config, args.principal, channel=args.channel, external=args.external)
+    if command == "schedules":
+        from botgateway.cli import schedules as schedules_cli
+
+        return schedules_cli.schedules_list(config, fmt=args.format, after=args.after)
     if command == "tools":
         from botgateway.cli import tools as tools_cli
 
@@ -248,7 +266,7 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "tools", "audit", "access") and config.log.level == "info":
+    if command in ("ask", "tools", "audit", "access", "schedules") and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log

@@ -1,0 +1,106 @@
+"""``botgateway schedules list`` and ``botgateway schedules run NAME``: the scheduled reports of config.yaml.
+
+``list`` reads the configuration only (no store, no model, no platform): each
+schedule with its next run in its own time zone and in UTC, and where its
+card goes. ``run NAME`` runs one report now, as ``botgateway run`` would at
+its slot, and waits for its cards to be final.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from botgateway.config import Config, ScheduleConfig
+from botgateway.schedules.slots import next_runs, zone
+
+__all__ = ["COLUMNS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "FORMATS", "parse_after", "schedule_rows",
+           "schedules_list", "unknown_schedule", "write_schedules"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+FORMATS = ("table", "json")
+"""The output formats of ``schedules list``."""
+
+COLUMNS = ("name", "cron", "timezone", "next_run", "next_run_utc", "to")
+"""The columns of the table, in order (the JSON objects have these keys, and ``role`` and ``grace_s``)."""
+
+_HEADERS = {"next_run": "next run (its zone)", "next_run_utc": "next run (UTC)"}
+
+
+def parse_after(text: str) -> datetime:
+    """``--after``: an ISO date or time (UTC unless it names its offset); ``argparse.ArgumentTypeError`` otherwise."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO date or time (2026-11-30, 2026-11-30T08:00, 2026-11-30T08:00+08:00)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def schedule_rows(schedules: Sequence[ScheduleConfig], now: datetime) -> list[dict[str, Any]]:
+    """One row per schedule, in config order: its next run after ``now`` in its zone and in UTC, its destinations."""
+    rows: list[dict[str, Any]] = []
+    for schedule, slot in next_runs(schedules, now):
+        local = slot.astimezone(zone(schedule.timezone))
+        rows.append({
+            "name": schedule.name,
+            "cron": schedule.cron,
+            "timezone": schedule.timezone,
+            "next_run": local.isoformat(),
+            "next_run_utc": slot.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "to": list(schedule.to),
+            "role": schedule.role,
+            "grace_s": schedule.grace_s,
+        })
+    return rows
+
+
+def write_schedules(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
+    """Print ``rows`` as a ``table`` or as ``json`` (one array of objects)."""
+    if fmt == "json":
+        out.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        return
+    if not rows:
+        out.write("No schedules are configured (see the schedules: section of config.yaml).\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} schedule(s)", show_lines=False)
+    for column in COLUMNS:
+        table.add_column(_HEADERS.get(column, column), overflow="fold")
+    for row in rows:
+        table.add_row(row["name"], row["cron"], row["timezone"], _shown_local(row["next_run"]),
+                      row["next_run_utc"], ", ".join(row["to"]))
+    # Piped into a file or a pager, 80 columns would fold every destination; a terminal keeps its own width.
+    width = None if out.isatty() else 200
+    Console(file=out, soft_wrap=False, width=width, highlight=False).print(table)
+
+
+def _shown_local(iso: str) -> str:
+    """``2026-11-30T09:00:00+08:00`` → ``Mon 2026-11-30 09:00 +08:00``: the weekday is what a cron line is read for."""
+    moment = datetime.fromisoformat(iso)
+    return moment.strftime("%a %Y-%m-%d %H:%M ") + moment.strftime("%z")[:3] + ":" + moment.strftime("%z")[3:]
+
+
+def schedules_list(
+    config: Config, *, fmt: str = "table", after: datetime | None = None, out: TextIO | None = None
+) -> int:
+    """``botgateway schedules list``: every schedule's next run after ``after`` (default: now); the exit code."""
+    write_schedules(schedule_rows(config.schedules, after or datetime.now(UTC)), fmt, out or sys.stdout)
+    return EXIT_OK
+
+
+def unknown_schedule(config: Config, name: str, err: TextIO | None = None) -> int:
+    """Say that no schedule is called ``name`` and list the names there are; returns :data:`EXIT_USAGE`."""
+    names = ", ".join(s.name for s in config.schedules) or "none is configured (see the schedules: section)"
+    print(f"botgateway schedules run: no schedule is called {name!r}; schedules: {names}", file=err or sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,77 @@
+"""``botgateway schedules list`` as an operator runs it: a subprocess reading config.yaml only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.cli.cli_process import run_cli
+
+SCHEDULES = [
+    {"name": "stopped-prod", "cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai",
+     "to": ["dingtalk:cid0abc123==", "slack:C0OPS"], "prompt": "List the stopped servers in prod", "role": "oncall"},
+    {"name": "nightly-ny", "cron": "30 1 * * *", "timezone": "America/New_York", "to": ["slack:C0OPS"],
+     "prompt": "Summarize the day's alerts", "role": "oncall", "grace_s": 120},
+]
+
+
+def write_config(tmp_path: Path, schedules: list[dict[str, Any]]) -> Path:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "llm": {"provider": "demo"},
+        "memory": {"sqlite_path": str(tmp_path / "gw.db")},
+        "access": {"roles": {"oncall": {"tools": ["*"]}}},
+        "schedules": schedules,
+    }))
+    return config
+
+
+def test_list_as_json_gives_each_next_run_in_its_zone_and_in_utc(tmp_path: Path) -> None:
+    config = write_config(tmp_path, SCHEDULES)
+    # Friday evening in Shanghai, the day before New York's clocks go back.
+    done = run_cli("schedules", "list", "--format", "json", "--after", "2026-10-31T12:00", "-c", str(config),
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["name"], r["next_run"], r["next_run_utc"], r["to"]) for r in rows] == [
+        ("stopped-prod", "2026-11-02T09:00:00+08:00", "2026-11-02T01:00:00Z", ["dingtalk:cid0abc123==", "slack:C0OPS"]),
+        ("nightly-ny", "2026-11-01T01:30:00-04:00", "2026-11-01T05:30:00Z", ["slack:C0OPS"]),
+    ]
+    assert [(r["cron"], r["timezone"], r["role"], r["grace_s"]) for r in rows] == [
+        ("0 9 * * 1-5", "Asia/Shanghai", "oncall", 600.0), ("30 1 * * *", "America/New_York", "oncall", 120.0)
+    ]
+    assert not tmp_path.joinpath("gw.db").exists()  # the config alone: no store was opened
+
+
+def test_list_as_a_table_shows_the_same_runs(tmp_path: Path) -> None:
+    config = write_config(tmp_path, SCHEDULES)
+    done = run_cli("schedules", "list", "--after", "2026-11-01T05:30:00Z", "-c", str(config), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    prod = next(line for line in lines if "stopped-prod" in line)
+    assert all(part in prod for part in ("0 9 * * 1-5", "Asia/Shanghai", "Mon 2026-11-02 09:00 +08:00",
+                                         "2026-11-02T01:00:00Z", "dingtalk:cid0abc123==, slack:C0OPS"))
+    nightly = next(line for line in lines if "nightly-ny" in line)
+    # 01:30 came twice that night; the report runs once: next on the 2nd, in standard time.
+    assert "Mon 2026-11-02 01:30 -05:00" in nightly and "2026-11-02T06:30:00Z" in nightly
+    assert "next run (its zone)" in done.stdout and "next run (UTC)" in done.stdout
+
+
+def test_list_without_schedules_says_where_to_add_them(tmp_path: Path) -> None:
+    config = write_config(tmp_path, [])
+    table = run_cli("schedules", "list", "-c", str(config), cwd=tmp_path)
+    assert (table.returncode, table.stdout.strip()) == (
+        0, "No schedules are configured (see the schedules: section of config.yaml)."
+    )
+    as_json = run_cli("schedules", "list", "--format", "json", "-c", str(config), cwd=tmp_path)
+    assert (as_json.returncode, json.loads(as_json.stdout)) == (0, [])
+
+
+def test_a_bad_after_is_a_usage_error_saying_what_is_accepted(tmp_path: Path) -> None:
+    config = write_config(tmp_path, SCHEDULES)
+    done = run_cli("schedules", "list", "--after", "tomorrow", "-c", str(config), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "'tomorrow' is not an ISO date or time" in done.stderr and "Traceback" not in done.stderr
