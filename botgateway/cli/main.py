@@ -98,6 +98,9 @@ def _schedules_parser(sub: Any) -> None:
     schedules_list.add_argument("--after", type=parse_after, default=None, metavar="WHEN",
                                 help="the next runs after this ISO date or time (UTC unless it says; default: now)")
     _config_arg(schedules_list)
+    schedules_run = schedules_sub.add_parser("run", help="run one report now and wait for its cards")
+    schedules_run.add_argument("name", help="the schedule's name, as in 'schedules list'")
+    _config_arg(schedules_run)
 
 
 def _access_parser(sub: Any) -> None:
@@ -211,6 +214,8 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
     if command == "schedules":
         from botgateway.cli import schedules as schedules_cli
 
+        if args.schedules_command == "run":
+            return await schedules_cli.schedules_run(config, args.name)
         return schedules_cli.schedules_list(config, fmt=args.format, after=args.after)
     if command == "tools":
         from botgateway.cli import tools as tools_cli

@@ -9,17 +9,28 @@ its slot, and waits for its cards to be final.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+import structlog
 
 from botgateway.config import Config, ScheduleConfig
+from botgateway.destinations import parse_destination
 from botgateway.schedules.slots import next_runs, zone
 
+if TYPE_CHECKING:
+    from botgateway.cli.runtime import Runtime
+    from botgateway.messages import Submission, TurnOutcome
+    from botgateway.sink import Adapter
+
 __all__ = ["COLUMNS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "FORMATS", "parse_after", "schedule_rows",
-           "schedules_list", "unknown_schedule", "write_schedules"]
+           "schedules_list", "schedules_run", "unknown_schedule", "write_schedules"]
+
+log = structlog.get_logger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -104,3 +115,75 @@ def unknown_schedule(config: Config, name: str, err: TextIO | None = None) -> in
     names = ", ".join(s.name for s in config.schedules) or "none is configured (see the schedules: section)"
     print(f"botgateway schedules run: no schedule is called {name!r}; schedules: {names}", file=err or sys.stderr)
     return EXIT_USAGE
+
+
+async def schedules_run(config: Config, name: str, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``botgateway schedules run NAME``: run the report now (no slot is claimed) and wait for its cards.
+
+    Only the adapters of the report's destinations are started, and they take no questions: the running gateway
+    answers those. Returns 0 when every destination's card ended with an answer, 1 otherwise, 2 for an unknown name.
+    """
+    out, err = out or sys.stdout, err or sys.stderr
+    schedule = next((s for s in config.schedules if s.name == name), None)
+    if schedule is None:
+        return unknown_schedule(config, name, err)
+    from botgateway.cli.runtime import build_runtime
+
+    async with build_runtime(config) as runtime:
+        adapters = await _posting_adapters(runtime, schedule, err)
+        try:
+            outcomes = await _run_report(runtime, adapters, schedule) if adapters else []
+        finally:
+            await runtime.gateway.aclose()
+            for adapter in reversed(adapters):
+                await _stop(adapter)
+    for outcome in outcomes:
+        mark = "✓" if outcome.outcome == "done" else "✗"
+        print(f"{mark} {schedule.name}: card {outcome.outcome} (turn {outcome.turn_id})", file=out)
+    posted = sum(outcome.outcome == "done" for outcome in outcomes)
+    if posted < len(schedule.to):
+        print(f"botgateway schedules run: {posted} of {len(schedule.to)} destination(s) of {schedule.name!r} got "
+              "the report; the lines above say why", file=err)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _posting_adapters(runtime: Runtime, schedule: ScheduleConfig, err: TextIO) -> list[Adapter]:
+    """Start the enabled adapters the schedule posts to, and close their inbound side at once."""
+    from botgateway.cli.run import build_adapter, enabled_adapters
+
+    wanted = {parse_destination(text).platform for text in schedule.to}
+    enabled = dict(enabled_adapters(runtime.config))
+    adapters: list[Adapter] = []
+    for platform in sorted(wanted):
+        if platform not in enabled:
+            print(f"botgateway schedules run: adapters.{platform} is not enabled or has no credentials; "
+                  f"the report's {platform} destinations are skipped", file=err)
+            continue
+        try:
+            adapter = build_adapter(platform, enabled[platform], runtime)
+            await adapter.start(runtime.gateway)
+        except Exception as exc:
+            print(f"botgateway schedules run: the {platform} adapter could not start: {str(exc) or type(exc).__name__}",
+                  file=err)
+            continue
+        adapters.append(adapter)
+        # This process only posts: questions on the platform stay with the gateway that is running.
+        await adapter.stop_receiving()
+    return adapters
+
+
+async def _run_report(runtime: Runtime, adapters: list[Adapter], schedule: ScheduleConfig) -> list[TurnOutcome]:
+    from botgateway.cli.unprompted import channels_of
+    from botgateway.reports import post_report
+
+    slot = datetime.now(UTC).replace(microsecond=0)
+    submissions: list[Submission] = await post_report(channels_of(runtime, adapters), schedule, slot)
+    return list(await asyncio.gather(*(s.done for s in submissions if s.done is not None)))
+
+
+async def _stop(adapter: Adapter) -> None:
+    try:
+        await asyncio.wait_for(adapter.stop(), timeout=10)
+    except Exception as exc:
+        log.warning("adapter.stop_failed", adapter=adapter.name, error=type(exc).__name__)

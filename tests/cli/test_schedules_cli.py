@@ -1,14 +1,28 @@
-"""``botgateway schedules list`` as an operator runs it: a subprocess reading config.yaml only."""
+"""``botgateway schedules list`` and ``schedules run`` as an operator runs them: subprocesses.
+
+``list`` reads config.yaml only; ``run`` posts one report now through the fake
+Slack, the scripted model answering it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.cli.cli_process import run_cli
+from tests.cli.cli_process import _FOREIGN, run_cli
+from tests.cli.gateway_process import free_port, gateway_config
+from tests.fakes.slack import FakeSlack
+from tests.fakes.slack_env import answer_of
+from tests.paths import REPO
+from tools.demo.script import Script, finish_chunk, role_chunk, text_chunks
+from tools.demo.server import ScriptedLLMServer
 
 SCHEDULES = [
     {"name": "stopped-prod", "cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai",
@@ -75,3 +89,64 @@ def test_a_bad_after_is_a_usage_error_saying_what_is_accepted(tmp_path: Path) ->
     done = run_cli("schedules", "list", "--after", "tomorrow", "-c", str(config), cwd=tmp_path)
     assert done.returncode == 2
     assert "'tomorrow' is not an ISO date or time" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_run_with_an_unknown_name_is_a_usage_error_listing_the_names(tmp_path: Path) -> None:
+    config = write_config(tmp_path, SCHEDULES)
+    done = run_cli("schedules", "run", "stopped-dev", "-c", str(config), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no schedule is called 'stopped-dev'; schedules: stopped-prod, nightly-ny" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+REPORT = "2 servers are stopped in prod: db-3 (account ops) and cache-7 (account web)."
+
+
+def report_answer(body: dict[str, Any]) -> Script:
+    question = str([m for m in body["messages"] if m.get("role") == "user"][-1].get("content") or "")
+    text = REPORT if "stopped servers" in question else f"unexpected question: {question}"
+    return Script(chunks=[role_chunk(), *text_chunks(text, 16), finish_chunk("stop")])
+
+
+async def botgateway(*args: str, cwd: Path) -> tuple[int, str, str]:
+    """The CLI in a subprocess, without blocking the fakes running in this event loop."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
+    env["PYTHONPATH"] = str(REPO)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "botgateway.cli", *args, cwd=cwd, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_run_posts_the_report_now_as_one_final_card_in_the_channel(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, ScriptedLLMServer(responder=report_answer) as llm:
+        config = gateway_config(tmp_path, llm_url=llm.base_url, fake=fake, http_port=free_port())
+        config["http"] = {"enabled": False}
+        config["access"] = {"roles": {"oncall": {"tools": ["*"]}}}
+        config["schedules"] = [{**SCHEDULES[0], "to": ["slack:C0OPS"]}]
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+
+        code, out, err = await botgateway("schedules", "run", "stopped-prod", "-c", str(path), cwd=tmp_path)
+
+        assert code == 0, err
+        assert re.fullmatch(r"✓ stopped-prod: card done \(turn \S+\)\n", out), out
+        cards = fake.channel_messages("C0OPS")
+        assert len(cards) == 1 and cards[0].thread_ts is None  # a message of the channel, not a thread reply
+        assert answer_of(cards[0].markdown()).strip() == REPORT and not cards[0].streaming
+        asked = [m["content"] for m in llm.requests[0]["messages"] if m.get("role") == "user"]
+        assert asked == ["List the stopped servers in prod"]
+        # Audited as the schedule, with its role.
+        code, out, err = await botgateway("audit", "--format", "jsonl", "-c", str(path), cwd=tmp_path)
+        assert code == 0, err
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [(r["principal"], r["role"], "C0OPS" in r["channel"], r["turn_outcome"]) for r in rows] == [
+            ("schedule:stopped-prod", "oncall", True, "done")
+        ]
