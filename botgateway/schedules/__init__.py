@@ -3,10 +3,10 @@ once per slot across the fleet (:mod:`~botgateway.schedules.runner`)."""
 
 from __future__ import annotations
 
-from botgateway.schedules.runner import CLAIM_TTL_MIN_S, ScheduleRunner, SystemClock, WallClock
+from botgateway.schedules.runner import CLAIM_TTL_MIN_S, ON_TIME_S, ScheduleRunner, SystemClock, WallClock
 from botgateway.schedules.slots import next_runs, next_slot, previous_slot, slot_key, zone
 
 __all__ = [
-    "CLAIM_TTL_MIN_S", "ScheduleRunner", "SystemClock", "WallClock", "next_runs", "next_slot", "previous_slot",
+    "CLAIM_TTL_MIN_S", "ON_TIME_S", "ScheduleRunner", "SystemClock", "WallClock", "next_runs", "next_slot", "previous_slot",
     "slot_key", "zone",
 ]

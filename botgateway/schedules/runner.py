@@ -26,12 +26,16 @@ if TYPE_CHECKING:
     from botgateway.config.schedules import ScheduleConfig
     from botgateway.stores.base import Store
 
-__all__ = ["CLAIM_TTL_MIN_S", "ScheduleRunner", "SystemClock", "WallClock"]
+__all__ = ["CLAIM_TTL_MIN_S", "ON_TIME_S", "ScheduleRunner", "SystemClock", "WallClock"]
 
 log = structlog.get_logger(__name__)
 
 CLAIM_TTL_MIN_S = 2 * 86400.0
 """A slot's claim is kept at least this long (and at least twice the schedule's grace), past any catch-up."""
+
+ON_TIME_S = 60.0
+"""A slot at most this far behind the clock is on time whatever its ``grace_s`` (even 0): the loop wakes a little
+after the slot, later still on a busy event loop or a slow claim."""
 
 _NAP_S = 60.0
 """The real clock checks the time at least this often while it waits, so a wall-clock jump is seen within a minute."""
@@ -117,7 +121,7 @@ class ScheduleRunner:
         """Run what is due at ``now`` and wait for it; returns the ``(name, slot)`` of the reports run here.
 
         For each schedule only its latest slot at or before ``now`` that this runner has not handled yet counts:
-        it runs if it is at most ``grace_s`` old and this replica wins its claim. Slots before it that were never
+        it runs if it is at most ``grace_s`` (or :data:`ON_TIME_S`) old and this replica wins its claim. Slots before it that were never
         handled (the clock jumped, or the process was stopped) are skipped, with one log line.
         """
         return await self._run_due(self._due(now), now)
@@ -184,7 +188,7 @@ class ScheduleRunner:
         """Skip ``missed`` (an older slot never run), then run ``slot`` when it is still in grace; True when run."""
         if missed is not None:
             await self._skip(schedule, missed, now)
-        if (now - slot).total_seconds() > schedule.grace_s:
+        if (now - slot).total_seconds() > max(schedule.grace_s, ON_TIME_S):
             await self._skip(schedule, slot, now)
             return False
         if not await self._claim(schedule, slot):

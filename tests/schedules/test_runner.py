@@ -209,6 +209,20 @@ async def test_a_clock_jump_runs_only_the_latest_slot_within_grace(
     assert skipped == [utc(2026, 11, 30, 10, 0).isoformat(), utc(2026, 11, 30, 10, 15).isoformat()]
 
 
+async def test_without_grace_a_slot_the_loop_wakes_for_a_little_late_still_runs(store: SqliteStore) -> None:
+    no_grace = schedule("disk", "*/5 * * * *", timezone="UTC", grace_s=0)
+    reports = Reports()
+    clock = ManualClock(utc(2026, 11, 30, 10, 2))
+    runner = ScheduleRunner([no_grace], store=store, run_report=reports, clock=clock)
+    await runner.start()
+    await clock.asleep_until(utc(2026, 11, 30, 10, 5))
+    await clock.advance_to(utc(2026, 11, 30, 10, 5, 2))  # a busy event loop woke two seconds late
+    await clock.asleep_until(utc(2026, 11, 30, 10, 10))
+    await runner.aclose()
+    # 10:00 was missed two minutes before the start: skipped; 10:05 is on time.
+    assert reports.ran == [("disk", utc(2026, 11, 30, 10, 5))]
+
+
 async def test_schedules_due_together_each_run_and_next_runs_lists_them_in_config_order(store: SqliteStore) -> None:
     daily = schedule("daily", "0 9 * * *")
     weekdays = schedule("weekdays")
