@@ -7,6 +7,11 @@ gets an AI card when a template is configured and the app is not degraded by
 throttling, else one markdown reply. A 1:1 sender without a staff id (external
 users) always gets the markdown reply: the robot's 1:1 card space is addressed
 by staff id.
+
+Cards nobody asked for (an alert's, a report) go to a group as an AI card, or
+as a robot group message without a template (:meth:`DingTalkAdapter.channel_target`).
+A message that quotes another carries the quoted text to the gateway
+(:attr:`~botgateway.messages.InboundMessage.quoted`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from botgateway.config import DingTalkConfig
 from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.messages import InboundMessage, Submission, conversation_key
 from botgateway.principal import Principal
-from botgateway.sink import CardTarget
+from botgateway.sink import CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.strings import t
 from botgateway.tooling import ToolContext
@@ -53,7 +58,10 @@ KEPT_SUBMISSIONS = 200
 
 
 class DingTalkAdapter:
-    """Receives DingTalk bot messages and answers each with an AI card (or one markdown reply)."""
+    """Receives DingTalk bot messages and answers each with an AI card (or one markdown reply).
+
+    Also a :class:`~botgateway.sink.ChannelCards`: it posts cards nobody asked for into a group.
+    """
 
     name = "dingtalk"
 
@@ -105,6 +113,8 @@ class DingTalkAdapter:
         self._api_closer: asyncio.Future[None] | None = None
         self.groups: GroupResolver = groups or NO_GROUPS
         """Looks up the asker's departments the policy names (set after construction when it needs :attr:`api`)."""
+        self.edits_in_place = self.sink.card is not None
+        """With a card template an AI card is changed in place; without one, each change is a new robot message."""
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -322,6 +332,7 @@ class DingTalkAdapter:
         return message.webhook
 
     def _target(self, message: BotMessage) -> CardTarget:
+        quoted_key = message.quote.process_query_key if message.quote is not None else ""
         return CardTarget(
             platform=self.name,
             chat_id=message.conversation,
@@ -335,6 +346,8 @@ class DingTalkAdapter:
                 "session_webhook": self._webhook(message),
                 "session_webhook_expires_ms": message.webhook_expires_ms,
                 "msg_id": message.msg_id,
+                # What a quoted card is known by (its delivery's carrierId): its text does not come with the quote.
+                **({"quoted_key": quoted_key} if quoted_key else {}),
             },
         )
 
@@ -361,8 +374,23 @@ class DingTalkAdapter:
         )
         return InboundMessage(
             platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx,
-            principal=ctx.principal,
+            principal=ctx.principal, quoted=message.quote.text if message.quote is not None else "",
         )
+
+    # --- cards nobody asked for ---------------------------------------------------------------
+
+    def channel_target(self, chat_id: str, *, locale: str) -> CardTarget:
+        """A new card in group ``chat_id`` (a ``cid…`` conversation id): an AI card with a template, else a robot
+        group message. Unlike a turn's mode it does not degrade while the card API is throttled: the card lives
+        on and is changed later, which only an AI card can be; its calls wait for the budget instead."""
+        mode = "card" if self.edits_in_place else "markdown"
+        return CardTarget(platform=self.name, chat_id=chat_id, is_group=True, locale=locale,
+                          workspace_id=self.robot_code, extra={"mode": mode})
+
+    async def adopt_thread(self, handle: CardHandle) -> str | None:
+        """None: a DingTalk group has no threads; a message quoting the card comes with the quoted text
+        (:attr:`~botgateway.messages.InboundMessage.quoted`) instead."""
+        return None
 
     async def resolve_principal(self, principal: Principal) -> Principal:
         """``principal`` with the departments the policy names that it is in (never raises; unchanged on failure)."""

@@ -2,6 +2,14 @@
 
 One parse of the payload's fields (Stream mode and HTTP callbacks deliver the
 same JSON), so the adapter reads typed fields instead of dictionary keys.
+
+A message that quotes (replies to) another one carries it in ``text``:
+``isReplyMsg`` true and ``repliedMsg`` with ``msgType``, ``msgId``,
+``senderId`` and ``content`` (``{"text": …}``, rich text, or for a quoted card
+a placeholder or nothing); the payload's ``originalProcessQueryKey`` names the
+quoted robot message or card (the ``processQueryKey`` its send returned, the
+``carrierId`` of a delivered card). DingTalk does not document these fields;
+they are read as real callbacks send them, and never trusted to be well formed.
 """
 
 from __future__ import annotations
@@ -9,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MEDIA_HINT", "MEDIA_TYPES", "BotMessage", "ParsedText", "message_text", "parse_bot_message"]
+__all__ = ["MEDIA_HINT", "MEDIA_TYPES", "BotMessage", "ParsedText", "Quote", "message_text", "parse_bot_message", "quote_of"]
 
 MEDIA_TYPES = {"picture", "file", "video", "audio"}
 """Rich-text item types that carry media rather than text."""
@@ -101,6 +109,61 @@ def message_text(data: dict[str, Any]) -> ParsedText:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Quote:
+    """The message a bot message quotes."""
+
+    text: str
+    """The quoted text (rich text's text parts joined), trimmed; empty when it carried none (a picture)."""
+    msg_id: str = ""
+    """``repliedMsg.msgId``."""
+    msg_type: str = ""
+    """``repliedMsg.msgType``: ``text``, ``richText``, ``markdown``, ``interactiveCard`` (a card)…"""
+    sender_id: str = ""
+    """``repliedMsg.senderId``: who wrote it (the robot's ``chatbotUserId`` for its own messages and cards)."""
+    process_query_key: str = ""
+    """``originalProcessQueryKey``: the quoted robot message's ``processQueryKey``, or the ``carrierId`` a
+    card's delivery returned; empty when the payload has none."""
+
+
+def _quoted_text(content: Any) -> str:
+    """The text of ``repliedMsg.content``: a string, ``{"text": …}``, or rich text (its text parts joined)."""
+    if isinstance(content, str):
+        return content.strip()
+    if not isinstance(content, dict):
+        return ""
+    if isinstance(content.get("text"), str):
+        return content["text"].strip()
+    items = content.get("richText")
+    pieces = []
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("text"), str):
+            pieces.append(item["text"])
+        elif "text" in (item.get("msgType"), item.get("type")) and isinstance(item.get("content"), str):
+            pieces.append(item["content"])  # another shape of a text part seen in quotes
+    return "\n".join(p.strip() for p in pieces if p.strip())
+
+
+def quote_of(data: dict[str, Any]) -> Quote | None:
+    """The message ``data`` quotes, or None when it quotes none; never raises (odd fields become empty)."""
+    text = data.get("text")
+    if not isinstance(text, dict):
+        return None
+    replied = text.get("repliedMsg")
+    if text.get("isReplyMsg") is not True and not isinstance(replied, dict):
+        return None
+    replied = replied if isinstance(replied, dict) else {}
+    return Quote(
+        text=_quoted_text(replied.get("content")),
+        msg_id=_plain(replied.get("msgId")),
+        msg_type=_plain(replied.get("msgType")),
+        sender_id=_plain(replied.get("senderId")),
+        process_query_key=_plain(data.get("originalProcessQueryKey")),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class BotMessage:
     """The fields of a bot-message payload the adapter acts on."""
 
@@ -130,6 +193,8 @@ class BotMessage:
     """The question and whether media was dropped."""
     sender_corp_id: str = ""
     """``senderCorpId``: the asker's own organisation; another than :attr:`corp_id` makes them external."""
+    quote: Quote | None = None
+    """The message it quotes (replies to), if any."""
 
 
 def _plain(value: Any) -> str:
@@ -166,4 +231,5 @@ def parse_bot_message(data: dict[str, Any]) -> BotMessage:
         corp_id=_plain(data.get("chatbotCorpId")),
         text=message_text(data),
         sender_corp_id=_plain(data.get("senderCorpId")),
+        quote=quote_of(data),
     )

@@ -4,8 +4,9 @@ Two renderings: the AI card's markdown variable (:func:`render_card`, redrawn
 on every streaming update) and the one-shot robot markdown message
 (:func:`render_reply`) used without a card template, after degrading, and as
 the fallback. DingTalk's robot markdown is a small dialect (no colours, single
-newlines collapse), so blocks are separated by blank lines. Everything but
-the header is made inert once, on its way out (:func:`dingtalk_inert`: remote
+newlines collapse), so blocks are separated by blank lines. A card's preamble
+(an alert's status, outside data) comes first, above everything else, a blank
+line below it. Everything but the header is made inert once, on its way out (:func:`dingtalk_inert`: remote
 images become text, ``@所有人`` cannot notify); the header's display name is
 escaped (:func:`escape_name`) so a crafted name cannot break the bold. Shared
 strings and the tool line come from :mod:`botgateway.cards.render` and
@@ -78,18 +79,22 @@ def _answer(snapshot: CardSnapshot, *, cursor: bool) -> str:
 
 
 def render_card(snapshot: CardSnapshot, *, is_group: bool = False, asker: str = "") -> str:
-    """The AI card's markdown: who asked, tool lines, muted thought, answer with a cursor, end note, footer.
+    """The AI card's markdown: the preamble, who asked, tool lines, muted thought, answer with a cursor, end note,
+    footer.
 
     In groups every card names the asker (``asker`` stands in when the snapshot
     has none, as on continuation cards), since several people ask in one chat.
     """
-    return _with_header(_header(snapshot, is_group, asker=asker), _card_sections(snapshot), snapshot.locale)
+    return _with_header(snapshot, _header(snapshot, is_group, asker=asker), _card_sections(snapshot))
 
 
-def _with_header(header: str, sections: list[str], locale: str) -> str:
-    """The header (ours, escaped already) above the sections, which are made inert here, once."""
+def _with_header(snapshot: CardSnapshot, header: str, sections: list[str]) -> str:
+    """The preamble, then the header (ours, escaped already) above the sections; the preamble and the sections
+    are made inert here, once."""
+    locale = snapshot.locale
+    preamble = dingtalk_inert(core.preamble_text(snapshot), locale)
     body = dingtalk_inert("\n\n".join(sections), locale)
-    return "\n\n".join(part for part in (header, body) if part)
+    return "\n\n".join(part for part in (preamble, header, body) if part)
 
 
 def _card_sections(snapshot: CardSnapshot) -> list[str]:
@@ -129,7 +134,7 @@ def tool_summary(snapshot: CardSnapshot) -> str:
 
 
 def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str = "", asker: str = "") -> tuple[str, str]:
-    """A robot markdown message as (title, text): who asked, tool summary, answer, end note, footer.
+    """A robot markdown message as (title, text): the preamble, who asked, tool summary, answer, end note, footer.
 
     ``mention`` replaces the display-name header verbatim (``@staffId`` makes
     DingTalk notify the asker when the message also lists them in ``at.atUserIds``).
@@ -148,12 +153,13 @@ def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str
         sections.append(snapshot.error)
     if snapshot.footer:
         sections.append(f"> {snapshot.footer}")
-    return reply_title(snapshot), _with_header(_header(snapshot, is_group, mention, asker), sections, snapshot.locale)
+    return reply_title(snapshot), _with_header(snapshot, _header(snapshot, is_group, mention, asker), sections)
 
 
 def reply_title(snapshot: CardSnapshot) -> str:
-    """The notification title of a markdown reply: the answer's first line, cut short."""
-    text = dingtalk_inert(snapshot.answer.strip() or snapshot.error.strip(), snapshot.locale)
+    """The notification title of a markdown reply: the first line of its preamble (an alert's status), else of
+    the answer, cut short."""
+    text = dingtalk_inert(snapshot.preamble.strip() or snapshot.answer.strip() or snapshot.error.strip(), snapshot.locale)
     first = text.splitlines()[0].lstrip("#>*-` ").strip() if text else ""
     if not first:
         return t(snapshot.locale, "reply_title")

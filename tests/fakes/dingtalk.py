@@ -606,10 +606,15 @@ def bot_message(
     msgtype: str = "text",
     content: dict[str, Any] | None = None,
     robot_code: str = "dingfakeappkey",
+    quoted: str | dict[str, Any] | None = None,
+    quoted_key: str | None = None,
 ) -> dict[str, Any]:
     """A bot-message payload as DingTalk sends it (the ``data`` of a CALLBACK frame).
 
     ``staff_id=None`` leaves ``senderStaffId`` out, as for external users: only the opaque ``senderId`` is sent.
+    ``quoted`` makes the (text) message quote another one: a string quotes a text message saying it, a dict is
+    the ``repliedMsg`` as sent (a quoted card: ``{"msgType": "interactiveCard", "content": {"text": "[…]"}}``);
+    ``quoted_key`` is the ``originalProcessQueryKey`` naming the quoted robot message or card.
     """
     now_ms = int(time.time() * 1000)
     data: dict[str, Any] = {
@@ -638,4 +643,12 @@ def bot_message(
         data["text"] = {"content": text}
     else:
         data["content"] = content or {}
+    if quoted is not None:
+        assert msgtype == "text", "quotes are sent with text messages"
+        replied = quoted if isinstance(quoted, dict) else {
+            "msgType": "text", "msgId": f"msg{secrets.token_hex(8)}", "senderId": "$:LWCP_v1:$staff002",
+            "senderNick": "王五", "createdAt": now_ms - 60_000, "content": {"text": quoted}}
+        data["text"].update({"isReplyMsg": True, "repliedMsg": replied})
+        if quoted_key is not None:
+            data["originalProcessQueryKey"] = quoted_key
     return data
