@@ -7,6 +7,6 @@ from botgateway.schedules.runner import CLAIM_TTL_MIN_S, ON_TIME_S, ScheduleRunn
 from botgateway.schedules.slots import next_runs, next_slot, previous_slot, slot_key, zone
 
 __all__ = [
-    "CLAIM_TTL_MIN_S", "ON_TIME_S", "ScheduleRunner", "SystemClock", "WallClock", "next_runs", "next_slot", "previous_slot",
-    "slot_key", "zone",
+    "CLAIM_TTL_MIN_S", "ON_TIME_S", "ScheduleRunner", "SystemClock", "WallClock",
+    "next_runs", "next_slot", "previous_slot", "slot_key", "zone",
 ]

@@ -121,8 +121,9 @@ class ScheduleRunner:
         """Run what is due at ``now`` and wait for it; returns the ``(name, slot)`` of the reports run here.
 
         For each schedule only its latest slot at or before ``now`` that this runner has not handled yet counts:
-        it runs if it is at most ``grace_s`` (or :data:`ON_TIME_S`) old and this replica wins its claim. Slots before it that were never
-        handled (the clock jumped, or the process was stopped) are skipped, with one log line.
+        it runs if it is at most ``grace_s`` (or :data:`ON_TIME_S`) old and this replica wins its claim. Slots
+        before it that were never handled (the clock jumped, or the process was stopped) are skipped, with one
+        log line.
         """
         return await self._run_due(self._due(now), now)
 
