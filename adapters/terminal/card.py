@@ -1,4 +1,4 @@
-"""A card as ``rich`` draws it: status lines, muted thought, Markdown answer, footer.
+"""A card as ``rich`` draws it: preamble, status lines, muted thought, Markdown answer, footer.
 
 Model text passes :func:`~botgateway.cards.inert.inert_images` like on every
 platform: a terminal fetches nothing, but a copied answer should not carry a live image either.
@@ -9,12 +9,13 @@ from __future__ import annotations
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markdown import Markdown
 from rich.panel import Panel
+from rich.rule import Rule
 from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
 from botgateway.cards.inert import inert_images
-from botgateway.cards.render import CURSOR, close_open_fence, tool_line_text
+from botgateway.cards.render import CURSOR, close_open_fence, preamble_text, tool_line_text
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.strings import t
 
@@ -33,7 +34,23 @@ _TOOL_STYLE = {"running": "cyan", "waiting": "yellow", "done": "green", "failed"
 
 
 def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableType:
-    """The card as a rich renderable: status lines, muted thought, Markdown answer, footer."""
+    """The card as a rich renderable: the preamble (an alert's status) above a rule, status lines, muted thought,
+    Markdown answer, footer."""
+    rows = _rows(snapshot)
+    preamble = preamble_text(snapshot)
+    if preamble:
+        rows[:0] = [Markdown(inert_images(preamble, snapshot.locale)), *([Rule(style="dim")] if rows else [])]
+    return Panel(
+        Group(*rows),
+        title=title or None,
+        title_align="left",
+        border_style=_BORDER.get(snapshot.status, "white"),
+        expand=True,
+    )
+
+
+def _rows(snapshot: CardSnapshot) -> list[RenderableType]:
+    """Everything below the preamble."""
     locale = snapshot.locale
     rows: list[RenderableType] = []
     if snapshot.asker and snapshot.part == 1:
@@ -72,13 +89,7 @@ def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableTyp
             rows.append(Text(t(locale, "stopped"), style="yellow"))
     if snapshot.footer:
         rows.append(Text(snapshot.footer, style="dim"))
-    return Panel(
-        Group(*rows),
-        title=title or None,
-        title_align="left",
-        border_style=_BORDER.get(snapshot.status, "white"),
-        expand=True,
-    )
+    return rows
 
 
 class Tail:

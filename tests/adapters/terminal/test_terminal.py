@@ -13,6 +13,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,31 @@ def test_card_renders_tool_lines_thought_cursor_and_footer() -> None:
     assert "⏹ Stopped." in stopped
     queued = _text(console, CardSnapshot(status="queued", queue_position=2, locale="zh-CN"))
     assert "第 2 位" in queued
+
+
+def test_the_preamble_comes_first_above_a_rule_and_alone_on_a_card_that_has_nothing_else() -> None:
+    console, _ = _console()
+    alert = "🔥 **FIRING** · critical\n\n- HighCPU on 10.0.1.100 ![g](http://evil.example/x?d=1)"
+    live = CardSnapshot(status="streaming", preamble=alert, asker="alice", answer="prod-db-01",
+                        blocks=(ToolLine("c1", "find_server", "query=10.0.1.100", "done", 1.2, "1 instance found"),))
+    lines = _text(console, live).splitlines()
+
+    def first(predicate: Callable[[str], bool]) -> int:
+        return next(i for i, line in enumerate(lines) if predicate(line))
+
+    def is_rule(line: str) -> bool:  # a line of the panel holding only the rule
+        inner = line.strip("│ ")
+        return len(inner) > 20 and set(inner) == {"─"}
+
+    rule = first(is_rule)
+    assert first(lambda line: "FIRING" in line) < rule < first(lambda line: "alice" in line) < first(
+        lambda line: "find_server" in line)
+    text = "\n".join(lines)
+    assert "http://evil.example/x?d=1" in text and "![g]" not in text
+    lines = _text(console, CardSnapshot(status="done", preamble=alert)).splitlines()
+    alone = "\n".join(lines)
+    assert "FIRING" in alone and "HighCPU" in alone
+    assert "Thinking" not in alone and "▌" not in alone and not any(is_rule(line) for line in lines)
 
 
 async def test_terminal_sink_is_paced_by_the_buffer_policy_and_prints_the_final_card() -> None:
