@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MEDIA_HINT", "MEDIA_TYPES", "BotMessage", "ParsedText", "Quote", "message_text", "parse_bot_message", "quote_of"]
+__all__ = [
+    "MEDIA_HINT", "MEDIA_TYPES", "BotMessage", "ParsedText", "Quote", "message_text", "parse_bot_message", "quote_of",
+]
 
 MEDIA_TYPES = {"picture", "file", "video", "audio"}
 """Rich-text item types that carry media rather than text."""

@@ -159,7 +159,8 @@ def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str
 def reply_title(snapshot: CardSnapshot) -> str:
     """The notification title of a markdown reply: the first line of its preamble (an alert's status), else of
     the answer, cut short."""
-    text = dingtalk_inert(snapshot.preamble.strip() or snapshot.answer.strip() or snapshot.error.strip(), snapshot.locale)
+    source = snapshot.preamble.strip() or snapshot.answer.strip() or snapshot.error.strip()
+    text = dingtalk_inert(source, snapshot.locale)
     first = text.splitlines()[0].lstrip("#>*-` ").strip() if text else ""
     if not first:
         return t(snapshot.locale, "reply_title")

@@ -5,8 +5,9 @@ follow-ups in a thread the bot is answering in (no new mention needed) and the
 AI assistant pane (suggested prompts when a thread opens, a status while
 working). Cards nobody asked for (an alert's, a report) are posted as
 top-level channel messages (:meth:`SlackAdapter.channel_target`); a reply in
-such a card's thread is a question (:meth:`SlackAdapter.adopt_thread`). Every delivery is acknowledged at once; the turn runs in the
-gateway's own task. A retried delivery (same ``event_id``, or the same channel
+such a card's thread is a question (:meth:`SlackAdapter.adopt_thread`).
+Every delivery is acknowledged at once; the turn runs in the gateway's own
+task. A retried delivery (same ``event_id``, or the same channel
 and ``ts`` arriving as both ``app_mention`` and ``message``) starts one turn.
 
 Connecting (Socket Mode or HTTP) is :mod:`adapters.slack.connection`; what an

@@ -638,7 +638,7 @@ class FakeSlack:
 
 
 def _blocks_too_long(blocks: Any) -> bool:
-    """Slack rejects markdown blocks over 12,000 characters (all of a message's together) and section text over 3,000."""
+    """Slack rejects markdown blocks over 12,000 characters (a message's together) and section text over 3,000."""
     if not isinstance(blocks, list):
         return True
     if sum(len(str(b.get("text", ""))) for b in blocks if b.get("type") == "markdown") > 12000:

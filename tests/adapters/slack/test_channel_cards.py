@@ -25,7 +25,8 @@ from tests.fakes.slack import BOT_TOKEN, FakeSlack
 from tests.fakes.slack_env import Env, answer_of, replies, slack_env
 from tools.demo.script import Script
 
-ALERT = "🔥 **FIRING** · critical · <!channel> ping <@U0ONCALL>\n\n- HighCPU on 10.0.1.100 ![g](http://evil.example/x?d=1)"
+ALERT = ("🔥 **FIRING** · critical · <!channel> ping <@U0ONCALL>\n\n"
+         "- HighCPU on 10.0.1.100 ![g](http://evil.example/x?d=1)")
 TOOL = ToolLine(call_id="c1", name="search_inventory_by_ip", args_preview="ip=10.0.1.100", status="done",
                 duration_s=0.4, summary="1 instance found")
 
@@ -113,7 +114,8 @@ async def test_a_restored_handle_is_updated_and_finalized_by_a_new_process(fake:
     ts = posted.card_id
 
     # A restart: a new sink, the handle as the Store kept it.
-    stored = {"card_id": ts, "target": target_to_dict(_channel()), "data": {"mode": "edit", "channel": "C0OPS", "ts": ts}}
+    stored = {"card_id": ts, "target": target_to_dict(_channel()),
+              "data": {"mode": "edit", "channel": "C0OPS", "ts": ts}}
     restored = CardHandle(card_id=stored["card_id"], target=target_from_dict(stored["target"]), data=stored["data"])
     later = _sink(fake)
     handle = await later.update(restored, CardSnapshot(status="working", preamble=ALERT, blocks=(TOOL,)))
