@@ -34,6 +34,7 @@ class Matcher:
     value: str
     """The value, or the regex for ``=~`` and ``!~``."""
     _regex: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    """The compiled, anchored regex of ``=~`` and ``!~``; compiled once, when the matcher is made."""
 
     def __post_init__(self) -> None:
         if self.op in ("=~", "!~"):
