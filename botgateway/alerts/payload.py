@@ -33,7 +33,10 @@ _SHOWN_ERRORS = 3
 
 
 class PayloadError(ValueError):
-    """The body is not an Alertmanager notification; ``str(exc)`` says what is wrong (``alerts[1].labels: expected an object``)."""
+    """The body is not an Alertmanager notification; ``str(exc)`` says what is wrong.
+
+    For example ``alerts[1].labels: expected an object``.
+    """
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,9 @@ def parse_notification(body: bytes) -> Notification:
     alerts = data.get("alerts")
     if isinstance(alerts, list) and len(alerts) > MAX_ALERTS:
         # Refused before each of them is validated: the count alone is the answer.
-        raise PayloadError(f"alerts: {len(alerts)} alerts, more than {MAX_ALERTS}; set max_alerts in Alertmanager's webhook_config")
+        raise PayloadError(
+            f"alerts: {len(alerts)} alerts, more than {MAX_ALERTS}; set max_alerts in Alertmanager's webhook_config"
+        )
     try:
         raw = _RawNotification.model_validate(data)
     except ValidationError as exc:

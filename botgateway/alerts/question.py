@@ -46,7 +46,10 @@ def investigation_question(group: AlertGroup, *, locale: str) -> str:
 
 
 def alert_hosts(alerts: tuple[TrackedAlert, ...]) -> list[str]:
-    """The distinct hosts the alerts' labels name, in order: ``instance`` without its port, ``host``, ``ip``, ``node``."""
+    """The distinct hosts the alerts' labels name, in order: ``instance`` without its port, ``host``, ``ip``, ``node``.
+
+    At most ten: an investigation of more would not fit one answer.
+    """
     hosts: dict[str, None] = {}
     for alert in alerts:
         for label in HOST_LABELS:
@@ -88,6 +91,6 @@ def _data_line(alert: TrackedAlert) -> str:
 
 def _one_line(text: str, limit: int) -> str:
     """``text`` on one line, without control or format characters, cut at ``limit``."""
-    visible = "".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf"))
-    visible = " ".join(visible.split())
+    kept = "".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf"))
+    visible = " ".join(kept.split())
     return visible if len(visible) <= limit else visible[: limit - 1] + "…"

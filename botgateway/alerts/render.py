@@ -138,7 +138,9 @@ def _bullet(alert: TrackedAlert, locale: str) -> list[str]:
     resolved = alert.status == "resolved"
     head = [f"{'✅ ' if resolved else ''}**{inline_value(alert.name, 60)}**"]
     present = [key for key in KEY_LABELS if alert.labels.get(key)]
-    head.extend(f"{inline_value(key, 20)}={inline_value(alert.labels[key], _MAX_VALUE)}" for key in present[:_MAX_KEY_LABELS])
+    head.extend(
+        f"{inline_value(key, 20)}={inline_value(alert.labels[key], _MAX_VALUE)}" for key in present[:_MAX_KEY_LABELS]
+    )
     if resolved:
         head.append(t(locale, "alert_item_resolved"))
     lines = ["- " + " · ".join(head)]
@@ -196,7 +198,7 @@ _SPACES = re.compile(r"\s+")
 
 
 def inline_value(text: str, limit: int) -> str:
-    """An untrusted value as inert Markdown on one line: no control characters, markup as look-alikes, cut at ``limit``."""
+    """An untrusted value as inert Markdown on one line: no control characters, markup as look-alikes, cut short."""
     visible = "".join(" " if ch.isspace() else ch for ch in text if not _hidden(ch))
     visible = _SPACES.sub(" ", visible).strip()
     if len(visible) > limit:

@@ -17,7 +17,7 @@ __all__ = ["MatchOp", "Matcher", "parse_matchers", "routes_for"]
 
 
 def routes_for(routes: Sequence[AlertRouteConfig], notification: Notification) -> list[AlertRouteConfig]:
-    """The routes ``notification`` takes, in order: the first that matches, and the next ones while the matched say ``continue``.
+    """The routes ``notification`` takes, in order: the first that matches, and more while the matched say ``continue``.
 
     Matched against the group's labels and the labels all its alerts share, as
     Alertmanager routes a group (not each alert).

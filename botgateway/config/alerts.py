@@ -78,7 +78,7 @@ class AlertRouteConfig(Section):
     name: str = ""
     """The route's name; the principal is ``alerts:<name>``. Empty: ``route-<n>`` by its place (1-based)."""
     match: dict[str, str] = Field(default_factory=dict)
-    """Label → value: ``critical`` (equality), ``=~crit.*|warn`` (regex), ``!=…``, ``!~…``; empty matches every group."""
+    """Label → value: ``critical`` (equality), ``=~crit.*|warn`` (regex), ``!=…`` or ``!~…``; empty: any group."""
     to: list[str]
     """Destinations: ``slack:<channel id>`` or ``dingtalk:<openConversationId>``; one card per group in each."""
     investigate: bool = False
@@ -121,7 +121,7 @@ class AlertsConfig(Section):
     keep_days: float = Field(14.0, gt=0)
     """How long a group's card is remembered after its last notification; a later one starts a new card."""
     routes: list[AlertRouteConfig] = Field(default_factory=list)
-    """Routes, tried in order; the first that matches takes the group (and later ones too while it says ``continue``)."""
+    """Routes, tried in order: the first that matches takes the group (later ones too while it says ``continue``)."""
 
     @field_validator("token")
     @classmethod

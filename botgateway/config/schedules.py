@@ -53,7 +53,7 @@ class ScheduleConfig(Section):
     role: str
     """The access role the report runs as (a role under ``access.roles``)."""
     grace_s: float = Field(600.0, ge=0)
-    """A slot missed while the gateway was down still runs at start-up if it is at most this old; older, it is skipped."""
+    """A slot missed while the gateway was down runs at start-up if it is at most this old; older, it is skipped."""
     locale: Literal["en", "zh-CN"] = "en"
     """Language of the report card's fixed strings."""
 

@@ -65,7 +65,8 @@ class Config(Section):
 
 def _problem(loc: tuple[str | int, ...], message: str, value: Any) -> InitErrorDetails:
     # The message goes in as context: a template would read braces in a value as its own.
-    return InitErrorDetails(type=PydanticCustomError("cross_section", "{message}", {"message": message}), loc=loc, input=value)
+    error = PydanticCustomError("cross_section", "{message}", {"message": message})
+    return InitErrorDetails(type=error, loc=loc, input=value)
 
 
 def _dotted(loc: tuple[str | int, ...]) -> str:
@@ -86,9 +87,11 @@ def _cross_problems(config: Config) -> list[InitErrorDetails]:
     for loc, name, role, destinations in owners:
         earlier = first.setdefault((str(loc[0]), name), loc)
         if earlier != loc:
-            problems.append(_problem((*loc, "name"), f"the name is taken by {_dotted(earlier)}; names must be unique", name))
+            taken = f"the name is taken by {_dotted(earlier)}; names must be unique"
+            problems.append(_problem((*loc, "name"), taken, name))
         if role and role not in roles:
-            problems.append(_problem((*loc, "role"), f"not a role under access.roles (known: {known}); define it there", role))
+            unknown = f"not a role under access.roles (known: {known}); define it there"
+            problems.append(_problem((*loc, "role"), unknown, role))
         for j, text in enumerate(destinations):
             platform = text.strip().partition(":")[0]
             adapter = getattr(config.adapters, platform, None)

@@ -1,4 +1,4 @@
-"""An alert group folded from each notification: the recorded life of a group (new, joined, repeat, resolved) and the rest."""
+"""An alert group folded from each notification: a recorded life (new, joined, repeat, resolved) and the rest."""
 
 from __future__ import annotations
 

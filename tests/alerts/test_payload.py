@@ -1,4 +1,4 @@
-"""Alertmanager's webhook body: the recorded notifications read exactly, and every malformed body refused in plain words."""
+"""Alertmanager's webhook body: the recorded notifications read exactly, every malformed body refused in plain words."""
 
 from __future__ import annotations
 

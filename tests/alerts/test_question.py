@@ -1,4 +1,4 @@
-"""The investigation's question: the alert's hosts without ports, what to find out, and the alert's text kept as data."""
+"""The investigation's question: the alert's hosts without ports, what to find out, the alert's text kept as data."""
 
 from __future__ import annotations
 
@@ -90,8 +90,10 @@ def test_the_port_is_stripped_from_an_instance(instance: str, host: str) -> None
 
 
 def test_hosts_are_distinct_and_bounded() -> None:
-    group = custom([{"status": "firing", "labels": {"alertname": "X", "instance": f"10.0.0.{i % 12}:9100", "ip": "10.0.0.1"}}
-                    for i in range(30)])
+    group = custom([
+        {"status": "firing", "labels": {"alertname": "X", "instance": f"10.0.0.{i % 12}:9100", "ip": "10.0.0.1"}}
+        for i in range(30)
+    ])
     hosts = alert_hosts(group.firing)
     assert hosts[:2] == ["10.0.0.0", "10.0.0.1"]
     assert len(hosts) == len(set(hosts)) == 10

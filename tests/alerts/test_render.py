@@ -1,4 +1,4 @@
-"""The alert section of a card: what it says in both languages, its links, and label values that cannot change its markup."""
+"""The alert section of a card: what it says in both languages, its links, and values that cannot change its markup."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ def test_one_resolved_alert_of_a_firing_group_is_marked_alone() -> None:
 
 
 def test_the_same_group_in_chinese_uses_no_english_fixed_word() -> None:
-    firing = alert_section(folded("firing", "joined", "repeat"), locale="zh-CN", now=STARTED + 12 * 60 + 5, investigating=True)
+    group = folded("firing", "joined", "repeat")
+    firing = alert_section(group, locale="zh-CN", now=STARTED + 12 * 60 + 5, investigating=True)
     assert firing.startswith("**🔥 告警中 · critical · HostDown**")
     assert "已持续 12 分钟" in firing and "共 2 条告警，2 条告警中" in firing and "重复 1 次" in firing
     assert [label for label, _ in LINK.findall(firing)] == ["来源", "静默"]
@@ -143,7 +144,8 @@ def test_a_long_group_shows_firing_alerts_first_and_counts_the_rest() -> None:
 def test_a_message_annotation_stands_in_for_a_missing_summary() -> None:
     text = alert_section(custom([alert({"alertname": "X"}, {"message": "legacy text"})]), locale="en", now=STARTED)
     assert "  legacy text" in text.splitlines()
-    text = alert_section(custom([alert({"alertname": "X"}, {"summary": "same", "description": " same "})]), locale="en", now=STARTED)
+    group = custom([alert({"alertname": "X"}, {"summary": "same", "description": " same "})])
+    text = alert_section(group, locale="en", now=STARTED)
     assert text.count("same") == 1
 
 
@@ -190,7 +192,10 @@ def test_long_values_are_cut() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["javascript:alert(1)", "data:text/html,x", "ftp://host/x", "http://", "//evil.example/x", "http://a b/", "http://x/\x07"],
+    [
+        "javascript:alert(1)", "data:text/html,x", "ftp://host/x", "http://", "//evil.example/x", "http://a b/",
+        "http://x/\x07",
+    ],
 )
 def test_only_http_links_are_drawn(url: str) -> None:
     group = custom([alert({"alertname": "X"}, generatorURL=url)], externalURL=url, groupLabels={"alertname": "X"})
@@ -204,7 +209,10 @@ def test_a_link_cannot_end_early() -> None:
 
 
 def test_the_first_alert_with_a_usable_source_gives_the_link() -> None:
-    group = custom([alert({"alertname": "A"}, generatorURL="javascript:x"), alert({"alertname": "B"}, generatorURL="https://ok.example/")])
+    group = custom([
+        alert({"alertname": "A"}, generatorURL="javascript:x"),
+        alert({"alertname": "B"}, generatorURL="https://ok.example/"),
+    ])
     assert LINK.findall(alert_section(group, locale="en", now=STARTED)) == [("Source", "https://ok.example/")]
 
 

@@ -45,7 +45,8 @@ def notification(group_labels: dict[str, str], common_labels: dict[str, str]) ->
     ],
 )
 def test_each_value_form_is_read(text: str, op: str, value: str) -> None:
-    assert parse_matchers({"severity": text}) == (Matcher(label="severity", op=op, value=value),)  # type: ignore[arg-type]
+    expected = Matcher(label="severity", op=op, value=value)  # type: ignore[arg-type]
+    assert parse_matchers({"severity": text}) == (expected,)
 
 
 def test_equality_is_exact() -> None:

@@ -1,4 +1,4 @@
-"""The ``alerts:`` and ``schedules:`` sections: what they accept, each mistake under its key path, and no secret in a message."""
+"""The ``alerts:`` and ``schedules:`` sections: what they accept, each mistake under its key path, no secret shown."""
 
 from __future__ import annotations
 
@@ -40,14 +40,17 @@ def test_the_issues_example_loads() -> None:
         "alerts": {
             "token": "${ALERTS_TOKEN}",
             "routes": [
-                {"match": {"severity": "critical"}, "to": ["slack:C0OPS", "dingtalk:cidXyZ+ab/12=="], "investigate": True,
-                 "role": "oncall"},
+                {
+                    "match": {"severity": "critical"}, "to": ["slack:C0OPS", "dingtalk:cidXyZ+ab/12=="],
+                    "investigate": True, "role": "oncall",
+                },
                 {"match": {}, "to": ["dingtalk:cidXyZ+ab/12=="]},
             ],
         },
         "schedules": [{
-            "name": "stopped-prod", "cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai", "to": ["dingtalk:cidXyZ+ab/12=="],
-            "prompt": "List the stopped servers in prod, grouped by account", "role": "oncall",
+            "name": "stopped-prod", "cron": "0 9 * * 1-5", "timezone": "Asia/Shanghai",
+            "to": ["dingtalk:cidXyZ+ab/12=="], "prompt": "List the stopped servers in prod, grouped by account",
+            "role": "oncall",
         }],
     }, env={"ALERTS_TOKEN": TOKEN})
     alerts = config.alerts
@@ -67,13 +70,15 @@ def test_without_routes_nothing_is_needed_and_alerts_are_off() -> None:
 
 
 def test_continue_is_read_under_its_yaml_name_and_a_given_name_is_kept() -> None:
-    config = parse_config(with_routes({"name": "crit", "to": ["slack:C0OPS"], "continue": True}, {"to": ["slack:C0OPS"]}))
+    data = with_routes({"name": "crit", "to": ["slack:C0OPS"], "continue": True}, {"to": ["slack:C0OPS"]})
+    config = parse_config(data)
     assert [(r.name, r.continue_) for r in config.alerts.routes] == [("crit", True), ("route-2", False)]
     assert AlertRouteConfig(to=["slack:C1"], continue_=True).continue_  # code may say continue_
 
 
 def test_basic_auth_alone_authenticates() -> None:
-    config = parse_config({"alerts": {"basic_auth": {"username": "am", "password": PASSWORD}, "routes": [{"to": ["slack:C0OPS"]}]}})
+    auth = {"username": "am", "password": PASSWORD}
+    config = parse_config({"alerts": {"basic_auth": auth, "routes": [{"to": ["slack:C0OPS"]}]}})
     assert config.alerts.basic_auth is not None and config.alerts.token is None
 
 
@@ -130,7 +135,9 @@ def test_an_investigation_needs_a_role() -> None:
 
 def test_a_role_must_exist_in_the_policy() -> None:
     message = only(problems_of(with_routes({"to": ["slack:C0OPS"], "investigate": True, "role": "ops"})))
-    assert message == "alerts.routes[0].role: not a role under access.roles (known: oncall); define it there (got 'ops')"
+    assert message == (
+        "alerts.routes[0].role: not a role under access.roles (known: oncall); define it there (got 'ops')"
+    )
 
 
 def test_without_an_access_section_the_default_policys_roles_count() -> None:
@@ -142,7 +149,8 @@ def test_without_an_access_section_the_default_policys_roles_count() -> None:
 
 def test_names_are_unique_among_routes_and_among_schedules() -> None:
     schedule = {"cron": "0 9 * * *", "to": ["slack:C1"], "prompt": "p", "role": "oncall"}
-    data = with_routes({"name": "db", "to": ["slack:C1"]}, {"to": ["slack:C1"]}, {"name": "route-2", "to": ["slack:C1"]})
+    routes = [{"name": "db", "to": ["slack:C1"]}, {"to": ["slack:C1"]}, {"name": "route-2", "to": ["slack:C1"]}]
+    data = with_routes(*routes)
     data["schedules"] = [{"name": "db", **schedule}, {"name": "daily", **schedule}, {"name": "daily", **schedule}]
     assert problems_of(data) == [
         "alerts.routes[2].name: the name is taken by alerts.routes[1]; names must be unique (got 'route-2')",
@@ -257,7 +265,8 @@ def test_check_config_accepts_alerts_and_schedules(tmp_path: Path) -> None:
 
 def test_check_config_names_each_problem_by_its_key_and_no_secret(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    bad = GOOD.replace("role: oncall\n      continue", "role: ops\n      continue").replace("Asia/Shanghai", "Mars/Olympus")
+    bad = GOOD.replace("role: oncall\n      continue", "role: ops\n      continue")
+    bad = bad.replace("Asia/Shanghai", "Mars/Olympus")
     path.write_text(bad + "adapters:\n  slack: {enabled: false}\n", encoding="utf-8")
     run = run_cli("check-config", "-c", str(path), cwd=tmp_path)
     assert run.returncode == 1
