@@ -25,7 +25,7 @@ from botgateway.snapshot import CardSnapshot
 if TYPE_CHECKING:
     from adapters.dingtalk.approval_cards import ApprovalCards
 
-__all__ = ["PACING", "DingTalkCardSink", "deliver_body", "open_space_id", "undelivered"]
+__all__ = ["PACING", "DingTalkCardSink", "carrier_id", "deliver_body", "open_space_id", "undelivered"]
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +41,20 @@ def undelivered(answer: object) -> str | None:
         if isinstance(item, dict) and item.get("success") is False:
             return str(item.get("errorMsg") or "delivery failed")[:200]
     return None
+
+
+def carrier_id(answer: object) -> str:
+    """The ``carrierId`` of the delivered card in a ``createAndDeliver`` answer (empty when it has none).
+
+    A message quoting the card names it by this id (its ``originalProcessQueryKey``): the card's text does not
+    come with the quote.
+    """
+    result = answer.get("result") if isinstance(answer, dict) else None
+    results = result.get("deliverResults") if isinstance(result, dict) else None
+    for item in results if isinstance(results, list) else ():
+        if isinstance(item, dict) and item.get("success") is not False and isinstance(item.get("carrierId"), str):
+            return item["carrierId"]
+    return ""
 
 
 def open_space_id(target: CardTarget) -> str:
@@ -132,7 +146,9 @@ class DingTalkCardSink:
                 f"DingTalk created the card but could not deliver it to {body['openSpaceId']} ({refused}); "
                 "check that the robot is in the group and the app may send cards there"
             )
-        return CardHandle(card_id=out_track_id, target=target, data={"mode": "card"})
+        carrier = carrier_id(answer)  # kept, so a card nobody asked for can be found again when quoted
+        data = {"mode": "card", **({"carrier_id": carrier} if carrier else {})}
+        return CardHandle(card_id=out_track_id, target=target, data=data)
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Replace the card's text with ``snapshot`` (a full, not incremental, streaming update)."""

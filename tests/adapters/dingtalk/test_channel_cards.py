@@ -80,6 +80,8 @@ async def test_with_a_template_a_channel_card_is_an_ai_card_in_the_group(make_en
                                        CardSnapshot(status="done", preamble=ALERT, locale="zh-CN"))
     [card] = env.fake.cards_in("dtv1.card//IM_GROUP.cidOps02==")
     assert card.create_body["imGroupOpenDeliverModel"]["robotCode"] == env.fake.client_id
+    # what a message quoting the card will name it by (its originalProcessQueryKey)
+    assert handle.data == {"mode": "card", "carrier_id": "c1"}
     assert card.content.startswith("🔥 **告警中**") and "思考" not in card.content
     await adapter.sink.update(handle, CardSnapshot(status="working", preamble=ALERT, blocks=(TOOL,), locale="zh-CN"))
     assert card.content.startswith("🔥 **告警中**") and "search_inventory_by_ip" in card.content
