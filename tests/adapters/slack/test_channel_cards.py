@@ -21,6 +21,7 @@ from botgateway.cards.caller import BudgetPacer
 from botgateway.config import SlackConfig
 from botgateway.sink import CardHandle, CardTarget, ChannelCards, TooLong, target_from_dict, target_to_dict
 from botgateway.snapshot import CardSnapshot, ToolLine
+from botgateway.stores.base import StoredTurn
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
 from tests.fakes.slack_env import Env, answer_of, replies, slack_env
 from tools.demo.script import Script
@@ -187,16 +188,19 @@ async def test_the_adapter_posts_channel_cards_and_a_reply_in_their_thread_is_a_
 
     conversation = await adapter.adopt_thread(handle)
     assert conversation == f"slack:{env.fake.team_id}:C0OPS:{handle.card_id}"
+    # what the alert desk keeps in that conversation: the alert and its investigation
+    investigation = ({"role": "user", "content": "Investigate HighCPU on 10.0.1.100"},
+                     {"role": "assistant", "content": "10.0.1.100 is prod-db-01, running."})
+    await env.store.append_turn(conversation, StoredTurn(turn_id="inv-1", messages=investigation, created_at=1.0))
+
     env.llm.enqueue(Script.text("prod-db-01 belongs to the dba-team."))
     delivery = await env.push(env.fake.message("who owns it?", channel="C0OPS", thread_ts=handle.card_id))
     outcome = await env.done(delivery)  # no mention needed
     assert outcome.answer == "prod-db-01 belongs to the dba-team."
-    assert delivery.submission is not None
-    [answer] = [m for m in replies(env, "C0OPS", handle.card_id)]
+    [answer] = replies(env, "C0OPS", handle.card_id)
     assert answer_of(answer.markdown()).endswith("prod-db-01 belongs to the dba-team.")
-    # the reply continued the conversation adopt_thread named: the next one has it in its history
-    turns = await env.store.load_turns(conversation)
-    assert turns and "who owns it?" in str(turns)
+    # the reply continued the conversation adopt_thread named: the model saw the investigation
+    assert env.llm.requests[0]["messages"][-3:] == [*investigation, {"role": "user", "content": "who owns it?"}]
 
 
 async def test_an_adopted_thread_is_known_to_another_process_at_once(tmp_path: Any) -> None:
