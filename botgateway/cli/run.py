@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from botgateway.cli.unprompted import start_unprompted, stop_unprompted
 from botgateway.config import Config, ConfigError
 from botgateway.sink import Adapter
 
@@ -243,6 +244,10 @@ async def _drain(runtime: Runtime, adapters: list[Adapter], skip: asyncio.Event)
 async def _shutdown(runtime: Runtime, adapters: list[Adapter]) -> None:
     # Cards are finalized while the adapters can still reach their platforms.
     try:
+        await stop_unprompted(runtime)
+    except Exception as exc:
+        log.error("unprompted.close_failed", error=type(exc).__name__, exc_info=True)
+    try:
         await runtime.gateway.aclose()
     except Exception as exc:
         log.error("gateway.close_failed", error=type(exc).__name__, exc_info=True)
@@ -304,6 +309,7 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None, worker_index
                 return 1
             await _recover(runtime, adapters)
             _take_moved(runtime, adapters)
+            await start_unprompted(runtime, adapters)
             _serving(runtime, adapters, link)
             await _until_stopped(stop, adapters)
             stop.set()  # also when the terminal chat ended: a signal from now on ends the drain's wait

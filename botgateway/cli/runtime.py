@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -21,6 +21,7 @@ from botgateway.tooling import Tool, ToolRegistry
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
+    from botgateway.alerts.desk import AlertDesk
     from botgateway.approvals import ApprovalDesk
     from botgateway.budget import RateBudget
     from botgateway.fleet.directory import FleetDirectory
@@ -32,11 +33,12 @@ if TYPE_CHECKING:
     from botgateway.llm import LLMClient
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
+    from botgateway.schedules.runner import ScheduleRunner
     from botgateway.stores.base import Store
     from botgateway.telemetry import PrometheusTelemetry
     from botgateway.web import HttpServer, Readiness
 
-__all__ = ["Runtime", "build_runtime", "tool_registry"]
+__all__ = ["LateParts", "Runtime", "build_runtime", "tool_registry"]
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +52,16 @@ def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
         max_calls_per_round=config.tools.max_calls_per_round,
         sync_workers=config.tools.sync_workers,
     )
+
+
+@dataclass
+class LateParts:
+    """What exists only once the adapters are up; the HTTP routes mounted before then read it per request."""
+
+    alert_desk: AlertDesk | None = None
+    """The alert desk (``/alerts/alertmanager`` answers 503 until it is set)."""
+    schedules: ScheduleRunner | None = None
+    """The schedule runner, when schedules are configured."""
 
 
 @dataclass
@@ -85,6 +97,8 @@ class Runtime:
     handoff: Handoff | None = None
     """The fleet's queue of questions moved by draining processes (``memory.store: redis``); ``run`` starts taking
     them once its adapters are up. None with SQLite (one process)."""
+    late: LateParts = field(default_factory=lambda: LateParts())
+    """The alert desk and the schedules, which ``run`` starts once its adapters are up."""
 
 
 @asynccontextmanager
@@ -118,7 +132,8 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
         memory, loop = _loop(config, store, llm, registry, desk, fleet.leases if fleet is not None else None)
         stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         telemetry = _telemetry(config)
-        http, readiness = _http(stack, config, store, telemetry, reuse_port=worker_index is not None)
+        late = LateParts()
+        http, readiness = _http(stack, config, store, telemetry, late, reuse_port=worker_index is not None)
         budget = _budget(stack, config, claim.instance_id)  # closed after the gateway: its cards release theirs
         gateway = Gateway(
             instance_id=claim.instance_id,
@@ -150,6 +165,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             readiness=readiness,
             worker_index=worker_index,
             handoff=fleet.handoff if fleet is not None else None,
+            late=late,
         )
 
 
@@ -274,10 +290,12 @@ def _telemetry(config: Config) -> PrometheusTelemetry | None:
 
 
 def _http(
-    stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None, *, reuse_port: bool
+    stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None, late: LateParts, *,
+    reuse_port: bool,
 ) -> tuple[HttpServer | None, Readiness | None]:
-    """The gateway's HTTP server with the probes (and ``/metrics``), when anything is to be served; started by ``run``."""
-    if not (config.http.enabled or telemetry is not None):
+    """The gateway's HTTP server with the probes (and ``/metrics``, the alert receiver), when anything is to be
+    served; started by ``run``."""
+    if not (config.http.enabled or telemetry is not None or config.alerts.enabled):
         return None, None
     from botgateway.web import HttpServer, Readiness, metrics_routes, probe_routes
 
@@ -289,4 +307,8 @@ def _http(
         # Set by the supervisor of --workers for its workers only (see botgateway.web.metrics).
         shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR") if reuse_port else None
         server.add_routes(metrics_routes(telemetry.registry, multiprocess_dir=shared or None))
+    if config.alerts.enabled:
+        from botgateway.web.alerts import alert_routes
+
+        server.add_routes(alert_routes(config.alerts, lambda: late.alert_desk))
     return server, readiness
