@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import structlog
 
 from botgateway.access import AccessHook, decide_message, place_of, with_decision
+from botgateway.alerts.context import quoted_conversation
 from botgateway.approvers import parse_command
 from botgateway.audit_trail import write_refusal
 from botgateway.config import Config
@@ -142,6 +143,7 @@ class Admission:
         if self._closing:
             return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
 
+        msg = await quoted_conversation(self._store, msg)  # a quoted alert card's conversation holds its context
         decided = await self._decide(msg, sink)
         if isinstance(decided, Submission):
             return decided

@@ -1,0 +1,104 @@
+"""An alert card's content, and the sink its investigation streams through.
+
+The card is one message for the group's whole life: the alert's section on top
+(:func:`~botgateway.alerts.render.alert_section`, in the snapshot's
+``preamble``), then an "Investigation" section with the investigation's tool
+lines and answer. The investigation is a turn like any other, streamed by the
+gateway's card streamer; :class:`InvestigationSink` lets it stream into the
+card the alert already posted, and puts the alert's section, read fresh from
+the Store at each update, above what it shows. A notification handled by
+another replica meanwhile is therefore never painted over with an older status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+
+from botgateway.alerts.records import AlertCard
+from botgateway.alerts.render import alert_section
+from botgateway.budget import RateLimit
+from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
+from botgateway.snapshot import CardSnapshot
+from botgateway.strings import t
+
+__all__ = ["InvestigationSink", "card_snapshot"]
+
+
+def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapshot | None = None) -> CardSnapshot:
+    """What ``card`` shows now: its alert section, and its investigation (``live``: the running one's latest snapshot)."""
+    inv = card.investigation
+    running = inv is not None and inv.status == "running"
+    section = alert_section(card.group, locale=locale, now=now, investigating=running)
+    if inv is None:
+        return CardSnapshot(status="done", preamble=section, locale=locale)
+    preamble = f"{section}\n\n{t(locale, 'alert_investigation')}"
+    if live is not None:
+        return dataclasses.replace(live, preamble=preamble)
+    if running:
+        return CardSnapshot(status="working", preamble=preamble, blocks=inv.blocks, locale=locale)
+    status = {"done": "done", "refused": "done", "stopped": "stopped"}.get(inv.status, "failed")
+    error = inv.error or (t(locale, "interrupted") if inv.status == "interrupted" else "")
+    return CardSnapshot(status=status, preamble=preamble, blocks=inv.blocks, answer=inv.answer, error=error,
+                        locale=locale)
+
+
+class InvestigationSink:
+    """A :class:`~botgateway.sink.CardSink` streaming an investigation into its alert's existing card.
+
+    The card's first part is the alert card (``handle``): creating it edits the
+    card instead, and every snapshot gets the alert's section on top. Further
+    parts of a long answer are new cards of the inner sink.
+    """
+
+    def __init__(
+        self,
+        inner: CardSink,
+        handle: CardHandle,
+        *,
+        compose: Callable[[CardSnapshot], Awaitable[CardSnapshot]],
+        ended: Callable[[CardHandle, CardSnapshot], Awaitable[None]],
+    ) -> None:
+        """``compose``: the card's snapshot around the investigation's; ``ended``: called with the final one."""
+        self.platform = inner.platform
+        """The inner sink's platform."""
+        self.max_chars = inner.max_chars
+        """The inner sink's size; the alert's section is bounded, and a longer answer continues in a new part."""
+        self._inner = inner
+        self._handle = handle
+        self._compose = compose
+        self._ended = ended
+
+    def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
+        """The inner sink's buckets; the card exists, so its "create" is an edit."""
+        return self._inner.rate_key("update" if op == "create" else op, target)
+
+    async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
+        """The alert's card, edited to show ``snapshot`` (a later part: a new card)."""
+        if snapshot.part > 1:
+            return await self._inner.create(target, snapshot)
+        handle = dataclasses.replace(self._handle, target=dataclasses.replace(self._handle.target, turn_id=target.turn_id))
+        return await self._inner.update(handle, await self._compose(snapshot))
+
+    async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Show ``snapshot`` under the alert's section."""
+        if snapshot.part > 1:
+            return await self._inner.update(handle, snapshot)
+        return await self._inner.update(handle, await self._compose(snapshot))
+
+    async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Show the final ``snapshot`` under the alert's section, and record how the investigation ended."""
+        if snapshot.part > 1:
+            return await self._inner.finalize(handle, snapshot)
+        done = await self._inner.finalize(handle, await self._compose(snapshot))
+        await self._ended(done, snapshot)
+        return done
+
+    async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
+        """The card cannot be edited: the inner sink posts the snapshot another way, alert section included."""
+        if snapshot.part == 1:
+            snapshot = await self._compose(snapshot)
+        await self._inner.fallback(target, snapshot)
+        if snapshot.final and snapshot.part == 1:
+            await self._ended(self._handle, snapshot)
+

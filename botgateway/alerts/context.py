@@ -1,0 +1,51 @@
+"""A message quoting an alert card continues the card's conversation.
+
+Slack threads carry the card's conversation by themselves (a reply in the
+card's thread). DingTalk has no threads: a person quotes the card when they
+@-mention the bot, and the quoted text carries the card's reference
+(``A-3F9C2B``), which the desk recorded with the card's conversation. The
+question then runs in that conversation, whose history holds the alert and
+its investigation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import structlog
+
+from botgateway.messages import InboundMessage
+from botgateway.stores.base import Store
+
+__all__ = ["quoted_conversation", "ref_key"]
+
+log = structlog.get_logger(__name__)
+
+_REF = re.compile(r"\bA-[0-9A-F]{6}\b")
+"""A card reference as :func:`botgateway.alerts.group.group_ref` writes it."""
+
+
+def ref_key(ref: str) -> str:
+    """The Store key under which a card reference names the conversation of its card."""
+    return f"alertref:{ref.upper()}"
+
+
+async def quoted_conversation(store: Store, msg: InboundMessage) -> InboundMessage:
+    """``msg`` moved into the conversation of the alert card it quotes, when it quotes one posted in the same chat."""
+    if not msg.quoted:
+        return msg
+    for ref in dict.fromkeys(_REF.findall(msg.quoted)):
+        try:
+            doc = await store.get_document(ref_key(ref))
+        except Exception as exc:  # the question is still answered, without the alert's context
+            log.warning("alerts.context_unavailable", ref=ref, error=type(exc).__name__)
+            return msg
+        if not doc or doc.get("destination") != f"{msg.platform}:{msg.ctx.chat_id}":
+            continue
+        conversation = str(doc.get("conversation_id") or "")
+        if conversation:
+            log.info("alerts.quoted", ref=ref, conversation=conversation)
+            return dataclasses.replace(msg, conversation_id=conversation,
+                                       ctx=dataclasses.replace(msg.ctx, conversation_id=conversation))
+    return msg
