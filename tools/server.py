@@ -43,6 +43,10 @@ def provider_label(name: str) -> str:
     return PROVIDER_LABELS.get(name, name)
 
 
+SUMMARY_NAMES = 3
+"""A search that finds at most this many servers names them on its status line."""
+
+
 @dataclass(frozen=True)
 class Server:
     """One machine, whatever provider it came from."""
@@ -245,10 +249,15 @@ class SearchResult:
         return self.total if self.total is not None else len(self.servers)
 
     def summary(self) -> str:
-        """The card's status line: "2 instances found", "no instance found; AWS failed"."""
+        """The card's status line: "1 instance found: prod-db-01", "5 instances found", "no instance found; AWS failed".
+
+        A few matches are named, so the card itself says which host an address is.
+        """
         n = self.found
         none = "no instance matches that you may see" if self.scoped else "no instance found"
         text = none if n == 0 else f"{n}{'+' if self.more else ''} instance{'s' if n != 1 else ''} found"
+        if 0 < n <= SUMMARY_NAMES and len(self.servers) == n:
+            text += ": " + ", ".join(server.name or server.instance_id for server in self.servers)
         if self.failures:
             failed = sorted({provider_label(f.provider) for f in self.failures})
             text += f"; {', '.join(failed)} failed"

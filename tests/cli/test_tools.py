@@ -76,7 +76,7 @@ def test_a_lookup_prints_the_result(tmp_path: Path, aliyun: FakeAliyun) -> None:
     config = write_config(tmp_path, aliyun)
     run = botgateway("tools", "call", "search_ecs_by_ip", "--arg", "ip=172.16.9.9", "-c", str(config), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "search_ecs_by_ip: 1 instance found" in run.stdout
+    assert "search_ecs_by_ip: 1 instance found:" in run.stdout
     assert "hz-cache-01 [i-bp1cli000000000001]" in run.stdout
     assert "cli-SECRET" not in run.stdout + run.stderr
 

@@ -99,7 +99,7 @@ async def test_ecs_lookup_by_private_ip_asks_every_address_filter_and_reports_a_
     out = await registry.execute("search_ecs_by_ip", {"ip": "172.16.1.10"}, CTX)
 
     assert out.ok, out.content
-    assert out.summary == "1 instance found; Alibaba Cloud failed"
+    assert out.summary == "1 instance found: prod-api-01; Alibaba Cloud failed"
     assert "prod-api-01 [i-bp1aaaaaaaaaaaa01]" in out.content
     assert "running" in out.content and "4 vCPU/16 GiB" in out.content and "public 47.96.1.10" in out.content
     assert "Alibaba Cloud: permission denied in cn-shanghai (account prod)" in out.content
@@ -115,7 +115,7 @@ async def test_ecs_lookup_by_private_ip_asks_every_address_filter_and_reports_a_
 async def test_ecs_lookup_finds_an_elastic_ip(aliyun: FakeAliyun, toolsets: list[Toolset]) -> None:
     registry = await make(toolsets, aliyun=aliyun_section(aliyun, ["cn-hangzhou", "cn-beijing"]))
     out = await registry.execute("search_ecs_by_ip", {"ip": "47.96.1.10"}, CTX)
-    assert out.ok and out.summary == "1 instance found"
+    assert out.ok and out.summary.startswith("1 instance found: ")
     assert "i-bp1aaaaaaaaaaaa01" in out.content and "private 172.16.1.10" in out.content
 
 
@@ -130,7 +130,7 @@ async def test_ecs_list_walks_every_page(aliyun: FakeAliyun, toolsets: list[Tool
     assert "NextToken" not in calls[0]["params"] and all(c["params"].get("NextToken") for c in calls[1:])
 
     stopped = await registry.execute("list_servers", {"status": "stopped"}, CTX)
-    assert stopped.summary == "2 instances found"
+    assert stopped.summary.startswith("2 instances found: ")
     assert aliyun.calls()[-1]["params"]["Status"] == "Stopped"
 
 
@@ -209,7 +209,7 @@ async def test_slow_region_times_out_while_others_answer(toolsets: list[Toolset]
         ]
         registry = await make(toolsets, aliyun=CloudProviderConfig(enabled=True, accounts=accounts, timeout_s=1))
         out = await asyncio.wait_for(registry.execute("search_ecs_by_ip", {"ip": "172.16.2.10"}, CTX), 10)
-        assert out.ok and out.summary == "1 instance found; Alibaba Cloud failed"
+        assert out.ok and out.summary == "1 instance found: stg-api-01; Alibaba Cloud failed"
         assert "Alibaba Cloud: timed out after 1 s in cn-hangzhou (account slow)" in out.content
         assert "account=fast" in out.content
 
@@ -220,7 +220,7 @@ async def test_slow_region_times_out_while_others_answer(toolsets: list[Toolset]
 async def test_cvm_lookup_by_private_and_public_ip(tencent: FakeTencent, toolsets: list[Toolset]) -> None:
     registry = await make(toolsets, tencent=tencent_section(tencent, ["ap-guangzhou", "ap-shanghai"]))
     out = await registry.execute("search_cvm_by_ip", {"ip": "10.66.0.11"}, CTX)
-    assert out.ok and out.summary == "1 instance found; Tencent Cloud failed"
+    assert out.ok and out.summary == "1 instance found: gz-web-01; Tencent Cloud failed"
     assert "gz-web-01 [ins-gz000001]" in out.content and "ap-guangzhou/ap-guangzhou-3" in out.content
     assert "4 vCPU/8 GiB" in out.content and "public 119.29.1.11" in out.content
     assert "Tencent Cloud: permission denied in ap-shanghai" in out.content
@@ -237,7 +237,7 @@ async def test_cvm_lookup_by_private_and_public_ip(tencent: FakeTencent, toolset
 async def test_cvm_list_pages_with_offset_and_filters_state(tencent: FakeTencent, toolsets: list[Toolset]) -> None:
     registry = await make(toolsets, tencent=tencent_section(tencent, ["ap-guangzhou"]))
     out = await registry.execute("list_servers", {"status": "stopped", "region": "ap-guangzhou"}, CTX)
-    assert out.ok and out.summary == "3 instances found"
+    assert out.ok and out.summary.startswith("3 instances found: ")
     assert all(f"gz-batch-0{n}" in out.content for n in (1, 2, 3))
     calls = tencent.calls("ap-guangzhou")
     assert [c["params"]["Offset"] for c in calls] == [0, 2]
@@ -294,7 +294,7 @@ async def test_ec2_lookup_by_private_and_public_ip(moto_endpoint: str, toolsets:
     made = run_instances(moto_endpoint, "eu-west-1", [("billing-api", "172.31.0.40", "m5.large"), ("billing-db", "172.31.0.41", "r5.xlarge")])
     registry = await make(toolsets, aws=aws_section(moto_endpoint, ["eu-west-1", "eu-central-1"]))
     out = await registry.execute("search_ec2_by_ip", {"ip": "172.31.0.41"}, CTX)
-    assert out.ok and out.summary == "1 instance found", out.content
+    assert out.ok and out.summary.startswith("1 instance found: "), out.content
     db = made["billing-db"]
     assert f"billing-db [{db['InstanceId']}]" in out.content
     assert "r5.xlarge" in out.content and "32 GiB" in out.content  # memory from describe_instance_types

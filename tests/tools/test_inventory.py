@@ -43,7 +43,7 @@ async def test_lookup_by_ip_finds_the_mysql_primary() -> None:
         # every lookup only reads: an alert's investigation may use them all
         assert registry.read_only_names() == set(registry.names)
         out = await registry.execute("search_inventory_by_ip", {"ip": "10.0.1.100"}, CTX)
-        assert out.ok and out.summary == "1 instance found"
+        assert out.ok and out.summary.startswith("1 instance found: ")
         line = out.content.splitlines()[1]
         assert line.startswith("- prod-db-01 | Static inventory")
         for fact in ("idc-shanghai/A03", "running", "64 vCPU/256 GiB", "Rocky Linux 9.3", "role=mysql-primary", "owner=dba-team"):
@@ -68,12 +68,12 @@ async def test_find_and_list_with_filters() -> None:
     registry, toolset = await registry_for()
     try:
         by_name = await registry.execute("find_server", {"query": "KAFKA"}, CTX)
-        assert by_name.summary == "3 instances found"
+        assert by_name.summary.startswith("3 instances found: ")
         by_id = await registry.execute("find_server", {"query": "office-nas-01"}, CTX)
-        assert by_id.summary == "1 instance found"
+        assert by_id.summary.startswith("1 instance found: ")
 
         stopped = await registry.execute("list_servers", {"status": "stopped", "tag": "env=prod"}, CTX)
-        assert stopped.summary == "1 instance found" and "prod-db-03" in stopped.content
+        assert stopped.summary.startswith("1 instance found: ") and "prod-db-03" in stopped.content
         beijing = await registry.execute("list_servers", {"region": "idc-beijing", "tag": "role=k8s-worker"}, CTX)
         assert beijing.summary == "4 instances found"  # three prod workers and one staging
         limited = await registry.execute("list_servers", {"limit": 5}, CTX)

@@ -132,12 +132,12 @@ async def test_a_viewer_asking_about_a_prod_host_gets_no_instance_they_may_see(
     assert "env=prod" not in listed.content and "- prod-" not in listed.content
 
     staging = await inventory_registry.execute("search_inventory_by_ip", {"ip": "10.10.1.100"}, viewer)
-    assert staging.ok and staging.summary == "1 instance found" and "stg-db-01" in staging.content
+    assert staging.ok and staging.summary == "1 instance found: stg-db-01" and "stg-db-01" in staging.content
 
     # The same host is there for an unrestricted asker (no grant, or a grant without scopes).
     for ctx in (ToolContext(user_id="U1"), ctx_with()):
         out = await inventory_registry.execute("search_inventory_by_ip", {"ip": "10.0.1.100"}, ctx)
-        assert out.ok and out.summary == "1 instance found" and "prod-db-01" in out.content
+        assert out.ok and out.summary == "1 instance found: prod-db-01" and "prod-db-01" in out.content
 
 
 async def test_a_scope_for_another_provider_does_not_search_the_inventory(inventory_registry: ToolRegistry) -> None:
@@ -204,9 +204,9 @@ async def test_a_scope_for_one_account_never_calls_the_other(
     assert "prod-api-01" not in out.content and "i-bp1aaaaaaaaaaaa01" not in out.content
 
     found = await cloud_registry.execute("find_server", {"query": "172.18.1.10"}, staging_only)
-    assert found.ok and found.summary == "1 instance found" and "stg-api-01" in found.content
+    assert found.ok and found.summary == "1 instance found: stg-api-01" and "stg-api-01" in found.content
     listed = await cloud_registry.execute("list_servers", {"provider": "aliyun"}, staging_only)
-    assert listed.ok and listed.summary == "2 instances found" and "prod-api-01" not in listed.content
+    assert listed.ok and listed.summary.startswith("2 instances found: ") and "prod-api-01" not in listed.content
 
     assert prod_account.calls() == []  # the prod account was never called
     assert staging_account.calls("cn-hangzhou")
@@ -222,7 +222,7 @@ async def test_tag_scopes_filter_cloud_results_and_a_disallowed_region_is_not_re
 ) -> None:
     viewer = ctx_with(Scope(provider="aliyun", account="staging", tags={"env": "!prod"}))
     listed = await cloud_registry.execute("list_servers", {}, viewer)
-    assert listed.ok and listed.summary == "1 instance found"
+    assert listed.ok and listed.summary.startswith("1 instance found: ")
     assert "stg-api-01" in listed.content and "stg-prod-mirror" not in listed.content
 
     mirror = await cloud_registry.execute("search_ecs_by_ip", {"ip": "172.18.1.11"}, viewer)
