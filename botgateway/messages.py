@@ -67,6 +67,9 @@ class InboundMessage:
     """The asker's qualified identity, as the adapter knows it (team, external); see :attr:`asker`."""
     quoted: str = ""
     """Text of the message this one quotes or replies to, when the platform says (a DingTalk quote); else empty."""
+    quoted_key: str = ""
+    """The platform's key of the quoted message, when it gives one: what a posted card's
+    :attr:`CardHandle.data` ``quote_key`` holds (a DingTalk card's carrier id); else empty."""
 
     @property
     def asker(self) -> Principal:

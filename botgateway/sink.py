@@ -104,7 +104,8 @@ class CardHandle:
     target: CardTarget
     """Where the card lives."""
     data: Mapping[str, Any] = field(default_factory=dict)
-    """Sink-private state (stream ids, mode)."""
+    """Sink-private state (stream ids, mode); one key is shared: ``quote_key``, what a message quoting this card
+    names it by (:attr:`botgateway.messages.InboundMessage.quoted_key`), when the platform quotes cards by a key."""
 
 
 class SinkError(Exception):

@@ -332,7 +332,6 @@ class DingTalkAdapter:
         return message.webhook
 
     def _target(self, message: BotMessage) -> CardTarget:
-        quoted_key = message.quote.process_query_key if message.quote is not None else ""
         return CardTarget(
             platform=self.name,
             chat_id=message.conversation,
@@ -346,8 +345,6 @@ class DingTalkAdapter:
                 "session_webhook": self._webhook(message),
                 "session_webhook_expires_ms": message.webhook_expires_ms,
                 "msg_id": message.msg_id,
-                # What a quoted card is known by (its delivery's carrierId): its text does not come with the quote.
-                **({"quoted_key": quoted_key} if quoted_key else {}),
             },
         )
 
@@ -375,6 +372,8 @@ class DingTalkAdapter:
         return InboundMessage(
             platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx,
             principal=ctx.principal, quoted=message.quote.text if message.quote is not None else "",
+            # What a quoted card is known by (its delivery's carrierId): its text does not come with the quote.
+            quoted_key=message.quote.process_query_key if message.quote is not None else "",
         )
 
     # --- cards nobody asked for ---------------------------------------------------------------

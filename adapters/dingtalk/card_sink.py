@@ -147,7 +147,7 @@ class DingTalkCardSink:
                 "check that the robot is in the group and the app may send cards there"
             )
         carrier = carrier_id(answer)  # kept, so a card nobody asked for can be found again when quoted
-        data = {"mode": "card", **({"carrier_id": carrier} if carrier else {})}
+        data = {"mode": "card", **({"quote_key": carrier} if carrier else {})}
         return CardHandle(card_id=out_track_id, target=target, data=data)
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:

@@ -2,8 +2,10 @@
 
 Slack threads carry the card's conversation by themselves (a reply in the
 card's thread). DingTalk has no threads: a person quotes the card when they
-@-mention the bot, and the quoted text carries the card's reference
-(``A-3F9C2B``), which the desk recorded with the card's conversation. The
+@-mention the bot. The quoted text carries the card's reference
+(``A-3F9C2B``) when the platform sends it (a robot message); a quoted AI card
+comes as a placeholder with the card's key instead. The desk recorded both
+with the card's conversation. The
 question then runs in that conversation, whose history holds the alert and
 its investigation.
 """
@@ -18,7 +20,7 @@ import structlog
 from botgateway.messages import InboundMessage
 from botgateway.stores.base import Store
 
-__all__ = ["quoted_conversation", "ref_key"]
+__all__ = ["quote_key_key", "quoted_conversation", "ref_key"]
 
 log = structlog.get_logger(__name__)
 
@@ -31,21 +33,30 @@ def ref_key(ref: str) -> str:
     return f"alertref:{ref.upper()}"
 
 
+def quote_key_key(quote_key: str) -> str:
+    """The Store key under which a card's quote key (a DingTalk card's carrier id) names its conversation."""
+    return f"alertquote:{quote_key}"
+
+
 async def quoted_conversation(store: Store, msg: InboundMessage) -> InboundMessage:
     """``msg`` moved into the conversation of the alert card it quotes, when it quotes one posted in the same chat."""
-    if not msg.quoted:
+    if not msg.quoted and not msg.quoted_key:
         return msg
-    for ref in dict.fromkeys(_REF.findall(msg.quoted)):
+    # A quoted card's text may not come with the quote (a DingTalk AI card's does not): its key then names it.
+    keys = [ref_key(ref) for ref in dict.fromkeys(_REF.findall(msg.quoted))]
+    if msg.quoted_key:
+        keys.append(quote_key_key(msg.quoted_key))
+    for key in keys:
         try:
-            doc = await store.get_document(ref_key(ref))
+            doc = await store.get_document(key)
         except Exception as exc:  # the question is still answered, without the alert's context
-            log.warning("alerts.context_unavailable", ref=ref, error=type(exc).__name__)
+            log.warning("alerts.context_unavailable", key=key, error=type(exc).__name__)
             return msg
         if not doc or doc.get("destination") != f"{msg.platform}:{msg.ctx.chat_id}":
             continue
         conversation = str(doc.get("conversation_id") or "")
         if conversation:
-            log.info("alerts.quoted", ref=ref, conversation=conversation)
+            log.info("alerts.quoted", key=key, conversation=conversation)
             return dataclasses.replace(msg, conversation_id=conversation,
                                        ctx=dataclasses.replace(msg.ctx, conversation_id=conversation))
     return msg

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from botgateway.alerts.card import InvestigationSink, card_snapshot
-from botgateway.alerts.context import ref_key
+from botgateway.alerts.context import quote_key_key, ref_key
 from botgateway.alerts.group import AlertGroup, group_ref
 from botgateway.alerts.group import fold as fold_notification
 from botgateway.alerts.lock import GroupLocks
@@ -180,9 +180,12 @@ class AlertDesk:
             log.warning("alerts.adopt_failed", destination=str(dest), error=type(exc).__name__)
             conversation = None
         conversation = conversation or f"alert:{dest}:{ref}"
+        doc = {"conversation_id": conversation, "destination": str(dest)}
+        quote_key = str(handle.data.get("quote_key") or "")
         try:
-            await self._store.put_document(ref_key(ref), {"conversation_id": conversation, "destination": str(dest)},
-                                           self._keep_s)
+            await self._store.put_document(ref_key(ref), doc, self._keep_s)
+            if quote_key:
+                await self._store.put_document(quote_key_key(quote_key), doc, self._keep_s)
         except Exception as exc:
             log.warning("alerts.ref_not_saved", ref=ref, error=type(exc).__name__)
         return conversation

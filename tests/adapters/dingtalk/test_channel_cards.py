@@ -81,7 +81,7 @@ async def test_with_a_template_a_channel_card_is_an_ai_card_in_the_group(make_en
     [card] = env.fake.cards_in("dtv1.card//IM_GROUP.cidOps02==")
     assert card.create_body["imGroupOpenDeliverModel"]["robotCode"] == env.fake.client_id
     # what a message quoting the card will name it by (its originalProcessQueryKey)
-    assert handle.data == {"mode": "card", "carrier_id": "c1"}
+    assert handle.data == {"mode": "card", "quote_key": "c1"}
     assert card.content.startswith("🔥 **告警中**") and "思考" not in card.content
     await adapter.sink.update(handle, CardSnapshot(status="working", preamble=ALERT, blocks=(TOOL,), locale="zh-CN"))
     assert card.content.startswith("🔥 **告警中**") and "search_inventory_by_ip" in card.content
@@ -159,10 +159,10 @@ async def test_the_adapter_hands_the_quoted_text_and_the_quoted_cards_key_to_the
         await adapter.api.aclose()
     quoting_text, quoting_card, plain = gateway.messages
     assert (quoting_text.text, quoting_text.quoted) == ("这台机器归谁？", "🔥 告警中 A-3F9C2B")
-    assert "quoted_key" not in quoting_text.target.extra
+    assert quoting_text.quoted_key == ""
     # a quoted card comes without its text: its carrierId is what names it
-    assert quoting_card.quoted == "[Interactive Card Message]" and quoting_card.target.extra["quoted_key"] == "c7"
-    assert plain.quoted == "" and "quoted_key" not in plain.target.extra
+    assert quoting_card.quoted == "[Interactive Card Message]" and quoting_card.quoted_key == "c7"
+    assert plain.quoted == "" and plain.quoted_key == ""
 
 
 async def test_a_message_quoting_the_card_is_answered_like_any_question(make_env) -> None:
