@@ -64,7 +64,7 @@ class Notification:
     """One webhook call: the current state of one alert group."""
 
     version: str
-    """Payload version; always ``"4"``."""
+    """Payload version: ``"4"`` from Alertmanager, ``"1"`` from Grafana's webhook contact point."""
     group_key: str
     """Alertmanager's key of the group, stable for its whole life: notifications with the same key update one card."""
     status: AlertStatus
@@ -139,6 +139,10 @@ class _RawNotification(BaseModel):
     alerts: list[_RawAlert] = Field(min_length=1)
 
 
+VERSIONS = frozenset({"4", "1"})
+"""Alertmanager's webhook payload version, and Grafana's webhook contact point's (the same fields, and more)."""
+
+
 def parse_notification(body: bytes) -> Notification:
     """Read one webhook body; raises :class:`PayloadError` when it is not a version 4 notification."""
     try:
@@ -147,10 +151,12 @@ def parse_notification(body: bytes) -> Notification:
         raise PayloadError(f"not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PayloadError("expected a JSON object (Alertmanager's webhook payload) at the top level")
-    if data.get("version") != "4":
+    if data.get("version") not in VERSIONS:
         got = data.get("version")
         shown = f", got {_clip(str(got))!r}" if isinstance(got, (str, int, float)) else ""
-        raise PayloadError(f'version: expected "4" (Alertmanager\'s webhook payload version){shown}')
+        raise PayloadError(
+            f'version: expected "4" (Alertmanager\'s webhook payload version; Grafana\'s webhook sends "1"){shown}'
+        )
     alerts = data.get("alerts")
     if isinstance(alerts, list) and len(alerts) > MAX_ALERTS:
         # Refused before each of them is validated: the count alone is the answer.

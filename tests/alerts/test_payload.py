@@ -117,7 +117,15 @@ def test_json_that_is_not_an_object_is_refused() -> None:
     assert "expected a JSON object" in refusal([payload("firing")])
 
 
-@pytest.mark.parametrize("version", ["1", 4, None])
+def test_grafanas_webhook_version_1_is_read_too() -> None:
+    data = payload("firing")
+    data.update(version="1", orgId=1, title="[FIRING:1] HostDown", state="alerting", message="…")
+    data["alerts"][0].update(silenceURL="http://grafana/alerting/silence/new", values={"B": 1})
+    notification = parse_notification(json.dumps(data).encode())
+    assert notification.version == "1" and notification.alerts[0].fingerprint == data["alerts"][0]["fingerprint"]
+
+
+@pytest.mark.parametrize("version", ["2", 4, None])
 def test_only_version_4_is_read(version: object) -> None:
     data = payload("firing")
     data["version"] = version
