@@ -213,7 +213,9 @@ class Recovery:
     async def _finalize(self, card: OpenCard, sink: CardSink) -> bool:
         """Close one orphan as "interrupted"; its record is dropped whatever happens (a card that cannot be closed never will be)."""
         target = target_from_open_card(card)
-        snapshot = CardSnapshot(status="failed", error=t(target.locale, "interrupted"), locale=target.locale, seq=1 << 30)
+        # A card that shows outside data above its turn (an alert's status) keeps it: its turn saved it on the target.
+        snapshot = CardSnapshot(status="failed", error=t(target.locale, "interrupted"), locale=target.locale, seq=1 << 30,
+                                preamble=str(target.extra.get("preamble") or ""))
         handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
         # A restart often meets a throttled platform: a card dropped here would spin forever, so throttles are waited out.
         caller = CardCaller(

@@ -9,6 +9,7 @@ its heartbeat stays live for ``instance_ttl_s``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from botgateway.llm import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.memory import Memory
 from botgateway.messages import InboundMessage, Submission
-from botgateway.sink import CardTarget
+from botgateway.sink import CardTarget, target_to_dict
+from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import Tool, ToolContext, ToolRegistry, tool
 from tests.fakes.gateway import RecordingSink
@@ -187,3 +189,15 @@ async def _until(read: Any, holds: Any, timeout: float = 10.0) -> Any:
         while not holds(value := await read()):
             await asyncio.sleep(0.02)
     return value
+
+
+async def test_a_left_card_keeps_the_outside_data_it_showed_above_its_turn(tmp_path: Path) -> None:
+    """An alert's investigation card closed by recovery still shows the alert (its turn saved it on the target)."""
+    async with process(tmp_path, "host-1") as h:
+        target = CardTarget(platform="test", chat_id="C1", turn_id="t1", extra={"preamble": "🔥 Firing · HostDown"})
+        await h.store.add_open_card(OpenCard(platform="test", card_id="card-9", turn_id="t1",
+                                             target={"target": target_to_dict(target)},
+                                             created_at=time.time() - 3600, owner="a-gone-host"))
+        assert await h.gateway.recovery.recover_open_cards({"test": h.sink}, at_start=True) == 1
+        final = h.sink.cards["card-9"]
+        assert final.status == "failed" and final.preamble == "🔥 Firing · HostDown" and "ask again" in final.error

@@ -83,7 +83,8 @@ class AlertDesk:
         self._instance_id = instance_id
         self._clock = clock
         self._seed = seed
-        self._locks = GroupLocks(store, instance_id)
+        # A lease outlives the longest card call made while it is held: a slow post never lets a second writer in.
+        self._locks = GroupLocks(store, instance_id, ttl_s=2 * CALL_DEADLINE_S + 30)
         self._tasks = BackgroundTasks()
         self._live: dict[str, CardSnapshot] = {}  # key → latest snapshot of an investigation running here
 
@@ -134,6 +135,8 @@ class AlertDesk:
             if change == "repeat" and (card.handle is None or not adapter.edits_in_place):
                 return None  # a repeat is counted on the card at its next edit, never posted again
             shown = await self._show(key, dest, card, keep_live=start)
+            if start and shown.handle is None:
+                shown = dataclasses.replace(shown, investigation=None)  # the next notification posts, and investigates
             if shown is not card:
                 await self._save(key, shown)
         return shown if start and shown.handle is not None else None
