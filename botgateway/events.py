@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from botgateway.tooling.contract import Source
+
 __all__ = [
     "AnswerDelta",
     "ApprovalDecided",
     "ApprovalRequested",
     "ApprovalVerdict",
     "FailureReason",
+    "ModelAnswering",
     "RoundStarted",
     "ThoughtDelta",
     "ToolCallFinished",
@@ -39,6 +42,10 @@ class Usage:
     """Tokens the model read (history, tools, question)."""
     completion_tokens: int = 0
     """Tokens the model generated (thought, narration, tool calls, answer)."""
+    cached_tokens: int = 0
+    """Of the prompt tokens, those the provider served from its prompt cache (0 when it does not say)."""
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those spent reasoning (0 when the provider does not say)."""
 
     @property
     def total_tokens(self) -> int:
@@ -50,6 +57,8 @@ class Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -98,6 +107,20 @@ class RoundStarted:
     max_rounds: int
     """The configured ceiling on rounds for this turn."""
     kind: Literal["round_started"] = "round_started"
+    """Discriminator: which event this is, the first key of its JSON object."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelAnswering:
+    """The model that answers this round, known once its first token arrived (``llm.fallbacks``, ``llm.routes``)."""
+
+    model: str
+    """The model's name as configured (``deepseek-chat``)."""
+    endpoint: str
+    """The endpoint's name: ``primary``, a fallback's or a route's name."""
+    fallback_from: str = ""
+    """The endpoint that failed before the first token, when this one stands in for it; empty otherwise."""
+    kind: Literal["model_answering"] = "model_answering"
     """Discriminator: which event this is, the first key of its JSON object."""
 
 
@@ -154,6 +177,8 @@ class ToolCallFinished:
     """One line for the card: the outcome on success, the reason on failure."""
     duration_s: float
     """Wall time of the call in seconds."""
+    sources: tuple[Source, ...] = ()
+    """Where its data came from and how old it is (provider, account, region, API, fetch time, cached)."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
     """Discriminator: which event this is, the first key of its JSON object."""
 
@@ -218,6 +243,12 @@ class UsageReported:
     """Prompt tokens of this round."""
     completion_tokens: int
     """Completion tokens of this round."""
+    cached_tokens: int = 0
+    """Of the prompt tokens, those served from the provider's prompt cache (0 when it does not say)."""
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those spent reasoning (0 when the provider does not say)."""
+    model: str = ""
+    """The model that answered the round (see :class:`ModelAnswering`); empty when unknown."""
     kind: Literal["usage_reported"] = "usage_reported"
     """Discriminator: which event this is, the first key of its JSON object."""
 
@@ -261,6 +292,7 @@ class TurnFailed:
 
 TurnEvent: TypeAlias = (
     RoundStarted
+    | ModelAnswering
     | ThoughtDelta
     | AnswerDelta
     | ToolCallStarted

@@ -22,6 +22,7 @@ from botgateway.tooling.cache import TTLCache
 from botgateway.tooling.contract import (
     PermissionHook,
     RecentOutcomes,
+    Source,
     Tool,
     ToolArgumentError,
     ToolContext,
@@ -61,6 +62,7 @@ __all__ = [
     "FunctionTool",
     "PermissionHook",
     "RecentOutcomes",
+    "Source",
     "SyncWorkers",
     "TTLCache",
     "Tool",

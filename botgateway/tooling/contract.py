@@ -17,6 +17,7 @@ __all__ = [
     "ToolArgumentError",
     "ToolContext",
     "ToolError",
+    "Source",
     "ToolOutcome",
     "ToolOutput",
     "local_user",
@@ -46,10 +47,32 @@ class ToolContext:
     """The asker's platform-qualified identity (for resource scopes and audit)."""
     grant: Grant | None = None
     """What the access policy grants the asker here; ``None`` (a command run outside the gateway) restricts nothing."""
+    fresh: bool = False
+    """Bypass every cache: the asker pressed Refresh, and wants data fetched now."""
 
     def may_use(self, tool_name: str) -> bool:
         """Whether ``tool_name`` may be offered to the model and run for this asker here."""
         return self.grant is None or self.grant.offers(tool_name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Where one piece of a tool result came from, and how old it is: the answer's provenance."""
+
+    provider: str
+    """Provider key: ``aliyun``, ``tencent``, ``aws``, ``inventory``, ``mcp:<server>``."""
+    label: str
+    """Its human name: "Alibaba Cloud", "static inventory", "MCP grafana"."""
+    account: str = ""
+    """The configured account's name (``prod``), when the provider has accounts."""
+    region: str = ""
+    """The region or data centre asked (``cn-hangzhou``), when one."""
+    api: str = ""
+    """The API called (``DescribeInstances``, an MCP tool's name), when known."""
+    fetched_at: float = 0.0
+    """Unix time the data was fetched from the provider (for a cached copy: when the copy was made)."""
+    cached: bool = False
+    """The data came from a cache, not from the provider just now."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +85,8 @@ class ToolOutput:
     """One short line for the card's status line ("2 instances found")."""
     data: Any = None
     """The result as JSON-ready data (servers found, what was searched, which sources failed); ``None`` for text-only tools."""
+    sources: tuple[Source, ...] = ()
+    """Where the data came from and how old it is (empty: the tool does not say)."""
 
 
 class ToolError(Exception):
@@ -129,6 +154,8 @@ class ToolOutcome:
     """Why the call failed, in plain words (:attr:`content` is ``"Error: "`` and this, capped); empty when ok."""
     source: str = "tool"
     """Who wrote :attr:`content`: ``tool`` (the tool's own output, external data) or ``gateway`` (our note on a failure)."""
+    sources: tuple[Source, ...] = ()
+    """Where the data came from and how old it is (:attr:`ToolOutput.sources`); empty on failure or when unknown."""
 
 
 class RecentOutcomes(Protocol):
