@@ -7,7 +7,10 @@ is defensive:
   ``delta.reasoning`` (Ollama, vLLM, OpenRouter), or inline in the content as
   ``<think>…</think>`` (tags may be split across chunks);
 - ``delta.tool_calls`` may be ``None``; ``choices`` may be empty; usage may come
-  only in the last chunk, inside the choice (Moonshot), or never;
+  only in the last chunk, inside the choice (Moonshot), or never; cached prompt
+  tokens are reported as ``prompt_tokens_details.cached_tokens`` or
+  ``prompt_cache_hit_tokens`` (DeepSeek), reasoning tokens as
+  ``completion_tokens_details.reasoning_tokens``;
 - tool-call fragments of parallel calls interleave; some providers omit
   ``index`` (we fall back to ``id``, and a fragment with neither continues the
   last call), some give every call ``index`` 0 with distinct ids (a new id at a
@@ -144,6 +147,8 @@ class AssembledRound:
     """Usage if the provider reported any."""
     finish_reason: str | None
     """The last ``finish_reason`` seen (``stop``, ``tool_calls``, ``length``…)."""
+    model: str = ""
+    """The model the provider says answered (the chunks' ``model``); empty when it did not say."""
 
 
 class ThinkTagSplitter:
@@ -224,15 +229,46 @@ def _nonempty(value: Any) -> str | None:
 
 
 def _usage_from(raw: Any) -> Usage | None:
+    """The round's :class:`Usage` from a ``usage`` object; ``None`` when it is none.
+
+    Cached prompt tokens are ``prompt_tokens_details.cached_tokens`` (OpenAI and
+    most compatible services), ``prompt_cache_hit_tokens`` (DeepSeek) or a bare
+    ``cached_tokens`` (Moonshot); reasoning tokens are
+    ``completion_tokens_details.reasoning_tokens``. Each is a part of its total, never more.
+    """
     if not isinstance(raw, dict):
         return None
     prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
     if prompt is None and completion is None:
         return None
     try:
-        return Usage(prompt_tokens=int(prompt or 0), completion_tokens=int(completion or 0))
+        prompt_tokens, completion_tokens = int(prompt or 0), int(completion or 0)
     except (TypeError, ValueError):
         return None  # counts that are not numbers: usage is optional, the answer is not
+    prompt_details, completion_details = raw.get("prompt_tokens_details"), raw.get("completion_tokens_details")
+    cached = _count(
+        prompt_details.get("cached_tokens") if isinstance(prompt_details, dict) else None,
+        raw.get("prompt_cache_hit_tokens"),
+        raw.get("cached_tokens"),
+    )
+    reasoning = _count(
+        completion_details.get("reasoning_tokens") if isinstance(completion_details, dict) else None,
+        raw.get("reasoning_tokens"),
+    )
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=min(cached, prompt_tokens),
+        reasoning_tokens=min(reasoning, completion_tokens),
+    )
+
+
+def _count(*candidates: Any) -> int:
+    """The first candidate that is a whole number of tokens (0 when none is): details are optional."""
+    for value in candidates:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+    return 0
 
 
 class StreamAssembler:
@@ -249,6 +285,7 @@ class StreamAssembler:
         self._by_id: dict[str, _Call] = {}
         self._usage: Usage | None = None
         self._finish_reason: str | None = None
+        self._model = ""
         self.chunks = 0
         """Chunks fed so far."""
 
@@ -270,6 +307,8 @@ class StreamAssembler:
         self.chunks += 1
         parts: list[StreamPart] = []
         self._take_usage(chunk.get("usage"))
+        if not self._model:
+            self._model = _nonempty(chunk.get("model")) or ""
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or (choice.get("index") or 0) != 0:
@@ -321,6 +360,7 @@ class StreamAssembler:
             tool_calls=tuple(calls),
             usage=self._usage,
             finish_reason=self._finish_reason,
+            model=self._model,
         )
 
     def _claim(self, call_id: str, own: str | None, taken: set[str]) -> str:

@@ -36,6 +36,7 @@ from botgateway.assembly import AssembledRound, ReasoningPart, TextPart
 from botgateway.events import (
     AnswerDelta,
     FailureReason,
+    ModelAnswering,
     RoundStarted,
     ThoughtDelta,
     ToolCallRecord,
@@ -225,17 +226,20 @@ class ToolLoop:
 
         for round_no in range(1, self.max_rounds + 1):
             assembled: AssembledRound | None = None
+            answering = ""  # the model a ModelAnswering named for this round, if any
             async with aclosing(self._stream_round(turn, round_no)) as items:
                 async for item in items:
                     if isinstance(item, AssembledRound):
                         assembled = item
                     else:
+                        if isinstance(item, ModelAnswering):
+                            answering = item.model
                         yield item
             if assembled is None:  # the model failed; the round ended with its TurnFailed
                 return
             if assembled.usage is not None:
                 turn.usage = turn.usage + assembled.usage
-                yield UsageReported(prompt_tokens=assembled.usage.prompt_tokens, completion_tokens=assembled.usage.completion_tokens)
+                yield _usage_reported(assembled.usage, assembled.model or answering or getattr(self.llm, "model", ""))
 
             calls = unique_call_ids(assembled.tool_calls, turn.used_ids, round_no)
             if not calls or round_no == self.max_rounds:
@@ -360,6 +364,17 @@ class ToolLoop:
                 hit_max_rounds=hit_max_rounds,
             )
         )
+
+
+def _usage_reported(usage: Usage, model: str) -> UsageReported:
+    """The event reporting one round's ``usage``, by ``model`` (the provider's name for it, else the configured one)."""
+    return UsageReported(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        model=model if isinstance(model, str) else "",
+    )
 
 
 def _trim_history(turn: _Turn) -> bool:

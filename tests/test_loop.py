@@ -105,7 +105,7 @@ async def test_simple_answer_streams_and_commits(harness: Harness) -> None:
     assert isinstance(events[0], RoundStarted) and events[0].round == 1 and events[0].max_rounds == 4
     assert "".join(e.text for e in of(events, ThoughtDelta)) == "Just answer."
     assert answer_text(events) == "web-1 is up."
-    assert of(events, UsageReported) == [UsageReported(prompt_tokens=40, completion_tokens=8)]
+    assert of(events, UsageReported) == [UsageReported(prompt_tokens=40, completion_tokens=8, model="scripted-model")]
     done = events[-1]
     assert isinstance(done, TurnDone)
     assert done.result.answer == "web-1 is up." and done.result.usage == Usage(prompt_tokens=40, completion_tokens=8) and done.result.rounds == 1
@@ -186,7 +186,10 @@ async def test_parallel_interleaved_calls_run_concurrently_and_results_return_in
     assert sorted(e.call_id for e in finished) == ["call_A", "call_B"] and all(e.ok for e in finished)
     assert [e.call_id for e in finished] == ["call_B", "call_A"]  # as they completed
     assert [e.round for e in of(events, RoundStarted)] == [1, 2]
-    assert of(events, UsageReported) == [UsageReported(prompt_tokens=100, completion_tokens=20), UsageReported(prompt_tokens=200, completion_tokens=10)]
+    assert of(events, UsageReported) == [
+        UsageReported(prompt_tokens=100, completion_tokens=20, model="scripted-model"),
+        UsageReported(prompt_tokens=200, completion_tokens=10, model="scripted-model"),
+    ]
 
     follow_up = harness.server.requests[1]["messages"]
     assistant, result_a, result_b = follow_up[-3:]
