@@ -18,6 +18,7 @@ from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
 from botgateway.events import (
     ApprovalDecided,
+    ModelAnswering,
     ToolCallFinished,
     ToolCallStarted,
     TurnDone,
@@ -29,6 +30,7 @@ from botgateway.limits import asker_of
 from botgateway.messages import InboundMessage, TurnOutcome
 from botgateway.redaction import RedactSecrets, redact_text
 from botgateway.stores.base import AuditRecord, ToolCallRow
+from botgateway.tooling.contract import Source
 
 __all__ = ["ScheduledTurn"]
 
@@ -83,6 +85,8 @@ class ScheduledTurn:
         """``done``, ``failed:<reason>``, ``stopped`` or ``moved``."""
         self.row_writes: list[asyncio.Task[None]] = []
         """Tool-call rows of this turn being written to the Store."""
+        self.model = ""
+        """The model that answered the last round (:class:`ModelAnswering`); empty when not told."""
 
     def observe(self, event: TurnEvent) -> None:
         """Keep what the audit record needs."""
@@ -93,6 +97,10 @@ class ScheduledTurn:
         elif isinstance(event, ToolCallFinished):
             entry = self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})
             entry.update(ok=event.ok, summary=redact_text(event.summary), duration_s=round(event.duration_s, 3))
+            if event.sources:  # provenance, for the feedback on the answer and the audit
+                entry["sources"] = [_source(source) for source in event.sources]
+        elif isinstance(event, ModelAnswering):
+            self.model = event.model
         elif isinstance(event, ApprovalDecided):
             self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})["approval"] = _approval(event)
         elif isinstance(event, UsageReported):
@@ -159,9 +167,15 @@ class ScheduledTurn:
             completion_tokens=self.completion_tokens,
             started_at=self.started_at,
             duration_s=round(duration_s, 3),
-            extra={"card": metrics.to_dict()} if metrics is not None else {},
+            extra={**({"card": metrics.to_dict()} if metrics is not None else {}),
+                   **({"model": self.model} if self.model else {})},
             **self._where(),
         )
+
+
+def _source(source: Source) -> dict[str, Any]:
+    """A source as the audit keeps it: its fields that say something."""
+    return {key: value for key, value in dataclasses.asdict(source).items() if value not in ("", 0.0, False)}
 
 
 def _approval(event: ApprovalDecided) -> str:
