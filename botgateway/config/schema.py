@@ -18,6 +18,7 @@ from botgateway.config.schedules import ScheduleConfig
 from botgateway.config.section import Section
 from botgateway.config.service import GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
 from botgateway.config.toolset import ToolsConfig
+from botgateway.config.usage import UsageConfig
 
 __all__ = ["Config"]
 
@@ -53,6 +54,8 @@ class Config(Section):
     """Alertmanager's webhook and where each alert group's card goes."""
     schedules: list[ScheduleConfig] = Field(default_factory=list)
     """Reports posted on a cron schedule."""
+    usage: UsageConfig = UsageConfig()
+    """Prices of the models, for the cost of each recorded model call."""
 
     @model_validator(mode="after")
     def _alerts_and_schedules_fit(self) -> Config:

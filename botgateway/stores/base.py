@@ -24,6 +24,7 @@ __all__ = [
     "StoreError",
     "StoredTurn",
     "ToolCallRow",
+    "UsageRow",
     "VersionStep",
     "apply_write",
 ]
@@ -224,6 +225,40 @@ class ToolCallRow:
     """The approval decision for a call that needs one (``approved by …``, ``denied``); empty when none was needed."""
 
 
+@dataclass(frozen=True)
+class UsageRow:
+    """One model call's tokens and cost, written after its turn (``botgateway usage`` sums them)."""
+
+    at: float
+    """Unix time the model reported the usage (the end of the call)."""
+    turn_id: str = ""
+    """The turn that made the call; empty for a call outside any turn (a history summary)."""
+    conversation_id: str = ""
+    """Conversation key; empty when unknown."""
+    principal: str = ""
+    """Who it was for: the asker's qualified id (``slack:U0123``), or ``gateway`` for the gateway's own calls."""
+    platform: str = ""
+    """Adapter the question came from; empty for the gateway's own calls."""
+    channel: str = ""
+    """The channel or chat asked in."""
+    model: str = ""
+    """The model as the provider named it in its answer, else as configured."""
+    purpose: str = "turn"
+    """``turn`` (answering a question) or ``summary`` (compressing a conversation's history)."""
+    prompt_tokens: int = 0
+    """Tokens the model read."""
+    completion_tokens: int = 0
+    """Tokens the model wrote (reasoning included)."""
+    cached_tokens: int = 0
+    """Of the prompt tokens, those served from the provider's prompt cache."""
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those spent reasoning."""
+    cost: float | None = None
+    """What the call cost at the prices configured when it was recorded; ``None`` when its model had no price."""
+    currency: str = ""
+    """The currency of ``cost`` (``usage.currency``)."""
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable state. Every method is safe to call from concurrent tasks."""
@@ -341,6 +376,14 @@ class Store(Protocol):
         A turn with tool-call rows but no audit record yet (running, or its
         process was killed) is listed as an :data:`UNFINISHED` record made from them.
         """
+        ...
+
+    async def record_usage(self, rows: Sequence[UsageRow]) -> None:
+        """Append model calls' usage rows, all at once (one transaction, one pipeline)."""
+        ...
+
+    async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:
+        """The newest ``limit`` usage rows recorded from ``since`` (Unix time) on, oldest first."""
         ...
 
     async def open(self) -> None:

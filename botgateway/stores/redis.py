@@ -10,7 +10,8 @@ Layout under ``prefix`` (conversation keys, with the history's scripts, are
 - ``tool_calls:{<turn id>}`` — HASH ``call_id:phase`` → tool-call row JSON, until the turn's audit record;
 - ``counter:<key>`` — STRING counter of a per-principal limit, expiring with its window;
 - ``lease:<key>`` — ZSET holder → lease expiry (Redis's clock, in ms): concurrent turns of a principal;
-- ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``).
+- ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``);
+- ``usage`` — STREAM of model calls' usage rows (:mod:`botgateway.stores.redis_usage`).
 
 Multi-key writes run as Lua scripts, which Redis executes atomically. Times
 (heartbeats, leases) are Redis's own clock, so replicas' clock skew does not matter.
@@ -49,10 +50,12 @@ from botgateway.stores.base import (
     StoredTurn,
     StoreError,
     ToolCallRow,
+    UsageRow,
     VersionStep,
 )
 from botgateway.stores.redis_connect import redis_client
 from botgateway.stores.redis_history import RedisHistory
+from botgateway.stores.redis_usage import RedisUsage
 
 __all__ = ["RedisStore"]
 
@@ -108,6 +111,7 @@ class RedisStore:
         audit_max_len: Approximate cap on the audit stream's length.
         audit_retention_s: Audit records (and tool-call rows) older than this are trimmed as new ones are written.
         client: An existing client to use instead of connecting to ``url`` (not closed by :meth:`close`).
+        usage_max_rows: Approximate cap on the usage stream's length (trimmed by ``audit_retention_s`` too).
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class RedisStore:
         audit_max_len: int = 100_000,
         audit_retention_s: float | None = None,
         client: aioredis.Redis | None = None,
+        usage_max_rows: int = 300_000,
     ) -> None:
         self.safe_url = mask_url(url)
         """The URL with its password masked, for messages."""
@@ -136,6 +141,7 @@ class RedisStore:
         except ValueError as exc:
             raise StoreError(f"memory.redis_url {self.safe_url!r} is not usable: {exc}") from None
         self._history = RedisHistory(self._redis, prefix, ttl_ms=self._ttl_ms())
+        self._usage = RedisUsage(self._redis, prefix, max_rows=usage_max_rows, retention_s=audit_retention_s)
         self._beat = self._redis.register_script(_BEAT)
         self._live = self._redis.register_script(_LIVE)
         self._count = self._redis.register_script(_COUNT)
@@ -373,3 +379,15 @@ class RedisStore:
                 upper = f"({page[-1][0]}"
         found.reverse()
         return merged(found, unfinished, limit)
+
+    # --- usage --------------------------------------------------------------------
+
+    async def record_usage(self, rows: Sequence[UsageRow]) -> None:
+        """Append model calls' usage rows in one pipeline."""
+        async with self._errors():
+            await self._usage.record(rows)
+
+    async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:
+        """The newest ``limit`` usage rows recorded from ``since`` on, oldest first."""
+        async with self._errors():
+            return await self._usage.rows(since, limit)

@@ -42,11 +42,13 @@ from botgateway.stores.base import (
     OpenCard,
     StoredTurn,
     ToolCallRow,
+    UsageRow,
     VersionStep,
 )
 from botgateway.stores.sqlite_claims import SqliteClaims
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
 from botgateway.stores.sqlite_history import SqliteHistory
+from botgateway.stores.sqlite_usage import SqliteUsage
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -60,6 +62,7 @@ class SqliteStore:
         audit_max_len: The sweep keeps only this many newest audit records (as the Redis store caps its stream).
         audit_retention_s: The sweep deletes audit records (and tool-call rows) older than this; ``None`` keeps them.
         sweep_interval_s: How often writes also delete expired claims and idle conversations.
+        usage_max_rows: The sweep keeps only this many newest usage rows (they go with ``audit_retention_s`` too).
         clock: Wall clock in Unix seconds (injected so tests can move time).
     """
 
@@ -71,6 +74,7 @@ class SqliteStore:
         audit_max_len: int = 100_000,
         audit_retention_s: float | None = None,
         sweep_interval_s: float = 600.0,
+        usage_max_rows: int = 300_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = str(path)
@@ -87,6 +91,7 @@ class SqliteStore:
         self._connection = SqliteConnection(self.path)
         self._history = SqliteHistory(self._connection, history_ttl_s=history_ttl_s, clock=clock)
         self._claims = SqliteClaims(self._transaction, clock)
+        self._usage = SqliteUsage(self._transaction, self._fetchall, max_rows=usage_max_rows)
         self._last_sweep = 0.0
 
     def __repr__(self) -> str:
@@ -142,6 +147,7 @@ class SqliteStore:
             expired = now - self.audit_retention_s
             await db.execute("DELETE FROM audit WHERE started_at < ?", (expired,))
             await db.execute("DELETE FROM tool_calls WHERE json_extract(body, '$.at') < ?", (expired,))
+        await self._usage.sweep(db, None if self.audit_retention_s is None else now - self.audit_retention_s)
         await self._history.sweep(db)
 
     # --- history ------------------------------------------------------------------
@@ -363,3 +369,13 @@ class SqliteStore:
         )
         written = [audit_from_dict(json.loads(row[0])) for row in rows]
         return merged(written, unfinished_records(decode_tool_call(call[0]) for call in calls), limit)
+
+    # --- usage --------------------------------------------------------------------
+
+    async def record_usage(self, rows: Sequence[UsageRow]) -> None:
+        """Append model calls' usage rows in one transaction."""
+        await self._usage.record(rows)
+
+    async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:
+        """The newest ``limit`` usage rows recorded from ``since`` on, oldest first."""
+        return await self._usage.rows(since, limit)

@@ -95,6 +95,12 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at REAL NOT NULL,
     PRIMARY KEY (key, holder)
 );
+CREATE TABLE IF NOT EXISTS model_usage (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS model_usage_at ON model_usage (at);
 """
 
 

@@ -1,0 +1,65 @@
+"""The usage rows in SQLite: table ``model_usage`` (see :mod:`~botgateway.stores.sqlite_connection`), one JSON row
+per model call, found by its time.
+
+Rows are written in groups (the turn's calls together), read newest first up to
+a limit, and swept with the audit records: older than the audit retention, or
+beyond the newest ``max_rows``. :class:`~botgateway.stores.sqlite.SqliteStore` delegates here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import aiosqlite
+
+from botgateway.stores._usage_codec import decode_usage, encode_usage
+from botgateway.stores.base import UsageRow
+
+__all__ = ["SqliteUsage"]
+
+Transaction = Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
+"""Runs one write transaction (the store's, with its sweep)."""
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
+"""Runs one read statement beside the writes."""
+
+
+class SqliteUsage:
+    """Usage rows on the store's connections.
+
+    Args:
+        transaction: The store's write transaction.
+        fetchall: The store's read statement.
+        max_rows: The sweep keeps only this many newest rows.
+    """
+
+    def __init__(self, transaction: Transaction, fetchall: Fetch, *, max_rows: int) -> None:
+        self._transaction = transaction
+        self._fetchall = fetchall
+        self.max_rows = max_rows
+        """How many newest rows the sweep keeps."""
+
+    async def record(self, rows: Sequence[UsageRow]) -> None:
+        """Append ``rows`` in one transaction."""
+        if not rows:
+            return
+        values = [(row.at, encode_usage(row)) for row in rows]
+
+        async def work(db: aiosqlite.Connection) -> None:
+            await db.executemany("INSERT INTO model_usage (at, body) VALUES (?, ?)", values)
+
+        await self._transaction(work)
+
+    async def rows(self, since: float | None, limit: int) -> list[UsageRow]:
+        """The newest ``limit`` rows from ``since`` on, oldest first."""
+        found = await self._fetchall(
+            "SELECT body FROM model_usage WHERE (? IS NULL OR at >= ?) ORDER BY at DESC, id DESC LIMIT ?",
+            (since, since, max(0, limit)),
+        )
+        return [decode_usage(row[0]) for row in reversed(found)]
+
+    async def sweep(self, db: aiosqlite.Connection, expired: float | None) -> None:
+        """Delete rows older than ``expired`` (Unix time; ``None``: none by age) and beyond the newest ``max_rows``."""
+        await db.execute("DELETE FROM model_usage WHERE id <= (SELECT MAX(id) FROM model_usage) - ?", (self.max_rows,))
+        if expired is not None:
+            await db.execute("DELETE FROM model_usage WHERE at < ?", (expired,))
