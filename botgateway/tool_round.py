@@ -4,8 +4,8 @@ Each call runs through :meth:`ToolRegistry.execute` (its own timeout, its own
 error result), all calls of the round at once, up to the registry's
 ``max_calls_per_round``: the calls past it are not run and fail with a note the
 model can act on (:meth:`ToolRegistry.over_cap`). :class:`ToolCallStarted` events
-come first, in call order; :class:`ToolCallFinished` events follow in true
-completion order; then the round's :class:`ToolRoundResult`: the messages and
+come first, in call order; :class:`ToolCallFinished` events (with the sources
+of each result) follow in true completion order; then the round's :class:`ToolRoundResult`: the messages and
 records the turn commits, in the order the model made the calls. Each result
 goes back as data with its provenance (:mod:`botgateway.tooling.provenance`).
 
@@ -73,7 +73,8 @@ async def run_tool_round(
         position, outcome = item
         outcomes[position] = outcome
         call = calls[position]
-        yield ToolCallFinished(call_id=call.call_id, name=call.name, ok=outcome.ok, summary=outcome.summary, duration_s=outcome.duration_s)
+        yield ToolCallFinished(call_id=call.call_id, name=call.name, ok=outcome.ok, summary=outcome.summary,
+                               duration_s=outcome.duration_s, sources=outcome.sources)
     ordered = [outcomes[position] for position in range(len(calls))]
     yield ToolRoundResult(
         messages=(

@@ -5,6 +5,9 @@ Per-provider address lookups (``search_ecs_by_ip``, ``search_cvm_by_ip``,
 at once in one round; ``find_server`` and ``list_servers`` cover every
 provider. Only the tools of configured providers exist. They only look
 servers up, so each says it is read-only (an alert's investigation may use them).
+Each result names the accounts and regions that answered, and when
+(:attr:`SearchResult.sources`); a Refresh (``ToolContext.fresh``) asks the
+providers again instead of their caches.
 """
 
 from __future__ import annotations
@@ -76,13 +79,19 @@ def _scopes(ctx: ToolContext) -> tuple[Scope, ...]:
 
 
 async def _search(
-    providers: Sequence[Provider], query: ServerQuery, scopes: Sequence[Scope] = (), *, limit: int | None = None
+    providers: Sequence[Provider],
+    query: ServerQuery,
+    scopes: Sequence[Scope] = (),
+    *,
+    limit: int | None = None,
+    fresh: bool = False,
 ) -> SearchResult:
-    """Ask ``providers`` concurrently, within ``scopes``; a provider bug is reported like a provider failure."""
+    """Ask ``providers`` concurrently, within ``scopes`` (``fresh``: not their caches); a provider bug is reported
+    like a provider failure."""
 
     async def one(provider: Provider) -> SearchResult:
         try:
-            return await provider.search(query, scopes)
+            return await provider.search(query, scopes, fresh=fresh)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -106,7 +115,7 @@ def ip_lookup_tool(provider: Provider, *, timeout_s: float | None) -> Tool:
     tool_name, what = IP_TOOLS[provider.name]
 
     async def lookup(ip: IpAddress, ctx: ToolContext) -> SearchResult:
-        return await _search([provider], ip_query(ip), _scopes(ctx))
+        return await _search([provider], ip_query(ip), _scopes(ctx), fresh=ctx.fresh)
 
     lookup.__doc__ = f"""Find {what} that own an IP address, across every configured account and region.
 
@@ -124,16 +133,16 @@ def find_server_tool(providers: Sequence[Provider], *, timeout_s: float | None) 
         text = query.strip()
         if not text:
             raise ToolError("query is empty; give an IP address, an instance id or part of a host name")
-        scopes = _scopes(ctx)
+        scopes, fresh = _scopes(ctx), ctx.fresh
         try:
-            return await _search(providers, ip_query(text), scopes)
+            return await _search(providers, ip_query(text), scopes, fresh=fresh)
         except ValueError:
             if _LOOKS_LIKE_IP.fullmatch(text):
                 raise ToolError(f"{text!r} is not a valid IP address; check the digits (each part is 0-255)") from None
         by_id = [p for p in providers if p.owns_id(text)]
         # The id lookup and the name search are independent: ask both at once.
-        searches = [_search(by_id, ServerQuery("id", text), scopes)] if by_id else []
-        searches.append(_search(providers, ServerQuery("list", name=text, limit=50), scopes))
+        searches = [_search(by_id, ServerQuery("id", text), scopes, fresh=fresh)] if by_id else []
+        searches.append(_search(providers, ServerQuery("list", name=text, limit=50), scopes, fresh=fresh))
         parts = await asyncio.gather(*searches)
         return SearchResult.merge(f"'{text}' (instance id or name)", parts, limit=50)
 
@@ -169,7 +178,7 @@ def list_servers_tool(providers: Sequence[Provider], *, timeout_s: float | None)
             tag=(tag or "").strip() or None,
             limit=limit,
         )
-        return await _search(chosen, query, _scopes(ctx), limit=limit)
+        return await _search(chosen, query, _scopes(ctx), limit=limit, fresh=ctx.fresh)
 
     # The provider enum is only known now; pydantic reads the real object, not a string.
     list_servers.__annotations__["provider"] = Literal[names] | None  # type: ignore[valid-type]

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from botgateway.tooling import ToolError, ToolOutput
+from botgateway.tooling import Source, ToolError, ToolOutput
 
 __all__ = [
     "PROVIDER_LABELS",
@@ -23,6 +23,7 @@ __all__ = [
     "ProviderFailure",
     "SearchResult",
     "Server",
+    "merge_sources",
     "provider_label",
 ]
 
@@ -210,6 +211,8 @@ class SearchResult:
     """A provider stopped paging early: more servers match than ``total`` counts."""
     scoped: bool = False
     """The asker's resource scopes narrowed the search: an empty result says only that nothing *they may see* matched."""
+    sources: tuple[Source, ...] = ()
+    """One per (provider, account, region) that answered: the provenance of :attr:`servers` (and of "none found")."""
 
     @staticmethod
     def merge(query: str, parts: Iterable[SearchResult], *, limit: int | None = None) -> SearchResult:
@@ -220,6 +223,7 @@ class SearchResult:
         searched: list[str] = []
         notes: list[str] = []
         answered: list[str] = []
+        sources: list[Source] = []
         more = False
         scoped = False
         hidden = 0
@@ -235,12 +239,14 @@ class SearchResult:
             searched.extend(p for p in part.searched if p not in searched)
             notes.extend(n for n in part.notes if n not in notes)
             answered.extend(p for p in part.answered if p not in answered)
+            sources.extend(part.sources)
         # Parts already cut to a limit still count what they left out.
         total = len(servers) + hidden
         if limit is not None and len(servers) > limit:
             servers = servers[:limit]
         return SearchResult(
-            query, tuple(servers), tuple(failures), tuple(searched), total, tuple(notes), tuple(answered), more, scoped
+            query, tuple(servers), tuple(failures), tuple(searched), total, tuple(notes), tuple(answered), more, scoped,
+            sources=merge_sources(sources),
         )
 
     @property
@@ -306,7 +312,22 @@ class SearchResult:
         """Normalize for the registry: the data, its rendering and the card line; a search where every provider failed is a tool error."""
         if not self.servers and self.failures and not self.answered:
             raise ToolError("; ".join(f.describe() for f in self.failures))
-        return ToolOutput(content=self.render(), summary=self.summary(), data=self.to_data())
+        return ToolOutput(content=self.render(), summary=self.summary(), data=self.to_data(), sources=self.sources)
+
+
+def merge_sources(sources: Iterable[Source]) -> tuple[Source, ...]:
+    """One source per (provider, account, region, API), in first-seen order; of two, the older copy.
+
+    A tool that asks one place twice (``find_server``: by id and by name) used
+    data as old as the older answer, so that one is its provenance.
+    """
+    kept: dict[tuple[str, str, str, str], Source] = {}
+    for source in sources:
+        key = (source.provider, source.account, source.region, source.api)
+        known = kept.get(key)
+        if known is None or source.fetched_at < known.fetched_at:
+            kept[key] = source
+    return tuple(kept.values())
 
 
 SEARCH_RESULT_KIND = "server_search"

@@ -15,7 +15,8 @@ reads the text, code reads the data. The registry remembers recent outcomes by
 the text it sent the model (:class:`RecentOutcomes`), so a model running in
 this process (the demo) reads the data behind a tool message without parsing
 its text. What the model reads of a call is delimited and labelled with its
-provenance (:mod:`.provenance`): tool results are data, never instructions.
+provenance (:mod:`.provenance`): tool results are data, never instructions,
+and say where their data came from and how old it is (:class:`Source`).
 """
 
 from botgateway.tooling.cache import TTLCache
@@ -37,6 +38,7 @@ from botgateway.tooling.provenance import (
     DATA_NOT_INSTRUCTIONS,
     SOURCE_GATEWAY,
     SOURCE_TOOL,
+    describe_sources,
     tool_result_body,
     wrap_tool_result,
 )
@@ -74,6 +76,7 @@ __all__ = [
     "ToolRegistry",
     "allow_all",
     "cap_text",
+    "describe_sources",
     "format_validation_error",
     "local_user",
     "one_line",

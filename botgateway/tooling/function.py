@@ -12,6 +12,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -133,7 +134,11 @@ class FunctionTool:
             raise ToolArgumentError(f"invalid arguments: {format_validation_error(exc)}") from None
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        """Validate, consult the cache, run the function and normalize its output."""
+        """Validate, consult the cache, run the function and normalize its output.
+
+        An output served from the cache says so in its sources (each keeps the
+        time its data was fetched); ``ctx.fresh`` skips the cache and stores the new output.
+        """
         validated = self.validate(arguments)
         kwargs = {k: getattr(validated, k) for k in type(validated).model_fields}
         scope: dict[str, Any] = validated.model_dump(mode="json")
@@ -141,8 +146,8 @@ class FunctionTool:
             # A tool that looks at who asks may answer differently per asker: never serve one user's result to another.
             scope = {"args": scope, "asker": [ctx.platform, ctx.user_id, sorted(ctx.roles)]}
         key = json.dumps(scope, sort_keys=True, ensure_ascii=False)
-        if self._cache is not None and (hit := self._cache.get(key)) is not None:
-            return hit
+        if self._cache is not None and not ctx.fresh and (hit := self._cache.get(key)) is not None:
+            return _served_from_cache(hit)
         if self._context_param:
             kwargs[self._context_param] = ctx
         if inspect.iscoroutinefunction(self.fn):
@@ -170,6 +175,13 @@ class FunctionTool:
         """Call the underlying function directly (tests, composition)."""
         result = self.fn(*args, **kwargs)
         return await result if inspect.isawaitable(result) else result
+
+
+def _served_from_cache(output: ToolOutput) -> ToolOutput:
+    """``output`` as a cache hit: every source marked cached, its fetch time kept (so its age shows)."""
+    if not output.sources:
+        return output
+    return replace(output, sources=tuple(replace(source, cached=True) for source in output.sources))
 
 
 def tool(

@@ -9,7 +9,8 @@ The registry also remembers recent outcomes by the text the model was sent
 (:class:`~botgateway.tooling.contract.RecentOutcomes`), so a model running in
 this process (the demo) reads the data behind a tool message instead of
 parsing its text. The text sent is :meth:`ToolRegistry.model_text`: the result
-inside its provenance delimiters; :meth:`ToolRegistry.recall` takes that text.
+inside its provenance delimiters, with the sources its tool named (and their
+ages); :meth:`ToolRegistry.recall` takes that text.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -101,7 +102,9 @@ class ToolRegistry:
         recent_outcomes: int = RECENT_OUTCOMES,
         sync_workers: int = DEFAULT_SYNC_WORKERS,
         max_calls_per_round: int = DEFAULT_MAX_CALLS_PER_ROUND,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``wall_clock`` (Unix time) dates the model-facing ages of sources."""
         if max_calls_per_round < 1:
             raise ValueError("max_calls_per_round must be at least 1")
         self._tools: dict[str, Tool] = {}
@@ -110,6 +113,7 @@ class ToolRegistry:
         self.permission = permission
         self.max_calls_per_round = max_calls_per_round
         """Calls of one model round that run; the round's later calls fail with :meth:`over_cap`."""
+        self._wall_clock = wall_clock
         self._workers = SyncWorkers(sync_workers)
         self._recent: LRUCache[str, ToolOutcome] = LRUCache(maxsize=max(1, recent_outcomes))
         for t in tools:
@@ -175,8 +179,12 @@ class ToolRegistry:
         return self._recent.get(tool_result_body(content))
 
     def model_text(self, outcome: ToolOutcome, *, tool: str, call_id: str) -> str:
-        """What the model reads of ``outcome``: the result as data, delimited and labelled with its provenance."""
-        return wrap_tool_result(outcome.content, tool=tool, call_id=call_id, source=outcome.source)
+        """What the model reads of ``outcome``: the result as data, delimited and labelled with its provenance
+        (who wrote it, and where its data came from and how old it is now)."""
+        return wrap_tool_result(
+            outcome.content, tool=tool, call_id=call_id, source=outcome.source, sources=outcome.sources,
+            now=self._wall_clock(),
+        )
 
     async def execute(self, name: str, raw_arguments: str | Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run one call. Never raises except on cancellation: failures become error outcomes."""
@@ -196,6 +204,7 @@ class ToolRegistry:
                 arguments=arguments,
                 data=output.data,
                 source=SOURCE_TOOL,
+                sources=output.sources,
             )
         self._recent[outcome.content] = outcome
         return outcome

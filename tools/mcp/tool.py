@@ -1,4 +1,4 @@
-"""An MCP server's tool as one of ours: its model-facing name, its filter, its result as text."""
+"""An MCP server's tool as one of ours: its model-facing name, its filter, its result as text and its provenance."""
 
 from __future__ import annotations
 
@@ -6,16 +6,18 @@ import fnmatch
 import hashlib
 import json
 import re
+import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from botgateway.config import McpServerConfig
-from botgateway.tooling import ToolContext, ToolError, ToolOutput
+from botgateway.tooling import Source, ToolContext, ToolError, ToolOutput
 
 if TYPE_CHECKING:
     from tools.mcp.connection import McpConnection
 
-__all__ = ["NAME_LIMIT", "SEPARATOR", "McpTool", "allowed", "namespaced_name", "to_tool_output"]
+__all__ = ["NAME_LIMIT", "SEPARATOR", "McpTool", "allowed", "mcp_source", "namespaced_name", "to_tool_output"]
 
 NAME_LIMIT = 64
 """Longest tool name the model APIs accept."""
@@ -67,6 +69,11 @@ def to_tool_output(result: Any) -> ToolOutput:
     return ToolOutput(content=text or "(no output)", summary=first if len(first) <= 100 else first[:99] + "…")
 
 
+def mcp_source(server: str, tool: str, fetched_at: float) -> Source:
+    """The provenance of an answer of ``server``'s ``tool`` (its own name, not the namespaced one) at ``fetched_at``."""
+    return Source(provider=f"mcp:{server}", label=f"MCP {server}", api=tool, fetched_at=fetched_at)
+
+
 class McpTool:
     """One MCP server tool, as a :class:`~botgateway.tooling.Tool`."""
 
@@ -90,5 +97,6 @@ class McpTool:
         """The server annotates the tool read-only (``readOnlyHint``): an unattended turn may offer it."""
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        """Call the remote tool."""
-        return await self.connection.call(self.remote_name, arguments)
+        """Call the remote tool; its answer's provenance is the server, the tool, and now (we keep no cache)."""
+        output = await self.connection.call(self.remote_name, arguments)
+        return replace(output, sources=(mcp_source(self.connection.name, self.remote_name, time.time()),))

@@ -37,6 +37,7 @@ class AliyunProvider(CloudProvider):
     extra = "aliyun"
     example_region = "cn-hangzhou"
     id_pattern = re.compile(r"i-[a-z0-9]{6,30}")
+    api = "DescribeInstances"
 
     def make_client(self, account: CloudAccount, region: str) -> Any:
         from alibabacloud_ecs20140526.client import Client

@@ -53,6 +53,7 @@ class AwsProvider(CloudProvider):
     example_region = "us-east-1"
     page_size = 200
     id_pattern = re.compile(r"i-[0-9a-f]{8,17}")
+    api = "ec2:DescribeInstances"
 
     def make_client(self, account: CloudAccount, region: str) -> Any:
         import boto3

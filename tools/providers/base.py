@@ -78,8 +78,12 @@ class Provider(Protocol):
         """Whether ``instance_id`` looks like one of this provider's ids."""
         ...
 
-    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = ()) -> SearchResult:
+    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = (), *, fresh: bool = False) -> SearchResult:
         """Answer ``query``; failures are reported in the result, never raised.
+
+        The result's ``sources`` name each account and region that answered,
+        and when (a cached answer says so). ``fresh`` (a Refresh) bypasses
+        every cache: the provider is asked now, and its answer cached anew.
 
         With ``scopes`` (the asker's, see :mod:`tools.providers.scope`) only the
         accounts and regions they allow are asked, and only servers whose tags

@@ -6,7 +6,10 @@ provider's timeout. The SDK clients are built by :meth:`CloudProvider.start`,
 when the toolset starts, so no request's timeout pays for importing an SDK.
 Successful (account, region) answers are cached for ``cache_ttl_s``; failures
 are not cached and become :class:`~tools.server.ProviderFailure` notes while
-the other regions and providers still answer.
+the other regions and providers still answer. Each answer is reported as a
+:class:`~botgateway.tooling.Source` (account, region, API, when the cloud
+answered); one served from the cache says so and keeps its original time. A
+fresh search (a Refresh) skips the cache and stores what it fetched.
 """
 
 from __future__ import annotations
@@ -17,14 +20,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
 import structlog
 
 from botgateway.config import CloudAccount, CloudProviderConfig
 from botgateway.grant import Scope
-from botgateway.tooling import TTLCache
+from botgateway.tooling import Source, TTLCache
 from tools.providers.base import ServerQuery
 from tools.providers.scope import UNRESTRICTED, View, shows, view_of
 from tools.server import ProviderFailure, SearchResult, Server, provider_label
@@ -36,6 +39,7 @@ __all__ = [
     "NoCredentials",
     "Page",
     "ProviderCallError",
+    "RegionAnswer",
 ]
 
 log = structlog.get_logger(__name__)
@@ -63,6 +67,18 @@ class Page:
     """What fetches the next page; ``None`` when this was the last."""
 
 
+@dataclass(frozen=True)
+class RegionAnswer:
+    """What one (account, region) answered, and where and when it came from."""
+
+    servers: list[Server]
+    """The servers found there that the asker may see."""
+    more: bool
+    """Paging stopped early: more servers match."""
+    source: Source
+    """Its provenance: the account, the region, the API and when the cloud answered."""
+
+
 class ProviderCallError(Exception):
     """A provider call failed; ``reason`` is short and free of secrets."""
 
@@ -87,6 +103,8 @@ class CloudProvider(ABC):
     """The pip extra that installs the SDK."""
     id_pattern: ClassVar[re.Pattern[str]]
     """What this cloud's instance ids look like."""
+    api: ClassVar[str]
+    """The API a search calls, as provenance names it (``DescribeInstances``, ``ec2:DescribeInstances``)."""
 
     page_size: int = 100
     """Records asked for per page (each cloud's API maximum unless overridden)."""
@@ -137,8 +155,11 @@ class CloudProvider(ABC):
         """Whether ``instance_id`` looks like one of this cloud's ids."""
         return bool(self.id_pattern.fullmatch(instance_id))
 
-    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = ()) -> SearchResult:
-        """Run ``query`` on every account × region the ``scopes`` allow (all when empty), concurrently."""
+    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = (), *, fresh: bool = False) -> SearchResult:
+        """Run ``query`` on every account × region the ``scopes`` allow (all when empty), concurrently.
+
+        ``fresh``: ask the cloud even where a cached answer is live (and cache the new one).
+        """
         scoped = bool(scopes)
         allowed: list[tuple[CloudAccount, str, View]] = []
         for account in self.config.accounts:
@@ -157,19 +178,20 @@ class CloudProvider(ABC):
                 notes.append(f"Note: region {query.region} is not one you may search in {label}; you may search: {regions}.")
             else:
                 notes.append(f"Note: region {query.region} is not configured for {label}; configured: {regions}.")
-        outcomes = await asyncio.gather(*(self._search_region(account, region, query, view) for account, region, view in jobs))
+        outcomes = await asyncio.gather(
+            *(self._search_region(account, region, query, view, fresh=fresh) for account, region, view in jobs)
+        )
         servers: list[Server] = []
         failures: list[ProviderFailure] = []
-        answered = False
+        sources: list[Source] = []
         truncated = False
         for outcome in outcomes:
             if isinstance(outcome, ProviderFailure):
                 failures.append(outcome)
             else:
-                found, more = outcome
-                answered = True
-                truncated = truncated or more
-                servers.extend(found)
+                truncated = truncated or outcome.more
+                servers.extend(outcome.servers)
+                sources.append(outcome.source)
         return SearchResult.merge(
             query.describe(),
             [
@@ -179,9 +201,10 @@ class CloudProvider(ABC):
                     tuple(failures),
                     (self.name,),
                     notes=tuple(notes),
-                    answered=(self.name,) if answered or not jobs else (),
+                    answered=(self.name,) if sources or not jobs else (),
                     more=truncated,
                     scoped=scoped,
+                    sources=tuple(sources),
                 )
             ],
             limit=query.limit,
@@ -226,13 +249,13 @@ class CloudProvider(ABC):
     # -- one (account, region) ----------------------------------------------------------
 
     async def _search_region(
-        self, account: CloudAccount, region: str, query: ServerQuery, view: View = UNRESTRICTED
-    ) -> tuple[list[Server], bool] | ProviderFailure:
+        self, account: CloudAccount, region: str, query: ServerQuery, view: View = UNRESTRICTED, *, fresh: bool = False
+    ) -> RegionAnswer | ProviderFailure:
         # The view filters while paging (so the limit counts only what may be shown): part of the key.
         key = (account.name, region, query, view)
-        cached = self._cache.get(key)
+        cached: RegionAnswer | None = None if fresh else self._cache.get(key)
         if cached is not None:
-            return cached
+            return replace(cached, source=replace(cached.source, cached=True))
         started = time.monotonic()
         try:
             client = self._clients.get((account.name, region))
@@ -256,7 +279,11 @@ class CloudProvider(ABC):
         except ProviderCallError as exc:
             log.warning("provider_failed", provider=self.name, account=account.name, region=region, reason=exc.reason)
             return ProviderFailure(self.name, exc.reason, region=region, account=account.name)
-        outcome = (list(merged.values()), more)
+        source = Source(
+            provider=self.name, label=provider_label(self.name), account=account.name, region=region, api=self.api,
+            fetched_at=time.time(),
+        )
+        outcome = RegionAnswer(list(merged.values()), more, source)
         log.debug(
             "provider_answered", provider=self.name, account=account.name, region=region,
             query=query.kind, found=len(merged), duration_s=round(time.monotonic() - started, 3),

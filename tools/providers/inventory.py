@@ -27,6 +27,7 @@ import csv
 import io
 import ipaddress
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,16 +38,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from botgateway.config import ConfigError, InventoryConfig
 from botgateway.grant import Scope
+from botgateway.tooling import Source
 from tools.providers.base import ServerQuery
 from tools.providers.scope import shows, view_of
 from tools.server import STATUSES, SearchResult, Server
 
-__all__ = ["DEFAULT_ACCOUNT", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
+__all__ = ["DEFAULT_ACCOUNT", "LABEL", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_ACCOUNT = "on-prem"
 """Account label of an inventory file that does not name itself."""
+
+LABEL = "static inventory"
+"""How provenance names the inventory ("Alibaba Cloud prod/cn-hangzhou · static inventory")."""
+
+API = "inventory file"
+"""What provenance says was read."""
 
 
 class InventoryHost(BaseModel):
@@ -251,8 +259,11 @@ class InventoryProvider:
         """Inventory ids are host names or free-form; any id may be one."""
         return any(s.instance_id == instance_id for s in self.servers)
 
-    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = ()) -> SearchResult:
-        """Match hosts in memory; with ``scopes``, only hosts whose account, data centre and tags they allow."""
+    async def search(self, query: ServerQuery, scopes: Sequence[Scope] = (), *, fresh: bool = False) -> SearchResult:
+        """Match hosts in memory; with ``scopes``, only hosts whose account, data centre and tags they allow.
+
+        ``fresh`` changes nothing: the file is read again whenever it changed.
+        """
         if scopes and not any(scope.provider in ("", self.name) for scope in scopes):
             return SearchResult(query.describe(), scoped=True)  # the inventory is not the asker's to search
         found: list[Server] = []
@@ -271,11 +282,17 @@ class InventoryProvider:
             query.describe(),
             [
                 SearchResult(
-                    query.describe(), tuple(found), searched=(self.name,), answered=(self.name,), scoped=bool(scopes)
+                    query.describe(), tuple(found), searched=(self.name,), answered=(self.name,), scoped=bool(scopes),
+                    sources=(self.source(),),
                 )
             ],
             limit=query.limit,
         )
+
+    def source(self) -> Source:
+        """The provenance of an answer given now: the file, named when it names itself."""
+        account = self.account if self.account != DEFAULT_ACCOUNT else ""
+        return Source(provider=self.name, label=LABEL, account=account, api=API, fetched_at=time.time())
 
     async def aclose(self) -> None:
         """Nothing to release."""

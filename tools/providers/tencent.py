@@ -50,6 +50,7 @@ class TencentProvider(CloudProvider):
     extra = "tencent"
     example_region = "ap-guangzhou"
     id_pattern = re.compile(r"ins-[a-z0-9]{6,20}")
+    api = "DescribeInstances (CVM)"
 
     def make_client(self, account: CloudAccount, region: str) -> Any:
         from tencentcloud.common import credential
