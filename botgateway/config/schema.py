@@ -12,7 +12,7 @@ from botgateway.config.alerts import AlertsConfig
 from botgateway.config.audit import AuditConfig
 from botgateway.config.card import CardConfig
 from botgateway.config.limits import LimitsConfig
-from botgateway.config.llm import LLMConfig
+from botgateway.config.llm import LLMConfig, route_role_problems
 from botgateway.config.platforms import AdaptersConfig
 from botgateway.config.schedules import ScheduleConfig
 from botgateway.config.section import Section
@@ -77,7 +77,8 @@ def _dotted(loc: tuple[str | int, ...]) -> str:
 
 
 def _cross_problems(config: Config) -> list[InitErrorDetails]:
-    """Alert routes and schedules against the rest of the file: unique names, known roles, adapters not disabled."""
+    """Alert routes, schedules and model routes against the rest of the file: unique names, known roles, adapters
+    not disabled."""
     # The policy's roles as botgateway.policy.effective_policy reads them (imported here it would make a cycle).
     roles = (config.access if config.access is not None else DEFAULT_ACCESS).roles
     known = ", ".join(sorted(roles)) or "none is defined"
@@ -103,4 +104,5 @@ def _cross_problems(config: Config) -> list[InitErrorDetails]:
                     (*loc, "to", j), f"adapters.{platform} is enabled: false, so nothing can post to this destination; "
                     "enable the adapter or remove the destination", text,
                 ))
+    problems += [_problem(loc, message, value) for loc, message, value in route_role_problems(config.llm, roles)]
     return problems
