@@ -1,7 +1,9 @@
 """Admission: what becomes of a message before it is a turn.
 
 In order: a redelivery is dropped (dedupe by message id), a stop or clear word
-is acted on, a process that is closing refuses, the access hook and then the
+is acted on, a reply giving a 👎 its reason is recorded (:mod:`botgateway.feedback`),
+a process that is closing refuses, a refresh word becomes the conversation's
+newest question again (:mod:`botgateway.refresh`), the access hook and then the
 configured policy decide (an ``approve 4821`` reply is counted as a vote,
 ``/whoami`` answered), and a question too long or over its asker's limits is
 refused. Refusals are audited. What passes is :class:`Admitted`: the message
@@ -27,6 +29,7 @@ from botgateway.alerts.context import quoted_conversation
 from botgateway.approvers import parse_command
 from botgateway.audit_trail import write_refusal
 from botgateway.config import Config
+from botgateway.feedback import FeedbackDesk
 from botgateway.fleet import Ballot
 from botgateway.fleet.handoff import MovedQuestion
 from botgateway.grant import Limits
@@ -34,6 +37,7 @@ from botgateway.limits import PrincipalLimits, asker_of
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
 from botgateway.policy import decide_as_role, effective_policy
 from botgateway.queues import ConversationQueues
+from botgateway.refresh import REFRESH_WORDS, Refresher
 from botgateway.replies import Replies
 from botgateway.sink import CardSink
 from botgateway.stores.base import Store
@@ -77,6 +81,8 @@ class Admission:
         limits: The askers' limits a question is counted against.
         replies: How a message is answered with a note instead of a turn.
         clear_history: Forgets a conversation's history (``None``: clear words are questions like any other).
+        refresher: Turns a refresh word into the conversation's newest question (``None``: a question like any other).
+        feedback: Records a reply giving a 👎 its reason (``None``: such a reply is a question like any other).
     """
 
     def __init__(
@@ -93,6 +99,8 @@ class Admission:
         limits: PrincipalLimits,
         replies: Replies,
         clear_history: Callable[[str], Awaitable[None]] | None,
+        refresher: Refresher | None = None,
+        feedback: FeedbackDesk | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -106,6 +114,8 @@ class Admission:
         self._limits = limits
         self._replies = replies
         self._clear_history = clear_history
+        self._refresher = refresher
+        self._feedback = feedback
         self._limit_defaults = Limits(turns_per_minute=config.limits.turns_per_minute,
                                       concurrent_turns=config.limits.concurrent_turns,
                                       tokens_per_day=config.limits.tokens_per_day)
@@ -140,8 +150,19 @@ class Admission:
         if self._clear_history is not None and _matches(msg.text, self._config.gateway.clear_words):
             return await self._clear_from_message(msg, sink)
 
+        if self._feedback is not None and not msg.ctx.fresh:
+            noted = await self._feedback.typed_reason(msg)  # "reason …" after a 👎 that waits for one
+            if noted is not None:
+                return self._replies.tell(msg, sink, noted, status="feedback", private=True)
+
         if self._closing:
             return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
+
+        if self._refresher is not None and _matches(msg.text, REFRESH_WORDS):
+            again = await self._refresher.again(msg)  # the newest answer's question, asked again by this asker
+            if isinstance(again, str):
+                return self._replies.refuse(msg, sink, again)
+            msg = again
 
         msg = await quoted_conversation(self._store, msg)  # a quoted alert card's conversation holds its context
         decided = await self._decide(msg, sink)

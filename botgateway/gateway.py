@@ -15,7 +15,10 @@ one module per idea:
   a fleet, in the process that holds the turn or the approval;
 - :mod:`botgateway.drain`: a stopping process's turns waited for, or its waiting
   questions moved to the fleet (:mod:`botgateway.turn_moves`), which takes them
-  with :meth:`Gateway.take_over`.
+  with :meth:`Gateway.take_over`;
+- :mod:`botgateway.answers`, :mod:`botgateway.refresh`, :mod:`botgateway.feedback`:
+  the finished answers on record, their Refresh (:meth:`Gateway.refresh`) and the
+  votes on them (:meth:`Gateway.vote`, :meth:`Gateway.feedback_reason`).
 
 Several processes on one Redis (a ``fleet``) behave as one: a turn also takes
 its conversation's lease before it runs, so one turn per conversation holds
@@ -30,7 +33,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from botgateway.access import AccessHook, allow_all
-from botgateway.admission import Admission
+from botgateway.admission import Admission, Admitted
+from botgateway.answers import Answer, AnswerBook
 from botgateway.approvals import ApprovalDesk
 from botgateway.approvers import Approvers, VoteResult
 from botgateway.background import BackgroundTasks
@@ -39,6 +43,7 @@ from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.drain import Drain
+from botgateway.feedback import FeedbackDesk, Vote
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
 from botgateway.limits import PrincipalLimits, limits_from_config
@@ -48,6 +53,7 @@ from botgateway.policy import effective_policy
 from botgateway.principal import Principal
 from botgateway.queues import ConversationQueues
 from botgateway.recovery import Recovery
+from botgateway.refresh import Refresher
 from botgateway.replies import Replies
 from botgateway.scheduler import TurnScheduler
 from botgateway.sink import CardSink
@@ -97,13 +103,17 @@ class Gateway:
         )
         side = BackgroundTasks()  # notes to askers and queue refreshes: waited for at shutdown like the turns
         replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=side)
+        self._replies = replies
+        self._answers = AnswerBook(store, model_label=model_label)  # told of each turn's end, as an observer
+        self._feedback = FeedbackDesk(store, self._answers)
+        self._refresher = Refresher(self._answers)
         background = BackgroundTasks()
         cards = CardFactory(config=config.card, budget=budget, store=store, background=background,
                             instance_id=self.instance_id, model_label=model_label,
-                            demo=config.llm.resolved_provider == "demo")
+                            demo=config.llm.resolved_provider == "demo", adapters=config.adapters)
         self._scheduler = TurnScheduler(
             loop=loop, store=store, config=config, queues=self._queues, cards=cards, background=background, side=side,
-            replies=replies, limits=limits, fleet=fleet, observers=observers, is_admin=self.is_admin,
+            replies=replies, limits=limits, fleet=fleet, observers=(*observers, self._answers), is_admin=self.is_admin,
         )
         self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=approvers, fleet=fleet,
                                     cancel=lambda turn, by: self._scheduler.cancel(turn, stopped_by=by))
@@ -111,6 +121,7 @@ class Gateway:
             store=store, config=config, access=access, tool_names=tool_names,
             always_approve=loop.tools.approval_required, votes=approvers is not None, control=self._control,
             queues=self._queues, limits=limits, replies=replies, clear_history=clear_history,
+            refresher=self._refresher, feedback=self._feedback,
         )
         self._drain = Drain(
             queues=self._queues, scheduler=self._scheduler, handoff=handoff, instance_id=self.instance_id
@@ -148,7 +159,14 @@ class Gateway:
         admitted = await self._admission.admit(msg, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
+        return self._schedule(admitted, sink, policy)
+
+    def _schedule(self, admitted: Admitted, sink: CardSink, policy: BufferPolicy) -> Submission:
+        """Schedule an asked question; its answer is kept on record when it ends (its Refresh, its votes)."""
+        submission = self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
+        if submission.status in ("started", "queued"):
+            self._answers.expect(admitted.msg, submission.turn_id)
+        return submission
 
     async def submit_unprompted(
         self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, *, role: str,
@@ -175,6 +193,32 @@ class Gateway:
         """
         ballot = Ballot(code=code, principal=principal, approved=approved, locale=locale, channel=channel, token=token)
         return await self._control.vote(ballot)
+
+    async def answer(self, turn_id: str) -> Answer | None:
+        """The finished answer of ``turn_id`` on record (its question, where its card is, what it used), if kept."""
+        return await self._answers.get(turn_id)
+
+    async def refresh(self, turn_id: str, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> Submission:
+        """A Refresh pressed on the answer of ``turn_id``: its question asked again, caches bypassed, as a new question
+        of the presser. ``msg`` is the press as the presser's message where the card is (its text is ignored).
+
+        Admitted like any question (dedupe by ``msg.message_id``, the presser's access and limits, audited) and
+        answered in a new card there; when the answer is not on record (too old) the presser is told, privately.
+        """
+        again = await self._refresher.again(msg, turn_id)
+        if isinstance(again, str):
+            return self._replies.refuse(msg, sink, again, private=True)
+        return await self.submit(again, sink, policy)
+
+    async def vote(self, turn_id: str, voter: Principal, vote: Vote, *, locale: str, ask_reason: bool = False) -> str:
+        """A 👍 (``up``) or 👎 (``down``) on the answer of ``turn_id``, stored with what it used; a second vote of
+        ``voter`` replaces the first. Returns the note for the voter; ``ask_reason``: the 👎 waits a few minutes
+        for a typed ``reason <text>`` reply, and the note asks for one."""
+        return await self._feedback.vote(turn_id, voter, vote, locale=locale, ask_reason=ask_reason)
+
+    async def feedback_reason(self, turn_id: str, voter: Principal, reason: str, *, locale: str) -> str:
+        """The one-line reason of ``voter``'s 👎 on the answer of ``turn_id`` (a Slack modal's); the note for them."""
+        return await self._feedback.reason(turn_id, voter, reason, locale=locale)
 
     async def stop(self, turn_id: str, user_id: str) -> StopAnswer:
         """Stop a running or queued turn (stop buttons), in whichever process it runs; only its asker or an admin may.
@@ -215,6 +259,7 @@ class Gateway:
         await self._drain.stop_serving()
         await self.recovery.stop_watching()
         await self._scheduler.aclose()
+        await self._answers.aclose()  # the answers of the last turns, being written
         if self._fleet is not None:
             await self._fleet.aclose()  # after the turns: their leases are handed over first
         # Last: a card still open now is an orphan that the other processes may close.
@@ -231,4 +276,4 @@ class Gateway:
         admitted = await self._admission.admit_moved(moved, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
+        return self._schedule(admitted, sink, policy)

@@ -21,7 +21,9 @@ from botgateway.tooling import ToolContext
 
 __all__ = ["InboundMessage", "Submission", "SubmissionStatus", "TurnOutcome", "conversation_key"]
 
-SubmissionStatus: TypeAlias = Literal["started", "queued", "duplicate", "stopped", "refused", "cleared", "whoami", "approval"]
+SubmissionStatus: TypeAlias = Literal[
+    "started", "queued", "duplicate", "stopped", "refused", "cleared", "whoami", "approval", "feedback"
+]
 
 
 def conversation_key(
@@ -99,7 +101,7 @@ class Submission:
 
     status: SubmissionStatus
     """started now, queued behind another turn, duplicate (dropped), stopped (a stop word), refused,
-    cleared (a clear word), whoami, or approval (an ``approve 4821`` reply)."""
+    cleared (a clear word), whoami, approval (an ``approve 4821`` reply), or feedback (a 👎's reason)."""
     turn_id: str
     """The new turn's id (started, queued), the stopped turn's id, or empty."""
     done: asyncio.Future[TurnOutcome] | None = None

@@ -12,16 +12,18 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from botgateway.stores.base import AuditRecord, OpenCard, StoredTurn, ToolCallRow
+from botgateway.stores.base import AuditRecord, FeedbackRecord, OpenCard, StoredTurn, ToolCallRow
 
 __all__ = [
     "audit_from_dict",
     "audit_to_dict",
     "decode_card",
+    "decode_feedback",
     "decode_tool_call",
     "decode_turn",
     "dumps",
     "encode_card",
+    "encode_feedback",
     "encode_tool_call",
     "encode_turn",
 ]
@@ -113,3 +115,22 @@ def decode_tool_call(text: str | bytes) -> ToolCallRow:
     values = {key: value for key, value in data.items() if key in known}
     values["arguments"] = dict(values.get("arguments") or {})
     return ToolCallRow(**values)
+
+
+def encode_feedback(record: FeedbackRecord) -> str:
+    """One vote as a JSON object."""
+    data = asdict(record)
+    data["tools"] = list(record.tools)
+    data["sources"] = [dict(source) for source in record.sources]
+    return dumps(data)
+
+
+def decode_feedback(text: str | bytes) -> FeedbackRecord:
+    """The inverse of :func:`encode_feedback`; unknown keys are ignored."""
+    data = json.loads(text)
+    known = FeedbackRecord.__dataclass_fields__
+    values = {key: value for key, value in data.items() if key in known}
+    values["tools"] = tuple(str(name) for name in values.get("tools") or ())
+    values["sources"] = tuple(dict(s) for s in values.get("sources") or () if isinstance(s, Mapping))
+    values["vote"] = "down" if values.get("vote") == "down" else "up"
+    return FeedbackRecord(**values)

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = [
     "UNFINISHED",
     "AuditRecord",
+    "FeedbackRecord",
     "HistorySnapshot",
     "HistoryWrite",
     "Message",
@@ -259,6 +260,36 @@ class UsageRow:
     """The currency of ``cost`` (``usage.currency``)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class FeedbackRecord:
+    """One person's vote on one answer (👍/👎), with what helps judge the answer; one per voter and answer."""
+
+    turn_id: str
+    """The turn whose answer was voted on."""
+    voter: str
+    """Who voted (a qualified principal id, ``slack:U0123``)."""
+    vote: Literal["up", "down"]
+    """👍 (``up``) or 👎 (``down``); a second click changes it."""
+    at: float
+    """Unix time of the vote (of its last change)."""
+    reason: str = ""
+    """Why, in one line (a 👎's optional reason); empty when none was given."""
+    platform: str = ""
+    """The adapter the answer was given on."""
+    channel: str = ""
+    """The chat or channel of the answer."""
+    asker: str = ""
+    """Who asked the question (a qualified principal id)."""
+    question: str = ""
+    """The question (secrets masked)."""
+    model: str = ""
+    """The model that answered."""
+    tools: tuple[str, ...] = ()
+    """The tools the answer used."""
+    sources: tuple[Mapping[str, Any], ...] = ()
+    """Where the tools' data came from (provider, label, account, region, api, fetched_at, cached)."""
+
+
 @runtime_checkable
 class Store(Protocol):
     """Durable state. Every method is safe to call from concurrent tasks."""
@@ -384,6 +415,18 @@ class Store(Protocol):
 
     async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:
         """The newest ``limit`` usage rows recorded from ``since`` (Unix time) on, oldest first."""
+        ...
+
+    async def record_feedback(self, record: FeedbackRecord) -> None:
+        """Keep ``record``, replacing the voter's earlier vote on the same answer (one vote per voter and answer)."""
+        ...
+
+    async def feedback_vote(self, turn_id: str, voter: str) -> FeedbackRecord | None:
+        """``voter``'s vote on the answer of ``turn_id``, if any."""
+        ...
+
+    async def feedback_records(self, *, since: float | None = None, limit: int = 1000) -> list[FeedbackRecord]:
+        """The newest ``limit`` votes (changed at or after ``since``, when given), oldest first."""
         ...
 
     async def open(self) -> None:

@@ -11,7 +11,8 @@ Layout under ``prefix`` (conversation keys, with the history's scripts, are
 - ``counter:<key>`` — STRING counter of a per-principal limit, expiring with its window;
 - ``lease:<key>`` — ZSET holder → lease expiry (Redis's clock, in ms): concurrent turns of a principal;
 - ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``);
-- ``usage`` — STREAM of model calls' usage rows (:mod:`botgateway.stores.redis_usage`).
+- ``usage`` — STREAM of model calls' usage rows (:mod:`botgateway.stores.redis_usage`);
+- ``feedback:{feedback}:…`` — the votes on answers (:mod:`botgateway.stores.redis_feedback`).
 
 Multi-key writes run as Lua scripts, which Redis executes atomically. Times
 (heartbeats, leases) are Redis's own clock, so replicas' clock skew does not matter.
@@ -44,6 +45,7 @@ from botgateway.stores._codec import (
 from botgateway.stores._unfinished import merged, unfinished_records
 from botgateway.stores.base import (
     AuditRecord,
+    FeedbackRecord,
     HistorySnapshot,
     HistoryWrite,
     OpenCard,
@@ -55,6 +57,7 @@ from botgateway.stores.base import (
 )
 from botgateway.stores.redis_connect import redis_client
 from botgateway.stores.redis_history import RedisHistory
+from botgateway.stores.redis_feedback import RedisFeedback
 from botgateway.stores.redis_usage import RedisUsage
 
 __all__ = ["RedisStore"]
@@ -142,6 +145,8 @@ class RedisStore:
             raise StoreError(f"memory.redis_url {self.safe_url!r} is not usable: {exc}") from None
         self._history = RedisHistory(self._redis, prefix, ttl_ms=self._ttl_ms())
         self._usage = RedisUsage(self._redis, prefix, max_rows=usage_max_rows, retention_s=audit_retention_s)
+        self._feedback = RedisFeedback(self._redis, prefix, max_votes=audit_max_len,
+                                       retention_s=audit_retention_s)
         self._beat = self._redis.register_script(_BEAT)
         self._live = self._redis.register_script(_LIVE)
         self._count = self._redis.register_script(_COUNT)
@@ -391,3 +396,20 @@ class RedisStore:
         """The newest ``limit`` usage rows recorded from ``since`` on, oldest first."""
         async with self._errors():
             return await self._usage.rows(since, limit)
+
+    # --- feedback -----------------------------------------------------------------
+
+    async def record_feedback(self, record: FeedbackRecord) -> None:
+        """Keep ``record``, replacing the same voter's earlier vote on the same answer."""
+        async with self._errors():
+            await self._feedback.record(record)
+
+    async def feedback_vote(self, turn_id: str, voter: str) -> FeedbackRecord | None:
+        """``voter``'s vote on the answer of ``turn_id``, if any."""
+        async with self._errors():
+            return await self._feedback.vote(turn_id, voter)
+
+    async def feedback_records(self, *, since: float | None = None, limit: int = 1000) -> list[FeedbackRecord]:
+        """The newest ``limit`` votes (changed at or after ``since``, when given), oldest first."""
+        async with self._errors():
+            return await self._feedback.records(since=since, limit=limit)

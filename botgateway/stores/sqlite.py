@@ -37,6 +37,7 @@ from botgateway.stores._codec import (
 from botgateway.stores._unfinished import merged, unfinished_records
 from botgateway.stores.base import (
     AuditRecord,
+    FeedbackRecord,
     HistorySnapshot,
     HistoryWrite,
     OpenCard,
@@ -47,6 +48,7 @@ from botgateway.stores.base import (
 )
 from botgateway.stores.sqlite_claims import SqliteClaims
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
+from botgateway.stores.sqlite_feedback import SqliteFeedback
 from botgateway.stores.sqlite_history import SqliteHistory
 from botgateway.stores.sqlite_usage import SqliteUsage
 
@@ -91,6 +93,7 @@ class SqliteStore:
         self._connection = SqliteConnection(self.path)
         self._history = SqliteHistory(self._connection, history_ttl_s=history_ttl_s, clock=clock)
         self._claims = SqliteClaims(self._transaction, clock)
+        self._feedback = SqliteFeedback(self._transaction, self._fetchall)
         self._usage = SqliteUsage(self._transaction, self._fetchall, max_rows=usage_max_rows)
         self._last_sweep = 0.0
 
@@ -148,6 +151,8 @@ class SqliteStore:
             await db.execute("DELETE FROM audit WHERE started_at < ?", (expired,))
             await db.execute("DELETE FROM tool_calls WHERE json_extract(body, '$.at') < ?", (expired,))
         await self._usage.sweep(db, None if self.audit_retention_s is None else now - self.audit_retention_s)
+        await SqliteFeedback.sweep(db, keep=self.audit_max_len, older_than=(
+            now - self.audit_retention_s if self.audit_retention_s is not None else None))
         await self._history.sweep(db)
 
     # --- history ------------------------------------------------------------------
@@ -379,3 +384,17 @@ class SqliteStore:
     async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:
         """The newest ``limit`` usage rows recorded from ``since`` on, oldest first."""
         return await self._usage.rows(since, limit)
+
+    # --- feedback -----------------------------------------------------------------
+
+    async def record_feedback(self, record: FeedbackRecord) -> None:
+        """Keep ``record``, replacing the same voter's earlier vote on the same answer."""
+        await self._feedback.record(record)
+
+    async def feedback_vote(self, turn_id: str, voter: str) -> FeedbackRecord | None:
+        """``voter``'s vote on the answer of ``turn_id``, if any."""
+        return await self._feedback.vote(turn_id, voter)
+
+    async def feedback_records(self, *, since: float | None = None, limit: int = 1000) -> list[FeedbackRecord]:
+        """The newest ``limit`` votes (changed at or after ``since``, when given), oldest first."""
+        return await self._feedback.records(since=since, limit=limit)

@@ -24,6 +24,7 @@ import aiosqlite
 import structlog
 
 from botgateway.stores.base import StoreError
+from botgateway.stores.sqlite_feedback import FEEDBACK_SCHEMA
 
 __all__ = ["SCHEMA_VERSION", "SqliteConnection"]
 
@@ -218,6 +219,7 @@ class SqliteConnection:
             await db.execute("PRAGMA busy_timeout=5000")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.executescript(_SCHEMA)
+            await db.executescript(FEEDBACK_SCHEMA)
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             await db.close()
