@@ -36,6 +36,7 @@ import structlog
 from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart, merge_parts
 from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
+from botgateway.events import ModelAnswering
 from botgateway.idle_watch import IdleWatch
 from botgateway.llm_errors import (
     LLMContextTooLong,
@@ -60,6 +61,7 @@ __all__ = [
     "LLMInterrupted",
     "LLMRefused",
     "LLMUnavailable",
+    "ModelItem",
     "RoundItem",
     "default_http_client",
     "round_s",
@@ -73,6 +75,9 @@ RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 
 RoundItem = StreamPart | AssembledRound
 """What :meth:`LLMClient.stream` yields: parts as they arrive, then the assembled round last."""
 
+ModelItem = RoundItem | ModelAnswering
+"""What a :class:`ChatModel` yields: a chain of endpoints (:mod:`botgateway.llm_chain`) first says which answers."""
+
 
 class ChatModel(Protocol):
     """What the tool loop needs from a model client."""
@@ -84,8 +89,8 @@ class ChatModel(Protocol):
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
         round: int = 1,
-    ) -> AsyncIterator[RoundItem]:
-        """Stream one completion: parts as they arrive, then the :class:`AssembledRound`."""
+    ) -> AsyncIterator[ModelItem]:
+        """Stream one completion: which model answers (optional), parts as they arrive, then the :class:`AssembledRound`."""
         ...
 
 

@@ -48,7 +48,8 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.incidents import report_incident
-from botgateway.llm import ChatModel, LLMContextTooLong, LLMError, LLMInterrupted, LLMRefused, RoundItem
+from botgateway.llm import ChatModel, LLMContextTooLong, LLMError, LLMInterrupted, LLMRefused, ModelItem
+from botgateway.llm_routes import asking
 from botgateway.logs import bind_turn
 from botgateway.memory import trim_history
 from botgateway.token_estimate import estimate_tokens
@@ -172,6 +173,7 @@ class ToolLoop:
         # bind_turn restores by value, not by reset token: safe when the generator is closed from another context.
         with (
             bind_turn(turn_id=turn_id, conversation=conversation_id, user=ctx.user_id or None, platform=ctx.platform or None),
+            asking(ctx),  # llm.routes choose the model by the asker: for each round and for a history summary
             ExitStack() as round_context,
         ):
             try:
@@ -293,6 +295,8 @@ class ToolLoop:
                             yield AnswerDelta(text=item.text)
                         elif isinstance(item, ReasoningPart):
                             yield ThoughtDelta(text=item.text)
+                        elif isinstance(item, ModelAnswering):  # a chain of endpoints says which one answers
+                            yield item
                         elif isinstance(item, AssembledRound):
                             assembled = item
                 break
@@ -308,7 +312,7 @@ class ToolLoop:
             assembled = AssembledRound("", "", (), None, None)
         yield assembled
 
-    def _completion(self, turn: _Turn, round_no: int) -> AsyncIterator[RoundItem]:
+    def _completion(self, turn: _Turn, round_no: int) -> AsyncIterator[ModelItem]:
         """The model's streamed completion for ``round_no`` of ``turn``."""
         # The last allowed round still sees the tool definitions (history holds tool
         # calls, and some providers insist on matching definitions) but may not call them.

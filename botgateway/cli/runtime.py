@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from botgateway.fleet.redis_fleet import RedisFleet
     from botgateway.fleet.redis_handoff import RedisHandoff
     from botgateway.gateway import Gateway
-    from botgateway.llm import LLMClient
+    from botgateway.llm_chain import ModelChain
     from botgateway.loop import ToolLoop
     from botgateway.memory import Memory
     from botgateway.schedules.runner import ScheduleRunner
@@ -74,8 +74,8 @@ class Runtime:
     """Durable state."""
     memory: Memory
     """Conversation history with compression."""
-    llm: LLMClient
-    """The model client."""
+    llm: ModelChain
+    """The model: the primary endpoint, its fallbacks and the routes (``llm.fallbacks``, ``llm.routes``)."""
     tools: ToolRegistry
     """Tools offered to the model."""
     toolset: Any
@@ -234,7 +234,7 @@ def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_i
 
 
 def _loop(
-    config: Config, store: Store, llm: LLMClient, registry: ToolRegistry, desk: ApprovalDesk,
+    config: Config, store: Store, llm: ModelChain, registry: ToolRegistry, desk: ApprovalDesk,
     leases: ConversationLeases | None,
 ) -> tuple[Memory, ToolLoop]:
     """The conversation memory (its writes fenced by ``leases`` in a fleet) and the tool loop over it, as configured."""
@@ -263,9 +263,10 @@ def _loop(
     return memory, loop
 
 
-async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, toolset: Any) -> tuple[LLMClient, str]:
-    """The model client and its footer label; the offline demo model is started when no model is configured."""
-    from botgateway.llm import LLMClient
+async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, toolset: Any) -> tuple[ModelChain, str]:
+    """The model (the primary, its fallbacks, the routes) and its footer label; the offline demo model is started
+    when no model is configured."""
+    from botgateway.llm_chain import build_chain
 
     base_url: str | None = None
     model_label = config.llm.resolved_model
@@ -275,7 +276,7 @@ async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, 
         base_url = await start_demo_model(stack, outcomes=registry, providers=toolset.provider_objects)
         model_label = "demo model"
         log.info("llm.demo", note="no LLM key configured: using the built-in offline demo model")
-    llm = LLMClient(config.llm, base_url=base_url)
+    llm = build_chain(config.llm, base_url=base_url)
     stack.push_async_callback(llm.aclose)
     return llm, model_label
 
