@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+import re
 from fnmatch import fnmatchcase
 
 from botgateway.config.usage import ModelPrice, UsageConfig
@@ -21,6 +22,8 @@ PER_TOKENS = 1_000_000
 """Prices are per this many tokens."""
 
 _WILDCARDS = frozenset("*?[]")
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{4}|\d{6}|\d{8}|latest)$")
+"""A dated snapshot's suffix as providers report it: ``gpt-4o-2024-08-06``, ``deepseek-r1-0528``, ``…-20250219``."""
 
 
 @dataclass(frozen=True)
@@ -38,23 +41,32 @@ class Pricing:
         return cls(dict(config.prices), config.currency)
 
     def price_for(self, model: str) -> ModelPrice | None:
-        """The price of ``model``: its exact name, else the matching glob with the most literal characters.
+        """The price of ``model``: its exact name, its name without a dated snapshot's suffix (a price for
+        ``gpt-4o`` applies to ``gpt-4o-2024-08-06``, which providers report), else the matching glob with the
+        most literal characters.
 
         Case is ignored (providers vary it). Among globs equally specific, the first configured wins.
         """
         name = model.strip().lower()
         if not name:
             return None
+        base = _SNAPSHOT.sub("", name)
         best: tuple[int, ModelPrice] | None = None
+        snapshot: ModelPrice | None = None
         for key, price in self.prices.items():
             pattern = key.strip().lower()
             if pattern == name:
                 return price
+            if pattern == base:
+                snapshot = price
+                continue
             if _WILDCARDS.isdisjoint(pattern) or not fnmatchcase(name, pattern):
                 continue
             literal = sum(1 for char in pattern if char not in _WILDCARDS)
             if best is None or literal > best[0]:
                 best = (literal, price)
+        if snapshot is not None:
+            return snapshot
         return best[1] if best is not None else None
 
     def cost(self, model: str, usage: Usage) -> float | None:

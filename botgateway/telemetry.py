@@ -1,10 +1,17 @@
-"""Prometheus metrics of turns, tools and cards.
+"""Prometheus metrics of turns, tools, cards and the models' tokens and cost.
 
 The gateway reports each finished turn to its :class:`TurnObserver`\\ s;
 :class:`PrometheusTelemetry` turns those reports into counters and histograms
 on a registry of its own (never the process-global one, so two runtimes in one
 process, as in tests, do not collide), which the gateway's HTTP server serves
-on ``/metrics`` (:mod:`botgateway.web.metrics`).
+on ``/metrics`` (:mod:`botgateway.web.metrics`). Tokens and cost are counted per
+model call as the :class:`~botgateway.usage_recorder.UsageRecorder` records it
+(turns and the gateway's own summaries alike).
+
+Every metric is a counter or a histogram: under ``botgateway run --workers`` each
+worker writes its values to files that every scrape sums
+(prometheus_client's multiprocess mode), which is right for those; a gauge
+would need a mode of its own.
 """
 
 from __future__ import annotations
@@ -14,9 +21,12 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from botgateway.cards.metrics import CardMetrics
-from botgateway.stores.base import AuditRecord
+from botgateway.stores.base import AuditRecord, UsageRow
 
 __all__ = ["LATENCY_BUCKETS", "PrometheusTelemetry", "TurnObserver"]
+
+_MAX_LABEL = 100
+"""A model name longer than this is cut in labels (the provider names it; a label must stay small)."""
 
 LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0)
 """Seconds; covers a fast card update up to a slow multi-round turn."""
@@ -43,7 +53,14 @@ class PrometheusTelemetry:
             "botgateway_turn_seconds", "Wall time of a turn.", ["platform"], buckets=LATENCY_BUCKETS, registry=self.registry
         )
         self.tokens = Counter(
-            "botgateway_llm_tokens", "Tokens used, by kind (prompt, completion).", ["kind"], registry=self.registry
+            "botgateway_llm_tokens",
+            "Model tokens by model and kind: prompt, completion, and the parts of those: cached (prompt tokens served "
+            "from the provider's cache), reasoning (completion tokens spent reasoning).",
+            ["model", "kind"], registry=self.registry,
+        )
+        self.cost = Counter(
+            "botgateway_llm_cost", "What the model calls cost at the configured prices (usage.prices), by model.",
+            ["model", "currency"], registry=self.registry,
         )
         self.tool_calls = Counter(
             "botgateway_tool_calls", "Tool calls by tool and result.", ["tool", "ok"], registry=self.registry
@@ -76,8 +93,6 @@ class PrometheusTelemetry:
         platform = record.platform
         self.turns.labels(platform, record.outcome.split(":", 1)[0]).inc()
         self.turn_seconds.labels(platform).observe(record.duration_s)
-        self.tokens.labels("prompt").inc(record.prompt_tokens)
-        self.tokens.labels("completion").inc(record.completion_tokens)
         for call in record.tool_calls:
             # A call still running when the turn was stopped has no "ok" yet.
             self.tool_calls.labels(str(call.get("name", "?")), str(call.get("ok", "stopped")).lower()).inc()
@@ -94,3 +109,13 @@ class PrometheusTelemetry:
             self.first_visible_seconds.labels(platform).observe(card.first_token_to_visible_s)
         if card.final_delivery_s is not None:
             self.final_delivery_seconds.labels(platform).observe(card.final_delivery_s)
+
+    def usage_recorded(self, row: UsageRow) -> None:
+        """Count one model call's tokens, and its cost when its model has a price."""
+        model = (row.model or "unknown")[:_MAX_LABEL]
+        for kind, count in (("prompt", row.prompt_tokens), ("completion", row.completion_tokens),
+                            ("cached", row.cached_tokens), ("reasoning", row.reasoning_tokens)):
+            if count > 0:
+                self.tokens.labels(model, kind).inc(count)
+        if row.cost is not None and row.cost > 0:
+            self.cost.labels(model, row.currency).inc(row.cost)

@@ -31,6 +31,7 @@ from botgateway.messages import InboundMessage, TurnOutcome
 from botgateway.redaction import RedactSecrets, redact_text
 from botgateway.stores.base import AuditRecord, ToolCallRow
 from botgateway.tooling.contract import Source
+from botgateway.usage_recorder import USAGE_KEY, usage_entry
 
 __all__ = ["ScheduledTurn"]
 
@@ -87,6 +88,8 @@ class ScheduledTurn:
         """Tool-call rows of this turn being written to the Store."""
         self.model = ""
         """The model that answered the last round (:class:`ModelAnswering`); empty when not told."""
+        self.model_calls: list[dict[str, Any]] = []
+        """Each model call's usage as the audit record keeps it (:func:`~botgateway.usage_recorder.usage_entry`)."""
 
     def observe(self, event: TurnEvent) -> None:
         """Keep what the audit record needs."""
@@ -106,6 +109,7 @@ class ScheduledTurn:
         elif isinstance(event, UsageReported):
             self.prompt_tokens += event.prompt_tokens
             self.completion_tokens += event.completion_tokens
+            self.model_calls.append(usage_entry(event, time.time()))  # each call's usage row (botgateway usage)
         elif isinstance(event, TurnDone):
             self.outcome = "done"
             self.answer = event.result.answer
@@ -168,7 +172,8 @@ class ScheduledTurn:
             started_at=self.started_at,
             duration_s=round(duration_s, 3),
             extra={**({"card": metrics.to_dict()} if metrics is not None else {}),
-                   **({"model": self.model} if self.model else {})},
+                   **({"model": self.model} if self.model else {}),
+                   **({USAGE_KEY: list(self.model_calls)} if self.model_calls else {})},
             **self._where(),
         )
 

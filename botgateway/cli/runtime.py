@@ -32,10 +32,11 @@ if TYPE_CHECKING:
     from botgateway.gateway import Gateway
     from botgateway.llm_chain import ModelChain
     from botgateway.loop import ToolLoop
-    from botgateway.memory import Memory
+    from botgateway.memory import Memory, Summarizer
     from botgateway.schedules.runner import ScheduleRunner
     from botgateway.stores.base import Store
     from botgateway.telemetry import PrometheusTelemetry
+    from botgateway.usage_recorder import UsageRecorder
     from botgateway.web import HttpServer, Readiness
 
 __all__ = ["LateParts", "Runtime", "build_runtime", "tool_registry"]
@@ -129,9 +130,11 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
         fleet = _fleet_parts(stack, config, store, claim.instance_id)
         # Calls waiting for an approver (codes reserved fleet-wide); the gateway checks who may decide.
         desk = ApprovalDesk(shared=fleet.directory if fleet is not None else None)
-        memory, loop = _loop(config, store, llm, registry, desk, fleet.leases if fleet is not None else None)
-        stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         telemetry = _telemetry(config)
+        usage = _usage(stack, config, store, telemetry)  # closed after the gateway and the memory, before the store
+        memory, loop = _loop(config, store, llm, registry, desk, fleet.leases if fleet is not None else None,
+                             summarizer=usage.summarizer(llm, llm.model))
+        stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         late = LateParts()
         http, readiness = _http(stack, config, store, telemetry, late, reuse_port=worker_index is not None)
         budget = _budget(stack, config, claim.instance_id)  # closed after the gateway: its cards release theirs
@@ -142,7 +145,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             budget=budget,
             config=config,
             model_label=model_label,
-            observers=[telemetry] if telemetry is not None else [],
+            observers=[*([telemetry] if telemetry is not None else []), usage],
             clear_history=memory.clear,
             approvals=desk,
             fleet=fleet.join(memory) if fleet is not None else None,
@@ -235,7 +238,7 @@ def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_i
 
 def _loop(
     config: Config, store: Store, llm: ModelChain, registry: ToolRegistry, desk: ApprovalDesk,
-    leases: ConversationLeases | None,
+    leases: ConversationLeases | None, *, summarizer: Summarizer,
 ) -> tuple[Memory, ToolLoop]:
     """The conversation memory (its writes fenced by ``leases`` in a fleet) and the tool loop over it, as configured."""
     from botgateway.loop import ToolLoop
@@ -246,7 +249,7 @@ def _loop(
         store,
         max_history_tokens=config.memory.max_history_tokens,
         keep_recent_turns=config.memory.keep_recent_turns,
-        summarizer=llm.complete,
+        summarizer=summarizer,
         cached_conversations=config.memory.history_cache_size,
         fences=leases.token if leases is not None else None,
     )
@@ -279,6 +282,19 @@ async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, 
     llm = build_chain(config.llm, base_url=base_url)
     stack.push_async_callback(llm.aclose)
     return llm, model_label
+
+
+def _usage(stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None) -> UsageRecorder:
+    """The recorder of every model call's usage (priced by ``usage.prices``, counted by ``telemetry``), written
+    behind the answers."""
+    from botgateway.pricing import Pricing
+    from botgateway.usage_recorder import UsageRecorder
+    from botgateway.usage_writer import UsageWriter
+
+    recorder = UsageRecorder(UsageWriter(store), Pricing.from_config(config.usage),
+                             listeners=[telemetry] if telemetry is not None else [])
+    stack.push_async_callback(recorder.aclose)
+    return recorder
 
 
 def _telemetry(config: Config) -> PrometheusTelemetry | None:

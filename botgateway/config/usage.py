@@ -32,7 +32,8 @@ class UsageConfig(Section):
     """Model name (``deepseek-chat``) or glob (``gpt-4o-mini*``, ``qwen-*``) → its price.
 
     The name is the one the provider reports in its answer (``botgateway usage --by model``
-    lists them), else the configured ``llm.model``. An exact name wins, then the
+    lists them), else the configured ``llm.model``. An exact name wins, then the name
+    without a dated snapshot's suffix (``gpt-4o`` prices ``gpt-4o-2024-08-06``), then the
     matching glob with the most literal characters; case is ignored.
     """
     currency: str = "USD"

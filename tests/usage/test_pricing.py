@@ -48,6 +48,15 @@ def test_exact_name_then_the_most_specific_glob_case_ignored() -> None:
     assert prices.price_for("gpt-4") is None
 
 
+def test_a_models_price_applies_to_its_dated_snapshots() -> None:
+    prices = pricing({"gpt-4o": {"prompt": 2.5, "completion": 10.0}, "gpt-4o*": {"prompt": 9, "completion": 9},
+                      "deepseek-reasoner": {"prompt": 0.55, "completion": 2.19}})
+    assert prices.price_for("gpt-4o-2024-08-06") == ModelPrice(prompt=2.5, completion=10.0)
+    assert prices.price_for("deepseek-reasoner-0528") == ModelPrice(prompt=0.55, completion=2.19)
+    assert prices.price_for("gpt-4o-mini") == ModelPrice(prompt=9, completion=9)  # another model: only the glob
+    assert pricing({"gpt-4o": {"prompt": 1, "completion": 1}}).price_for("gpt-4o-mini-2024-07-18") is None
+
+
 def test_the_section_in_the_config_file() -> None:
     config = parse_config({"usage": {"currency": "cny", "prices": {"deepseek-*": {"prompt": 2, "completion": 8}}}}, env={})
     assert config.usage.currency == "CNY"
