@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _config_arg(tools_call)
     _audit_parser(sub)
+    _usage_parser(sub)
     _access_parser(sub)
     _schedules_parser(sub)
     return parser
@@ -125,6 +126,20 @@ def _audit_parser(sub: Any) -> None:
     audit.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
     audit.add_argument("--limit", type=parse_count, default=1000, help="read the newest this many records (default: 1000)")
     _config_arg(audit)
+
+
+def _usage_parser(sub: Any) -> None:
+    from botgateway.cli.audit import parse_count, parse_since
+    from botgateway.cli.usage import FORMATS, GROUPS
+
+    usage = sub.add_parser("usage", help="the models' tokens and their cost, by user, channel, model or day")
+    usage.add_argument("--by", choices=GROUPS, default="model", help="group the model calls by this (default: model)")
+    usage.add_argument("--since", type=parse_since, default=None, metavar="WHEN",
+                       help="from this age (30m, 1h, 7d, 1w) or ISO date/time (2026-11-30, UTC) on")
+    usage.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
+    usage.add_argument("--limit", type=parse_count, default=100_000,
+                       help="read the newest this many model calls (default: 100000)")
+    _config_arg(usage)
 
 
 def _worker_count(text: str) -> int:
@@ -207,6 +222,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return await run_audit(
             config, since=args.since, user=args.user, tool=args.tool, fmt=args.format, limit=args.limit
         )
+    if command == "usage":
+        from botgateway.cli.usage import run_usage
+
+        return await run_usage(config, by=args.by, since=args.since, fmt=args.format, limit=args.limit)
     if command == "access":
         from botgateway.cli.access import explain
 
@@ -271,7 +290,7 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "tools", "audit", "access", "schedules") and config.log.level == "info":
+    if command in ("ask", "tools", "audit", "usage", "access", "schedules") and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log

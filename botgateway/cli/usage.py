@@ -1,0 +1,176 @@
+"""``botgateway usage``: the models' tokens and what they cost, by user, channel, model or day.
+
+Read from the configured store: one usage row per model call, recorded behind
+each turn (and the gateway's own history summaries, as principal ``gateway``),
+each costed at the prices configured when it was recorded (``usage.prices``).
+A group whose calls include some of a model without a price shows the cost of
+the others and counts the unpriced calls; a group with none priced has no cost.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from botgateway.config import Config
+from botgateway.stores.base import UsageRow
+
+__all__ = ["COLUMNS", "FORMATS", "GROUPS", "run_usage", "usage_totals", "write_totals"]
+
+GROUPS = ("user", "channel", "model", "day")
+"""What ``--by`` may group the calls by."""
+
+FORMATS = ("table", "jsonl", "csv")
+"""The output formats."""
+
+COLUMNS = (
+    "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens", "total_tokens",
+    "cost", "currency", "unpriced_calls",
+)
+"""The columns after the group's own (named as ``--by``), in every format, in order."""
+
+_COST_DIGITS = 6
+"""Costs are rounded to a millionth: a cheap model's call costs a fraction of a cent."""
+
+_KEYS: dict[str, Callable[[UsageRow], str]] = {
+    "user": lambda row: row.principal or "(unknown)",
+    "channel": lambda row: f"{row.platform}:{row.channel}" if row.channel else (row.platform or "(none)"),
+    "model": lambda row: row.model or "(unknown)",
+    "day": lambda row: datetime.fromtimestamp(row.at, UTC).strftime("%Y-%m-%d"),
+}
+
+
+# Mutable on purpose: it sums one group's rows as they are read.
+@dataclass
+class _Sum:
+    calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+    currencies: set[str] = field(default_factory=set)
+    unpriced_calls: int = 0
+    unpriced_models: set[str] = field(default_factory=set)
+
+    def add(self, row: UsageRow) -> None:
+        self.calls += 1
+        self.prompt_tokens += row.prompt_tokens
+        self.cached_tokens += row.cached_tokens
+        self.completion_tokens += row.completion_tokens
+        self.reasoning_tokens += row.reasoning_tokens
+        if row.cost is None:
+            self.unpriced_calls += 1
+            self.unpriced_models.add(row.model or "(unknown)")
+        else:
+            self.cost = (self.cost or 0.0) + row.cost
+            if row.currency:
+                self.currencies.add(row.currency)
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "cost": None if self.cost is None else round(self.cost, _COST_DIGITS),
+            "currency": ",".join(sorted(self.currencies)),
+            "unpriced_calls": self.unpriced_calls,
+        }
+
+
+def usage_totals(rows: Iterable[UsageRow], by: str, *, since: float | None = None) -> list[dict[str, Any]]:
+    """One row per group of ``rows`` (``by``: user, channel, model or day), with its calls, tokens and cost.
+
+    Days come in order; other groups by their tokens, most first. ``since`` keeps rows from that Unix time on.
+    """
+    key_of = _KEYS[by]
+    sums: dict[str, _Sum] = {}
+    for row in rows:
+        if since is not None and row.at < since:
+            continue
+        sums.setdefault(key_of(row), _Sum()).add(row)
+    if by == "day":
+        order = sorted(sums)
+    else:
+        order = sorted(sums, key=lambda key: (-(sums[key].prompt_tokens + sums[key].completion_tokens), key))
+    return [{by: key, **sums[key].columns()} for key in order]
+
+
+def write_totals(totals: list[dict[str, Any]], by: str, fmt: str, out: TextIO) -> None:
+    """Print ``totals`` as a ``table`` (with a total line), ``jsonl`` (one object a line) or ``csv`` (with a header)."""
+    if fmt == "jsonl":
+        for total in totals:
+            out.write(json.dumps(total, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=(by, *COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({**total, "cost": "" if total["cost"] is None else total["cost"]} for total in totals)
+    else:
+        _table(totals, by, out)
+
+
+def _table(totals: list[dict[str, Any]], by: str, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    calls = sum(total["calls"] for total in totals)
+    table = Table(title=f"Model usage by {by}: {calls} call(s)", show_footer=bool(totals))
+    grand = _grand_total(totals)
+    shown = (by, "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cost")
+    for column in shown:
+        justify = "left" if column == by else "right"
+        table.add_column(column, footer=_cell(grand, column) if column != by else "total", justify=justify,
+                         overflow="fold")
+    for total in totals:
+        table.add_row(*(_cell(total, column) for column in shown))
+    width = None if out.isatty() else 200
+    console = Console(file=out, soft_wrap=False, width=width)
+    console.print(table)
+    unpriced = grand["unpriced_calls"]
+    if unpriced:
+        console.print(f"* {unpriced} call(s) had no price (their models are not under usage.prices): "
+                      "their tokens are counted, their cost is not.")
+
+
+def _grand_total(totals: list[dict[str, Any]]) -> dict[str, Any]:
+    grand: dict[str, Any] = {column: 0 for column in COLUMNS if column not in ("cost", "currency")}
+    costs = [total["cost"] for total in totals if total["cost"] is not None]
+    for total in totals:
+        for column in grand:
+            grand[column] += total[column]
+    grand["cost"] = round(sum(costs), _COST_DIGITS) if costs else None
+    grand["currency"] = ",".join(sorted({c for total in totals for c in total["currency"].split(",") if c}))
+    return grand
+
+
+def _cell(total: dict[str, Any], column: str) -> str:
+    value = total[column]
+    if column != "cost":
+        return f"{value:,}" if isinstance(value, int) else str(value)
+    if value is None:
+        return "-"
+    mark = "*" if total["unpriced_calls"] else ""  # part of the calls had no price: the cost is a floor
+    return f"{value:.{_COST_DIGITS}f} {total['currency']}{mark}".rstrip()
+
+
+async def run_usage(
+    config: Config, *, by: str, since: float | None, fmt: str, limit: int, out: TextIO | None = None
+) -> int:
+    """Read the newest ``limit`` usage rows of the configured store from ``since`` on, print their totals by ``by``."""
+    from botgateway.stores import open_store
+
+    store = await open_store(config.memory)
+    try:
+        rows = await store.usage_rows(since=since, limit=limit)
+    finally:
+        await store.close()
+    write_totals(usage_totals(rows, by, since=since), by, fmt, out or sys.stdout)
+    return 0
