@@ -29,9 +29,10 @@ from botgateway.background import BackgroundTasks
 from botgateway.cards.metrics import CardMetrics
 from botgateway.messages import InboundMessage
 from botgateway.sink import target_to_dict
+from botgateway.snapshot import CardSnapshot
 from botgateway.stores.base import AuditRecord, Store
 
-__all__ = ["ANSWER_TTL_S", "Answer", "AnswerBook", "sources_of"]
+__all__ = ["ANSWER_TTL_S", "Answer", "AnswerBook", "offers_answer_controls", "sources_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -99,6 +100,12 @@ class Answer:
             sources=tuple(dict(s) for s in sources if isinstance(s, Mapping)) if isinstance(sources, list) else (),
             at=float(data.get("at") or 0.0),
         )
+
+
+def offers_answer_controls(snapshot: CardSnapshot, turn_id: str) -> bool:
+    """Whether a card showing ``snapshot`` offers Refresh and 👍 / 👎 for ``turn_id``: a final answer (done, the last
+    part of it) to a question (an alert's card, with its preamble, has none; a note has no turn)."""
+    return bool(turn_id) and snapshot.status == "done" and not snapshot.continued and not snapshot.preamble
 
 
 def sources_of(record: AuditRecord) -> tuple[dict[str, Any], ...]:

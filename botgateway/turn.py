@@ -107,6 +107,7 @@ class ScheduledTurn:
         elif isinstance(event, ApprovalDecided):
             self.tool_calls.setdefault(event.call_id, {"name": event.name, "arguments": {}})["approval"] = _approval(event)
         elif isinstance(event, UsageReported):
+            self.model = event.model or self.model
             self.prompt_tokens += event.prompt_tokens
             self.completion_tokens += event.completion_tokens
             self.model_calls.append(usage_entry(event, time.time()))  # each call's usage row (botgateway usage)

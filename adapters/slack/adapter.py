@@ -6,8 +6,9 @@ AI assistant pane (suggested prompts when a thread opens, a status while
 working). Cards nobody asked for (an alert's, a report) are posted as
 top-level channel messages (:meth:`SlackAdapter.channel_target`); a reply in
 such a card's thread is a question (:meth:`SlackAdapter.adopt_thread`).
-Every delivery is acknowledged at once; the turn runs in the gateway's own
-task. A retried delivery (same ``event_id``, or the same channel
+A final answer's Refresh and 👍 / 👎 buttons, and the modal a 👎 opens, are
+:mod:`adapters.slack.answer_actions`. Every delivery is acknowledged at once;
+the turn runs in the gateway's own task. A retried delivery (same ``event_id``, or the same channel
 and ``ts`` arriving as both ``app_mention`` and ``message``) starts one turn.
 
 Connecting (Socket Mode or HTTP) is :mod:`adapters.slack.connection`; what an
@@ -28,6 +29,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.answer_actions import AnswerActions
 from adapters.slack.connection import (
     AckFirstSocketModeHandler,
     SlackStartError,
@@ -50,7 +52,14 @@ from adapters.slack.events import (
 )
 from adapters.slack.names import DisplayNames
 from adapters.slack.edit import post_ephemeral
-from adapters.slack.render import APPROVE_ACTION_ID, DENY_ACTION_ID, STOP_ACTION_ID
+from adapters.slack.render import (
+    APPROVE_ACTION_ID,
+    DENY_ACTION_ID,
+    FEEDBACK_ACTION_ID,
+    FEEDBACK_VIEW_ID,
+    REFRESH_ACTION_ID,
+    STOP_ACTION_ID,
+)
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads
 from botgateway.background import BackgroundTasks
@@ -79,7 +88,7 @@ class Delivery:
     """What the adapter did with one Slack delivery (for metrics, logs and tests)."""
 
     event_type: str
-    """``app_mention``, ``message``, ``assistant_thread_started``, ``block_actions``…"""
+    """``app_mention``, ``message``, ``assistant_thread_started``, ``block_actions``, ``view_submission``…"""
     outcome: Literal["submitted", "ignored", "duplicate", "failed", "handled"]
     """submitted to the gateway, ignored (and why), a retried duplicate, failed, or handled without a turn."""
     reason: str = ""
@@ -219,6 +228,10 @@ class SlackAdapter:
         app.action(STOP_ACTION_ID)(self._on_stop)
         app.action(APPROVE_ACTION_ID)(self._on_approval)
         app.action(DENY_ACTION_ID)(self._on_approval)
+        answers = AnswerActions(self)
+        app.action(REFRESH_ACTION_ID)(answers.on_refresh)
+        app.action(re.compile(f"^{FEEDBACK_ACTION_ID}"))(answers.on_feedback)  # Slack's feedback buttons, and ours
+        app.view(FEEDBACK_VIEW_ID)(answers.on_reason)
         # Everything else the app is subscribed to is acknowledged and ignored.
         app.event(re.compile(".*"))(self._ignore)
         app.error(self._on_error)
@@ -321,12 +334,7 @@ class SlackAdapter:
         """Approve or Deny pressed: counted when the presser is an approver there, else they are told why, privately."""
         await ack()
         assert self._gateway is not None
-        user = body.get("user") or {}
-        user_id = str(user.get("id") or "")
-        name = await self._names.of(user_id, None)
-        # The presser's own team comes with the action: a Slack Connect guest is external here too.
-        presser = slack_principal({"user": user_id, "user_team": user.get("team_id")}, team=self.team_id, user_name=name)
-        presser = await self.resolve_principal(presser)
+        presser = await self.presser(body)
         code, _, token = str(action.get("value") or "").partition(":")
         channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
         result = await self._gateway.decide_approval(code, presser, approved=action.get("action_id") == APPROVE_ACTION_ID,
@@ -334,6 +342,41 @@ class SlackAdapter:
         if result.answer != "decided":
             await self._tell_presser(body, result.note)
         self._report(Delivery("block_actions", "handled" if result.answer == "decided" else "ignored", result.answer))
+
+    # --- what the handlers of answers' buttons use (adapters.slack.answer_actions) -----------------
+
+    @property
+    def gateway(self) -> Gateway | None:
+        """The gateway, once started."""
+        return self._gateway
+
+    @property
+    def policy(self) -> BufferPolicy:
+        """Update pacing of this adapter's cards (known once started)."""
+        assert self._policy is not None
+        return self._policy
+
+    async def display_name(self, user_id: str) -> str:
+        """``user_id``'s display name (cached; empty when Slack does not say)."""
+        return await self._names.of(user_id, None)
+
+    async def presser(self, body: Mapping[str, Any]) -> Principal:
+        """Whoever pressed a button (or submitted a modal), with the user groups the policy names."""
+        user = body.get("user") or {}
+        user_id = str(user.get("id") or "")
+        name = await self._names.of(user_id, None)
+        # The presser's own team comes with the action: a Slack Connect guest is external here too.
+        presser = slack_principal({"user": user_id, "user_team": user.get("team_id")}, team=self.team_id, user_name=name)
+        return await self.resolve_principal(presser)
+
+    async def tell_presser(self, body: Mapping[str, Any], note: str) -> None:
+        """An ephemeral note to whoever pressed a button, in the message's thread."""
+        await self._tell_presser(body, note)
+
+    def report_action(self, outcome: Literal["submitted", "ignored", "handled"], reason: str,
+                      submission: Submission | None = None, *, event_type: str = "block_actions") -> None:
+        """Report what a button press (or modal) came to (metrics, logs, tests)."""
+        self._report(Delivery(event_type, outcome, reason, submission))
 
     async def _tell_presser(self, body: Mapping[str, Any], note: str) -> None:
         """An ephemeral note to whoever pressed a button, in the message's thread."""

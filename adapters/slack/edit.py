@@ -2,7 +2,8 @@
 
 An edit-mode card is one ``markdown`` block with a plain ``text`` fallback and,
 while live, a Stop button (a card with a preamble shows it in a block of its
-own above the body). A stream that broke keeps its message: from then on
+own above the body); a final answer carries Refresh and 👍 / 👎 instead. A
+stream that broke keeps its message: from then on
 that message is edited (:meth:`EditMessages.converted` remembers which one, so
 a stream that rolled over and then broke edits its current message). A
 fallback posts the final answer as new thread messages, split only where Slack
@@ -131,7 +132,8 @@ class EditMessages:
 
     def _blocks(self, target: CardTarget, snapshot: CardSnapshot) -> list[dict[str, Any]]:
         turn_id = target.turn_id if self._config.stop_button else ""
-        blocks = card_blocks(snapshot, turn_id=turn_id, allowed=allowed_mentions(target))
+        blocks = card_blocks(snapshot, turn_id=turn_id, allowed=allowed_mentions(target),
+                             answer_turn=target.turn_id)
         size = markdown_chars(blocks)  # Slack counts every markdown block of a message together
         if size > MAX_MARKDOWN_CHARS:
             raise TooLong(f"the card has {size} characters; slack takes {MAX_MARKDOWN_CHARS}")

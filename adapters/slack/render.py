@@ -10,6 +10,13 @@ only append, so :func:`stream_pieces` linearizes a snapshot into text and
 cannot carry a button, so its Stop button lives in a small companion message
 (:func:`control_blocks`) that is deleted when the answer ends.
 
+A final answer (done, the last part, not an alert's card) offers Refresh and
+👍 / 👎 in a block of its own (:data:`ANSWER_BLOCK_ID`): Block Kit buttons on
+an edited message (:func:`answer_buttons`), Slack's feedback buttons and a
+Refresh button among the blocks ``chat.stopStream`` adds to a stream
+(:func:`stream_answer_blocks`). A 👎 opens :func:`feedback_modal` for a
+one-line reason.
+
 Every piece of model text (answer, narration, thought, tool lines, notes) and
 the preamble (outside data) goes through :func:`defuse` (:mod:`adapters.slack.inert`) once, on its way out:
 images become text, broadcasts and mentions the asker did not write stop pinging.
@@ -21,14 +28,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from adapters.slack.inert import slack_inert
+from botgateway.answers import offers_answer_controls
 from botgateway.cards.inert import stable_cut
 from botgateway.cards.render import approval_text, preamble_text, render_markdown, render_plain
 from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
 
 __all__ = [
+    "ANSWER_BLOCK_ID",
     "APPROVE_ACTION_ID",
     "DENY_ACTION_ID",
+    "FEEDBACK_ACTION_ID",
+    "FEEDBACK_DOWN_ACTION_ID",
+    "FEEDBACK_REASON_ID",
+    "FEEDBACK_UP_ACTION_ID",
+    "FEEDBACK_VIEW_ID",
+    "REFRESH_ACTION_ID",
+    "answer_buttons",
+    "feedback_modal",
+    "refresh_button",
+    "stream_answer_blocks",
     "MAX_MARKDOWN_CHARS",
     "MAX_TEXT_FALLBACK",
     "NO_MENTIONS",
@@ -58,6 +77,28 @@ APPROVE_ACTION_ID = "botgateway_approve"
 
 DENY_ACTION_ID = "botgateway_deny"
 """``action_id`` of a Deny button; its ``value`` is ``code:token``."""
+
+ANSWER_BLOCK_ID = "botgateway_answer"
+"""``block_id`` of a final answer's Refresh and feedback buttons (one block per message)."""
+
+REFRESH_ACTION_ID = "botgateway_refresh"
+"""``action_id`` of the Refresh button; its ``value`` is the answer's turn id."""
+
+FEEDBACK_ACTION_ID = "botgateway_feedback"
+"""``action_id`` of a stream's feedback buttons (Slack's ``feedback_buttons``); the pressed one's ``value`` is
+``up:<turn id>`` or ``down:<turn id>``."""
+
+FEEDBACK_UP_ACTION_ID = "botgateway_feedback_up"
+"""``action_id`` of an edited answer's 👍 button; its ``value`` is ``up:<turn id>``."""
+
+FEEDBACK_DOWN_ACTION_ID = "botgateway_feedback_down"
+"""``action_id`` of an edited answer's 👎 button; its ``value`` is ``down:<turn id>``."""
+
+FEEDBACK_VIEW_ID = "botgateway_feedback_reason"
+"""``callback_id`` of the modal a 👎 opens; its ``private_metadata`` is the turn id."""
+
+FEEDBACK_REASON_ID = "reason"
+"""``block_id`` and ``action_id`` of the modal's one-line reason input."""
 
 
 def approval_value(prompt: ApprovalPrompt) -> str:
@@ -169,9 +210,11 @@ def control_done_blocks(locale: str) -> list[dict[str, Any]]:
     return [{"type": "context", "elements": [{"type": "mrkdwn", "text": t(locale, "control_done")}]}]
 
 
-def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset[str] = NO_MENTIONS) -> list[dict[str, Any]]:
+def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset[str] = NO_MENTIONS,
+                answer_turn: str = "") -> list[dict[str, Any]]:
     """Blocks of an edit-mode card: the preamble, the markdown body and, while live, Approve/Deny buttons and the
-    Stop button. A card of a preamble alone (a final alert card without an investigation) is that block only."""
+    Stop button (``turn_id``); once a final answer, Refresh and 👍 / 👎 for ``answer_turn`` (when given). A card of
+    a preamble alone (a final alert card without an investigation) is that block only."""
     body = card_markdown(snapshot, allowed)
     blocks = preamble_blocks(snapshot, divider=bool(body))
     if body or not blocks:
@@ -181,7 +224,76 @@ def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset
         blocks += [b for b in approval_blocks(snapshot.approvals, snapshot.locale, allowed) if b["type"] == "actions"]
     if turn_id and not snapshot.final:
         blocks.append(stop_button(turn_id, snapshot.locale))
+    if offers_answer_controls(snapshot, answer_turn):
+        blocks.append(answer_buttons(answer_turn, snapshot.locale))
     return blocks
+
+
+# --- a final answer's Refresh and feedback ----------------------------------------
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": True}
+
+
+def refresh_button(turn_id: str, locale: str) -> dict[str, Any]:
+    """The Refresh button of the answer of ``turn_id``."""
+    text = _plain(t(locale, "refresh_button"))
+    return {"type": "button", "action_id": REFRESH_ACTION_ID, "value": turn_id, "text": text}
+
+
+def answer_buttons(turn_id: str, locale: str) -> dict[str, Any]:
+    """The actions block of an edited final answer: Refresh, 👍 and 👎 for ``turn_id``."""
+    return {
+        "type": "actions",
+        "block_id": ANSWER_BLOCK_ID,
+        "elements": [
+            refresh_button(turn_id, locale),
+            {"type": "button", "action_id": FEEDBACK_UP_ACTION_ID, "value": f"up:{turn_id}", "text": _plain("👍"),
+             "accessibility_label": t(locale, "feedback_up_label")},
+            {"type": "button", "action_id": FEEDBACK_DOWN_ACTION_ID, "value": f"down:{turn_id}", "text": _plain("👎"),
+             "accessibility_label": t(locale, "feedback_down_label")},
+        ],
+    }
+
+
+def stream_answer_blocks(turn_id: str, locale: str) -> list[dict[str, Any]]:
+    """What a stream's final answer adds below itself (``chat.stopStream`` blocks): Slack's feedback buttons, and the
+    Refresh button."""
+    feedback = {
+        "type": "feedback_buttons",
+        "action_id": FEEDBACK_ACTION_ID,
+        "positive_button": {"text": _plain("👍"), "value": f"up:{turn_id}",
+                            "accessibility_label": t(locale, "feedback_up_label")},
+        "negative_button": {"text": _plain("👎"), "value": f"down:{turn_id}",
+                            "accessibility_label": t(locale, "feedback_down_label")},
+    }
+    return [
+        {"type": "context_actions", "block_id": f"{ANSWER_BLOCK_ID}_feedback", "elements": [feedback]},
+        {"type": "actions", "block_id": ANSWER_BLOCK_ID, "elements": [refresh_button(turn_id, locale)]},
+    ]
+
+
+def feedback_modal(turn_id: str, locale: str) -> dict[str, Any]:
+    """The modal a 👎 opens (``views.open``): an optional one-line reason for the answer of ``turn_id``."""
+    return {
+        "type": "modal",
+        "callback_id": FEEDBACK_VIEW_ID,
+        "private_metadata": turn_id,
+        "title": _plain(t(locale, "feedback_modal_title")[:24]),
+        "submit": _plain(t(locale, "feedback_modal_submit")),
+        "close": _plain(t(locale, "feedback_modal_close")),
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": FEEDBACK_REASON_ID,
+                "optional": True,
+                "label": _plain(t(locale, "feedback_modal_label")),
+                "hint": _plain(t(locale, "feedback_modal_hint")),
+                "element": {"type": "plain_text_input", "action_id": FEEDBACK_REASON_ID, "max_length": 300},
+            }
+        ],
+    }
 
 
 # --- native streams ----------------------------------------------------------------
@@ -229,8 +341,10 @@ def stream_pieces(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS)
     return pieces
 
 
-def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS) -> tuple[str, list[dict[str, Any]]]:
-    """What ``chat.stopStream`` adds: the failure/stop note as text, the footer as a context block."""
+def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS,
+                   turn_id: str = "") -> tuple[str, list[dict[str, Any]]]:
+    """What ``chat.stopStream`` adds: the failure/stop note as text, the footer as a context block, and a final
+    answer's feedback and Refresh buttons (for ``turn_id``, when given)."""
     note = ""
     if snapshot.error and snapshot.final:
         note = f"\n\n{defuse(snapshot.error, snapshot.locale, allowed)}"
@@ -239,4 +353,6 @@ def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS
     blocks: list[dict[str, Any]] = []
     if snapshot.footer:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape_text(snapshot.footer)}]})
+    if offers_answer_controls(snapshot, turn_id):
+        blocks += stream_answer_blocks(turn_id, snapshot.locale)
     return note, blocks

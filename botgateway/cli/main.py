@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(tools_call)
     _audit_parser(sub)
     _usage_parser(sub)
+    _feedback_parser(sub)
     _access_parser(sub)
     _schedules_parser(sub)
     return parser
@@ -126,6 +127,20 @@ def _audit_parser(sub: Any) -> None:
     audit.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
     audit.add_argument("--limit", type=parse_count, default=1000, help="read the newest this many records (default: 1000)")
     _config_arg(audit)
+
+
+def _feedback_parser(sub: Any) -> None:
+    from botgateway.cli.audit import parse_count, parse_since
+    from botgateway.cli.feedback import FORMATS
+
+    feedback = sub.add_parser("feedback", help="the 👍/👎 given to answers, with reasons, models, tools and sources")
+    feedback.add_argument("--since", type=parse_since, default=None, metavar="WHEN",
+                          help="from this age (30m, 1h, 2d, 1w) or ISO date/time (2026-11-30, UTC) on")
+    feedback.add_argument("--vote", choices=("up", "down"), default="", help="only 👍 (up) or only 👎 (down)")
+    feedback.add_argument("--format", choices=FORMATS, default="table", help="table (default), jsonl or csv")
+    feedback.add_argument("--limit", type=parse_count, default=1000,
+                          help="read the newest this many votes (default: 1000)")
+    _config_arg(feedback)
 
 
 def _usage_parser(sub: Any) -> None:
@@ -222,6 +237,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         return await run_audit(
             config, since=args.since, user=args.user, tool=args.tool, fmt=args.format, limit=args.limit
         )
+    if command == "feedback":
+        from botgateway.cli.feedback import run_feedback
+
+        return await run_feedback(config, since=args.since, vote=args.vote, fmt=args.format, limit=args.limit)
     if command == "usage":
         from botgateway.cli.usage import run_usage
 
@@ -290,7 +309,7 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "tools", "audit", "usage", "access", "schedules") and config.log.level == "info":
+    if command in ("ask", "tools", "audit", "usage", "feedback", "access", "schedules") and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log

@@ -15,6 +15,10 @@ behaves like Slack where it matters for the card pipeline:
 * ``chat.startStream`` / ``appendStream`` / ``stopStream`` keep the streamed
   markdown and task updates of a message; ``chat.delete`` removes a message
   (kept in :attr:`FakeSlack.deleted`);
+* a button press (:meth:`FakeSlack.block_action`) carries a fresh ``trigger_id``
+  that ``views.open`` accepts once, within 3 s, like Slack's; the opened modal
+  is kept (:attr:`FakeSlack.views`) and :meth:`FakeSlack.view_submission`
+  builds what Slack sends when it is submitted;
 * ``usergroups.users.list`` answers the members of :attr:`FakeSlack.usergroups`
   (``missing_scope`` while :attr:`FakeSlack.usergroups_readable` is off);
 * ``apps.connections.open`` hands out a ``ws://127.0.0.1:…`` URL served here;
@@ -46,6 +50,10 @@ import aiohttp
 from aiohttp import web
 
 BOT_TOKEN = "xoxb-fake-bot-token"
+ANSWER_BLOCK = "botgateway_answer"
+"""The ``block_id`` botgateway gives a final answer's Refresh and feedback buttons (its live buttons are others)."""
+TRIGGER_TTL_S = 3.0
+"""A ``trigger_id`` opens a modal within this long after its interaction, once (Slack's rule)."""
 APP_TOKEN = "xapp-fake-app-token"
 SIGNING_SECRET = "fake-signing-secret"
 
@@ -117,11 +125,20 @@ class Message:
         return self.text
 
     def buttons(self) -> list[dict[str, Any]]:
-        """Button elements of the message's action blocks."""
+        """Button elements of the message's action blocks while it is live (Stop, Approve, Deny): a final answer's
+        Refresh and feedback buttons are :meth:`answer_buttons`."""
         found = []
         for block in [*self.blocks, *self.stop_blocks]:
-            if block.get("type") == "actions":
+            if block.get("type") == "actions" and not str(block.get("block_id", "")).startswith(ANSWER_BLOCK):
                 found.extend(e for e in block.get("elements", []) if e.get("type") == "button")
+        return found
+
+    def answer_buttons(self) -> dict[str, dict[str, Any]]:
+        """A final answer's Refresh and feedback elements by ``action_id`` (buttons, Slack's ``feedback_buttons``)."""
+        found: dict[str, dict[str, Any]] = {}
+        for block in [*self.blocks, *self.stop_blocks]:
+            if str(block.get("block_id", "")).startswith(ANSWER_BLOCK):
+                found.update((str(e.get("action_id")), e) for e in block.get("elements", []))
         return found
 
 
@@ -182,6 +199,9 @@ class FakeSlack:
         self.deleted: list[Message] = []
         """Messages removed with ``chat.delete``, in order."""
         self.ephemerals: list[dict[str, Any]] = []
+        self.views: list[dict[str, Any]] = []
+        """Modals opened with ``views.open`` (each view as sent, with the ``id`` given to it), in order."""
+        self._triggers: dict[str, tuple[float, str]] = {}
         self.acks: dict[str, dict[str, Any]] = {}
         self.sockets: list[web.WebSocketResponse] = []
         self._accepted: dict[tuple[str, str], deque[float]] = defaultdict(deque)
@@ -364,8 +384,12 @@ class FakeSlack:
         return event
 
     def block_action(self, *, user: str, channel: str, message_ts: str, action_id: str, value: str,
-                     thread_ts: str | None = None) -> dict[str, Any]:
-        """A ``block_actions`` interactive payload for a button press."""
+                     thread_ts: str | None = None, action_type: str = "button",
+                     block_id: str = "botgateway_stop") -> dict[str, Any]:
+        """A ``block_actions`` interactive payload for a button press (``action_type``: ``feedback_buttons`` for one
+        of Slack's feedback buttons, whose ``value`` is the pressed one's), with a fresh ``trigger_id``."""
+        trigger_id = f"{next(self._ts)}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:16]}"
+        self._triggers[trigger_id] = (time.monotonic(), user)
         return {
             "type": "block_actions",
             "team": {"id": self.team_id, "domain": "fake"},
@@ -373,12 +397,32 @@ class FakeSlack:
             "api_app_id": "A0001",
             "token": "verification-token",
             "container": {"type": "message", "message_ts": message_ts, "channel_id": channel, "is_ephemeral": False},
-            "trigger_id": "1.2.3",
+            "trigger_id": trigger_id,
             "channel": {"id": channel, "name": "ops"},
             "message": {"ts": message_ts, "thread_ts": thread_ts, "type": "message", "bot_id": self.bot_id},
             "response_url": f"{self.base}/response",
-            "actions": [{"action_id": action_id, "block_id": "botgateway_stop", "value": value, "type": "button",
-                         "action_ts": str(time.time())}],
+            "actions": [{"action_id": action_id, "block_id": block_id, "value": value, "type": action_type,
+                         "action_ts": f"{time.time():.6f}"}],
+        }
+
+    def view_submission(self, view: dict[str, Any], *, user: str, values: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The ``view_submission`` payload of an opened modal (from :attr:`views`) submitted by ``user``.
+
+        ``values``: ``{block_id: {action_id: value}}``; a plain-text input left empty is ``None``, as Slack sends it.
+        """
+        state = {block: {action: {"type": "plain_text_input", "value": value} for action, value in actions.items()}
+                 for block, actions in values.items()}
+        return {
+            "type": "view_submission",
+            "team": {"id": self.team_id, "domain": "fake"},
+            "user": {"id": user, "username": user, "name": user, "team_id": self.team_id},
+            "api_app_id": "A0001",
+            "token": "verification-token",
+            "trigger_id": f"{next(self._ts)}.{uuid.uuid4().hex[:12]}",
+            "view": {**view, "state": {"values": state}, "team_id": self.team_id, "app_id": "A0001",
+                     "bot_id": self.bot_id, "hash": uuid.uuid4().hex[:12]},
+            "response_urls": [],
+            "is_enterprise_install": False,
         }
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
@@ -562,6 +606,27 @@ class FakeSlack:
     def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any] | str:
         self.ephemerals.append(args)
         return {"message_ts": self.new_ts()}
+
+    def _m_views_open(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        trigger = self._triggers.pop(str(args.get("trigger_id") or ""), None)
+        if trigger is None:
+            return "invalid_trigger_id" if not args.get("trigger_id") else "trigger_exchanged"
+        if time.monotonic() - trigger[0] > TRIGGER_TTL_S:
+            return "expired_trigger_id"
+        view = args.get("view")
+        if isinstance(view, str):
+            try:
+                view = json.loads(view)
+            except ValueError:
+                return "invalid_arguments"
+        if not isinstance(view, dict) or view.get("type") != "modal" or not isinstance(view.get("blocks"), list):
+            return "invalid_arguments"
+        title = (view.get("title") or {}).get("text", "")
+        if not title or len(title) > 24 or len(str(view.get("private_metadata") or "")) > 3000:
+            return "invalid_arguments"
+        opened = {**view, "id": f"V{uuid.uuid4().hex[:10].upper()}", "opened_by": trigger[1]}
+        self.views.append(opened)
+        return {"view": opened}
 
     def _m_chat_startStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
         if not self.streaming_enabled:

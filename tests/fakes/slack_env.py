@@ -131,9 +131,13 @@ async def slack_env(
     access: Any = None,
     access_config: dict[str, Any] | None = None,
     approvals: bool = False,
+    tools: list[Any] | None = None,
     **slack: Any,
 ) -> AsyncIterator[Env]:
-    """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order."""
+    """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order.
+
+    ``tools``: what the model is offered (default: ``find_server`` and ``inventory_lookup``).
+    """
     fake = fake or FakeSlack()
     await fake.start()
     llm_server = ScriptedLLMServer(responder=responder)
@@ -148,7 +152,8 @@ async def slack_env(
     # ``approvals``: calls can wait for an approver (restart_server is offered to be one of them).
     desk = ApprovalDesk() if approvals else None
     restarts: list[str] = []
-    tools = [find_server, inventory_lookup, *([restart_tool(restarts)] if approvals else [])]
+    tools = [*(tools if tools is not None else [find_server, inventory_lookup]),
+             *([restart_tool(restarts)] if approvals else [])]
     loop = ToolLoop(llm, ToolRegistry(tools), memory, max_rounds=4, system_prompt="sys", approvals=desk,
                     approval_timeout_s=config.access.approvals.timeout_s if config.access else 300.0)
     extra: dict[str, Any] = {"access": access} if access is not None else {}

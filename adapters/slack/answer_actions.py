@@ -1,0 +1,131 @@
+"""A final answer's buttons on Slack: Refresh, 👍 / 👎, and the modal a 👎 opens for its reason.
+
+The buttons (:func:`~adapters.slack.render.answer_buttons`,
+:func:`~adapters.slack.render.stream_answer_blocks`) carry the answer's turn
+id. Like Stop and Approve, each press is acknowledged at once and handed to
+the gateway:
+
+- Refresh: the press becomes the presser's message in the card's thread (as if
+  they had asked there, so their own access and limits apply) and
+  :meth:`~botgateway.gateway.Gateway.refresh` asks the answer's question again
+  in a new card, caches bypassed;
+- 👍 / 👎: :meth:`~botgateway.gateway.Gateway.vote` stores the vote (a second
+  press changes it); a 👍 is thanked privately, a 👎 opens a modal
+  (``views.open`` with the press's ``trigger_id``, valid for 3 s: opened first)
+  whose submission (``view_submission``) stores its optional one-line reason
+  through :meth:`~botgateway.gateway.Gateway.feedback_reason`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from adapters.slack.errors import call_slack
+from adapters.slack.events import inbound_message
+from adapters.slack.render import FEEDBACK_REASON_ID, feedback_modal
+from botgateway.feedback import parse_vote
+from botgateway.groups import resolve_message
+
+if TYPE_CHECKING:
+    from adapters.slack.adapter import SlackAdapter
+
+__all__ = ["AnswerActions", "press_place"]
+
+log = structlog.get_logger(__name__)
+
+
+def press_place(body: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """Where a button was pressed: the channel, the pressed message's ts, and the thread a new answer goes in
+    (the message's thread; none in a direct message outside a thread)."""
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+    ts = str(message.get("ts") or container.get("message_ts") or "")
+    direct = channel.startswith("D")
+    thread_ts = message.get("thread_ts") or container.get("thread_ts") or (None if direct else ts or None)
+    return channel, ts, str(thread_ts) if thread_ts else None
+
+
+def _reason_of(view: Mapping[str, Any]) -> str:
+    """The reason typed into the modal (empty when left blank)."""
+    values = ((view.get("state") or {}).get("values") or {}).get(FEEDBACK_REASON_ID) or {}
+    return str((values.get(FEEDBACK_REASON_ID) or {}).get("value") or "")
+
+
+class AnswerActions:
+    """The handlers of a final answer's buttons and of the 👎 modal, for one :class:`SlackAdapter`."""
+
+    def __init__(self, adapter: SlackAdapter) -> None:
+        self._adapter = adapter
+
+    async def on_refresh(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """Refresh pressed: the answer's question asked again by the presser, in the card's thread."""
+        await ack()
+        adapter = self._adapter
+        gateway = adapter.gateway
+        turn_id = str(action.get("value") or "")
+        channel, ts, thread_ts = press_place(body)
+        user = body.get("user") or {}
+        user_id, team = str(user.get("id") or ""), adapter.team_id or str((body.get("team") or {}).get("id") or "")
+        if gateway is None or not turn_id or not channel or not user_id:
+            adapter.report_action("ignored", "refresh without a turn, channel or user")
+            return
+        name = await adapter.display_name(user_id)
+        event = {"user": user_id, "user_team": user.get("team_id") or team, "channel": channel, "ts": ts, "team": team}
+        msg = inbound_message(event, team=team, thread_ts=thread_ts, direct=channel.startswith("D"), text="",
+                              user_name=name, config=adapter.config)
+        # Each press is its own request (a second press refreshes again); a redelivered press is the same one.
+        msg = dataclasses.replace(msg, message_id=f"refresh:{team}:{channel}:{action.get('action_ts') or ts}:{user_id}")
+        msg = await resolve_message(msg, adapter.groups)
+        submission = await gateway.refresh(turn_id, msg, adapter.sink, adapter.policy)
+        log.info("slack.refresh_pressed", turn_id=turn_id, user=user_id, status=submission.status,
+                 new_turn=submission.turn_id)
+        adapter.report_action("submitted", "refresh", submission)
+
+    async def on_feedback(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """👍 or 👎 pressed (Slack's feedback buttons or ours): stored; a 👎 opens the modal for a reason."""
+        await ack()
+        adapter = self._adapter
+        parsed = parse_vote(str(action.get("value") or ""))
+        if adapter.gateway is None or parsed is None:
+            adapter.report_action("ignored", "feedback without a vote")
+            return
+        vote, turn_id = parsed
+        locale = adapter.config.locale
+        opened = False
+        if vote == "down":  # first: the press's trigger_id opens a modal within 3 s only
+            opened = await self._open_modal(str(body.get("trigger_id") or ""), turn_id, locale)
+        presser = await adapter.presser(body)
+        note = await adapter.gateway.vote(turn_id, presser, vote, locale=locale)
+        if not opened:
+            await adapter.tell_presser(body, note)
+        adapter.report_action("handled", f"feedback:{vote}")
+
+    async def on_reason(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """The 👎 modal submitted: its reason (if any) is kept with the vote."""
+        await ack()  # closes the modal
+        adapter = self._adapter
+        turn_id = str(view.get("private_metadata") or "")
+        reason = _reason_of(view).strip()
+        if adapter.gateway is None or not turn_id or not reason:
+            adapter.report_action("ignored", "no reason given", event_type="view_submission")
+            return
+        presser = await adapter.presser(body)
+        await adapter.gateway.feedback_reason(turn_id, presser, reason, locale=adapter.config.locale)
+        adapter.report_action("handled", "feedback:reason", event_type="view_submission")
+
+    async def _open_modal(self, trigger_id: str, turn_id: str, locale: str) -> bool:
+        """Open the 👎 modal; False when Slack would not (the vote still counts, and the presser is told so)."""
+        if not trigger_id:
+            return False
+        try:
+            view = feedback_modal(turn_id, locale)
+            await call_slack(self._adapter.client.views_open, trigger_id=trigger_id, view=view)
+        except Exception as exc:
+            log.warning("slack.feedback_modal_failed", turn_id=turn_id, error=str(exc) or type(exc).__name__)
+            return False
+        return True

@@ -1,0 +1,199 @@
+"""A final answer's Refresh and 👍 / 👎 on the fake Slack, pressed through Socket Mode like real presses.
+
+Refresh asks the same question again in the thread as the presser, with the
+cloud asked again (the real lookup tools against the fake Alibaba Cloud API,
+whose answers are cached otherwise). Votes are stored once per user and answer
+(a second press changes the vote); a 👎 opens a modal (``views.open`` with the
+press's trigger) whose submission is the vote's reason, and ``botgateway
+feedback`` lists them all with the model, tools and sources of the answer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.slack.render import (
+    FEEDBACK_ACTION_ID,
+    FEEDBACK_DOWN_ACTION_ID,
+    FEEDBACK_REASON_ID,
+    FEEDBACK_UP_ACTION_ID,
+    FEEDBACK_VIEW_ID,
+    REFRESH_ACTION_ID,
+)
+from botgateway.cli.feedback import run_feedback
+from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, MemoryConfig, ToolsConfig
+from tests.fakes.clouds import FakeAliyun, aliyun_instance
+from tests.fakes.slack import ANSWER_BLOCK, Message
+from tests.fakes.slack_env import Env, replies, slack_env
+from tools.catalog import build_toolset
+from tools.demo.script import Script
+
+IP = "172.16.1.10"
+QUESTION = f"which server is {IP}?"
+
+
+def respond(body: dict[str, Any]) -> Script:
+    """Look the address up once per question (the history holds earlier questions' lookups), then answer."""
+    messages = body["messages"]
+    last_question = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    if not any(m.get("role") == "tool" for m in messages[last_question:]):
+        return Script.tool_calls([("call_1", "search_ecs_by_ip", {"ip": IP})])
+    return Script.text(f"{IP} is prod-api-01 in cn-hangzhou.")
+
+
+@pytest.fixture
+async def cloud() -> AsyncIterator[tuple[FakeAliyun, list[Any]]]:
+    """The fake Alibaba Cloud and the real lookup tools on it, answers cached for an hour."""
+    aliyun = FakeAliyun({"cn-hangzhou": [aliyun_instance("i-bp1aaaaaaaaaaaa01", "prod-api-01", IP)]})
+    async with AsyncExitStack() as stack:
+        stack.enter_context(aliyun)
+        account = CloudAccount(name="prod", access_key_id="test-key-id", access_key_secret="s",  # type: ignore[arg-type]
+                               regions=["cn-hangzhou"], endpoint=aliyun.endpoint)
+        toolset = await build_toolset(ToolsConfig(
+            inventory=InventoryConfig(enabled=False),
+            aliyun=CloudProviderConfig(enabled=True, accounts=[account], cache_ttl_s=3600),
+        ))
+        stack.push_async_callback(toolset.aclose)
+        yield aliyun, list(toolset.tools)
+
+
+async def ask(env: Env, text: str, *, user: str = "U1", thread_ts: str | None = None) -> tuple[dict[str, Any], Any]:
+    """``user`` asks ``text`` (in ``thread_ts``); returns the event and the final outcome."""
+    event = env.fake.mention(text, channel="C1", user=user, thread_ts=thread_ts)
+    return event, await env.done(await env.push(event))
+
+
+async def press(env: Env, message: Message, user: str, action_id: str, value: str, *, thread_ts: str,
+                action_type: str = "button") -> Any:
+    """Press a button of ``message`` as ``user``; the adapter's :class:`Delivery` of the press."""
+    payload = env.fake.block_action(user=user, channel="C1", message_ts=message.ts, action_id=action_id, value=value,
+                                    thread_ts=thread_ts, action_type=action_type, block_id=ANSWER_BLOCK)
+    await env.fake.wait_ack(await env.fake.push(payload, type="interactive"))
+    delivery = await env.next_delivery()
+    assert delivery.event_type == "block_actions"
+    return delivery
+
+
+def card_of(env: Env, thread_ts: str, turn_id: str) -> Message:
+    """The card of ``turn_id`` in the thread: the message whose answer buttons name that turn."""
+    [card] = [m for m in replies(env, "C1", thread_ts) if m.answer_buttons().get(REFRESH_ACTION_ID, {}).get("value") == turn_id]
+    return card
+
+
+async def test_refresh_asks_the_same_question_again_as_the_presser_and_the_cloud_is_asked_again(
+    tmp_path: Path, cloud: tuple[FakeAliyun, list[Any]]
+) -> None:
+    aliyun, tools = cloud
+    async for env in slack_env(tmp_path, responder=respond, tools=tools):
+        event, first = await ask(env, QUESTION)
+        asked = len(aliyun.calls())  # one search: DescribeInstances by private, public and elastic address
+        assert first.outcome == "done" and asked > 0
+        card = card_of(env, event["ts"], first.turn_id)
+        buttons = card.answer_buttons()
+        assert set(buttons) == {REFRESH_ACTION_ID, FEEDBACK_UP_ACTION_ID, FEEDBACK_DOWN_ACTION_ID}
+        assert card.buttons() == []  # no Stop button on a finished answer
+
+        # The same question again in the thread is answered from the cache: the cloud is not asked.
+        _, cached = await ask(env, QUESTION, thread_ts=event["ts"])
+        assert cached.outcome == "done" and len(aliyun.calls()) == asked
+
+        delivery = await press(env, card, "U2", REFRESH_ACTION_ID, buttons[REFRESH_ACTION_ID]["value"], thread_ts=event["ts"])
+        assert delivery.outcome == "submitted" and delivery.submission.status == "started"
+        refreshed = await env.done(delivery)
+        assert refreshed.outcome == "done" and len(aliyun.calls()) == 2 * asked  # the cloud was asked again
+        assert refreshed.turn_id not in (first.turn_id, cached.turn_id)
+        new_card = card_of(env, event["ts"], refreshed.turn_id)  # a new card, in the same thread
+        assert new_card.ts != card.ts and "prod-api-01" in new_card.markdown()
+        [record] = [r for r in await env.store.audit_records() if r.turn_id == refreshed.turn_id]
+        assert record.principal == "slack:U2" and record.question == QUESTION and record.channel == "C1"
+        assert env.llm.requests[-2]["messages"][-1] == {"role": "user", "content": QUESTION}
+
+
+async def test_a_refresh_pressed_by_someone_who_may_not_ask_there_is_refused(tmp_path: Path) -> None:
+    access = {"default_role": "none", "roles": {"oncall": {"members": ["slack:U1"], "tools": ["*"]}}}
+    async for env in slack_env(tmp_path, access_config=access):
+        env.llm.enqueue(Script.text("web-1 is fine."))
+        event, first = await ask(env, "is web-1 fine?")
+        card = card_of(env, event["ts"], first.turn_id)
+        requests = len(env.llm.requests)
+        delivery = await press(env, card, "U2", REFRESH_ACTION_ID, first.turn_id, thread_ts=event["ts"])
+        assert delivery.submission.status == "refused" and "no role" in delivery.submission.message
+        assert len(env.llm.requests) == requests  # nothing was asked
+
+
+async def test_votes_are_kept_once_per_user_and_a_thumbs_down_reason_comes_from_the_modal(
+    tmp_path: Path, cloud: tuple[FakeAliyun, list[Any]]
+) -> None:
+    _, tools = cloud
+    async for env in slack_env(tmp_path, responder=respond, tools=tools):
+        event, first = await ask(env, QUESTION)
+        card = card_of(env, event["ts"], first.turn_id)
+        up, down = (card.answer_buttons()[a]["value"] for a in (FEEDBACK_UP_ACTION_ID, FEEDBACK_DOWN_ACTION_ID))
+
+        assert (await press(env, card, "U1", FEEDBACK_UP_ACTION_ID, up, thread_ts=event["ts"])).reason == "feedback:up"
+        assert env.fake.ephemerals[-1]["user"] == "U1" and "Thanks" in env.fake.ephemerals[-1]["text"]
+        await press(env, card, "U2", FEEDBACK_UP_ACTION_ID, up, thread_ts=event["ts"])
+        # U1 changes their mind: 👎 opens the modal for a reason, and replaces their 👍
+        assert (await press(env, card, "U1", FEEDBACK_DOWN_ACTION_ID, down, thread_ts=event["ts"])).reason == "feedback:down"
+        [modal] = env.fake.views
+        assert modal["callback_id"] == FEEDBACK_VIEW_ID and modal["private_metadata"] == first.turn_id
+        votes = {r.voter: r.vote for r in await env.store.feedback_records()}
+        assert votes == {"slack:U1": "down", "slack:U2": "up"}
+
+        submitted = env.fake.view_submission(modal, user="U1", values={
+            FEEDBACK_REASON_ID: {FEEDBACK_REASON_ID: "it is a staging host now"}})
+        await env.fake.wait_ack(await env.fake.push(submitted, type="interactive"))
+        assert (await env.next_delivery()).reason == "feedback:reason"
+
+        out = io.StringIO()
+        config = env.config.model_copy(update={"memory": MemoryConfig(sqlite_path=str(tmp_path / "slack.db"))})
+        assert await run_feedback(config, since=None, vote="", fmt="jsonl", limit=100, out=out) == 0
+        rows = {row["voter"]: row for row in map(json.loads, out.getvalue().splitlines())}
+        assert set(rows) == {"slack:U1", "slack:U2"}
+        assert rows["slack:U1"]["vote"] == "down" and rows["slack:U1"]["reason"] == "it is a staging host now"
+        assert rows["slack:U2"]["vote"] == "up" and rows["slack:U2"]["reason"] == ""
+        assert rows["slack:U1"]["question"] == QUESTION and rows["slack:U1"]["asker"] == "slack:U1"
+        assert rows["slack:U1"]["model"] == "m" and rows["slack:U1"]["tools"] == ["search_ecs_by_ip"]
+        assert rows["slack:U1"]["sources"] == ["Alibaba Cloud prod/cn-hangzhou (DescribeInstances)"]
+
+        # 👍 again: the vote changes back and drops the reason it had
+        await press(env, card, "U1", FEEDBACK_UP_ACTION_ID, up, thread_ts=event["ts"])
+        changed = await env.store.feedback_vote(first.turn_id, "slack:U1")
+        assert changed is not None and changed.vote == "up" and changed.reason == ""
+        assert len(await env.store.feedback_records()) == 2
+
+
+async def test_a_streamed_answer_carries_slacks_feedback_buttons_and_refresh_when_it_stops(tmp_path: Path) -> None:
+    async for env in slack_env(tmp_path, streaming="auto"):
+        env.llm.enqueue(Script.text("web-1 is fine."))
+        event, first = await ask(env, "is web-1 fine?")
+        [stream] = [m for m in replies(env, "C1", event["ts"]) if m.stream]
+        assert not stream.streaming and stream.buttons() == []
+        controls = stream.answer_buttons()
+        feedback = controls[FEEDBACK_ACTION_ID]
+        assert feedback["type"] == "feedback_buttons"
+        assert [b["value"] for b in (feedback["positive_button"], feedback["negative_button"])] == [
+            f"up:{first.turn_id}", f"down:{first.turn_id}"]
+        assert controls[REFRESH_ACTION_ID]["value"] == first.turn_id
+        assert any(b["type"] == "context_actions" for b in stream.stop_blocks)
+
+        delivery = await press(env, stream, "U2", FEEDBACK_ACTION_ID, f"down:{first.turn_id}", thread_ts=event["ts"],
+                               action_type="feedback_buttons")
+        assert delivery.reason == "feedback:down" and len(env.fake.views) == 1
+        [vote] = await env.store.feedback_records()
+        assert (vote.turn_id, vote.voter, vote.vote, vote.question) == (first.turn_id, "slack:U2", "down", "is web-1 fine?")
+
+
+async def test_a_failed_or_stopped_answer_offers_no_refresh_or_feedback(tmp_path: Path) -> None:
+    async for env in slack_env(tmp_path):
+        env.llm.enqueue(Script.error(400, "the request is too long"))
+        event, failed = await ask(env, "is web-1 fine?")
+        assert failed.outcome.startswith("failed")
+        assert all(not m.answer_buttons() for m in replies(env, "C1", event["ts"]))
