@@ -12,6 +12,12 @@ Cards nobody asked for (an alert's, a report) go to a group as an AI card, or
 as a robot group message without a template (:meth:`DingTalkAdapter.channel_target`).
 A message that quotes another carries the quoted text to the gateway
 (:attr:`~botgateway.messages.InboundMessage.quoted`).
+
+Card button presses arrive on Stream mode's card callback topic: an approval
+card's Approve/Deny, and a final answer's Refresh and 👍 / 👎 when the AI card
+template has them (:mod:`adapters.dingtalk.answer_buttons`). A Refresh asks the
+answer's question again as the presser, in the card's chat; a 👎 asks the
+voter, in a 1:1 message, for a ``reason <text>`` reply.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import structlog
 
+from adapters.dingtalk.answer_buttons import AnswerPress, parse_answer_press
 from adapters.dingtalk.approval_cards import parse_card_action
 from adapters.dingtalk.callback import CallbackServer
-from adapters.dingtalk.message import MEDIA_HINT, BotMessage, parse_bot_message
+from adapters.dingtalk.message import MEDIA_HINT, BotMessage, ParsedText, parse_bot_message
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
@@ -172,7 +179,7 @@ class DingTalkAdapter:
             self.receive,
             api_base_url=self.config.api_base_url,
             session=self.api.session(),
-            on_card_action=self.receive_card_action if self.config.approval_template_id else None,
+            on_card_action=self.receive_card_action if self._card_buttons() else None,
         )
         # A refused app id/secret fails the start with a plain reason; a network
         # problem does not (the connection keeps retrying in the background).
@@ -185,6 +192,10 @@ class DingTalkAdapter:
         except ConnectionError as exc:
             log.warning("dingtalk.stream_unreachable", detail=str(exc))
         self._stream.run_in_background(first)
+
+    def _card_buttons(self) -> bool:
+        """Whether cards carry buttons that call back (approval cards, a final answer's buttons)."""
+        return bool(self.config.approval_template_id or (self.config.answer_buttons and self.config.card_template_id))
 
     async def _first_use_of_signature(self, key: str) -> bool:
         # the gateway's dedupe claims it in the Store, so every replica sees a pair used anywhere
@@ -247,11 +258,16 @@ class DingTalkAdapter:
         self._handoffs.spawn(self._handle_safely(data), name="dingtalk-message")
 
     def receive_card_action(self, data: dict[str, Any]) -> None:
-        """Handle an approval card's button press in a task the adapter owns (returns at once)."""
+        """Handle a card's button press (an approval's, an answer's) in a task the adapter owns (returns at once)."""
         self._handoffs.spawn(self._card_action(data), name="dingtalk-card-action")
 
     async def _card_action(self, data: dict[str, Any]) -> None:
-        """Approve or Deny pressed: counted when the presser is an approver there, else a private 1:1 note says why."""
+        """Approve or Deny pressed: counted when the presser is an approver there, else a private 1:1 note says why.
+        A final answer's button goes to :meth:`_answer_press`."""
+        press = parse_answer_press(data)
+        if press is not None and self._gateway is not None:
+            await self._answer_press(press)
+            return
         action = parse_card_action(data)
         if action is None or self._gateway is None:
             log.info("dingtalk.card_action_ignored", out_track_id=data.get("outTrackId"))
@@ -269,6 +285,42 @@ class DingTalkAdapter:
             await self.sink.markdown.sender.send_private(action.user_id, t(locale, "reply_title"), result.note)
         except Exception as exc:
             log.warning("dingtalk.private_note_failed", error=str(exc) or type(exc).__name__)
+
+    async def _answer_press(self, press: AnswerPress) -> None:
+        """Refresh, 👍 or 👎 pressed on a final answer's card."""
+        assert self._gateway is not None
+        locale = self.config.locale
+        note = ""
+        if press.action == "refresh":
+            answer = await self._gateway.answer(press.turn_id)
+            if answer is None:
+                note = t(locale, "refresh_unknown")
+            else:
+                # The press as the presser's message in the card's chat: their access and limits apply there.
+                chat = answer.target
+                message = BotMessage(
+                    msg_id="", conversation=str(chat.get("chat_id") or ""), is_group=bool(chat.get("is_group")),
+                    addressed=True, staff_id=press.user_id, user_id=press.user_id, user_name="", webhook="",
+                    webhook_expires_ms=0, robot_code=str(chat.get("workspace_id") or ""),
+                    corp_id=self._corp_id or press.corp_id, text=ParsedText("", False), sender_corp_id=press.corp_id,
+                )
+                inbound = await resolve_message(self._inbound_message(message, self._target(message)), self.groups)
+                submission = await self._gateway.refresh(press.turn_id, inbound, self.sink, self.policy)
+                self.submissions.append((f"refresh:{press.turn_id}:{press.user_id}", submission))
+                log.info("dingtalk.refresh_pressed", turn_id=press.turn_id, status=submission.status)
+        else:
+            # Fail closed, as for approvals: a press from an unknown organisation, or not the bot's, is from outside.
+            external = not press.corp_id or press.corp_id != self._corp_id
+            voter = await self.resolve_principal(
+                Principal.of(self.name, press.user_id, team=press.corp_id, external=external))
+            reply = await self._gateway.vote(press.turn_id, voter, press.action, locale=locale,
+                                             ask_reason=press.action == "down")
+            note = reply if press.action == "down" else ""  # the 👎 asks for its reason; a 👍 needs no answer
+        if note:
+            try:
+                await self.sink.markdown.sender.send_private(press.user_id, t(locale, "reply_title"), note)
+            except Exception as exc:
+                log.warning("dingtalk.private_note_failed", error=str(exc) or type(exc).__name__)
 
     async def _on_callback(self, data: dict[str, Any]) -> None:
         self.receive(data)

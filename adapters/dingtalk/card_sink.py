@@ -5,6 +5,8 @@ app to about 20 QPS per API). Throttle answers are counted by the
 :class:`~adapters.dingtalk.throttle.ThrottleMonitor` so new turns can degrade
 to markdown replies. A card is finalized from its ``outTrackId`` alone, so the
 gateway can close cards left open by a crash using only the stored target.
+A final answer's card shows its Refresh and 👍 / 👎 buttons when the template
+has them (:mod:`adapters.dingtalk.answer_buttons`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from adapters.dingtalk.answer_buttons import show_answer_buttons
 from adapters.dingtalk.markdown_sink import MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card
@@ -103,8 +106,10 @@ class DingTalkCardSink:
         sender: MarkdownSender,
         monitor: ThrottleMonitor | None = None,
         approvals: ApprovalCards | None = None,
+        answer_buttons: bool = False,
     ) -> None:
-        """``approvals`` delivers a card with buttons for each call waiting for an approval (None: reply by text)."""
+        """``approvals`` delivers a card with buttons for each call waiting for an approval (None: reply by text);
+        ``answer_buttons``: the template has a final answer's Refresh and 👍 / 👎 buttons, shown once it is final."""
         self.max_chars = max_chars
         """Answer text per card; longer answers continue in another card."""
         self._api = api
@@ -115,6 +120,7 @@ class DingTalkCardSink:
         self._sender = sender
         self._monitor = monitor
         self._approvals = approvals
+        self._answer_buttons = answer_buttons
 
     def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
         """All card calls of the app share one bucket; the fallback uses the chat's message budget."""
@@ -173,6 +179,8 @@ class DingTalkCardSink:
             return handle
         await self._stream(handle, snapshot, finalize=True)
         synced = await self._sync_approvals(handle, snapshot)
+        if self._answer_buttons:
+            await show_answer_buttons(self._api, handle, snapshot)
         return CardHandle(card_id=synced.card_id, target=synced.target, data={**synced.data, "final": True})
 
     async def _replace(self, handle: CardHandle, snapshot: CardSnapshot) -> None:

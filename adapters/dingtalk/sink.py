@@ -67,6 +67,7 @@ class DingTalkSink:
                 sender=sender,
                 monitor=monitor,
                 approvals=approvals,
+                answer_buttons=config.answer_buttons,
             )
         return cls(markdown, card)
 

@@ -140,6 +140,11 @@ class DingTalkConfig(AdapterBase):
     """Template of the approval card: variables ``prompt`` (markdown), ``code`` and ``status``, and Approve/Deny
     buttons (action ids ``approve``/``deny``, param ``code``) shown while ``status`` is empty; they call back
     through Stream mode. Empty: approvers reply ``approve 4821`` / ``deny 4821`` instead."""
+    answer_buttons: bool = False
+    """The AI card template (``card_template_id``) has a final answer's buttons: Refresh, 👍 and 👎 (action ids
+    ``refresh``, ``feedback_up``, ``feedback_down``, each sending the param ``turn_id``), shown while the variable
+    ``turn_id`` is set, which the gateway sets on a final answer; they call back through Stream mode. Without them,
+    ``refresh`` / ``刷新`` typed in the chat refreshes the newest answer."""
     api_base_url: str = "https://api.dingtalk.com"
     """OpenAPI base URL (tests point it at a fake)."""
     oapi_base_url: str = "https://oapi.dingtalk.com"

@@ -109,9 +109,11 @@ class EnvFactory:
 
     async def __call__(
         self, *, fake: FakeDingTalk | None = None, db: str = "dt.db", responder: Any = None,
-        access_config: dict[str, Any] | None = None, approvals: bool = False, **dingtalk: Any
+        access_config: dict[str, Any] | None = None, approvals: bool = False, tools: list[Any] | None = None,
+        **dingtalk: Any
     ) -> Env:
-        """``approvals``: calls can wait for an approver; ``restart_server`` (recording into ``Env.restarts``) is offered."""
+        """``approvals``: calls can wait for an approver; ``restart_server`` (recording into ``Env.restarts``) is offered.
+        ``tools``: what the model is offered (default: ``find_host``)."""
         closers = self.closers
         tmp_path = self.tmp_path
         if fake is None:
@@ -131,7 +133,7 @@ class EnvFactory:
         closers.append(memory.aclose)  # closed before the store: history written behind the turns lands first
         restarts: list[str] = []
         desk = ApprovalDesk() if approvals else None
-        tools = [find_host, *([restart_tool(restarts)] if approvals else [])]
+        tools = [*(tools if tools is not None else [find_host]), *([restart_tool(restarts)] if approvals else [])]
         loop = ToolLoop(llm, ToolRegistry(tools), memory, max_rounds=4, system_prompt="sys", approvals=desk,
                         approval_timeout_s=config.access.approvals.timeout_s if config.access else 300.0)
         gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, approvals=desk)
