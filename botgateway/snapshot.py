@@ -48,6 +48,8 @@ class ToolLine:
     """Outcome on success, reason on failure."""
     approval: str = ""
     """The call's approval, in words ("✅ approved by @alice"); empty when it needed none."""
+    freshness: str = ""
+    """How old the cached data behind a result is, when that is worth saying ("cached 12 min ago"); else empty."""
 
 
 Block: TypeAlias = Narration | ToolLine
@@ -91,7 +93,7 @@ class CardSnapshot:
     error: str = ""
     """Plain-words failure or stop note for a final card."""
     footer: str = ""
-    """Rendered footer line (round n/N · tokens · elapsed), or empty when disabled."""
+    """Rendered footer line (round n/N · tokens · elapsed · model — sources: …), or empty when disabled."""
     locale: str = "en"
     """``en`` or ``zh-CN``: the language of the card's fixed strings."""
     asker: str = ""

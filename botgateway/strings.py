@@ -171,6 +171,20 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "feedback_modal_close": "Skip",
         "feedback_modal_label": "What was wrong with the answer? (optional)",
         "feedback_modal_hint": "One line, kept with the answer for the team running the bot.",
+        # provenance
+        "footer_sources": "sources: {sources}",
+        "source_with_age": "{source} ({age} old)",
+        "sources_more": "+{n} more",
+        "tool_cached": "cached {age} ago",
+        "age_seconds": "{n} s",
+        "age_minutes": "{n} min",
+        "age_hours": "{n} h",
+        "age_days": "{n} d",
+        "source_aliyun": "Alibaba Cloud",
+        "source_tencent": "Tencent Cloud",
+        "source_aws": "AWS",
+        "source_inventory": "static inventory",
+        "footer_fallback": "answered by {model} (fallback)",
     },
     "zh-CN": {
         # the card
@@ -319,6 +333,20 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "feedback_modal_close": "跳过",
         "feedback_modal_label": "回答哪里不对？（可选）",
         "feedback_modal_hint": "一行即可，会与回答一起保存，供机器人的维护团队查看。",
+        # provenance
+        "footer_sources": "来源：{sources}",
+        "source_with_age": "{source}（{age}前）",
+        "sources_more": "另 {n} 个",
+        "tool_cached": "缓存于 {age}前",
+        "age_seconds": "{n} 秒",
+        "age_minutes": "{n} 分钟",
+        "age_hours": "{n} 小时",
+        "age_days": "{n} 天",
+        "source_aliyun": "阿里云",
+        "source_tencent": "腾讯云",
+        "source_aws": "AWS",
+        "source_inventory": "静态清单",
+        "footer_fallback": "由 {model} 回答（备用模型）",
     },
 }
 """Every fixed string shown to users, per locale."""

@@ -9,7 +9,7 @@ from botgateway.budget import RateBudget
 from botgateway.cards.policy import BufferPolicy
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer, StreamerTiming
-from botgateway.config import CardConfig
+from botgateway.config import AdaptersConfig, CardConfig
 from botgateway.sink import CardSink, CardTarget
 from botgateway.stores.base import Store
 from botgateway.strings import t
@@ -35,6 +35,14 @@ class CardFactory:
     """Shown in the footer."""
     demo: bool = False
     """The offline demo model answers: the footer always says so, in the card's language."""
+    adapters: AdaptersConfig | None = None
+    """The ``adapters:`` section: per platform, whether the footer shows tokens (``None``: ``card:`` decides)."""
+
+    def footer_tokens(self, platform: str) -> bool:
+        """Whether cards on ``platform`` show the turn's tokens: the adapter's own say, else ``card.footer_tokens``."""
+        adapter = getattr(self.adapters, platform, None) if self.adapters is not None else None
+        own = getattr(adapter, "footer_tokens", None)
+        return own if isinstance(own, bool) else self.config.footer_tokens
 
     def build(self, sink: CardSink, target: CardTarget, policy: BufferPolicy) -> tuple[CardState, CardStreamer]:
         """A new card for ``target``: the state the turn's events fold into, and its streamer."""
@@ -46,6 +54,10 @@ class CardFactory:
             footer=card.footer,
             model_label=t(target.locale, "demo_model") if self.demo else self.model_label,
             asker=target.user_name if target.is_group else "",
+            footer_tokens=self.footer_tokens(target.platform),
+            sources=card.sources,
+            stale_after_s=card.stale_after_s,
+            follow_model=not self.demo,
         )
         streamer = CardStreamer(
             sink,

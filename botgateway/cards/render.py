@@ -87,7 +87,7 @@ def tool_line_text(line: ToolLine, locale: str = DEFAULT_LOCALE) -> str:
         return t(locale, key, name=line.name, args=args) + approval
     duration = format_duration(line.duration_s, locale) if line.duration_s is not None else ""
     if line.status == "done":
-        summary = f" · {line.summary}" if line.summary else ""
+        summary = (f" · {line.summary}" if line.summary else "") + (f" · {line.freshness}" if line.freshness else "")
         if not duration:
             return f"✅ {line.name}{summary}{approval}"
         return t(locale, "tool_done", name=line.name, duration=duration, summary=summary) + approval
@@ -111,8 +111,13 @@ def footer_text(
     tokens: int,
     elapsed_s: float,
     model_label: str = "",
+    sources: str = "",
 ) -> str:
-    """``round 2/8 · 1,234 tokens · 3.4 s · demo model``; parts that are unknown are left out."""
+    """``round 2/8 · 1,234 tokens · 3.4 s · demo model``; parts that are unknown are left out.
+
+    ``sources`` (the line of :func:`~botgateway.cards.provenance.sources_text`) follows after a dash:
+    ``… · deepseek-chat — sources: Alibaba Cloud prod/cn-hangzhou (40 s old) · static inventory``.
+    """
     parts: list[str] = []
     if round > 0 and max_rounds > 0:
         parts.append(t(locale, "footer_round", round=round, max_rounds=max_rounds))
@@ -121,7 +126,7 @@ def footer_text(
     parts.append(format_duration(elapsed_s, locale))
     if model_label:
         parts.append(model_label)
-    return " · ".join(parts)
+    return " — ".join(part for part in (" · ".join(parts), sources) if part)
 
 
 def preamble_text(snapshot: CardSnapshot, *, limit: int = MAX_PREAMBLE_CHARS) -> str:

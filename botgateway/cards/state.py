@@ -4,7 +4,10 @@
 nor of platform markup (each adapter's job, helped by :mod:`botgateway.cards.render`);
 it produces :class:`~botgateway.snapshot.CardSnapshot` render data. The blocks
 above the answer (narration, tool lines, approvals waiting) are its
-:class:`~botgateway.cards.board.StatusBoard`'s.
+:class:`~botgateway.cards.board.StatusBoard`'s; the footer, with the model
+that answered and the sources the answer used (aged when a snapshot is
+taken, also on a tool line whose result came from an old cache), is its
+:class:`~botgateway.cards.footer.CardFooter`'s.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from botgateway.events import (
     AnswerDelta,
     ApprovalDecided,
     ApprovalRequested,
+    ModelAnswering,
     RoundStarted,
     ThoughtDelta,
     ToolCallFinished,
@@ -29,6 +33,7 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.cards.board import StatusBoard
+from botgateway.cards.footer import CardFooter, FooterOptions
 from botgateway.snapshot import CardSnapshot, CardStatus, Phase
 from botgateway.strings import normalize_locale, t
 
@@ -74,14 +79,24 @@ class CardState:
         model_label: str = "",
         asker: str = "",
         clock: Callable[[], float] = time.monotonic,
+        footer_tokens: bool = True,
+        sources: bool = True,
+        stale_after_s: float = 300.0,
+        follow_model: bool = True,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``footer``: round, tokens (``footer_tokens``), elapsed and model; ``sources``: the sources line, with or
+        without the rest; ``stale_after_s``: a tool line says its result came from a cache older than this;
+        ``follow_model``: the model that answered (:class:`ModelAnswering`) replaces ``model_label``;
+        ``wall_clock`` (Unix time) ages the sources."""
         self.locale = normalize_locale(locale)
         self.show_thought = show_thought and thought_chars > 0
         self.thought_chars = thought_chars
-        self.footer = footer
-        self.model_label = model_label
         self.asker = asker
         self._clock = clock
+        options = FooterOptions(stats=footer, tokens=footer_tokens, sources=sources, stale_after_s=stale_after_s,
+                                model_label=model_label, follow_model=follow_model)
+        self._footer_view = CardFooter(options, locale=self.locale, wall_clock=wall_clock)
         self._status: CardStatus = "working"
         self._queue_position = 0
         self._board = StatusBoard(self.locale)
@@ -105,6 +120,7 @@ class CardState:
             ToolCallFinished: self._tool_finished,
             ApprovalRequested: self._approval_requested,
             ApprovalDecided: self._approval_decided,
+            ModelAnswering: self._model_answering,
             UsageReported: self._usage,
             TurnDone: self._done,
             TurnFailed: self._failed,
@@ -161,7 +177,7 @@ class CardState:
             thought = _tail(self._thought, self.thought_chars)
         return CardSnapshot(
             status=self._status,
-            blocks=self._board.blocks,
+            blocks=self._footer_view.aged(self._board.blocks),
             thought=thought,
             answer=self._round_text,
             error=self._error,
@@ -292,6 +308,7 @@ class CardState:
         return self._tool_changed(len(render.tool_line_text(line, self.locale)))
 
     def _tool_finished(self, event: ToolCallFinished) -> int:
+        self._footer_view.tool_finished(event)
         line = self._board.finished(event)
         return self._tool_changed(len(render.tool_line_text(line, self.locale)))
 
@@ -307,6 +324,11 @@ class CardState:
         self._phase = "tool"
         self._touch()
         return chars
+
+    def _model_answering(self, event: ModelAnswering) -> int:
+        self._footer_view.model_answering(event)
+        self._touch()
+        return 0
 
     def _usage(self, event: UsageReported) -> int:
         self._tokens += event.prompt_tokens + event.completion_tokens
@@ -354,14 +376,9 @@ class CardState:
             self._to_narration()
 
     def _footer(self) -> str:
-        if not self.footer or self._status == "queued":
+        if self._status == "queued" or not self._footer_view.shown:
             return ""
         end = self._ended_at if self._ended_at is not None else self._clock()
-        return render.footer_text(
-            locale=self.locale,
-            round=self._round,
-            max_rounds=self._max_rounds,
-            tokens=self._tokens,
-            elapsed_s=end - self._started_at,
-            model_label=self.model_label,
+        return self._footer_view.text(
+            round=self._round, max_rounds=self._max_rounds, tokens=self._tokens, elapsed_s=end - self._started_at
         )

@@ -39,7 +39,15 @@ class CardConfig(Section):
     thought_chars: int = Field(200, ge=0)
     """How much of the reasoning tail to show."""
     footer: bool = True
-    """Show round n/N · tokens · elapsed."""
+    """Show round n/N · tokens · elapsed · the model that answered (the sources line is ``sources``)."""
+    footer_tokens: bool = False
+    """Show the turn's tokens in the footer. Each adapter may say otherwise
+    (``adapters.<name>.footer_tokens``); the terminal does by default."""
+    sources: bool = True
+    """List the sources the answer used in the footer ("sources: Alibaba Cloud prod/cn-hangzhou (40 s old) ·
+    static inventory"), whether or not ``footer`` is on: provenance is part of the answer, not a statistic."""
+    stale_after_s: float = Field(300.0, ge=0)
+    """A tool line whose result came from a cache older than this says so ("cached 12 min ago")."""
     final_deadline_s: float = Field(30.0, gt=0)
     """How long the final update is retried before it is delivered as a new message."""
     late_close_s: float = Field(300.0, ge=0)

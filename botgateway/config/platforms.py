@@ -33,6 +33,8 @@ class AdapterBase(Section):
     """One conversation per thread, per chat, or per user within a group chat."""
     policy: BufferPolicyConfig = BufferPolicyConfig()
     """Update pacing for this adapter's cards."""
+    footer_tokens: bool | None = None
+    """Show the turn's tokens in this adapter's card footers; ``null`` follows ``card.footer_tokens``."""
 
     def has_credentials(self) -> bool:
         """Whether the settings needed to connect are present (used by ``enabled: auto``)."""
@@ -49,6 +51,9 @@ class TerminalConfig(AdapterBase):
 
     enabled: bool | Literal["auto"] = True
     """Start the terminal chat with ``botgateway run`` (when stdin is a terminal)."""
+    footer_tokens: bool | None = True
+    """Show the turn's tokens in the footer (the terminal's user is the one who runs the bot); ``null`` follows
+    ``card.footer_tokens``."""
 
 
 class SlackConfig(AdapterBase):
