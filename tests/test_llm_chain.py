@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from botgateway.cards.render import render_plain
+from botgateway.cards.state import CardState
 from botgateway.events import AnswerDelta, ModelAnswering, RoundStarted, TurnDone, TurnFailed
 from botgateway.grant import Grant
 from botgateway.llm_chain import ModelChain, build_chain
@@ -109,6 +111,14 @@ def answer(events: list[Any]) -> str:
     return "".join(e.text for e in events if isinstance(e, AnswerDelta))
 
 
+def footer(events: list[Any], locale: str = "en") -> str:
+    """The footer of the final card, as the gateway's card state draws it (the configured model named until then)."""
+    state = CardState(locale=locale, model_label="primary-model")
+    for event in events:
+        state.apply(event)
+    return render_plain(state.snapshot()).rpartition("— ")[2]
+
+
 # --- before the first token: the fallback answers ------------------------------------------
 
 
@@ -136,6 +146,10 @@ async def test_a_primary_failing_before_its_first_token_hands_the_round_to_the_f
     assert rig.backup.request_headers[0]["Authorization"] == f"Bearer {TEST_API_KEY}"
     # The fallback sees exactly the request the primary saw, but for the model's name.
     assert {**rig.primary.requests[0], "model": "x"} == {**rig.backup.requests[0], "model": "x"}
+    # The card's footer names the model that answered, and that it stood in.
+    assert "answered by backup-model (fallback)" in footer(events)
+    assert "primary-model" not in footer(events)
+    assert "由 backup-model 回答（备用模型）" in footer(events, "zh-CN")
 
 
 async def test_a_healthy_primary_answers_and_says_so(make_rig: Any) -> None:
@@ -144,6 +158,7 @@ async def test_a_healthy_primary_answers_and_says_so(make_rig: Any) -> None:
     events = await rig.turn()
     assert answering(events) == [ModelAnswering(model="primary-model", endpoint="primary", fallback_from="")]
     assert rig.backup.request_count == 0
+    assert "primary-model" in footer(events) and "fallback" not in footer(events)
 
 
 async def test_every_round_says_which_model_answered_it(make_rig: Any) -> None:
