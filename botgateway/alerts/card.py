@@ -48,7 +48,10 @@ class InvestigationSink:
 
     The card's first part is the alert card (``handle``): creating it edits the
     card instead, and every snapshot gets the alert's section on top. Further
-    parts of a long answer are new cards of the inner sink.
+    parts of a long answer are new cards of the inner sink, in the card's
+    thread where it has one. The first part's final snapshot (and the handle
+    the platform left) are kept in :attr:`final` for the desk to record once the
+    turn has ended: nothing slow happens inside the streamer's call.
     """
 
     def __init__(
@@ -57,26 +60,28 @@ class InvestigationSink:
         handle: CardHandle,
         *,
         compose: Callable[[CardSnapshot], Awaitable[CardSnapshot]],
-        ended: Callable[[CardHandle, CardSnapshot], Awaitable[None]],
+        thread_id: str | None = None,
     ) -> None:
-        """``compose``: the card's snapshot around the investigation's; ``ended``: called with the final one."""
+        """``compose``: the card's snapshot around the investigation's; ``thread_id``: where later parts go."""
         self.platform = inner.platform
         """The inner sink's platform."""
         self.max_chars = inner.max_chars
         """The inner sink's size; the alert's section is bounded, and a longer answer continues in a new part."""
+        self.final: tuple[CardHandle, CardSnapshot] | None = None
+        """The first part's final snapshot and the handle the platform left, once finalized."""
         self._inner = inner
         self._handle = handle
         self._compose = compose
-        self._ended = ended
+        self._thread_id = thread_id
 
     def rate_key(self, op: CardOp, target: CardTarget) -> tuple[str, RateLimit]:
         """The inner sink's buckets; the card exists, so its "create" is an edit."""
         return self._inner.rate_key("update" if op == "create" else op, target)
 
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
-        """The alert's card, edited to show ``snapshot`` (a later part: a new card)."""
+        """The alert's card, edited to show ``snapshot`` (a later part: a new card in the card's thread)."""
         if snapshot.part > 1:
-            return await self._inner.create(target, snapshot)
+            return await self._inner.create(dataclasses.replace(target, thread_id=self._thread_id), snapshot)
         handle = dataclasses.replace(self._handle, target=dataclasses.replace(self._handle.target, turn_id=target.turn_id))
         return await self._inner.update(handle, await self._compose(snapshot))
 
@@ -87,18 +92,18 @@ class InvestigationSink:
         return await self._inner.update(handle, await self._compose(snapshot))
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
-        """Show the final ``snapshot`` under the alert's section, and record how the investigation ended."""
+        """Show the final ``snapshot`` under the alert's section."""
         if snapshot.part > 1:
             return await self._inner.finalize(handle, snapshot)
         done = await self._inner.finalize(handle, await self._compose(snapshot))
-        await self._ended(done, snapshot)
+        self.final = (done, snapshot)
         return done
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """The card cannot be edited: the inner sink posts the snapshot another way, alert section included."""
-        if snapshot.part == 1:
-            snapshot = await self._compose(snapshot)
-        await self._inner.fallback(target, snapshot)
-        if snapshot.final and snapshot.part == 1:
-            await self._ended(self._handle, snapshot)
-
+        if snapshot.part > 1:
+            await self._inner.fallback(dataclasses.replace(target, thread_id=self._thread_id), snapshot)
+            return
+        await self._inner.fallback(target, await self._compose(snapshot))
+        if snapshot.final:
+            self.final = (self._handle, snapshot)

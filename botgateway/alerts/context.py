@@ -28,9 +28,10 @@ _REF = re.compile(r"\bA-[0-9A-F]{6}\b")
 """A card reference as :func:`botgateway.alerts.group.group_ref` writes it."""
 
 
-def ref_key(ref: str) -> str:
-    """The Store key under which a card reference names the conversation of its card."""
-    return f"alertref:{ref.upper()}"
+def ref_key(destination: str, ref: str) -> str:
+    """The Store key under which a card reference names the conversation of its card in ``destination``
+    (``dingtalk:cid…``): one group has a card, and a conversation, per destination."""
+    return f"alertref:{destination}:{ref.upper()}"
 
 
 def quote_key_key(quote_key: str) -> str:
@@ -43,7 +44,8 @@ async def quoted_conversation(store: Store, msg: InboundMessage) -> InboundMessa
     if not msg.quoted and not msg.quoted_key:
         return msg
     # A quoted card's text may not come with the quote (a DingTalk AI card's does not): its key then names it.
-    keys = [ref_key(ref) for ref in dict.fromkeys(_REF.findall(msg.quoted))]
+    here = f"{msg.platform}:{msg.ctx.chat_id}"
+    keys = [ref_key(here, ref) for ref in dict.fromkeys(_REF.findall(msg.quoted))]
     if msg.quoted_key:
         keys.append(quote_key_key(msg.quoted_key))
     for key in keys:
@@ -52,7 +54,7 @@ async def quoted_conversation(store: Store, msg: InboundMessage) -> InboundMessa
         except Exception as exc:  # the question is still answered, without the alert's context
             log.warning("alerts.context_unavailable", key=key, error=type(exc).__name__)
             return msg
-        if not doc or doc.get("destination") != f"{msg.platform}:{msg.ctx.chat_id}":
+        if not doc or doc.get("destination") != here:
             continue
         conversation = str(doc.get("conversation_id") or "")
         if conversation:

@@ -32,13 +32,14 @@ _RETRY = Backoff(base_s=0.02, max_s=0.5, jitter=(0.5, 1.0))
 class GroupLocks:
     """Locks of alert card records: in-process, then a Store lease of ``key`` held by ``holder``."""
 
-    def __init__(self, store: Store, holder: str, *, ttl_s: float = 60.0, wait_s: float = 30.0) -> None:
-        """``ttl_s``: a lease outlives a dead holder this long; ``wait_s``: longest wait for another holder
-        (then the work goes ahead unlocked, logged: an alert shown twice beats an alert lost)."""
+    def __init__(self, store: Store, holder: str, *, ttl_s: float = 60.0, wait_s: float | None = None) -> None:
+        """``ttl_s``: a lease outlives a dead holder this long; ``wait_s``: longest wait for another holder, by default
+        a little longer than ``ttl_s`` (a live holder never loses it to a waiter; a dead one's lapses). Past it the
+        work goes ahead unlocked, logged: an alert shown twice beats an alert lost."""
         self._store = store
         self._holder = holder
         self._ttl_s = ttl_s
-        self._wait_s = wait_s
+        self._wait_s = wait_s if wait_s is not None else ttl_s + 10.0
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @asynccontextmanager

@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from botgateway.alerts.group import AlertGroup, group_from_dict, group_to_dict
+from botgateway.alerts.lock import GroupLocks
+from botgateway.stores.base import Store
 from botgateway.sink import CardHandle, target_from_dict, target_to_dict
 from botgateway.snapshot import Block, Narration, ToolLine
 
-__all__ = ["AlertCard", "Investigation", "InvestigationStatus", "card_from_dict", "card_key", "card_to_dict"]
+__all__ = [
+    "AlertCard", "CardRecords", "Investigation", "InvestigationStatus", "card_from_dict", "card_key", "card_to_dict",
+]
 
 InvestigationStatus: TypeAlias = Literal["running", "done", "failed", "stopped", "refused", "interrupted"]
 """Where an alert's investigation is: running, or how it ended (refused: the policy or a limit said no)."""
 
 
-def card_key(route: str, destination: str, group_key: str) -> str:
-    """The record's Store key: one per route, destination and alert group (Alertmanager's group keys are long)."""
+def card_key(destination: str, group_key: str) -> str:
+    """The record's Store key: one per destination and alert group, whichever route brought it there (a group's
+    common labels, and so its route, may change as alerts join it). Alertmanager's group keys are long: hashed."""
     digest = hashlib.sha256(group_key.encode()).hexdigest()[:32]
-    return f"alertcard:{route}:{destination}:{digest}"
+    return f"alertcard:{destination}:{digest}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,3 +132,30 @@ def card_from_dict(data: Mapping[str, Any]) -> AlertCard:
         group=group_from_dict(data.get("group") or {}), handle=handle,
         conversation_id=str(data.get("conversation_id") or ""), investigation=inv,
     )
+
+
+class CardRecords:
+    """The card records in the Store, each read-modify-write under its record's fleet-wide lock."""
+
+    def __init__(self, store: Store, locks: GroupLocks, *, keep_s: float) -> None:
+        """``keep_s``: a record (and what names its conversation) lives this long after its last write."""
+        self.store = store
+        """The Store the records live in."""
+        self._locks = locks
+        self.keep_s = keep_s
+        """How long a record is kept after its last write."""
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Hold ``key``'s lock (read, change and write the record inside)."""
+        async with self._locks.hold(key):
+            yield
+
+    async def load(self, key: str) -> AlertCard | None:
+        """The record under ``key``, if any."""
+        data = await self.store.get_document(key)
+        return card_from_dict(data) if data else None
+
+    async def save(self, key: str, card: AlertCard) -> None:
+        """Write the record (its expiry starts again)."""
+        await self.store.put_document(key, card_to_dict(card), self.keep_s)

@@ -1,0 +1,136 @@
+"""A new alert group's investigation: one read-only turn streaming into the group's card.
+
+It runs as ``alerts:<route>`` with the route's role, offered only read-only
+tools, through the gateway like any question (limits, audit). The turn streams
+into the card through :class:`~botgateway.alerts.card.InvestigationSink`,
+whose updates read the group fresh from the Store, so a notification folded
+meanwhile (here or on another replica) shows at the next update without
+anyone else writing to a card that is streaming. Once the turn has ended its
+outcome is recorded under the record's lock, and when the group changed after
+the final update was composed, the card is shown once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+import structlog
+
+from botgateway.alerts.card import InvestigationSink, card_snapshot
+from botgateway.alerts.question import investigation_question
+from botgateway.alerts.records import AlertCard, CardRecords
+from botgateway.alerts.show import CardShower
+from botgateway.config import AlertRouteConfig
+from botgateway.destinations import Destination
+from botgateway.messages import Submission
+from botgateway.snapshot import CardSnapshot
+from botgateway.unprompted import Channels, UnpromptedTurn, gateway_principal
+
+__all__ = ["Investigator"]
+
+log = structlog.get_logger(__name__)
+
+
+class Investigator:
+    """Starts investigations and records how they end; knows which ones run in this process."""
+
+    def __init__(
+        self,
+        *,
+        channels: Channels,
+        records: CardRecords,
+        shower: CardShower,
+        read_only_tools: Callable[[], frozenset[str]],
+        locale: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self._channels = channels
+        self._records = records
+        self._shower = shower
+        self._read_only = read_only_tools
+        self._locale = locale
+        self._clock = clock
+        self._running: set[str] = set()  # keys of the investigations streaming in this process
+
+    def running_here(self, key: str) -> bool:
+        """Whether the investigation of record ``key`` runs in this process now."""
+        return key in self._running
+
+    async def run(self, route: AlertRouteConfig, dest: Destination, key: str, card: AlertCard) -> None:
+        """Investigate ``card``'s group into its card, and record the outcome once the turn has ended."""
+        assert card.handle is not None
+        shown_at = [card.group.updated_at]  # the group as the card's last update showed it
+
+        async def compose(snapshot: CardSnapshot) -> CardSnapshot:
+            try:
+                current = await self._records.load(key) or card
+            except Exception as exc:  # the card still streams, with the group as it was
+                log.warning("alerts.record_unavailable", key=key, error=type(exc).__name__)
+                current = card
+            shown_at.append(current.group.updated_at)
+            return card_snapshot(current, locale=self._locale, now=self._clock(), live=snapshot)
+
+        # The card has a thread when the adapter adopted one (its conversation is the thread's, not "alert:…").
+        thread = None if card.conversation_id.startswith("alert:") else card.handle.card_id
+        sink = InvestigationSink(self._channels.sink(dest.platform), card.handle, compose=compose, thread_id=thread)
+        preamble = card_snapshot(card, locale=self._locale, now=self._clock()).preamble
+        # Kept on the target: recovery closing this card after a crash shows the alert above its note.
+        target = dataclasses.replace(card.handle.target, thread_id=None,
+                                     extra={**card.handle.target.extra, "preamble": preamble})
+        turn = UnpromptedTurn(
+            principal=gateway_principal("alerts", route.name), role=route.role,
+            question=investigation_question(card.group, locale=self._locale), conversation_id=card.conversation_id,
+            target=target, tools=self._read_only(),
+        )
+        self._running.add(key)
+        try:
+            submission = await self._channels.ask(turn, sink=sink)
+            await self._started(route, dest, key, submission)
+            if submission.done is not None and submission.status != "refused":
+                await asyncio.shield(submission.done)
+            await self._ended(dest, key, sink, shown_at[-1])
+        finally:
+            self._running.discard(key)
+
+    async def _started(self, route: AlertRouteConfig, dest: Destination, key: str, submission: Submission) -> None:
+        """Record the turn's id, or its refusal (shown on the card: the alert stays, the investigation says why)."""
+        refused = submission.status == "refused"
+        async with self._records.hold(key):
+            card = await self._records.load(key)
+            if card is None or card.investigation is None:
+                return
+            inv = card.investigation
+            if refused:
+                inv = dataclasses.replace(inv, status="refused", error=submission.message)
+            else:
+                inv = dataclasses.replace(inv, turn_id=submission.turn_id)
+            card = dataclasses.replace(card, investigation=inv)
+            await self._records.save(key, card)
+            if refused:
+                log.warning("alerts.investigation_refused", route=route.name, reason=submission.message[:200])
+                await self._records.save(key, await self._shower.edit(key, dest, card))
+            else:
+                log.info("alerts.investigating", route=route.name, destination=str(dest), turn_id=submission.turn_id)
+
+    async def _ended(self, dest: Destination, key: str, sink: InvestigationSink, shown_at: float) -> None:
+        """Record how the investigation ended; show the card again when the group changed after its final update."""
+        if sink.final is None:
+            return  # refused, or ended before its card was ever final (the record says so at the next notification)
+        handle, snapshot = sink.final
+        async with self._records.hold(key):
+            card = await self._records.load(key)
+            if card is None or card.investigation is None:
+                return
+            status = snapshot.status if snapshot.status in ("done", "failed", "stopped") else "failed"
+            inv = dataclasses.replace(card.investigation, status=status, blocks=snapshot.blocks,
+                                      answer=snapshot.answer, error=snapshot.error)
+            stored = dataclasses.replace(handle, target=card.handle.target) if card.handle is not None else handle
+            card = dataclasses.replace(card, investigation=inv, handle=stored)
+            await self._records.save(key, card)
+            if card.group.updated_at != shown_at:
+                await self._records.save(key, await self._shower.edit(key, dest, card))
+        log.info("alerts.investigated", key=key, status=status)
+
+
