@@ -117,8 +117,11 @@ def decide_as_role(
     """What ``principal`` may do in ``place`` holding exactly ``role``: a turn nobody typed (an alert's
     investigation, a scheduled report) runs as the role its configuration names, never as the default role.
 
-    The channel's guardrail still caps the tools; a role the policy does not define grants nothing.
+    The channel allow-list and the channel's guardrail still apply; a role the policy does not define grants nothing.
     """
+    refusal = _refusal(policy, principal, place)
+    if refusal is not None:
+        return Decision(principal=principal, place=place, refusal=refusal)
     if role not in policy.roles:
         return Decision(principal=principal, place=place, refusal="no_role")
     grant = _grant(policy, [role], place, list(tools), limits)

@@ -16,11 +16,15 @@ __all__ = ["post_report"]
 log = structlog.get_logger(__name__)
 
 
-async def post_report(channels: Channels, schedule: ScheduleConfig, slot: datetime) -> list[Submission]:
+async def post_report(
+    channels: Channels, schedule: ScheduleConfig, slot: datetime, *, tools: frozenset[str] | None
+) -> list[Submission]:
     """Ask ``schedule``'s prompt for ``slot`` in each of its destinations; the submissions of the turns started.
 
-    Each run is a conversation of its own (``schedule:<name>:<slot>:<destination>``): a report does not carry the
-    last one's answers into the next. A destination whose adapter is not running here is logged and skipped.
+    ``tools``: the tools a report may be offered (the read-only ones: nobody watches a report run, so it never
+    changes anything); the schedule's role narrows them further. Each run is a conversation of its own
+    (``schedule:<name>:<slot>:<destination>``): a report does not carry the last one's answers into the next. A
+    destination whose adapter is not running here is logged and skipped.
     """
     started: list[Submission] = []
     for text in schedule.to:
@@ -32,7 +36,7 @@ async def post_report(channels: Channels, schedule: ScheduleConfig, slot: dateti
         turn = UnpromptedTurn(
             principal=gateway_principal("schedule", schedule.name), role=schedule.role, question=schedule.prompt,
             conversation_id=f"schedule:{schedule.name}:{slot.isoformat()}:{text}",
-            target=channels.target(dest.platform, dest.chat_id, locale=schedule.locale),
+            target=channels.target(dest.platform, dest.chat_id, locale=schedule.locale), tools=tools,
         )
         submission = await channels.ask(turn)
         if submission.status == "refused":

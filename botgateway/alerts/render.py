@@ -28,6 +28,9 @@ KEY_LABELS = ("instance", "host", "ip", "node", "pod", "namespace", "job", "serv
 
 _MAX_KEY_LABELS = 4
 _MAX_SHOWN_ALERTS = 10
+
+SECTION_CHARS = 2400
+"""The alert section's size, well inside the cards' 3,000-character preamble: what does not fit is counted."""
 """Bullets on one card; the rest are counted (a card has a size limit, and ten say what is going on)."""
 _MAX_NAMES = 3
 """Alert names in the headline."""
@@ -51,16 +54,14 @@ _URL_UNSAFE = str.maketrans({"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " "
 
 def alert_section(group: AlertGroup, *, locale: str, now: float, investigating: bool = False) -> str:
     """The alert part of ``group``'s card in ``locale``, as of ``now`` (unix seconds)."""
-    parts = [f"**{_headline(group, locale)}**", " · ".join(_meta(group, locale, now))]
-    parts.append("\n".join(_bullets(group, locale)))
-    if group.truncated_alerts > 0:
-        parts.append(t(locale, "alert_truncated", n=group.truncated_alerts))
-    links = _links(group, locale)
-    if links:
-        parts.append(" · ".join(links))
+    # The links come before the alerts: a big group's list is what gives way to the card's size, never the links.
+    parts = [f"**{_headline(group, locale)}**", " · ".join(_meta(group, locale, now)), " · ".join(_links(group, locale))]
+    tail = [t(locale, "alert_truncated", n=group.truncated_alerts)] if group.truncated_alerts > 0 else []
     if investigating:
-        parts.append(t(locale, "alert_investigating"))
-    return "\n\n".join(p for p in parts if p)
+        tail.append(t(locale, "alert_investigating"))
+    budget = SECTION_CHARS - sum(len(p) + 2 for p in (*parts, *tail))
+    parts.append("\n".join(_bullets(group, locale, budget)))
+    return "\n\n".join(p for p in (*parts, *tail) if p)
 
 
 def _headline(group: AlertGroup, locale: str) -> str:
@@ -122,15 +123,22 @@ def format_alert_duration(seconds: float, locale: str) -> str:
     return t(locale, "alert_days", d=days, h=hours)
 
 
-def _bullets(group: AlertGroup, locale: str) -> list[str]:
+def _bullets(group: AlertGroup, locale: str, budget: int) -> list[str]:
+    """One bullet per alert, firing ones first, as many as ``budget`` characters hold (then "… and N more")."""
     alerts = group.alerts
-    if len(alerts) > _MAX_SHOWN_ALERTS:
-        # Firing alerts are shown before resolved ones are, in first-seen order either way.
-        chosen = sorted(range(len(alerts)), key=lambda i: (alerts[i].status != "firing", i))[:_MAX_SHOWN_ALERTS]
-        alerts = tuple(alerts[i] for i in sorted(chosen))
-    lines = [line for alert in alerts for line in _bullet(alert, locale)]
-    if len(group.alerts) > len(alerts):
-        lines.append(t(locale, "alert_more", n=len(group.alerts) - len(alerts)))
+    # Firing alerts are shown before resolved ones are, in first-seen order either way.
+    chosen = sorted(range(len(alerts)), key=lambda i: (alerts[i].status != "firing", i))[:_MAX_SHOWN_ALERTS]
+    room = budget - len(t(locale, "alert_more", n=len(alerts))) - 1
+    kept: list[int] = []
+    for i in chosen:
+        size = sum(len(line) + 1 for line in _bullet(alerts[i], locale))
+        if kept and size > room:
+            break  # the first alert is always shown, if need be alone
+        kept.append(i)
+        room -= size
+    lines = [line for i in sorted(kept) for line in _bullet(alerts[i], locale)]
+    if len(alerts) > len(kept):
+        lines.append(t(locale, "alert_more", n=len(alerts) - len(kept)))
     return lines
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from botgateway.cli.unprompted import start_unprompted, stop_unprompted
+from botgateway.cli.unprompted import close_alert_desk, start_unprompted, stop_schedules
 from botgateway.config import Config, ConfigError
 from botgateway.sink import Adapter
 
@@ -244,13 +244,17 @@ async def _drain(runtime: Runtime, adapters: list[Adapter], skip: asyncio.Event)
 async def _shutdown(runtime: Runtime, adapters: list[Adapter]) -> None:
     # Cards are finalized while the adapters can still reach their platforms.
     try:
-        await stop_unprompted(runtime)
+        await stop_schedules(runtime)
     except Exception as exc:
-        log.error("unprompted.close_failed", error=type(exc).__name__, exc_info=True)
+        log.error("schedules.close_failed", error=type(exc).__name__, exc_info=True)
     try:
         await runtime.gateway.aclose()
     except Exception as exc:
         log.error("gateway.close_failed", error=type(exc).__name__, exc_info=True)
+    try:
+        await close_alert_desk(runtime)
+    except Exception as exc:
+        log.error("alerts.close_failed", error=type(exc).__name__, exc_info=True)
     for adapter in reversed(adapters):
         try:
             await asyncio.wait_for(adapter.stop(), timeout=10)

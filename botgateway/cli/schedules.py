@@ -178,7 +178,8 @@ async def _run_report(runtime: Runtime, adapters: list[Adapter], schedule: Sched
     from botgateway.reports import post_report
 
     slot = datetime.now(UTC).replace(microsecond=0)
-    submissions: list[Submission] = await post_report(channels_of(runtime, adapters), schedule, slot)
+    submissions: list[Submission] = await post_report(channels_of(runtime, adapters), schedule, slot,
+                                                      tools=runtime.tools.read_only_names())
     return list(await asyncio.gather(*(s.done for s in submissions if s.done is not None)))
 
 

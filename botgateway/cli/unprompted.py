@@ -10,10 +10,13 @@ import structlog
 from botgateway.sink import Adapter, ChannelCards
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from botgateway.cli.runtime import Runtime
+    from botgateway.config import ScheduleConfig
     from botgateway.unprompted import Channels
 
-__all__ = ["channels_of", "start_unprompted", "stop_unprompted"]
+__all__ = ["channels_of", "close_alert_desk", "start_unprompted", "stop_schedules"]
 
 log = structlog.get_logger(__name__)
 
@@ -48,8 +51,8 @@ async def start_unprompted(runtime: Runtime, adapters: Sequence[Adapter]) -> Non
         from botgateway.reports import post_report
         from botgateway.schedules.runner import ScheduleRunner, SystemClock
 
-        async def run_report(schedule, slot):  # type: ignore[no-untyped-def]
-            await post_report(channels, schedule, slot)
+        async def run_report(schedule: ScheduleConfig, slot: datetime) -> None:
+            await post_report(channels, schedule, slot, tools=runtime.tools.read_only_names())
 
         runner = ScheduleRunner(config.schedules, store=runtime.store, run_report=run_report, clock=SystemClock())
         await runner.start()
@@ -57,12 +60,16 @@ async def start_unprompted(runtime: Runtime, adapters: Sequence[Adapter]) -> Non
         log.info("schedules.running", names=[s.name for s in config.schedules])
 
 
-async def stop_unprompted(runtime: Runtime) -> None:
-    """Stop the schedules and wait for the alert deliveries in progress (before the gateway closes its turns)."""
-    late = runtime.late
-    runner, late.schedules = late.schedules, None
+async def stop_schedules(runtime: Runtime) -> None:
+    """No report starts from now on (before the gateway stops its turns)."""
+    runner, runtime.late.schedules = runtime.late.schedules, None
     if runner is not None:
         await runner.aclose()
-    desk, late.alert_desk = late.alert_desk, None
+
+
+async def close_alert_desk(runtime: Runtime) -> None:
+    """After the gateway stopped its turns: the investigations record how their cards ended, the deliveries in
+    progress get a moment (the adapters still run), then the desk stops."""
+    desk, runtime.late.alert_desk = runtime.late.alert_desk, None
     if desk is not None:
         await desk.aclose()

@@ -32,11 +32,16 @@ ALERTMANAGER_PATH = "/alerts/alertmanager"
 """Where Alertmanager's ``webhook_configs`` ``url`` points."""
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison; a header that is not valid text (it arrives as latin-1) is simply wrong."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape"))
+
+
 def _authorized(config: AlertsConfig, header: str) -> bool:
     scheme, _, value = header.strip().partition(" ")
     value = value.strip()
     if scheme.lower() == "bearer" and config.token is not None and value:
-        return hmac.compare_digest(value.encode(), config.token.get_secret_value().encode())
+        return _same(value, config.token.get_secret_value())
     if scheme.lower() == "basic" and config.basic_auth is not None and value:
         try:
             user, _, password = base64.b64decode(value, validate=True).decode().partition(":")
@@ -44,10 +49,24 @@ def _authorized(config: AlertsConfig, header: str) -> bool:
             return False
         expected = config.basic_auth
         # both compared, whatever the first says: no timing tells which one was wrong
-        ok_user = hmac.compare_digest(user.encode(), expected.username.encode())
-        ok_password = hmac.compare_digest(password.encode(), expected.password.get_secret_value().encode())
+        ok_user = _same(user, expected.username)
+        ok_password = _same(password, expected.password.get_secret_value())
         return ok_user and ok_password
     return False
+
+
+async def _body(request: web.Request, limit: int) -> bytes | None:
+    """The whole body (read to its end, however it was chunked), or None past ``limit`` bytes."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def alert_routes(config: AlertsConfig, desk: Callable[[], AlertDesk | None]) -> list[web.RouteDef]:
@@ -61,10 +80,8 @@ def alert_routes(config: AlertsConfig, desk: Callable[[], AlertDesk | None]) -> 
                 status=401, headers={"WWW-Authenticate": 'Bearer realm="botgateway alerts"'},
             )
         limit = config.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            return web.json_response({"error": f"the request body is larger than {limit} bytes"}, status=413)
-        body = await request.content.read(limit + 1)
-        if len(body) > limit:
+        body = await _body(request, limit)
+        if body is None:
             return web.json_response({"error": f"the request body is larger than {limit} bytes"}, status=413)
         try:
             notification = parse_notification(body)
