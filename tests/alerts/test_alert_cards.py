@@ -148,5 +148,28 @@ async def test_the_receiver_refuses_bad_credentials_and_malformed_bodies(
     assert status == 400 and "groupKey" in body["error"]
     status, _ = await post(process, b"x" * (2 << 20))
     assert status == 413
+    # A header that is not text is a wrong credential like any other, never a crash.
+    status, _ = await post(process, payload("firing"), headers={"Authorization": "Bearer \udcff".encode(
+        "utf-8", "surrogateescape").decode("latin-1")})
+    assert status == 401
     assert not alert_cards(slack)
     assert sum(1 for line in process.log_lines() if line.get("event") == "alerts.bad_payload") == 2
+
+
+async def test_a_chunked_body_is_read_to_its_end(gateway: tuple[GatewayProcess, FakeSlack, FakeDingTalk]) -> None:
+    """Alertmanager's body may arrive in pieces (chunked, or split by the network): it is read whole."""
+    process, slack, _ = gateway
+    data = json.loads(payload("firing"))
+    data["commonAnnotations"]["runbook"] = "r" * 300_000  # far past one read's buffer, well inside the limit
+
+    async def pieces() -> AsyncIterator[bytes]:
+        body = json.dumps(data).encode()
+        for start in range(0, len(body), 8192):
+            yield body[start:start + 8192]
+
+    url = f"{process.probe_url}/alerts/alertmanager"
+    async with aiohttp.ClientSession() as http, http.post(
+        url, data=pieces(), headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    ) as response:
+        assert response.status == 200, await response.text()
+    await until(slack, lambda: len(alert_cards(slack)) == 1, lambda: slack_text(slack), 30)
