@@ -14,7 +14,7 @@ import pytest
 from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, McpServerConfig, ToolsConfig
 from botgateway.grant import Grant, Scope
 from botgateway.tooling import Source, ToolContext, ToolRegistry, tool_result_body
-from tests.fakes.clouds import FakeAliyun, FakeTencent, aliyun_instance, tencent_instance
+from tests.fakes.clouds import FakeAliyun, FakeTencent, aliyun_instance, start_moto, tencent_instance
 from tests.paths import FAKES, SAMPLE_INVENTORY
 from tools.catalog import Toolset, build_toolset
 
@@ -174,3 +174,20 @@ async def test_an_mcp_tool_names_its_server_and_tool() -> None:
         assert not failed.ok and failed.sources == ()
     finally:
         await toolset.aclose()
+
+
+async def test_an_ec2_lookup_names_each_region_asked(toolsets: list[Toolset]) -> None:
+    server = start_moto()
+    try:
+        host, port = server.get_host_and_port()
+        account = CloudAccount(name="billing", access_key_id="testing", access_key_secret="testing",  # type: ignore[arg-type]
+                               regions=["eu-west-1", "eu-central-1"], endpoint=f"http://{host}:{port}")
+        registry = await make(toolsets, aws=CloudProviderConfig(enabled=True, accounts=[account]))
+        out = await registry.execute("search_ec2_by_ip", {"ip": "172.31.9.9"}, CTX)
+        assert out.ok and out.summary == "no instance found", out.content
+        assert sorted(where(out.sources)) == [
+            ("aws", "AWS", "billing", "eu-central-1", "ec2:DescribeInstances"),
+            ("aws", "AWS", "billing", "eu-west-1", "ec2:DescribeInstances"),
+        ]
+    finally:
+        server.stop()
