@@ -23,6 +23,7 @@ from adapters.slack.handles import MessageKey, as_edit, message_key
 from adapters.slack.inert import allowed_mentions
 from adapters.slack.render import (
     MAX_MARKDOWN_CHARS,
+    answer_buttons,
     card_blocks,
     card_markdown,
     card_text,
@@ -30,6 +31,7 @@ from adapters.slack.render import (
     markdown_chars,
     preamble_blocks,
 )
+from botgateway.answers import offers_answer_controls
 from botgateway.cards.split import split_parts
 from botgateway.sink import CardHandle, CardTarget, TooLong
 from botgateway.snapshot import CardSnapshot
@@ -93,7 +95,8 @@ class EditMessages:
         )
 
     async def post_plain(self, target: CardTarget, snapshot: CardSnapshot) -> None:
-        """Post ``snapshot`` as new thread message(s) without a button, split when long; a preamble heads the first."""
+        """Post ``snapshot`` as new thread message(s), split when long; a preamble heads the first, and a final
+        answer's Refresh and 👍 / 👎 end the last (no other button: nothing is live any more)."""
         final = dataclasses.replace(snapshot, status=snapshot.status if snapshot.final else "done")
         allowed = allowed_mentions(target)
         body = card_markdown(final, allowed)
@@ -104,6 +107,8 @@ class EditMessages:
             blocks = preamble_blocks(final, divider=bool(part)) if index == 0 else []
             if part or not blocks:
                 blocks.append({"type": "markdown", "text": part})
+            if index == len(parts) - 1 and offers_answer_controls(snapshot, target.turn_id):
+                blocks.append(answer_buttons(target.turn_id, snapshot.locale))
             text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker="",
                                                  preamble=final.preamble if index == 0 else ""), allowed)
             await call_slack(

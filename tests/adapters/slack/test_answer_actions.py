@@ -10,6 +10,7 @@ feedback`` lists them all with the model, tools and sources of the answer.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import AsyncIterator
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
+from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.render import (
     FEEDBACK_ACTION_ID,
@@ -27,10 +30,13 @@ from adapters.slack.render import (
     FEEDBACK_VIEW_ID,
     REFRESH_ACTION_ID,
 )
+from adapters.slack.sink import SlackCardSink
 from botgateway.cli.feedback import run_feedback
-from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, MemoryConfig, ToolsConfig
+from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, MemoryConfig, SlackConfig, ToolsConfig
+from botgateway.sink import CardTarget
+from botgateway.snapshot import CardSnapshot
 from tests.fakes.clouds import FakeAliyun, aliyun_instance
-from tests.fakes.slack import ANSWER_BLOCK, Message
+from tests.fakes.slack import ANSWER_BLOCK, BOT_TOKEN, FakeSlack, Message
 from tests.fakes.slack_env import Env, replies, slack_env
 from tools.catalog import build_toolset
 from tools.demo.script import Script
@@ -201,3 +207,20 @@ async def test_a_failed_or_stopped_answer_offers_no_refresh_or_feedback(tmp_path
         event, failed = await ask(env, "is web-1 fine?")
         assert failed.outcome.startswith("failed")
         assert all(not m.answer_buttons() for m in replies(env, "C1", event["ts"]))
+
+
+async def test_an_answer_posted_as_new_messages_carries_its_buttons_on_the_last_one() -> None:
+    async with FakeSlack() as fake:
+        client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
+        sink = SlackCardSink(client, SlackConfig(bot_token=SecretStr(BOT_TOKEN), api_base_url=fake.api_url))
+        target = CardTarget(platform="slack", chat_id="C1", thread_id="50.000001", turn_id="turn-1", user_id="U1",
+                            is_group=True, workspace_id="T0001")
+        answer = " ".join(f"word{i}" for i in range(2500))  # past Slack's 12,000 characters per block: two messages
+        await sink.fallback(target, CardSnapshot(status="done", answer=answer))
+        first, last = fake.thread("C1", "50.000001")
+        assert first.answer_buttons() == {} and last.answer_buttons()[REFRESH_ACTION_ID]["value"] == "turn-1"
+        # a note is no answer: no turn, no buttons
+        await sink.fallback(dataclasses.replace(target, turn_id="", thread_id="60.000001"),
+                            CardSnapshot(status="done", answer="Started a new conversation."))
+        [note] = fake.thread("C1", "60.000001")
+        assert note.answer_buttons() == {}
