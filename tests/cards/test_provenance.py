@@ -67,7 +67,8 @@ def test_one_entry_per_account_with_its_regions_merged_and_the_oldest_age() -> N
 
 
 def test_ages_below_the_threshold_are_not_shown_and_an_unnamed_account_is_left_out() -> None:
-    assert sources_text([HANGZHOU, CVM], now=T0 + 29) == "sources: Alibaba Cloud prod/cn-hangzhou · Tencent Cloud ap-guangzhou"
+    both = sources_text([HANGZHOU, CVM], now=T0 + 29)
+    assert both == "sources: Alibaba Cloud prod/cn-hangzhou · Tencent Cloud ap-guangzhou"
     assert sources_text([CVM], now=T0 + 20 + 3 * 3600) == "sources: Tencent Cloud ap-guangzhou (3 h old)"
     assert sources_text([], now=T0) == ""
 
@@ -86,7 +87,8 @@ def test_the_sources_line_in_chinese() -> None:
 
 
 def test_ages_in_their_largest_unit() -> None:
-    assert [age_text(s) for s in (0.4, 59, 60, 3599, 3600, 2 * 86400)] == ["0 s", "59 s", "1 min", "59 min", "1 h", "2 d"]
+    ages = [age_text(s) for s in (0.4, 59, 60, 3599, 3600, 2 * 86400)]
+    assert ages == ["0 s", "59 s", "1 min", "59 min", "1 h", "2 d"]
     assert age_text(125, "zh-CN") == "2 分钟"
 
 

@@ -87,8 +87,10 @@ async def env() -> AsyncIterator[Env]:
     )
     async with AsyncExitStack() as stack:
         stack.enter_context(aliyun)
-        account = CloudAccount(name="prod", access_key_id="test-key-id", access_key_secret="s",  # type: ignore[arg-type]
-                               regions=["cn-hangzhou", "cn-beijing", "cn-shanghai"], endpoint=aliyun.endpoint)
+        account = CloudAccount(
+            name="prod", access_key_id="test-key-id", access_key_secret="s",  # type: ignore[arg-type]
+            regions=["cn-hangzhou", "cn-beijing", "cn-shanghai"], endpoint=aliyun.endpoint,
+        )
         toolset = await build_toolset(ToolsConfig(
             inventory=InventoryConfig(enabled=False),
             aliyun=CloudProviderConfig(enabled=True, accounts=[account], cache_ttl_s=3600),

@@ -44,13 +44,17 @@ def tencent() -> Iterator[FakeTencent]:
 
 def aliyun_section(fake: FakeAliyun, regions: list[str], **kw: Any) -> CloudProviderConfig:
     account = CloudAccount(
-        name="prod", access_key_id="test-key-id", access_key_secret="secret", regions=regions, endpoint=fake.endpoint  # type: ignore[arg-type]
+        name="prod", access_key_id="test-key-id", access_key_secret="secret",  # type: ignore[arg-type]
+        regions=regions, endpoint=fake.endpoint,
     )
     return CloudProviderConfig(enabled=True, accounts=[account], **kw)
 
 
 def tencent_section(fake: FakeTencent, regions: list[str]) -> CloudProviderConfig:
-    account = CloudAccount(access_key_id="tc-secret-id", access_key_secret="tc-key", regions=regions, endpoint=fake.endpoint)  # type: ignore[arg-type]
+    account = CloudAccount(
+        access_key_id="tc-secret-id", access_key_secret="tc-key",  # type: ignore[arg-type]
+        regions=regions, endpoint=fake.endpoint,
+    )
     return CloudProviderConfig(enabled=True, accounts=[account])
 
 
@@ -136,7 +140,8 @@ async def test_find_server_names_every_provider_asked_once(
 
 async def test_only_the_regions_the_asker_may_search_are_sources(aliyun: FakeAliyun, toolsets: list[Toolset]) -> None:
     registry = await make(toolsets, aliyun=aliyun_section(aliyun, ["cn-hangzhou", "cn-beijing"]))
-    grant = Grant(roles=("viewer",), tools=frozenset({"list_servers"}), scopes=(Scope(provider="aliyun", region="cn-beijing"),))
+    beijing = Scope(provider="aliyun", region="cn-beijing")
+    grant = Grant(roles=("viewer",), tools=frozenset({"list_servers"}), scopes=(beijing,))
     ctx = replace(CTX, roles=frozenset({"viewer"}), grant=grant)
     out = await registry.execute("list_servers", {}, ctx)
     assert out.ok, out.content
@@ -180,8 +185,10 @@ async def test_an_ec2_lookup_names_each_region_asked(toolsets: list[Toolset]) ->
     server = start_moto()
     try:
         host, port = server.get_host_and_port()
-        account = CloudAccount(name="billing", access_key_id="testing", access_key_secret="testing",  # type: ignore[arg-type]
-                               regions=["eu-west-1", "eu-central-1"], endpoint=f"http://{host}:{port}")
+        account = CloudAccount(
+            name="billing", access_key_id="testing", access_key_secret="testing",  # type: ignore[arg-type]
+            regions=["eu-west-1", "eu-central-1"], endpoint=f"http://{host}:{port}",
+        )
         registry = await make(toolsets, aws=CloudProviderConfig(enabled=True, accounts=[account]))
         out = await registry.execute("search_ec2_by_ip", {"ip": "172.31.9.9"}, CTX)
         assert out.ok and out.summary == "no instance found", out.content
