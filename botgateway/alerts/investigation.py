@@ -26,6 +26,7 @@ from botgateway.config import AlertRouteConfig
 from botgateway.destinations import Destination
 from botgateway.messages import Submission
 from botgateway.snapshot import CardSnapshot
+from botgateway.strings import t
 from botgateway.unprompted import Channels, UnpromptedTurn, gateway_principal
 
 __all__ = ["Investigator"]
@@ -103,7 +104,8 @@ class Investigator:
                 return
             inv = card.investigation
             if refused:
-                inv = dataclasses.replace(inv, status="refused", error=submission.message)
+                note = t(self._locale, "alert_investigation_refused", reason=submission.message)
+                inv = dataclasses.replace(inv, status="refused", error=note)
             else:
                 inv = dataclasses.replace(inv, turn_id=submission.turn_id)
             card = dataclasses.replace(card, investigation=inv)

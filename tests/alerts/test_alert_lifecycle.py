@@ -430,7 +430,7 @@ async def test_an_investigation_the_routes_limit_refuses_leaves_the_alert_on_its
 
     def refused() -> Message | None:
         cards = [m for m in slack_cards(slack) if "DiskFull" in shown(m)]
-        return cards[0] if cards and not cards[0].buttons() and "this minute" in shown(cards[0]) else None
+        return cards[0] if cards and not cards[0].buttons() and "this minute" in shown(cards[0]) else None  # the limit
 
     await until(slack, lambda: refused() is not None, lambda: "\n---\n".join(shown(m) for m in slack_cards(slack)), 30)
     await stopped(process)
@@ -441,6 +441,7 @@ async def test_an_investigation_the_routes_limit_refuses_leaves_the_alert_on_its
     card = shown(message)
     assert "🔥" in first_line(card) and "10.0.1.101" in card  # the alert itself is shown
     assert "Investigation" in card and "Investigating" not in card and FINDINGS not in card
+    assert "The investigation could not run" in card  # said as what it is, not as a note to an asker
     assert len(slack_cards(slack)) == 2 and len(investigations(llm)) == 1
     assert [line for line in process.log_lines() if line.get("event") == "alerts.investigation_refused"]
 

@@ -298,7 +298,8 @@ async def test_ten_concurrent_group_questions_stay_under_20_qps_with_exact_answe
         assert answer in card.updates[-1]["content"]
     assert len(fake.card_calls()) >= 30
     assert sum(o.metrics.budget_wait_s for o in outcomes) > 0, "the cards wanted more than the budget (the test applies pressure)"
-    assert fake.max_card_calls_per_second() < 20, fake.max_card_calls_per_second()
+    # The fake throttles the 21st call within a second, as DingTalk does: 20 in one second is within the limit.
+    assert fake.max_card_calls_per_second() <= 20, fake.max_card_calls_per_second()
     assert fake.throttled() == 0
 
 
