@@ -195,6 +195,7 @@ def _ctx_to_wire(ctx: ToolContext) -> dict[str, Any]:
         "roles": sorted(ctx.roles),
         "principal": principal_to_wire(ctx.principal) if ctx.principal is not None else None,
         "grant": _grant_to_wire(ctx.grant) if ctx.grant is not None else None,
+        "fresh": ctx.fresh,
     }
 
 
@@ -206,6 +207,7 @@ def _ctx_from_wire(data: Mapping[str, Any]) -> ToolContext:
         is_group=_flag(data, "is_group"), roles=frozenset(_texts(data, "roles")),
         principal=principal_from_wire(_object(data, "principal")) if principal is not None else None,
         grant=_grant_from_wire(_object(data, "grant")) if grant is not None else None,
+        fresh=data.get("fresh") is True,  # a Refresh moved to another process still bypasses the caches
     )
 
 
