@@ -8,6 +8,7 @@ dataclass with a ``kind`` discriminator so it serializes to one JSON object.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
 from botgateway.tooling.contract import Source
@@ -30,6 +31,7 @@ __all__ = [
     "TurnResult",
     "Usage",
     "UsageReported",
+    "EventListener",
     "event_to_dict",
 ]
 
@@ -304,6 +306,10 @@ TurnEvent: TypeAlias = (
     | TurnFailed
 )
 """Any event of a turn's stream; dispatch on the type or on ``kind``."""
+
+EventListener: TypeAlias = Callable[[TurnEvent], None]
+"""Told of each event of one turn, in order, as the card is (an API client's stream): it must return at once and
+never block the turn (a slow client's listener ends its own stream instead); what it raises is logged and ignored."""
 
 
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:

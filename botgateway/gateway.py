@@ -43,6 +43,7 @@ from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.drain import Drain
+from botgateway.events import EventListener
 from botgateway.feedback import FeedbackDesk, Vote
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
@@ -154,16 +155,23 @@ class Gateway:
         """
         return await self._admission.first_delivery(platform, message_id)
 
-    async def submit(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> Submission:
-        """Schedule ``msg`` and return at once; the turn runs in the gateway's own task."""
+    async def submit(
+        self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, *, events: EventListener | None = None
+    ) -> Submission:
+        """Schedule ``msg`` and return at once; the turn runs in the gateway's own task.
+
+        ``events`` is told of each of the turn's events as its card is (the HTTP API streams them).
+        """
         admitted = await self._admission.admit(msg, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._schedule(admitted, sink, policy)
+        return self._schedule(admitted, sink, policy, events)
 
-    def _schedule(self, admitted: Admitted, sink: CardSink, policy: BufferPolicy) -> Submission:
+    def _schedule(
+        self, admitted: Admitted, sink: CardSink, policy: BufferPolicy, events: EventListener | None = None
+    ) -> Submission:
         """Schedule an asked question; its answer is kept on record when it ends (its Refresh, its votes)."""
-        submission = self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
+        submission = self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id, events=events)
         if submission.status in ("started", "queued"):
             self._answers.expect(admitted.msg, submission.turn_id)
         return submission

@@ -25,6 +25,7 @@ from botgateway.background import BackgroundTasks
 from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import Config
+from botgateway.events import EventListener
 from botgateway.fair_slots import FairSlots, fair_share
 from botgateway.fleet import Fleet
 from botgateway.limits import PrincipalLimits, asker_of
@@ -110,8 +111,13 @@ class TurnScheduler:
             return None
         return await asyncio.shield(turn.done)
 
-    def schedule(self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str) -> Submission:
-        """Put an admitted question in its conversation's line and start its task (or refuse it: the line is full)."""
+    def schedule(
+        self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str, *,
+        events: EventListener | None = None,
+    ) -> Submission:
+        """Put an admitted question in its conversation's line and start its task (or refuse it: the line is full).
+
+        ``events`` is told of each of the turn's events (:attr:`ScheduledTurn.listener`)."""
         turns = self._queues.line(msg.conversation_id)
         waiting = len(turns) - 1
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
@@ -120,6 +126,7 @@ class TurnScheduler:
             return self._replies.refuse(msg, sink, t(msg.target.locale, "queue_full", n=len(turns)))
 
         turn = self._new_turn(msg, sink, policy, turn_id)
+        turn.listener = events
         position = self._queues.add(turn)
         turn.task = asyncio.create_task(self._runner.run(turn), name=f"turn-{turn.turn_id}")
         log.info(

@@ -18,6 +18,7 @@ from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
 from botgateway.events import (
     ApprovalDecided,
+    EventListener,
     ModelAnswering,
     ToolCallFinished,
     ToolCallStarted,
@@ -90,6 +91,8 @@ class ScheduledTurn:
         """The model that answered the last round (:class:`ModelAnswering`); empty when not told."""
         self.model_calls: list[dict[str, Any]] = []
         """Each model call's usage as the audit record keeps it (:func:`~botgateway.usage_recorder.usage_entry`)."""
+        self.listener: EventListener | None = None
+        """Told of each event as the card is (an HTTP API client's stream); ``None``: nobody listens."""
 
     def observe(self, event: TurnEvent) -> None:
         """Keep what the audit record needs."""

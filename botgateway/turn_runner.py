@@ -133,6 +133,7 @@ class TurnRunner:
                         if turn.stop_requested:
                             raise asyncio.CancelledError
                         turn.observe(event)
+                        _tell(turn, event)
                         self._write_tool_call(turn, event)
                         await turn.streamer.feed(event)
         except asyncio.CancelledError:
@@ -145,6 +146,7 @@ class TurnRunner:
             partial = turn.state.snapshot().answer
             failed = TurnFailed(reason="internal", message=t(msg.target.locale, "crashed"), partial_answer=partial)
             turn.observe(failed)
+            _tell(turn, failed)
             await _feed_quietly(turn, failed)
         return started
 
@@ -217,6 +219,16 @@ async def _show_queued(turn: ScheduledTurn) -> None:
         await turn.streamer.refresh()
     except Exception as exc:  # the card catches up with the next update
         log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+
+
+def _tell(turn: ScheduledTurn, event: TurnEvent) -> None:
+    """Hand ``event`` to the turn's listener, if any: a listener's failure never costs the turn its answer."""
+    if turn.listener is None:
+        return
+    try:
+        turn.listener(event)
+    except Exception as exc:
+        log.warning("gateway.listener_failed", turn_id=turn.turn_id, error=type(exc).__name__)
 
 
 async def _feed_quietly(turn: ScheduledTurn, event: TurnEvent) -> None:
