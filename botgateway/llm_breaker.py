@@ -9,6 +9,11 @@ closes the breaker; one that fails opens it for another cool-down; one that ends
 without saying either (stopped, or refused as a bad request) lets the next turn
 try. Each change of state is logged once.
 
+Every attempt holds an :class:`Attempt`, the token :meth:`CircuitBreaker.try_acquire`
+gives (or :meth:`CircuitBreaker.unacquired` when every endpoint is cooling down
+and this one is asked anyway); only the attempt that is the trial can end it, so
+a turn that asked without the trial never frees it for a second one.
+
 The clock is injected (``time.monotonic`` by default), so tests move time
 instead of waiting for it.
 """
@@ -17,16 +22,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 import structlog
 
-__all__ = ["BreakerState", "CircuitBreaker"]
+__all__ = ["Attempt", "BreakerState", "CircuitBreaker"]
 
 log = structlog.get_logger(__name__)
 
 BreakerState: TypeAlias = Literal["closed", "open", "half_open"]
 """Closed: tried on every turn. Open: skipped until the cool-down ends. Half-open: one trial may run."""
+
+
+@dataclass(frozen=True, eq=False)
+class Attempt:
+    """One turn's attempt at an endpoint, to hand back with its outcome; compared by identity."""
+
+    trial: bool = False
+    """The breaker was half-open and this attempt is its one trial."""
 
 
 class CircuitBreaker:
@@ -52,7 +66,7 @@ class CircuitBreaker:
         self._failures = 0  # consecutive, since the last success
         self._opened_at = 0.0
         self._open = False
-        self._trial = False  # a half-open trial is running
+        self._trial: Attempt | None = None  # the half-open trial running, if any
 
     @property
     def state(self) -> BreakerState:
@@ -61,32 +75,39 @@ class CircuitBreaker:
             return "closed"
         return "half_open" if self._clock() - self._opened_at >= self._cooldown_s else "open"
 
-    def try_acquire(self) -> bool:
-        """Whether this turn may try the endpoint; a True from a half-open breaker makes the caller its one trial.
+    def try_acquire(self) -> Attempt | None:
+        """The attempt this turn may make at the endpoint, or None when it should skip it.
 
-        Every True must be followed by exactly one of :meth:`succeeded`, :meth:`failed` or :meth:`released`.
+        An attempt from a half-open breaker is its one trial. Every attempt must be handed back to exactly one of
+        :meth:`succeeded`, :meth:`failed` or :meth:`released`.
         """
         state = self.state
         if state == "closed":
-            return True
-        if state == "open" or self._trial:
-            return False
-        self._trial = True
+            return Attempt()
+        if state == "open" or self._trial is not None:
+            return None
+        self._trial = Attempt(trial=True)
         log.info("llm_breaker_half_open", endpoint=self.endpoint, cooldown_s=self._cooldown_s)
-        return True
+        return self._trial
 
-    def succeeded(self) -> None:
+    @staticmethod
+    def unacquired() -> Attempt:
+        """An attempt made without the breaker's leave (every endpoint of the chain was cooling down): never a trial."""
+        return Attempt()
+
+    def succeeded(self, attempt: Attempt) -> None:
         """The endpoint answered (its first token arrived): the breaker closes."""
         self._failures = 0
-        self._trial = False
+        self._end(attempt)
         if self._open:
             self._open = False
+            self._trial = None  # closed: a trial still running has nothing left to decide
             log.info("llm_breaker_closed", endpoint=self.endpoint)
 
-    def failed(self) -> None:
+    def failed(self, attempt: Attempt) -> None:
         """The endpoint failed before its first token (429, 5xx, a timeout, a connection error)."""
         self._failures += 1
-        trial, self._trial = self._trial, False
+        trial = self._end(attempt)
         if trial or (not self._open and self._failures >= self._threshold):
             self._open = True
             self._opened_at = self._clock()
@@ -94,6 +115,13 @@ class CircuitBreaker:
                 "llm_breaker_open", endpoint=self.endpoint, failures=self._failures, cooldown_s=self._cooldown_s
             )
 
-    def released(self) -> None:
+    def released(self, attempt: Attempt) -> None:
         """The attempt ended without telling whether the endpoint works (stopped, or the request refused)."""
-        self._trial = False
+        self._end(attempt)
+
+    def _end(self, attempt: Attempt) -> bool:
+        """End ``attempt``; True when it was the running trial (only the trial's own attempt frees the trial)."""
+        if attempt is not self._trial:
+            return False
+        self._trial = None
+        return True

@@ -38,7 +38,7 @@ from botgateway.config import LLMConfig
 from botgateway.config.llm import PRIMARY, EndpointConfig, EndpointFields
 from botgateway.events import ModelAnswering
 from botgateway.llm import LLMClient, ModelItem, RoundItem
-from botgateway.llm_breaker import CircuitBreaker
+from botgateway.llm_breaker import Attempt, CircuitBreaker
 from botgateway.llm_errors import LLMError, LLMInterrupted, LLMRefused, LLMUnavailable
 from botgateway.llm_routes import Route, choose_route, current_asker
 
@@ -137,8 +137,8 @@ class ModelChain:
         """
         links = self.chain_for_asker()
         failures: list[tuple[Link, LLMError]] = []
-        for link in _candidates(links):
-            started = await _start(link, messages, tools, tool_choice, round)
+        for link, attempt in _candidates(links):
+            started = await _start(link, attempt, messages, tools, tool_choice, round)
             if isinstance(started, LLMError):
                 failures.append((link, started))
                 log.warning("llm_endpoint_failed", endpoint=link.endpoint, model=link.model, status=started.status)
@@ -165,23 +165,27 @@ class ModelChain:
         raise AssertionError("unreachable: stream() ends with the assembled round or raises")  # pragma: no cover
 
 
-def _candidates(links: Sequence[Link]) -> Iterator[Link]:
-    """The links to ask in turn, each asked its breaker just before; all of them when every breaker says no."""
+def _candidates(links: Sequence[Link]) -> Iterator[tuple[Link, Attempt]]:
+    """The links to ask in turn with their attempts, each asked its breaker just before; all of them when every
+    breaker says no (then with attempts that are no breaker's trial: another turn's trial stays its own)."""
     asked = False
     for link in links:
-        if link.breaker.try_acquire():
+        attempt = link.breaker.try_acquire()
+        if attempt is not None:
             asked = True
-            yield link
+            yield link, attempt
         else:
             log.debug("llm_endpoint_skipped", endpoint=link.endpoint, model=link.model)
     if not asked:
         # Nothing else to ask: a doubtful endpoint beats no answer at all.
         log.warning("llm_all_endpoints_cooling_down", endpoints=[link.endpoint for link in links])
-        yield from links
+        for link in links:
+            yield link, link.breaker.unacquired()
 
 
 async def _start(
     link: Link,
+    attempt: Attempt,
     messages: Sequence[dict[str, Any]],
     tools: Sequence[dict[str, Any]] | None,
     tool_choice: str | None,
@@ -189,7 +193,8 @@ async def _start(
 ) -> tuple[AsyncGenerator[RoundItem, None], RoundItem] | LLMError:
     """Ask ``link`` and wait for its first item: the open stream and that item, or the error worth a fallback.
 
-    Its breaker learns the outcome; any other error (a refusal, a stop) is raised, and teaches it nothing.
+    Its breaker learns the outcome of ``attempt``; any other error (a refusal, a stop) is raised, and teaches it
+    nothing.
     """
     inner = cast(AsyncGenerator[RoundItem, None], link.client.stream(
         messages, tools=tools, tool_choice=tool_choice, round=round,
@@ -198,14 +203,14 @@ async def _start(
         first = await anext(inner)
     except LLMError as exc:
         if falls_back(exc):
-            link.breaker.failed()
+            link.breaker.failed(attempt)
             return exc
-        link.breaker.released()
+        link.breaker.released(attempt)
         raise
     except BaseException:  # stopped while waiting: nobody learnt whether the endpoint works
-        link.breaker.released()
+        link.breaker.released(attempt)
         raise
-    link.breaker.succeeded()
+    link.breaker.succeeded(attempt)
     return inner, first
 
 
@@ -260,7 +265,9 @@ def build_chain(
         name = (own.name or route_name) if isinstance(own, EndpointConfig) else (own or PRIMARY)
         first = link(name, own if isinstance(own, EndpointConfig) else endpoints[name], route.model)
         if route.fallbacks is None:
-            rest = [key for key in default if links[key].endpoint != name]
+            # A route that only picks another model keeps the usual chain. One that picks another endpoint sends its
+            # questions there for a reason (a sensitive channel on a local model): none leave it unless it says so.
+            rest = [key for key in default if links[key].endpoint != name] if name == PRIMARY else []
         else:
             rest = [link(fallback, endpoints[fallback]) for fallback in route.fallbacks]
         chain = tuple(dict.fromkeys([first, *rest]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from botgateway.llm_breaker import CircuitBreaker
+from botgateway.llm_breaker import Attempt, CircuitBreaker
 from tests.adapters.log_lines import captured_log
 
 
@@ -23,16 +23,23 @@ def breaker(clock: Clock, failures: int = 2, cooldown_s: float = 60.0) -> Circui
 
 
 def fail(b: CircuitBreaker) -> None:
-    assert b.try_acquire()
-    b.failed()
+    attempt = b.try_acquire()
+    assert attempt is not None
+    b.failed(attempt)
+
+
+def acquired(b: CircuitBreaker) -> Attempt:
+    attempt = b.try_acquire()
+    assert attempt is not None
+    return attempt
 
 
 def test_it_opens_after_the_configured_consecutive_failures_only() -> None:
     clock = Clock()
     b = breaker(clock, failures=2)
     fail(b)
-    assert b.state == "closed" and b.try_acquire()
-    b.succeeded()  # a success in between: the count starts again
+    assert b.state == "closed"
+    b.succeeded(acquired(b))  # a success in between: the count starts again
     fail(b)
     assert b.state == "closed"
     fail(b)
@@ -48,9 +55,10 @@ def test_after_the_cooldown_exactly_one_trial_runs_and_its_success_closes_it() -
     assert b.state == "open" and not b.try_acquire()
     clock.now += 0.1
     assert b.state == "half_open"
-    assert b.try_acquire()  # the trial
+    trial = acquired(b)
+    assert trial.trial
     assert not b.try_acquire()  # everyone else keeps skipping it meanwhile
-    b.succeeded()
+    b.succeeded(trial)
     assert b.state == "closed" and b.try_acquire() and b.try_acquire()
 
 
@@ -73,10 +81,24 @@ def test_a_trial_that_ends_without_an_outcome_lets_the_next_turn_try() -> None:
     b = breaker(clock, failures=1, cooldown_s=5)
     fail(b)
     clock.now += 5
-    assert b.try_acquire()
-    b.released()  # stopped, or the request itself refused
+    b.released(acquired(b))  # stopped, or the request itself refused
     assert b.state == "half_open"
     assert b.try_acquire()
+
+
+def test_only_the_trial_itself_ends_the_trial() -> None:
+    clock = Clock()
+    b = breaker(clock, failures=1, cooldown_s=5)
+    fail(b)
+    clock.now += 5
+    trial = acquired(b)
+    # Another turn found every endpoint cooling down and asked this one anyway; it was stopped, or refused.
+    b.released(b.unacquired())
+    assert not b.try_acquire()  # the trial still runs: nobody else may start a second one
+    b.failed(b.unacquired())  # nor does another turn's failure end it (the breaker stays open)
+    assert b.state == "half_open" and not b.try_acquire()
+    b.released(trial)
+    assert acquired(b).trial
 
 
 def test_each_change_of_state_is_logged_once() -> None:
@@ -87,9 +109,9 @@ def test_each_change_of_state_is_logged_once() -> None:
         for _ in range(3):
             assert not b.try_acquire()
         clock.now += 5
-        assert b.try_acquire()
+        trial = acquired(b)
         assert not b.try_acquire()
-        b.succeeded()
+        b.succeeded(trial)
         fail(b)
     events = [(line["event"], line["endpoint"]) for line in logs.since() if line["event"].startswith("llm_breaker")]
     assert events == [

@@ -9,6 +9,8 @@ role, for rounds and for the memory's summary alike.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,6 +270,25 @@ async def test_with_every_breaker_open_the_endpoints_are_asked_anyway(make_rig: 
     assert events[-1].result.answer == "web-1." and rig.primary.request_count == 2
 
 
+async def test_a_turn_asking_a_cooling_endpoint_anyway_leaves_another_turns_trial_alone(make_rig: Any) -> None:
+    rig = make_rig(fallbacks=[], first_token_timeout_s=30)
+    rig.primary.enqueue(Script.error(503, "overloaded"))
+    await rig.turn()  # the breaker opens
+    rig.clock.now += 60
+    rig.primary.enqueue(Script(chunks=[Pause(30)], done=False), Script.error(400, "bad request"))
+    trial = asyncio.create_task(rig.turn())  # the half-open trial: the primary has not answered yet
+    await rig.primary.wait_for_requests(2)
+    # Another turn finds every endpoint cooling down, asks anyway, and is refused: it never held the trial.
+    events = await rig.turn()
+    assert isinstance(events[-1], TurnFailed) and events[-1].reason == "llm_refused"
+    [link] = rig.chain.chain_for_asker()
+    assert link.breaker.try_acquire() is None  # the first turn's trial still runs: no second one starts
+    trial.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await trial
+    assert link.breaker.try_acquire() is not None  # the trial, ended by its own turn, frees the endpoint
+
+
 # --- routes --------------------------------------------------------------------------------------
 
 
@@ -288,6 +309,21 @@ async def test_a_route_by_channel_keeps_its_questions_on_its_endpoint(make_rig: 
     rig.primary.enqueue(Script.text("from the primary"))
     events = await rig.turn()
     assert answering(events)[0].endpoint == "primary"
+
+
+@pytest.mark.parametrize("endpoint", ["named", "own"])
+async def test_a_route_to_another_endpoint_falls_back_nowhere_unless_it_names_fallbacks(
+    make_rig: Any, servers: tuple[ScriptedLLMServer, ScriptedLLMServer], endpoint: str
+) -> None:
+    _, backup = servers
+    own = {"name": "local", "provider": "custom", "base_url": backup.base_url, "model": "local-model"}
+    rig = make_rig(routes=[{"channels": ["slack:C0SECRET*"], "endpoint": "backup" if endpoint == "named" else own}])
+    secret = ToolContext(user_id="U1", platform="slack", chat_id="C0SECRET7", conversation_id="secret", is_group=True)
+    backup.enqueue(Script.error(503, "overloaded"))
+    events = await rig.turn(ctx=secret)
+    # A sensitive channel routed to its own model: its endpoint failing ends the turn, the primary never sees it.
+    assert isinstance(events[-1], TurnFailed) and events[-1].reason == "llm_unavailable"
+    assert rig.primary.request_count == 0 and backup.request_count == 1
 
 
 async def test_a_route_by_role_chooses_another_model_and_keeps_the_usual_fallbacks(make_rig: Any) -> None:

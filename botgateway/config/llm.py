@@ -14,7 +14,7 @@ is skipped; ``routes`` choose another endpoint or model by channel or role::
       breaker: {failures: 1, cooldown_s: 60}
       routes:
         - {roles: [viewer], model: deepseek-chat}
-        - {channels: ["slack:C0SECRET*"], endpoint: local, fallbacks: []}
+        - {channels: ["slack:C0SECRET*"], endpoint: local}   # another endpoint: no fallbacks unless named
 
 Every endpoint shares the section's timeouts, retries and sampling unless it sets
 its own ``max_retries`` or ``extra_body``.
@@ -200,8 +200,8 @@ class RouteConfig(Section):
     """Another model on that endpoint (``deepseek-chat`` for viewers); the endpoint's own when empty."""
     fallbacks: list[str] | None = None
     """Names (``primary`` or ``llm.fallbacks``) tried in order when the route's endpoint fails before its first
-    token; unset: the primary and ``llm.fallbacks`` as usual, without the route's own endpoint; ``[]``: none
-    (for a channel whose questions must stay on its endpoint)."""
+    token; ``[]``: none. Unset: none for a route that chooses another endpoint (named or its own: its questions stay
+    there); for a route that only chooses another model, ``llm.fallbacks`` as usual."""
 
     _name = field_validator("name")(lambda cls, v: _valid_name(v) if v else v)
 
