@@ -19,6 +19,7 @@ from botgateway.config.section import Section
 from botgateway.config.service import GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
 from botgateway.config.toolset import ToolsConfig
 from botgateway.config.usage import UsageConfig
+from botgateway.config.web import WebConfig, web_bind_problems
 
 __all__ = ["Config"]
 
@@ -56,6 +57,8 @@ class Config(Section):
     """Reports posted on a cron schedule."""
     usage: UsageConfig = UsageConfig()
     """Prices of the models, for the cost of each recorded model call."""
+    web: WebConfig = WebConfig()
+    """The HTTP API and the web console on the HTTP server: API keys, the admin password, CORS."""
 
     @model_validator(mode="after")
     def _alerts_and_schedules_fit(self) -> Config:
@@ -105,4 +108,5 @@ def _cross_problems(config: Config) -> list[InitErrorDetails]:
                     "enable the adapter or remove the destination", text,
                 ))
     problems += [_problem(loc, message, value) for loc, message, value in route_role_problems(config.llm, roles)]
+    problems += [_problem(loc, message, value) for loc, message, value in web_bind_problems(config)]
     return problems

@@ -160,8 +160,8 @@ class HttpConfig(Section):
 
     enabled: bool = False
     """Serve the probes on ``http://host:port``; ``metrics.enabled`` starts the server too."""
-    host: str = "0.0.0.0"
-    """Listen address."""
+    host: str = "127.0.0.1"
+    """Listen address: this host only by default; another address serves the web API only with auth (``web:``)."""
     port: int = Field(9464, ge=0, le=65535)
     """Listen port (0 picks a free one); every worker process binds it (``SO_REUSEPORT``)."""
 
