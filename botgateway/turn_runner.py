@@ -166,16 +166,23 @@ class TurnRunner:
             turn.done.set_result(outcome)
 
     async def _account(self, turn: ScheduledTurn, outcome: TurnOutcome, started: float) -> None:
-        """Count the turn's tokens, end its place in the asker's limits, and write its audit record (bounded)."""
-        if turn.row_writes:
-            # The audit record replaces the turn's rows: a row landing after it would outlive it.
-            await asyncio.wait(turn.row_writes, timeout=TOOL_ROW_TIMEOUT_S)
+        """Tell the observers of the turn, then count its tokens, end its place in the asker's limits and write its
+        audit record (bounded).
+
+        The observers come first: they are synchronous (their own writes go behind), so a slow store or a cancel
+        during the writes below never costs the turn's usage rows, metrics or answer record.
+        """
+        record = turn.audit_record(outcome, time.monotonic() - started)
+        self._notify(record, outcome.metrics)
         try:
+            if turn.row_writes:
+                # The audit record replaces the turn's rows: a row landing after it would outlive it.
+                await asyncio.wait(turn.row_writes, timeout=TOOL_ROW_TIMEOUT_S)
             async with asyncio.timeout(5):
                 if self._limits is not None:
                     tokens = turn.prompt_tokens + turn.completion_tokens
                     await self._limits.turn_ended(asker_of(turn.msg), turn.turn_id, tokens)
-                await self._audit(turn.audit_record(outcome, time.monotonic() - started), outcome.metrics)
+                await self._audit(record)
         except (asyncio.CancelledError, TimeoutError):
             log.warning("gateway.audit_skipped", turn_id=turn.turn_id)
 
@@ -200,16 +207,18 @@ class TurnRunner:
         await self._rows.wait(timeout=TOOL_ROW_TIMEOUT_S)
         await self._rows.aclose()
 
-    async def _audit(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
-        try:
-            await self._store.record_audit(record)
-        except Exception as exc:
-            log.warning("gateway.audit_failed", turn_id=record.turn_id, error=type(exc).__name__)
+    def _notify(self, record: AuditRecord, metrics: CardMetrics | None) -> None:
         for observer in self._observers:
             try:
                 observer.turn_ended(record, metrics)
             except Exception as exc:  # metrics must never cost an answer
                 log.warning("gateway.observer_failed", turn_id=record.turn_id, error=type(exc).__name__)
+
+    async def _audit(self, record: AuditRecord) -> None:
+        try:
+            await self._store.record_audit(record)
+        except Exception as exc:
+            log.warning("gateway.audit_failed", turn_id=record.turn_id, error=type(exc).__name__)
 
 
 async def _show_queued(turn: ScheduledTurn) -> None:
