@@ -17,6 +17,7 @@ not recorded: like its turns, they are not audited.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Protocol
@@ -61,13 +62,16 @@ def usage_entry(event: UsageReported, at: float) -> dict[str, Any]:
 
 
 def usage_rows_of(record: AuditRecord, pricing: Pricing) -> list[UsageRow]:
-    """The usage rows of a turn's audit record, one per model call, priced now; none when it kept no usage."""
+    """The usage rows of a turn's audit record, one per model call, priced now; none when it kept no usage.
+
+    Each row's id is the turn's and the call's place in it: the same record always gives the same rows.
+    """
     entries = record.extra.get(USAGE_KEY)
     if not isinstance(entries, list):
         return []
     principal = record.principal or principal_id(record.platform, record.user_id)
     rows: list[UsageRow] = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
             continue
         usage = _usage(entry)
@@ -78,6 +82,7 @@ def usage_rows_of(record: AuditRecord, pricing: Pricing) -> list[UsageRow]:
             channel=record.channel, model=model, purpose="turn", prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
             reasoning_tokens=usage.reasoning_tokens, cost=pricing.cost(model, usage), currency=pricing.currency,
+            row_id=f"{record.turn_id}:{index}" if record.turn_id else uuid.uuid4().hex,
         ))
     return rows
 
@@ -117,7 +122,7 @@ class UsageRecorder:
             at=self._clock(), principal=principal, model=model, purpose=purpose, prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens, cached_tokens=usage.cached_tokens,
             reasoning_tokens=usage.reasoning_tokens, cost=self.pricing.cost(model, usage),
-            currency=self.pricing.currency,
+            currency=self.pricing.currency, row_id=uuid.uuid4().hex,
         )])
 
     def summarizer(self, llm: ChatModel, model: str = "") -> Callable[[list[dict[str, Any]]], Awaitable[str]]:

@@ -258,6 +258,9 @@ class UsageRow:
     """What the call cost at the prices configured when it was recorded; ``None`` when its model had no price."""
     currency: str = ""
     """The currency of ``cost`` (``usage.currency``)."""
+    row_id: str = ""
+    """The call's own id (``<turn id>:<n>`` for a turn's n-th call): a store keeps one row per id, so a write
+    retried after a lost reply is not counted twice. Empty (rows of an older release): always written."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -410,7 +413,8 @@ class Store(Protocol):
         ...
 
     async def record_usage(self, rows: Sequence[UsageRow]) -> None:
-        """Append model calls' usage rows, all at once (one transaction, one pipeline)."""
+        """Append model calls' usage rows, all at once (one transaction, one script); a row whose ``row_id`` is
+        already stored is skipped, so writing the same rows again (a retry after a lost reply) stores them once."""
         ...
 
     async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:

@@ -11,7 +11,7 @@ Layout under ``prefix`` (conversation keys, with the history's scripts, are
 - ``counter:<key>`` — STRING counter of a per-principal limit, expiring with its window;
 - ``lease:<key>`` — ZSET holder → lease expiry (Redis's clock, in ms): concurrent turns of a principal;
 - ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``);
-- ``usage`` — STREAM of model calls' usage rows (:mod:`botgateway.stores.redis_usage`);
+- ``usage:{usage}:…`` — model calls' usage rows, a STREAM (:mod:`botgateway.stores.redis_usage`);
 - ``feedback:{feedback}:…`` — the votes on answers (:mod:`botgateway.stores.redis_feedback`).
 
 Multi-key writes run as Lua scripts, which Redis executes atomically. Times

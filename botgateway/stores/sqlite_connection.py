@@ -25,12 +25,13 @@ import structlog
 
 from botgateway.stores.base import StoreError
 from botgateway.stores.sqlite_feedback import FEEDBACK_SCHEMA
+from botgateway.stores.sqlite_usage import prepare_usage
 
 __all__ = ["SCHEMA_VERSION", "SqliteConnection"]
 
 log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Written to ``PRAGMA user_version``, so a later release can tell which layout a file has."""
 
 _SCHEMA = """
@@ -90,18 +91,13 @@ CREATE TABLE IF NOT EXISTS documents (
     data TEXT NOT NULL,
     expires_at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS documents_expiry ON documents (expires_at);
 CREATE TABLE IF NOT EXISTS leases (
     key TEXT NOT NULL,
     holder TEXT NOT NULL,
     expires_at REAL NOT NULL,
     PRIMARY KEY (key, holder)
 );
-CREATE TABLE IF NOT EXISTS model_usage (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS model_usage_at ON model_usage (at);
 """
 
 
@@ -220,6 +216,7 @@ class SqliteConnection:
             await db.execute("PRAGMA foreign_keys=ON")
             await db.executescript(_SCHEMA)
             await db.executescript(FEEDBACK_SCHEMA)
+            await prepare_usage(db)
             await db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as exc:
             await db.close()

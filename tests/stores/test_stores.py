@@ -553,6 +553,17 @@ async def test_sqlite_creates_its_folder_in_wal_mode(tmp_path: Path) -> None:
         assert db.execute("SELECT count(*) FROM turns").fetchone()[0] == 1
 
 
+async def test_sqlite_finds_expired_documents_by_index_not_by_reading_them_all(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.put_document("answer:t1", {"x": 1}, ttl_s=60)  # each put drops the expired documents
+    await store.close()
+    with sqlite3.connect(path) as db:
+        plan = " ".join(str(step[-1]) for step in db.execute(
+            "EXPLAIN QUERY PLAN DELETE FROM documents WHERE expires_at <= ?", (0.0,)))
+    assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, plan
+
+
 async def test_sqlite_history_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from botgateway.stores import Store
+from botgateway.stores._usage_codec import encode_usage
 from botgateway.stores.base import UsageRow
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
@@ -67,6 +69,35 @@ async def test_newest_rows_since_a_time_oldest_first(make_store: StoreFactory) -
     assert [r.prompt_tokens for r in await store.usage_rows(since=1003.0)] == [3, 4, 10]
     assert [r.prompt_tokens for r in await store.usage_rows(limit=2)] == [4, 10]
     assert await store.usage_rows(since=2000.0) == []
+
+
+async def test_the_same_rows_written_again_are_stored_once(make_store: StoreFactory) -> None:
+    store = await make_store()
+    batch = [row(1000.0, prompt_tokens=1, row_id="t1:0"), row(1001.0, prompt_tokens=2, row_id="t1:1")]
+    await store.record_usage(batch)
+    await store.record_usage(batch)  # the writer retries a batch whose reply was lost
+    await store.record_usage([batch[1], row(1002.0, prompt_tokens=3, row_id="t2:0")])  # a batch only partly new
+    await (await make_store()).record_usage(batch)  # another process, the same rows
+    # Rows without an id (of an older release) are all kept.
+    await store.record_usage([row(1003.0, prompt_tokens=4), row(1003.0, prompt_tokens=4)])
+    stored = await (await make_store()).usage_rows()
+    assert [(r.prompt_tokens, r.row_id) for r in stored] == [(1, "t1:0"), (2, "t1:1"), (3, "t2:0"), (4, ""), (4, "")]
+
+
+async def test_a_sqlite_file_of_an_earlier_release_gets_row_ids(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE model_usage (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, body TEXT NOT NULL)")
+        old.execute("INSERT INTO model_usage (at, body) VALUES (?, ?)", (900.0, encode_usage(row(900.0, prompt_tokens=9))))
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        batch = [row(1000.0, prompt_tokens=1, row_id="t1:0")]
+        await store.record_usage(batch)
+        await store.record_usage(batch)
+        assert [r.prompt_tokens for r in await store.usage_rows()] == [9, 1]
+    finally:
+        await store.close()
 
 
 async def test_sqlite_sweep_drops_rows_past_the_audit_retention_and_the_cap(tmp_path: Path) -> None:

@@ -111,6 +111,8 @@ def test_an_audit_records_usage_entries_become_priced_rows() -> None:
         (500.0, "dingtalk:staff7", "cid1", 0, 0.0, "CNY"),
     ]
     assert usage_rows_of(AuditRecord("t2", "slack", "c", "u", "q", "done"), pricing) == []
+    # Each row's id is the turn's and the call's place in it: the same record always gives the same ids.
+    assert [r.row_id for r in found] == ["t1:0", "t1:1"] == [r.row_id for r in usage_rows_of(record, pricing)]
 
 
 # --- the gateway's own calls --------------------------------------------------------------
@@ -154,8 +156,11 @@ async def test_a_history_summary_is_recorded_as_the_gateways_call(
     await recorder.aclose()
 
     assert "Questions 1-4 were asked." in str(history[0]["content"])
+    [row_id] = [row.row_id for row in counted]
+    assert row_id  # a call of its own: its write is idempotent too
     expected = UsageRow(at=1234.5, principal="gateway", model="qwen-plus", purpose="summary", prompt_tokens=420,
-                        completion_tokens=30, cost=pytest.approx((420 * 0.8 + 30 * 2) / 1e6), currency="USD")
+                        completion_tokens=30, cost=pytest.approx((420 * 0.8 + 30 * 2) / 1e6), currency="USD",
+                        row_id=row_id)
     assert await store.usage_rows() == [expected]
     assert counted == [expected]
 
