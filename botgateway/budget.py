@@ -164,6 +164,15 @@ class RateBudget:
         self._ledger.release(key, owner)
         self._wake(key)  # live updates held back for it may go now
 
+    def keys(self) -> tuple[str, ...]:
+        """The rate keys this budget has been asked for so far (a platform's app or workspace × API)."""
+        return tuple(self._lines)
+
+    def limit_of(self, key: str) -> RateLimit | None:
+        """The latest limit a caller gave for ``key``; None for a key never asked for."""
+        line = self._lines.get(key)
+        return line.limit if line else None
+
     def reserved(self, key: str) -> int:
         """Calls of ``key`` reserved by this process's open cards now."""
         return self._ledger.reserved(key)

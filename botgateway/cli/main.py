@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from botgateway.config import MAX_WORKERS, Config, ConfigError, load_config, worker_problems, worker_warnings
+from botgateway.config import (
+    MAX_WORKERS,
+    Config,
+    ConfigError,
+    load_config,
+    staleness_warnings,
+    worker_problems,
+    worker_warnings,
+)
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -86,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     _feedback_parser(sub)
     _access_parser(sub)
     _schedules_parser(sub)
+    from botgateway.cli.web import add_web_parser
+
+    add_web_parser(sub)
     return parser
 
 
@@ -192,7 +203,8 @@ def _check_config(config: Config, source: str) -> int:
         return EXIT_FAILED
     from botgateway.access_warnings import access_warnings
 
-    for warning in [*access_warnings(config), *worker_warnings(config, config.gateway.workers)]:
+    warnings = [*access_warnings(config), *worker_warnings(config, config.gateway.workers), *staleness_warnings(config)]
+    for warning in warnings:
         print(f"{source}: warning: {warning}", file=sys.stderr)
     print("OK")
     return EXIT_OK
@@ -267,6 +279,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``botgateway`` console script."""
     args = build_parser().parse_args(argv)
+    if args.command == "web":  # needs no config: it only hashes a password
+        from botgateway.cli.web import hash_password_command
+
+        return hash_password_command(args)
     try:
         config = _load(args.config)
     except ConfigError as exc:

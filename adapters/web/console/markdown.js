@@ -1,0 +1,175 @@
+// Markdown to DOM, safely: the text is never parsed as HTML. Every piece becomes a text node or
+// one of a few elements built here (paragraphs, bold, italics, code spans and blocks, lists,
+// headings, quotes, simple tables, links). A link is kept only for http(s) addresses and opens
+// with rel="noopener noreferrer"; an image is shown as its alt text and never fetched.
+"use strict";
+
+const MD_INLINE = new RegExp([
+  "(`+)([\\s\\S]*?[^`])\\1(?!`)",              // 1,2: code span
+  "!\\[([^\\]]*)\\]\\(([^)\\s]*)[^)]*\\)",      // 3,4: image → its alt text
+  "\\[([^\\]]+)\\]\\(([^)\\s]+)[^)]*\\)",        // 5,6: link
+  "\\*\\*([\\s\\S]+?)\\*\\*",                   // 7: bold
+  "__([\\s\\S]+?)__",                           // 8: bold
+  "\\*([^*\\s][^*]*?)\\*",                      // 9: italics
+  "(?<![\\w])_([^_\\s][^_]*?)_(?![\\w])",       // 10: italics
+].join("|"), "g");
+
+function mdSafeUrl(url) {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+  } catch (e) {
+    return null;
+  }
+}
+
+/** Append the inline markdown `text` to `parent` as text nodes and whitelisted elements. */
+function mdInline(parent, text) {
+  let last = 0;
+  MD_INLINE.lastIndex = 0;
+  const matches = [...text.matchAll(MD_INLINE)];
+  for (const m of matches) {
+    if (m.index < last) continue;
+    if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
+    last = m.index + m[0].length;
+    if (m[2] !== undefined) {
+      const code = document.createElement("code");
+      code.textContent = m[2].trim() ? m[2].replace(/^ (.*) $/, "$1") : m[2];
+      parent.appendChild(code);
+    } else if (m[4] !== undefined) {
+      const alt = document.createElement("span");
+      alt.className = "md-image";
+      alt.textContent = m[3] ? "[" + m[3] + "]" : "[image]";
+      parent.appendChild(alt);
+    } else if (m[6] !== undefined) {
+      const href = mdSafeUrl(m[6]);
+      if (href) {
+        const a = document.createElement("a");
+        a.href = href;
+        a.rel = "noopener noreferrer";
+        a.target = "_blank";
+        mdInline(a, m[5]);
+        parent.appendChild(a);
+      } else {
+        mdInline(parent, m[5]);
+      }
+    } else if (m[7] !== undefined || m[8] !== undefined) {
+      const strong = document.createElement("strong");
+      mdInline(strong, m[7] !== undefined ? m[7] : m[8]);
+      parent.appendChild(strong);
+    } else {
+      const em = document.createElement("em");
+      mdInline(em, m[9] !== undefined ? m[9] : m[10]);
+      parent.appendChild(em);
+    }
+  }
+  if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+}
+
+function mdLines(parent, lines) {
+  lines.forEach((line, i) => {
+    if (i > 0) parent.appendChild(document.createElement("br"));
+    mdInline(parent, line);
+  });
+}
+
+function mdTableRow(line) {
+  let cells = line.trim();
+  if (cells.startsWith("|")) cells = cells.slice(1);
+  if (cells.endsWith("|")) cells = cells.slice(0, -1);
+  return cells.split("|").map((cell) => cell.trim());
+}
+
+const MD_FENCE = /^\s*(```|~~~)/;
+const MD_HEADING = /^(#{1,6})\s+(.*?)\s*#*\s*$/;
+const MD_BULLET = /^\s*[-*+]\s+(.*)$/;
+const MD_NUMBERED = /^\s*\d+[.)]\s+(.*)$/;
+const MD_QUOTE = /^\s*>\s?(.*)$/;
+const MD_TABLE_RULE = /^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/;
+
+/** The markdown `text` as a DOM fragment (see the file's comment for what is kept). */
+function renderMarkdown(text) {
+  const out = document.createDocumentFragment();
+  const lines = String(text || "").replace(/\r\n?/g, "\n").split("\n");
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    if (!line.trim()) { i++; continue; }
+    const fence = line.match(MD_FENCE);
+    if (fence) {
+      const body = [];
+      i++;
+      while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
+      i++;
+      const pre = document.createElement("pre");
+      const code = document.createElement("code");
+      code.textContent = body.join("\n");
+      pre.appendChild(code);
+      out.appendChild(pre);
+      continue;
+    }
+    const heading = line.match(MD_HEADING);
+    if (heading) {
+      const h = document.createElement("h" + heading[1].length);
+      mdInline(h, heading[2]);
+      out.appendChild(h);
+      i++;
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && MD_TABLE_RULE.test(lines[i + 1])) {
+      const table = document.createElement("table");
+      const head = table.createTHead().insertRow();
+      for (const cell of mdTableRow(line)) {
+        const th = document.createElement("th");
+        mdInline(th, cell);
+        head.appendChild(th);
+      }
+      const body = table.createTBody();
+      i += 2;
+      while (i < lines.length && lines[i].includes("|") && lines[i].trim()) {
+        const row = body.insertRow();
+        for (const cell of mdTableRow(lines[i++])) mdInline(row.insertCell(), cell);
+      }
+      const wrap = document.createElement("div");
+      wrap.className = "md-table";
+      wrap.appendChild(table);
+      out.appendChild(wrap);
+      continue;
+    }
+    const bullet = MD_BULLET.test(line), numbered = MD_NUMBERED.test(line);
+    if (bullet || numbered) {
+      const pattern = bullet ? MD_BULLET : MD_NUMBERED;
+      const list = document.createElement(bullet ? "ul" : "ol");
+      while (i < lines.length && pattern.test(lines[i])) {
+        const li = document.createElement("li");
+        const item = [lines[i].match(pattern)[1]];
+        i++;
+        // A continuation line (indented, not a new item) belongs to the item.
+        while (i < lines.length && /^\s{2,}\S/.test(lines[i]) && !MD_BULLET.test(lines[i]) && !MD_NUMBERED.test(lines[i])) {
+          item.push(lines[i++].trim());
+        }
+        mdLines(li, item);
+        list.appendChild(li);
+      }
+      out.appendChild(list);
+      continue;
+    }
+    if (MD_QUOTE.test(line)) {
+      const quoted = [];
+      while (i < lines.length && MD_QUOTE.test(lines[i])) quoted.push(lines[i++].match(MD_QUOTE)[1]);
+      const quote = document.createElement("blockquote");
+      quote.appendChild(renderMarkdown(quoted.join("\n")));
+      out.appendChild(quote);
+      continue;
+    }
+    const para = [];
+    while (i < lines.length && lines[i].trim() && !MD_FENCE.test(lines[i]) && !MD_HEADING.test(lines[i])
+           && !MD_BULLET.test(lines[i]) && !MD_NUMBERED.test(lines[i]) && !MD_QUOTE.test(lines[i])) {
+      para.push(lines[i++]);
+    }
+    const p = document.createElement("p");
+    mdLines(p, para);
+    out.appendChild(p);
+  }
+  return out;
+}

@@ -1,0 +1,98 @@
+"""The console's Audit, Usage and Feedback tables: the rows ``botgateway audit``, ``usage`` and ``feedback`` print.
+
+``GET /console/api/{audit,usage,feedback}`` with the same filters as the
+commands (``since``, ``user``, ``tool``, ``vote``, ``by``, ``limit``) answers
+``{"columns": [...], "rows": [...]}``, or with ``format=csv`` a CSV download
+with a header line. A filter that makes no sense is a 400 saying why.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from botgateway.report_rows import (
+    AUDIT_COLUMNS, FEEDBACK_COLUMNS, USAGE_COLUMNS, USAGE_GROUPS, audit_rows, feedback_rows, flat_row, parse_since,
+    usage_totals,
+)
+from botgateway.stores.base import Store
+
+__all__ = ["MAX_LIMIT", "BadFilter", "audit_report", "feedback_report", "report_response", "usage_report"]
+
+MAX_LIMIT = 100_000
+"""The most records one page may ask the Store for."""
+
+
+class BadFilter(ValueError):
+    """A query parameter that makes no sense; its message says what is accepted."""
+
+
+def _since(query: Mapping[str, str]) -> float | None:
+    text = query.get("since", "").strip()
+    if not text:
+        return None
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise BadFilter(f"since: {exc}") from None
+
+
+def _limit(query: Mapping[str, str], default: int) -> int:
+    text = query.get("limit", "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise BadFilter(f"limit: {text!r} is not a number of records from 1 to {MAX_LIMIT}")
+    return int(text)
+
+
+async def audit_report(store: Store, query: Mapping[str, str]) -> tuple[Sequence[str], list[dict[str, Any]]]:
+    """The audit rows matching ``query`` (``since``, ``user``, ``tool``, ``limit``), as ``botgateway audit``."""
+    since, limit = _since(query), _limit(query, 1000)
+    records = await store.audit_records(limit=limit)
+    rows = audit_rows(records, since=since, user=query.get("user", "").strip(), tool=query.get("tool", "").strip())
+    return AUDIT_COLUMNS, rows
+
+
+async def usage_report(store: Store, query: Mapping[str, str]) -> tuple[Sequence[str], list[dict[str, Any]]]:
+    """The usage totals matching ``query`` (``by``, ``since``, ``limit``), as ``botgateway usage``."""
+    by = query.get("by", "").strip() or "model"
+    if by not in USAGE_GROUPS:
+        raise BadFilter(f"by: {by!r} is none of {', '.join(USAGE_GROUPS)}")
+    since, limit = _since(query), _limit(query, MAX_LIMIT)
+    rows = await store.usage_rows(since=since, limit=limit)
+    return (by, *USAGE_COLUMNS), usage_totals(rows, by, since=since)
+
+
+async def feedback_report(store: Store, query: Mapping[str, str]) -> tuple[Sequence[str], list[dict[str, Any]]]:
+    """The votes matching ``query`` (``since``, ``vote``, ``limit``), as ``botgateway feedback``."""
+    vote = query.get("vote", "").strip()
+    if vote not in ("", "up", "down"):
+        raise BadFilter(f"vote: {vote!r} is neither up nor down")
+    since, limit = _since(query), _limit(query, 1000)
+    records = await store.feedback_records(since=since, limit=limit)
+    return FEEDBACK_COLUMNS, [flat_row(row) for row in feedback_rows(records, vote=vote)]
+
+
+def _csv(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows({key: "" if value is None else value for key, value in row.items()} for row in rows)
+    return out.getvalue()
+
+
+def report_response(name: str, columns: Sequence[str], rows: list[dict[str, Any]], fmt: str) -> web.Response:
+    """``rows`` as JSON, or with ``fmt == "csv"`` as a download named ``<name>-<UTC time>.csv``."""
+    if fmt == "csv":
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        return web.Response(
+            text=_csv(columns, rows), content_type="text/csv", charset="utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}-{stamp}.csv"'},
+        )
+    return web.json_response({"columns": list(columns), "rows": rows})

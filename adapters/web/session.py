@@ -1,0 +1,234 @@
+"""The web console's sessions: who logged in, kept server-side in the Store, found again by a cookie.
+
+A login with the admin password (``web.admin_password_hash``) opens a session
+for the principal ``web:admin``; a login with an API key (``web.api_keys``)
+opens one for that key's principal, ``api:<name>``: the access policy then
+treats the console's questions like the key's own (an access role lists
+``web:admin`` in its ``members`` to give the admin its tools). The cookie holds
+only a random id (``HttpOnly; SameSite=Strict``, ``Secure`` over https); the
+Store keeps the session under the id's SHA-256, so a copy of the Store opens no
+session. Each session has a CSRF token that every state-changing request (not
+GET, HEAD or OPTIONS) must echo in ``X-CSRF-Token``: a page of another site
+can neither read it nor send a custom header.
+
+Failed logins are counted per client address in the Store (shared by every
+replica); past :data:`MAX_FAILED_LOGINS` in :data:`FAILED_LOGIN_WINDOW_S` the
+next ones are refused unchecked until the window ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from aiohttp import web
+
+from botgateway.password_hash import verify_password
+from botgateway.principal import Principal
+
+__all__ = [
+    "ADMIN_PRINCIPAL", "CSRF_HEADER", "FAILED_LOGIN_WINDOW_S", "MAX_FAILED_LOGINS", "SAFE_METHODS", "SESSIONS",
+    "SESSION_COOKIE", "SESSION_TTL_S", "LoginOutcome", "SessionBook", "SessionStore", "WebSession", "csrf_ok",
+    "request_session", "session_principal",
+]
+
+SESSION_COOKIE = "botgateway_session"
+"""The cookie holding the session id."""
+
+CSRF_HEADER = "X-CSRF-Token"
+"""The header a state-changing request carries its session's CSRF token in."""
+
+ADMIN_PRINCIPAL = "web:admin"
+"""The principal of a session opened with the admin password."""
+
+SESSION_TTL_S = 8 * 3600.0
+"""How long a session lasts after its login (a working day); then the console asks to log in again."""
+
+MAX_FAILED_LOGINS = 10
+"""Failed logins from one address within :data:`FAILED_LOGIN_WINDOW_S` before the next ones are refused unchecked."""
+
+FAILED_LOGIN_WINDOW_S = 900.0
+"""The window failed logins are counted in (15 minutes)."""
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing, so need no CSRF token."""
+
+_KEY_PREFIX = "web:session:"
+_FAILURES_PREFIX = "web:login-failures:"
+
+LoginOutcome = Literal["ok", "bad_credentials", "throttled", "no_login"]
+"""``ok``; a wrong key or password; too many failures from this address; no login configured at all."""
+
+KeyCheck = Callable[[str], Principal | None]
+"""The API keys' check: the principal of a presented key, or None (:meth:`adapters.web.auth.ApiKeys.principal`)."""
+
+
+class SessionStore(Protocol):
+    """The part of the Store sessions live in (documents with a TTL, counters)."""
+
+    async def get_document(self, key: str) -> dict[str, Any] | None:
+        """The document under ``key``, or None when absent or expired."""
+        ...
+
+    async def put_document(self, key: str, data: Mapping[str, Any], ttl_s: float) -> None:
+        """Store ``data`` under ``key`` for ``ttl_s`` seconds."""
+        ...
+
+    async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
+        """Add ``amount`` to counter ``key`` (0 reads) and return its total."""
+        ...
+
+
+@dataclass(frozen=True)
+class WebSession:
+    """One logged-in browser."""
+
+    principal_id: str
+    """``web:admin`` or ``api:<key name>``."""
+    csrf: str
+    """The token state-changing requests must send in ``X-CSRF-Token``."""
+    expires_at: float
+    """Unix time the session ends."""
+
+    @property
+    def principal(self) -> Principal:
+        """Who the session acts as."""
+        platform, _, user = self.principal_id.partition(":")
+        return Principal.of(platform, user, name=user)
+
+    @property
+    def admin(self) -> bool:
+        """Whether it was opened with the admin password (the audit, usage, feedback and status pages need it)."""
+        return self.principal_id == ADMIN_PRINCIPAL
+
+
+def _store_key(session_id: str) -> str:
+    return _KEY_PREFIX + hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def _no_keys(presented: str) -> Principal | None:
+    return None
+
+
+class SessionBook:
+    """Logs browsers in and out, and finds their sessions again."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        admin_password_hash: str = "",
+        api_keys: KeyCheck = _no_keys,
+        any_keys: bool = False,
+        ttl_s: float = SESSION_TTL_S,
+        secure: bool | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``api_keys``: the API keys' check (``any_keys``: whether any key is configured); ``secure``: mark the
+        cookie ``Secure`` (None: when the request came over https, directly or as a proxy's ``X-Forwarded-Proto``
+        says)."""
+        self._store = store
+        self._admin_hash = admin_password_hash
+        self._keys = api_keys
+        self._any_keys = any_keys
+        self._ttl_s = ttl_s
+        self._secure = secure
+        self._clock = clock
+
+    @property
+    def can_login(self) -> bool:
+        """Whether any login is configured (an admin password or an API key)."""
+        return bool(self._admin_hash or self._any_keys)
+
+    def _check(self, key: str, password: str) -> str | None:
+        if password and self._admin_hash and verify_password(password, self._admin_hash):
+            return ADMIN_PRINCIPAL
+        principal = self._keys(key) if key else None
+        return principal.id if principal is not None else None
+
+    async def login(self, *, key: str = "", password: str = "", client: str = "") -> tuple[LoginOutcome, str, WebSession | None]:
+        """Check an API key or the admin password sent from ``client`` (its address); on success open a session.
+
+        Returns the outcome, the new session's id (for the cookie; empty on failure) and the session.
+        """
+        if not self.can_login:
+            return "no_login", "", None
+        failures = _FAILURES_PREFIX + client
+        if await self._store.add_to_counter(failures, 0, FAILED_LOGIN_WINDOW_S) >= MAX_FAILED_LOGINS:
+            return "throttled", "", None
+        principal_id = self._check(key, password)
+        if principal_id is None:
+            await self._store.add_to_counter(failures, 1, FAILED_LOGIN_WINDOW_S)
+            return "bad_credentials", "", None
+        session_id = secrets.token_urlsafe(32)
+        session = WebSession(principal_id=principal_id, csrf=secrets.token_urlsafe(32),
+                             expires_at=self._clock() + self._ttl_s)
+        document = {"principal": session.principal_id, "csrf": session.csrf, "expires_at": session.expires_at}
+        await self._store.put_document(_store_key(session_id), document, self._ttl_s)
+        return "ok", session_id, session
+
+    async def find(self, session_id: str) -> WebSession | None:
+        """The live session of ``session_id``, or None (unknown, logged out or expired)."""
+        if not session_id or len(session_id) > 128:
+            return None
+        data = await self._store.get_document(_store_key(session_id))
+        if not data or not data.get("principal"):
+            return None
+        session = WebSession(principal_id=str(data["principal"]), csrf=str(data.get("csrf", "")),
+                             expires_at=float(data.get("expires_at", 0.0)))
+        return session if session.expires_at > self._clock() and session.csrf else None
+
+    async def logout(self, session_id: str) -> None:
+        """End ``session_id`` (an empty document stands in its place for a moment, then expires)."""
+        await self._store.put_document(_store_key(session_id), {}, 1.0)
+
+    def secure(self, request: web.Request) -> bool:
+        """Whether the cookie is to be marked ``Secure`` for ``request``."""
+        if self._secure is not None:
+            return self._secure
+        forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+        return request.secure or forwarded == "https"
+
+    def set_cookie(self, response: web.StreamResponse, request: web.Request, session_id: str) -> None:
+        """Give the browser ``session_id``: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` over https."""
+        response.set_cookie(SESSION_COOKIE, session_id, max_age=int(self._ttl_s), path="/", httponly=True,
+                            samesite="Strict", secure=self.secure(request))
+
+    def clear_cookie(self, response: web.StreamResponse, request: web.Request) -> None:
+        """Make the browser forget its session cookie."""
+        response.del_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict", secure=self.secure(request))
+
+
+SESSIONS = web.AppKey("botgateway.web.sessions", SessionBook)
+"""Where the root application keeps its :class:`SessionBook` (set by :func:`~adapters.web.console_routes.mount_console`)."""
+
+
+async def request_session(request: web.Request) -> WebSession | None:
+    """The session of ``request``'s cookie, or None (no console mounted, no cookie, unknown or expired)."""
+    book = request.config_dict.get(SESSIONS)
+    session_id = request.cookies.get(SESSION_COOKIE, "")
+    if book is None or not session_id:
+        return None
+    return await book.find(session_id)
+
+
+def csrf_ok(request: web.Request, session: WebSession) -> bool:
+    """Whether ``request`` may act for ``session``: a safe method, or the session's CSRF token in the header."""
+    if request.method in SAFE_METHODS:
+        return True
+    sent = request.headers.get(CSRF_HEADER, "")
+    return bool(sent) and hmac.compare_digest(sent.encode(), session.csrf.encode())
+
+
+async def session_principal(request: web.Request) -> Principal | None:
+    """The principal of ``request``'s console session, or None: no session, or a state-changing request without
+    the session's CSRF token (the API's auth then answers 401). What the API's auth middleware calls."""
+    session = await request_session(request)
+    if session is None or not csrf_ok(request, session):
+        return None
+    return session.principal
