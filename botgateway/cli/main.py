@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from botgateway.config import MAX_WORKERS, Config, ConfigError, load_config, worker_problems, worker_warnings
+from botgateway.config import (
+    MAX_WORKERS,
+    Config,
+    ConfigError,
+    load_config,
+    staleness_warnings,
+    worker_problems,
+    worker_warnings,
+)
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -195,7 +203,8 @@ def _check_config(config: Config, source: str) -> int:
         return EXIT_FAILED
     from botgateway.access_warnings import access_warnings
 
-    for warning in [*access_warnings(config), *worker_warnings(config, config.gateway.workers)]:
+    warnings = [*access_warnings(config), *worker_warnings(config, config.gateway.workers), *staleness_warnings(config)]
+    for warning in warnings:
         print(f"{source}: warning: {warning}", file=sys.stderr)
     print("OK")
     return EXIT_OK

@@ -8,8 +8,9 @@ wrong types are rejected with the key's path and a hint; secrets are
 The package keeps one room per idea: the sections of the file (:mod:`.llm`,
 :mod:`.service`, :mod:`.card`, :mod:`.platforms`, :mod:`.toolset`, :mod:`.alerts`,
 :mod:`.schedules`, assembled in :mod:`.schema`), ``${VAR}`` substitution (:mod:`.env`), error lines
-(:mod:`.problems`), loading (:mod:`.loading`) and what can run as several worker
-processes (:mod:`.workers`). Import every name from here.
+(:mod:`.problems`), loading (:mod:`.loading`), what can run as several worker
+processes (:mod:`.workers`) and a card threshold no cache reaches (:mod:`.staleness`).
+Import every name from here.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from botgateway.config.schedules import ScheduleConfig
 from botgateway.config.schema import Config
 from botgateway.config.section import Section
 from botgateway.config.service import MAX_WORKERS, GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
+from botgateway.config.staleness import staleness_warnings
 from botgateway.config.toolset import CloudAccount, CloudProviderConfig, InventoryConfig, McpServerConfig, ToolsConfig
 from botgateway.config.workers import SLACK_SOCKET_CONNECTIONS, worker_problems, worker_warnings
 
@@ -81,6 +83,7 @@ __all__ = [
     "format_errors",
     "load_config",
     "parse_config",
+    "staleness_warnings",
     "substitute_env",
     "worker_problems",
     "worker_warnings",

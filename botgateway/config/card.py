@@ -46,8 +46,9 @@ class CardConfig(Section):
     sources: bool = True
     """List the sources the answer used in the footer ("sources: Alibaba Cloud prod/cn-hangzhou (40 s old) ·
     static inventory"), whether or not ``footer`` is on: provenance is part of the answer, not a statistic."""
-    stale_after_s: float = Field(300.0, ge=0)
-    """A tool line whose result came from a cache older than this says so ("cached 12 min ago")."""
+    stale_after_s: float = Field(30.0, ge=0)
+    """A tool line whose result came from a cache older than this says so ("cached 2 min ago"); below the tools'
+    ``cache_ttl_s`` (60 s by default), or no cached result is ever that old (``check-config`` warns)."""
     final_deadline_s: float = Field(30.0, gt=0)
     """How long the final update is retried before it is delivered as a new message."""
     late_close_s: float = Field(300.0, ge=0)

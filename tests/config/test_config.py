@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from botgateway.config import ConfigError, load_config, parse_config
+from botgateway.config import ConfigError, load_config, parse_config, staleness_warnings
 from tests.paths import REPO
 
 ROOT = REPO
@@ -288,6 +289,23 @@ def test_check_config_reports_missing_variables_and_files_plainly(tmp_path: Path
     missing = _cli("check-config", "-c", str(tmp_path / "nope.yaml"))
     assert missing.returncode != 0
     assert "not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_the_cached_note_shows_by_default_and_a_threshold_no_cache_reaches_is_warned_about(tmp_path: Path) -> None:
+    aws = {"aws": {"enabled": True, "accounts": [{"name": "prod", "regions": ["us-east-1"]}]}}
+    default = parse_config({"tools": aws}, env={})
+    # A cached result lives tools.aws.cache_ttl_s: the card's threshold is below it, so its tool line can say so.
+    assert default.card.stale_after_s < default.tools.aws.cache_ttl_s
+    assert staleness_warnings(default) == []
+    assert staleness_warnings(parse_config({"card": {"stale_after_s": 300}}, env={})) == []  # no cached provider
+
+    config = tmp_path / "stale.yaml"
+    config.write_text(yaml.safe_dump({"card": {"stale_after_s": 300}, "tools": aws}), encoding="utf-8")
+    result = _cli("check-config", "-c", str(config))
+    assert result.returncode == 0 and result.stdout.strip() == "OK", result.stderr
+    assert (f"{config}: warning: card: card.stale_after_s (300 s) is not below tools.aws.cache_ttl_s (60 s)"
+            in result.stderr)
+    assert "lower card.stale_after_s" in result.stderr
 
 
 def test_check_config_runs_the_tools_own_checks(tmp_path: Path) -> None:
