@@ -196,7 +196,7 @@ function chatRender(view, snap) {
     card.appendChild(pre);
   }
   for (const block of snap.blocks || []) {
-    if (block.call_id !== undefined || block.kind === "tool") {
+    if (block.type === "tool" || block.call_id !== undefined) {
       card.appendChild(chatToolLine(block));
     } else {
       const narration = document.createElement("div");
