@@ -10,7 +10,6 @@ here, so a record of an older release never prints a secret.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import sys
@@ -20,6 +19,8 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, TextIO
 
+from botgateway.cli import tables
+from botgateway.cli.tables import FORMATS
 from botgateway.config import Config
 from botgateway.principal import principal_id
 from botgateway.redaction import RedactSecrets, redact_text
@@ -32,9 +33,6 @@ COLUMNS = (
     "outcome", "duration_s", "approval", "turn_id", "turn_outcome", "question",
 )
 """The columns of every format, in order."""
-
-FORMATS = ("table", "jsonl", "csv")
-"""The output formats."""
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -131,30 +129,12 @@ def _call_outcome(record: AuditRecord, call: Mapping[str, Any]) -> str:
 
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
     """Print ``rows`` as a ``table``, ``jsonl`` (one object a line) or ``csv`` (with a header)."""
-    if fmt == "jsonl":
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    else:
-        _table(rows, out)
-
-
-def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{len(rows)} audit row(s)", show_lines=False)
     shown = ("time", "principal", "channel", "role", "tool", "arguments", "outcome", "duration_s", "approval")
-    for column in shown:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(str(row[column]) for column in shown))
-    # Piped into a file or a pager, 80 columns would fold every id; a terminal keeps its own width.
-    width = None if out.isatty() else 200
-    Console(file=out, soft_wrap=False, width=width).print(table)
+
+    def table(to: TextIO) -> None:
+        tables.print_table(to, f"{len(rows)} audit row(s)", shown, ([str(row[c]) for c in shown] for row in rows))
+
+    tables.write_rows(rows, COLUMNS, fmt, out, table=table)
 
 
 async def run_audit(

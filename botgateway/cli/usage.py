@@ -9,14 +9,14 @@ the others and counts the unpriced calls; a group with none priced has no cost.
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from botgateway.cli import tables
+from botgateway.cli.tables import FORMATS
 from botgateway.config import Config
 from botgateway.stores.base import UsageRow
 
@@ -24,9 +24,6 @@ __all__ = ["COLUMNS", "FORMATS", "GROUPS", "run_usage", "usage_totals", "write_t
 
 GROUPS = ("user", "channel", "model", "day")
 """What ``--by`` may group the calls by."""
-
-FORMATS = ("table", "jsonl", "csv")
-"""The output formats."""
 
 COLUMNS = (
     "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens", "total_tokens",
@@ -106,38 +103,23 @@ def usage_totals(rows: Iterable[UsageRow], by: str, *, since: float | None = Non
 
 def write_totals(totals: list[dict[str, Any]], by: str, fmt: str, out: TextIO) -> None:
     """Print ``totals`` as a ``table`` (with a total line), ``jsonl`` (one object a line) or ``csv`` (with a header)."""
-    if fmt == "jsonl":
-        for total in totals:
-            out.write(json.dumps(total, ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=(by, *COLUMNS), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({**total, "cost": "" if total["cost"] is None else total["cost"]} for total in totals)
-    else:
-        _table(totals, by, out)
 
+    def table(to: TextIO) -> None:
+        calls = sum(total["calls"] for total in totals)
+        grand = _grand_total(totals)
+        shown = (by, "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
+                 "total_tokens", "cost")
+        unpriced = grand["unpriced_calls"]
+        notes = [f"* {unpriced} call(s) had no price (their models are not under usage.prices): "
+                 "their tokens are counted, their cost is not."] if unpriced else []
+        tables.print_table(
+            to, f"Model usage by {by}: {calls} call(s)", shown,
+            ([_cell(total, column) for column in shown] for total in totals),
+            footer=["total", *(_cell(grand, column) for column in shown[1:])] if totals else None,
+            right=shown[1:], notes=notes,
+        )
 
-def _table(totals: list[dict[str, Any]], by: str, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    calls = sum(total["calls"] for total in totals)
-    table = Table(title=f"Model usage by {by}: {calls} call(s)", show_footer=bool(totals))
-    grand = _grand_total(totals)
-    shown = (by, "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cost")
-    for column in shown:
-        justify = "left" if column == by else "right"
-        table.add_column(column, footer=_cell(grand, column) if column != by else "total", justify=justify,
-                         overflow="fold")
-    for total in totals:
-        table.add_row(*(_cell(total, column) for column in shown))
-    width = None if out.isatty() else 200
-    console = Console(file=out, soft_wrap=False, width=width)
-    console.print(table)
-    unpriced = grand["unpriced_calls"]
-    if unpriced:
-        console.print(f"* {unpriced} call(s) had no price (their models are not under usage.prices): "
-                      "their tokens are counted, their cost is not.")
+    tables.write_rows(totals, (by, *COLUMNS), fmt, out, table=table)
 
 
 def _grand_total(totals: list[dict[str, Any]]) -> dict[str, Any]:
@@ -162,9 +144,11 @@ def _cell(total: dict[str, Any], column: str) -> str:
 
 
 async def run_usage(
-    config: Config, *, by: str, since: float | None, fmt: str, limit: int, out: TextIO | None = None
+    config: Config, *, by: str, since: float | None, fmt: str, limit: int, out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
-    """Read the newest ``limit`` usage rows of the configured store from ``since`` on, print their totals by ``by``."""
+    """Read the newest ``limit`` usage rows of the configured store from ``since`` on, print their totals by ``by``
+    (to ``out``; a warning to ``err`` when the limit cut the rows short)."""
     from botgateway.stores import open_store
 
     store = await open_store(config.memory)
@@ -172,5 +156,9 @@ async def run_usage(
         rows = await store.usage_rows(since=since, limit=limit)
     finally:
         await store.close()
+    if len(rows) >= limit:
+        # The totals would silently leave out every older call: say so where a script piping stdout still sees it.
+        print(f"warning: only the newest {limit} model calls were read (--limit {limit}); older ones are not in "
+              "these totals: raise --limit or narrow --since", file=err or sys.stderr)
     write_totals(usage_totals(rows, by, since=since), by, fmt, out or sys.stdout)
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from botgateway.cli.audit import audit_rows, parse_since
+from botgateway.cli.audit import audit_rows, parse_since, write_rows
 from botgateway.stores.base import AuditRecord
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import tool
@@ -152,3 +152,13 @@ def test_rows_of_an_older_record_name_the_principal_and_redact_again() -> None:
     [row] = audit_rows([record])
     assert row["principal"] == "slack:U9" and row["arguments"] == '{"password": "***"}'
     assert row["outcome"] == "failed: denied"
+
+
+def test_the_table_prints_brackets_as_they_are() -> None:
+    # Arguments, roles and outcomes written by others may look like rich markup: printed literally, never parsed.
+    record = AuditRecord("t1", "web", "c", "[/admin]", "q", "done", role="[bold]oncall", tool_calls=(
+        {"name": "grep", "arguments": {"pattern": "[/]"}, "ok": False, "summary": "[red]no match[/red]"},))
+    out = io.StringIO()
+    write_rows(audit_rows([record]), "table", out)
+    text = out.getvalue()
+    assert "[bold]oncall" in text and '"[/]"' in text and "[red]no match[/red]" in text

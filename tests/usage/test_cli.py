@@ -81,6 +81,19 @@ def test_the_table_has_a_total_and_flags_unpriced_calls() -> None:
     assert "* 1 call(s) had no price" in text and "usage.prices" in text
 
 
+def test_the_table_prints_brackets_as_they_are() -> None:
+    # A model or principal named like rich markup must neither crash the table nor vanish from it.
+    odd = [UsageRow(at=DAY1, principal="slack:[/bold]U0", model="[bold]local[/]", prompt_tokens=5, cost=None),
+           UsageRow(at=DAY1, principal="web:[red]x", model="m[/]", prompt_tokens=1, cost=0.1, currency="[USD]")]
+    for by in ("model", "user"):
+        out = io.StringIO()
+        write_totals(usage_totals(odd, by), by, "table", out)
+        text = out.getvalue()
+        for name in ("[bold]local[/]", "m[/]") if by == "model" else ("slack:[/bold]U0", "web:[red]x"):
+            assert name in text
+        assert "0.100000 [USD]" in text
+
+
 async def botgateway(*args: str, cwd: Path) -> tuple[int, str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = await asyncio.create_subprocess_exec(
@@ -112,3 +125,18 @@ async def test_the_command_reads_the_configured_store(tmp_path: Path) -> None:
     assert code == 2 and "invalid choice: 'team'" in err and "user" in err and "Traceback" not in err
     code, out, err = await botgateway("usage", "--since", "last week", cwd=tmp_path)
     assert code == 2 and "neither an age" in err and "Traceback" not in err
+
+
+async def test_a_limit_that_cuts_the_calls_short_is_warned_about(tmp_path: Path) -> None:
+    db = tmp_path / "gw.db"
+    store = SqliteStore(db)
+    await store.open()
+    await store.record_usage(ROWS)
+    await store.close()
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"memory": {"sqlite_path": str(db)}}))
+
+    code, out, err = await botgateway("usage", "--format", "jsonl", "--limit", "3", cwd=tmp_path)
+    assert code == 0 and sum(json.loads(line)["calls"] for line in out.splitlines()) == 3
+    assert "only the newest 3 model calls were read (--limit 3)" in err and "raise --limit" in err
+    code, out, err = await botgateway("usage", "--format", "jsonl", "--limit", "5", cwd=tmp_path)
+    assert code == 0 and err == "" and sum(json.loads(line)["calls"] for line in out.splitlines()) == 4
