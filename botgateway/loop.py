@@ -57,7 +57,7 @@ from botgateway.tool_round import ToolRoundResult, run_tool_round, unique_call_i
 from botgateway.tooling import DATA_NOT_INSTRUCTIONS, ToolContext, ToolRegistry
 from botgateway.turn_deadline import TurnDeadline, TurnTimedOut, turn_timeout_message
 
-__all__ = ["CLOSING_INSTRUCTION", "HistoryStore", "ToolLoop", "max_rounds_note", "system_prompt"]
+__all__ = ["CLOSING_INSTRUCTION", "REFRESH_NOTE", "HistoryStore", "ToolLoop", "max_rounds_note", "system_prompt"]
 
 log = structlog.get_logger(__name__)
 
@@ -67,14 +67,25 @@ CLOSING_INSTRUCTION = (
 )
 """Added to the system prompt of the last allowed round, whose tools are disabled."""
 
+REFRESH_NOTE = (
+    "The user asked to refresh: call the tools again for current data; do not reuse earlier tool results."
+)
+"""Added to the system prompt of every round of a refreshed turn (``ToolContext.fresh``): the history holds the
+earlier answer's tool results, which a model would otherwise happily repeat. The note is the turn's own: the
+system prompt is never stored in the history."""
 
-def system_prompt(configured: str, *, closing: bool = False) -> str:
-    """The system message of a round: the fixed data-not-instructions rule, ``llm.system_prompt``, the closing instruction.
+
+def system_prompt(configured: str, *, closing: bool = False, refresh: bool = False) -> str:
+    """The system message of a round: the fixed data-not-instructions rule, ``llm.system_prompt``, the refresh note
+    of a refreshed turn, the closing instruction.
 
     The rule comes first and is not configurable: tool results carry text written
     by others (inventory names, MCP output), and no configuration may drop that.
+    The note is in the one system message, not one of its own after the history:
+    some providers take a system message only at the start.
     """
-    parts = [DATA_NOT_INSTRUCTIONS, configured.strip(), CLOSING_INSTRUCTION if closing else ""]
+    parts = [DATA_NOT_INSTRUCTIONS, configured.strip(), REFRESH_NOTE if refresh else "",
+             CLOSING_INSTRUCTION if closing else ""]
     return "\n\n".join(part for part in parts if part)
 
 
@@ -111,6 +122,7 @@ class _Turn:
     specs: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     deadline: TurnDeadline
+    fresh: bool = False
     records: list[ToolCallRecord] = field(default_factory=list)
     used_ids: set[str] = field(default_factory=set)
     usage: Usage = field(default_factory=Usage)
@@ -222,7 +234,8 @@ class ToolLoop:
             yield history
             return
         user_message = {"role": "user", "content": user_text}
-        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(ctx), [user_message], deadline)
+        turn = _Turn(conversation_id, turn_id, started, history, self.tools.specs(ctx), [user_message], deadline,
+                     fresh=ctx.fresh)
         log.info("turn_started", history_messages=len(history), tools=len(turn.specs))
         gate = ApprovalGate(desk, turn_id=turn_id, ctx=ctx, timeout_s=self.approval_timeout_s, pause=deadline.paused)
 
@@ -316,7 +329,7 @@ class ToolLoop:
         """The model's streamed completion for ``round_no`` of ``turn``."""
         # The last allowed round still sees the tool definitions (history holds tool
         # calls, and some providers insist on matching definitions) but may not call them.
-        system = system_prompt(self.system_prompt, closing=self._closing(round_no, turn))
+        system = system_prompt(self.system_prompt, closing=self._closing(round_no, turn), refresh=turn.fresh)
         no_tools = round_no == self.max_rounds and bool(turn.specs)
         request = [{"role": "system", "content": system}, *turn.history, *turn.messages]
         return self.llm.stream(request, tools=turn.specs or None, tool_choice="none" if no_tools else None, round=round_no)

@@ -30,7 +30,7 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.llm import LLMClient
-from botgateway.loop import CLOSING_INSTRUCTION, ToolLoop, max_rounds_note, system_prompt
+from botgateway.loop import CLOSING_INSTRUCTION, REFRESH_NOTE, ToolLoop, max_rounds_note, system_prompt
 from botgateway.memory import Memory, estimate_tokens
 from botgateway.stores.base import StoredTurn
 from botgateway.stores.redis import RedisStore
@@ -130,6 +130,41 @@ async def test_second_turn_sees_first_turn(harness: Harness) -> None:
         {"role": "assistant", "content": "It is 10.0.0.1."},
         {"role": "user", "content": "sure?"},
     ]
+
+
+@tool
+def host_state(name: str) -> str:
+    """A host's state now.
+
+    Args:
+        name: Host name.
+    """
+    return f"{name} is up"
+
+
+async def test_a_refreshed_turn_tells_the_model_to_call_the_tools_again_in_every_round_and_only_then(
+    harness: Harness,
+) -> None:
+    harness.registry.add(host_state)
+    harness.server.enqueue(
+        Script.tool_calls([("c1", "host_state", {"name": "web-1"})]), Script.text("web-1 is up."),  # asked
+        Script.tool_calls([("c2", "host_state", {"name": "web-1"})]), Script.text("web-1 is still up."),  # refreshed
+        Script.text("Yes."),  # the next question
+    )
+    await harness.run("is web-1 up?")
+    fresh = ToolContext(user_id="U1", platform="cli", conversation_id="conv", fresh=True)
+    events = [event async for event in harness.loop().run_turn("conv", "is web-1 up?", fresh)]
+    assert isinstance(events[-1], TurnDone)
+    await harness.run("sure?")
+
+    systems = [request["messages"][0]["content"] for request in harness.server.requests]
+    assert REFRESH_NOTE not in systems[0] + systems[1] + systems[4]  # neither before the refresh nor after it
+    assert systems[2] == systems[3] == system_prompt(SYSTEM, refresh=True)
+    assert "call the tools again for current data; do not reuse earlier tool results" in systems[2]
+    # The note is the turn's own: it is not in the history, and no other message carries it.
+    for request in harness.server.requests:
+        assert sum(REFRESH_NOTE in str(message["content"]) for message in request["messages"]) <= 1
+    assert REFRESH_NOTE not in json.dumps(await harness.memory.history("conv"))
 
 
 async def test_empty_answer_fails_without_commit(harness: Harness) -> None:
