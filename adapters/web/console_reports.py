@@ -2,7 +2,8 @@
 
 ``GET /console/api/{audit,usage,feedback}`` with the same filters as the
 commands (``since``, ``user``, ``tool``, ``vote``, ``by``, ``limit``) answers
-``{"columns": [...], "rows": [...]}``, or with ``format=csv`` a CSV download
+``{"columns": [...], "rows": [...], "cut_at": <limit or null>}`` (``cut_at``: the
+limit left older records out, as ``botgateway usage`` warns), or with ``format=csv`` a CSV download
 with a header line. A filter that makes no sense is a 400 saying why.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from botgateway.report_rows import (
 )
 from botgateway.stores.base import Store
 
-__all__ = ["MAX_LIMIT", "BadFilter", "audit_report", "feedback_report", "report_response", "usage_report"]
+__all__ = ["MAX_LIMIT", "BadFilter", "Report", "audit_report", "feedback_report", "report_response", "usage_report"]
 
 MAX_LIMIT = 100_000
 """The most records one page may ask the Store for."""
@@ -30,6 +32,18 @@ MAX_LIMIT = 100_000
 
 class BadFilter(ValueError):
     """A query parameter that makes no sense; its message says what is accepted."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """One table of the console."""
+
+    columns: Sequence[str]
+    """The columns, in order."""
+    rows: list[dict[str, Any]]
+    """The rows, each a column → value mapping."""
+    cut_at: int | None = None
+    """The ``limit`` of records read when it cut them short (older ones are left out), else None."""
 
 
 def _since(query: Mapping[str, str]) -> float | None:
@@ -51,32 +65,37 @@ def _limit(query: Mapping[str, str], default: int) -> int:
     return int(text)
 
 
-async def audit_report(store: Store, query: Mapping[str, str]) -> tuple[Sequence[str], list[dict[str, Any]]]:
+def _cut(read: int, limit: int) -> int | None:
+    return limit if read >= limit else None
+
+
+async def audit_report(store: Store, query: Mapping[str, str]) -> Report:
     """The audit rows matching ``query`` (``since``, ``user``, ``tool``, ``limit``), as ``botgateway audit``."""
     since, limit = _since(query), _limit(query, 1000)
     records = await store.audit_records(limit=limit)
     rows = audit_rows(records, since=since, user=query.get("user", "").strip(), tool=query.get("tool", "").strip())
-    return AUDIT_COLUMNS, rows
+    return Report(AUDIT_COLUMNS, rows, _cut(len(records), limit))
 
 
-async def usage_report(store: Store, query: Mapping[str, str]) -> tuple[Sequence[str], list[dict[str, Any]]]:
+async def usage_report(store: Store, query: Mapping[str, str]) -> Report:
     """The usage totals matching ``query`` (``by``, ``since``, ``limit``), as ``botgateway usage``."""
     by = query.get("by", "").strip() or "model"
     if by not in USAGE_GROUPS:
         raise BadFilter(f"by: {by!r} is none of {', '.join(USAGE_GROUPS)}")
     since, limit = _since(query), _limit(query, MAX_LIMIT)
     rows = await store.usage_rows(since=since, limit=limit)
-    return (by, *USAGE_COLUMNS), usage_totals(rows, by, since=since)
+    return Report((by, *USAGE_COLUMNS), usage_totals(rows, by, since=since), _cut(len(rows), limit))
 
 
-async def feedback_report(store: Store, query: Mapping[str, str]) -> tuple[Sequence[str], list[dict[str, Any]]]:
+async def feedback_report(store: Store, query: Mapping[str, str]) -> Report:
     """The votes matching ``query`` (``since``, ``vote``, ``limit``), as ``botgateway feedback``."""
     vote = query.get("vote", "").strip()
     if vote not in ("", "up", "down"):
         raise BadFilter(f"vote: {vote!r} is neither up nor down")
     since, limit = _since(query), _limit(query, 1000)
     records = await store.feedback_records(since=since, limit=limit)
-    return FEEDBACK_COLUMNS, [flat_row(row) for row in feedback_rows(records, vote=vote)]
+    rows = [flat_row(row) for row in feedback_rows(records, vote=vote)]
+    return Report(FEEDBACK_COLUMNS, rows, _cut(len(records), limit))
 
 
 def _csv(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
@@ -87,12 +106,13 @@ def _csv(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-def report_response(name: str, columns: Sequence[str], rows: list[dict[str, Any]], fmt: str) -> web.Response:
-    """``rows`` as JSON, or with ``fmt == "csv"`` as a download named ``<name>-<UTC time>.csv``."""
+def report_response(name: str, report: Report, fmt: str) -> web.Response:
+    """``report`` as JSON, or with ``fmt == "csv"`` as a download named ``<name>-<UTC time>.csv``."""
+    columns, rows = report.columns, report.rows
     if fmt == "csv":
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         return web.Response(
             text=_csv(columns, rows), content_type="text/csv", charset="utf-8",
             headers={"Content-Disposition": f'attachment; filename="{name}-{stamp}.csv"'},
         )
-    return web.json_response({"columns": list(columns), "rows": rows})
+    return web.json_response({"columns": list(columns), "rows": rows, "cut_at": report.cut_at})

@@ -13,13 +13,15 @@ auth accepts the session (:func:`adapters.web.session.session_principal`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
 
-from adapters.web.console_reports import BadFilter, audit_report, feedback_report, report_response, usage_report
+from adapters.web.console_reports import (
+    BadFilter, Report, audit_report, feedback_report, report_response, usage_report,
+)
 from adapters.web.console_status import StatusParts, console_status
 from adapters.web.session import SESSION_COOKIE, SESSIONS, SessionBook, WebSession, csrf_ok, request_session
 from botgateway.stores.base import Store
@@ -51,7 +53,7 @@ _HEADERS = {
 }
 """Sent with every console file: the pages load only their own files, are never framed, leak no referrer."""
 
-_REPORTS: dict[str, Callable[[Store, Any], Awaitable[tuple[Sequence[str], list[dict[str, Any]]]]]] = {
+_REPORTS: dict[str, Callable[[Store, Any], Awaitable[Report]]] = {
     "audit": audit_report,
     "usage": usage_report,
     "feedback": feedback_report,
@@ -150,10 +152,10 @@ class _Console:
         if build is None:
             return _error(404, "not found")
         try:
-            columns, rows = await build(self._status.store, request.query)
+            report = await build(self._status.store, request.query)
         except BadFilter as exc:
             return _error(400, str(exc), "filter")
-        return report_response(name, columns, rows, request.query.get("format", "json"))
+        return report_response(name, report, request.query.get("format", "json"))
 
     async def status(self, request: web.Request) -> web.StreamResponse:
         refused = await self._admin(request)

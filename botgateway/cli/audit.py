@@ -10,33 +10,19 @@ here, so a record of an older release never prints a secret.
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
-import time
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
-from fnmatch import fnmatchcase
 from typing import Any, TextIO
 
 from botgateway.cli import tables
 from botgateway.cli.tables import FORMATS
 from botgateway.config import Config
-from botgateway.principal import principal_id
-from botgateway.redaction import RedactSecrets, redact_text
-from botgateway.stores.base import AuditRecord
+from botgateway.report_rows import AUDIT_COLUMNS, audit_rows
+from botgateway.report_rows import parse_since as _parse_since
 
 __all__ = ["COLUMNS", "FORMATS", "audit_rows", "parse_count", "parse_since", "run_audit", "write_rows"]
 
-COLUMNS = (
-    "time", "platform", "team", "channel", "principal", "role", "tool", "arguments",
-    "outcome", "duration_s", "approval", "turn_id", "turn_outcome", "question",
-)
-"""The columns of every format, in order."""
-
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_REDACT = RedactSecrets()
+COLUMNS = AUDIT_COLUMNS
+"""The columns of every format, in order (the rows are the core's: :mod:`botgateway.report_rows.audit`)."""
 
 
 def parse_since(text: str, now: float | None = None) -> float:
@@ -44,19 +30,10 @@ def parse_since(text: str, now: float | None = None) -> float:
 
     Raises ``argparse.ArgumentTypeError`` with what is accepted, so the parser prints it as a usage error.
     """
-    now = time.time() if now is None else now
-    age = _AGE.match(text)
-    if age:
-        return now - float(age.group(1)) * _UNIT_S[age.group(2).lower()]
     try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither an age (30m, 1h, 2d, 1w) nor an ISO date or time (2026-11-30, 2026-11-30T08:00)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return _parse_since(text, now)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_count(text: str) -> int:
@@ -68,63 +45,6 @@ def parse_count(text: str) -> int:
     if count < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of records (a whole number of at least 1)")
     return count
-
-
-def audit_rows(
-    records: Iterable[AuditRecord], *, since: float | None = None, user: str = "", tool: str = ""
-) -> list[dict[str, Any]]:
-    """The rows of ``records``: one per tool call, or one per record without calls; filtered.
-
-    ``user`` matches the principal (``slack:U0123``) or the platform's user id;
-    ``tool`` is a name or a glob (``k8s__*``); ``since`` keeps rows from that Unix time on.
-    """
-    rows: list[dict[str, Any]] = []
-    for record in records:
-        principal = record.principal or principal_id(record.platform, record.user_id)
-        if user and user not in (principal, record.user_id):
-            continue
-        calls: list[Mapping[str, Any]] = list(record.tool_calls) or [{}]
-        for call in calls:
-            name = str(call.get("name", ""))
-            if tool and not fnmatchcase(name, tool):
-                continue
-            at = float(call.get("started_at") or record.started_at)
-            if since is not None and at < since:
-                continue
-            rows.append(_row(record, principal, call, at))
-    return rows
-
-
-def _row(record: AuditRecord, principal: str, call: Mapping[str, Any], at: float) -> dict[str, Any]:
-    arguments = _REDACT.redact(dict(call.get("arguments") or {})) if call else {}
-    return {
-        "time": datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "platform": record.platform,
-        "team": record.team,
-        "channel": record.channel,
-        "principal": principal,
-        "role": record.role,
-        "tool": str(call.get("name", "")),
-        "arguments": json.dumps(arguments, ensure_ascii=False, sort_keys=True) if call else "",
-        "outcome": _call_outcome(record, call),
-        "duration_s": call.get("duration_s", "") if call else record.duration_s,
-        "approval": str(call.get("approval", "")),
-        "turn_id": record.turn_id,
-        "turn_outcome": record.outcome,
-        "question": redact_text(record.question),
-    }
-
-
-def _call_outcome(record: AuditRecord, call: Mapping[str, Any]) -> str:
-    if not call:
-        return record.outcome
-    ok = call.get("ok")
-    if ok is True:
-        return "ok"
-    if ok is False:
-        summary = str(call.get("summary", ""))
-        return f"failed: {summary}" if summary else "failed"
-    return "unfinished"  # started, never ended: the turn was stopped or its process killed
 
 
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:

@@ -228,6 +228,9 @@ async def test_usage_and_feedback_tables_group_and_filter_as_the_cli_does(consol
         assert body["columns"][0] == "user"
         assert [(row["user"], row["total_tokens"], row["unpriced_calls"]) for row in body["rows"]] == [
             ("api:ci", 120, 0), ("web:admin", 55, 1)]
+        assert body["cut_at"] is None
+        async with http.get(f"{console.url}/console/api/usage", params={"by": "user", "limit": "1"}) as response:
+            assert (await response.json())["cut_at"] == 1  # older calls were left out: the page says so
         async with http.get(f"{console.url}/console/api/usage", params={"by": "planet"}) as response:
             assert response.status == 400
         async with http.get(f"{console.url}/console/api/feedback", params={"vote": "down"}) as response:

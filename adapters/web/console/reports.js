@@ -80,7 +80,8 @@ async function reportLoad(page) {
   }
   bgError("");
   const data = await response.json();
-  summary.textContent = data.rows.length ? t("rows", { n: data.rows.length }) : t("no_rows");
+  summary.textContent = (data.rows.length ? t("rows", { n: data.rows.length }) : t("no_rows"))
+    + (data.cut_at ? " " + t("cut_at", { n: data.cut_at }) : "");
   const head = document.createElement("thead");
   const headRow = head.insertRow();
   for (const column of data.columns) {
