@@ -51,7 +51,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 ADAPTER_ORDER = ("terminal", "slack", "dingtalk")
-"""The adapters ``run`` knows, in start order."""
+"""The chat adapters ``run`` knows, in start order (the web adapter follows them when the HTTP server serves it)."""
 
 REDIS_RECOVERY_GRACE_S = 600.0
 """With a shared Redis store, an ownerless card (recorded without an instance id) younger than this may be another replica's."""
@@ -66,7 +66,12 @@ def enabled_adapters(config: Config) -> list[tuple[str, Any]]:
     """``(name, adapter config)`` of every enabled adapter, in start order."""
     # ``active``: ``enabled: auto`` starts an adapter only when its credentials are set.
     adapters = [(name, getattr(config.adapters, name)) for name in ADAPTER_ORDER]
-    return [(name, adapter_config) for name, adapter_config in adapters if adapter_config.active]
+    enabled: list[tuple[str, Any]] = [(name, adapter_config) for name, adapter_config in adapters if adapter_config.active]
+    from botgateway.config.web import web_served
+
+    if web_served(config):  # the HTTP API: on the gateway's HTTP server, when it runs
+        enabled.append(("web", config.web))
+    return enabled
 
 
 def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
@@ -90,6 +95,8 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
         dingtalk = DingTalkAdapter(adapter_config, gateway=runtime.gateway, reuse_port=reuse_port)
         attach_group_resolver(dingtalk, runtime.config)
         return dingtalk
+    if name == "web" and runtime.web is not None:
+        return runtime.web  # built with the HTTP server, its routes mounted before the server started
     raise ValueError(f"unknown adapter {name!r}")
 
 
@@ -169,10 +176,10 @@ def _take_moved(runtime: Runtime, adapters: list[Adapter]) -> None:
 
     gateway = runtime.gateway
     # The policy each adapter gives its own questions: build_adapter leaves them their config section's.
-    # Not the terminal: its asker sits at one process's terminal.
+    # Not the terminal nor the web: the asker sits at one process's terminal, or reads this process's stream.
     routes: dict[str, tuple[CardSink, BufferPolicy]] = {
         platform: (sink, BufferPolicy.from_config(getattr(runtime.config.adapters, platform).policy))
-        for platform, sink in _sinks(adapters).items() if platform != "terminal"
+        for platform, sink in _sinks(adapters).items() if platform not in ("terminal", "web")
     }
 
     async def take(moved: MovedQuestion) -> None:

@@ -100,6 +100,9 @@ class Runtime:
     them once its adapters are up. None with SQLite (one process)."""
     late: LateParts = field(default_factory=lambda: LateParts())
     """The alert desk and the schedules, which ``run`` starts once its adapters are up."""
+    web: Any = None
+    """The web adapter (:class:`adapters.web.WebAdapter`: the HTTP API), its routes mounted on :attr:`http`, when
+    ``web.enabled`` and the HTTP server runs; ``run`` starts it with the other adapters."""
 
 
 @asynccontextmanager
@@ -137,7 +140,12 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
         stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         late = LateParts()
         http, readiness = _http(stack, config, store, telemetry, late, reuse_port=worker_index is not None)
+        web = _web(config, http, store, registry, memory)
         budget = _budget(stack, config, claim.instance_id)  # closed after the gateway: its cards release theirs
+        if web is not None and http is not None:  # the console beside the API, its sessions found by the API's auth
+            from botgateway.cli.web_console import mount_web_console
+
+            mount_web_console(config, http, store, readiness=readiness, budget=budget, instance_id=claim.instance_id)
         gateway = Gateway(
             instance_id=claim.instance_id,
             loop=loop,
@@ -169,6 +177,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             worker_index=worker_index,
             handoff=fleet.handoff if fleet is not None else None,
             late=late,
+            web=web,
         )
 
 
@@ -329,3 +338,16 @@ def _http(
 
         server.add_routes(alert_routes(config.alerts, lambda: late.alert_desk))
     return server, readiness
+
+
+def _web(config: Config, http: HttpServer | None, store: Store, registry: ToolRegistry, memory: Memory) -> Any:
+    """The web adapter with the API mounted on the HTTP server, when ``web.enabled`` and the server runs."""
+    from botgateway.config.web import web_served
+
+    if http is None or not web_served(config):
+        return None
+    from adapters.web import WebAdapter
+
+    web = WebAdapter(config, store=store, tools=registry, clear=memory.clear)
+    web.mount(http.app)
+    return web

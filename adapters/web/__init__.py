@@ -1,0 +1,17 @@
+"""The web front door: the HTTP API (``/v1/…``, Server-Sent Events and an OpenAI-compatible endpoint) and the console.
+
+:mod:`.adapter` is the adapter ``run`` starts; :mod:`.app` the ``/v1``
+sub-application; :mod:`.routes` and :mod:`.openai_compat` its handlers;
+:mod:`.front` what they share (the question as the gateway takes it, the
+caller's grant, each turn's owner); :mod:`.follow` and :mod:`.tap` one turn's
+events streamed to one client; :mod:`.sink` the cards (each turn's newest
+snapshot); :mod:`.auth`, :mod:`.cors`, :mod:`.body` and :mod:`.sse` the HTTP
+details; :mod:`.session` the console's login, as the API asks it.
+"""
+
+from __future__ import annotations
+
+from adapters.web.adapter import WebAdapter
+from adapters.web.sink import PLATFORM, WebSink
+
+__all__ = ["PLATFORM", "WebAdapter", "WebSink"]

@@ -1,0 +1,48 @@
+"""The ``/v1`` sub-application: CORS, authentication and plain JSON errors around the API's routes."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from adapters.web.auth import ApiKeys, SessionCheck, auth_middleware
+from adapters.web.body import BadRequest
+from adapters.web.cors import cors_middleware
+from adapters.web.front import WebFront
+from adapters.web.openai_compat import chat_completions_route
+from adapters.web.routes import api_routes
+
+__all__ = ["API_PREFIX", "api_app"]
+
+API_PREFIX = "/v1"
+"""Where the API is mounted on the gateway's HTTP server."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _bad_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A :class:`BadRequest` raised by a handler, answered as JSON with its status and reason."""
+    try:
+        return await handler(request)
+    except BadRequest as exc:
+        return web.json_response({"error": exc.message}, status=exc.status)
+
+
+async def _preflight(request: web.Request) -> web.Response:
+    """An ``OPTIONS`` that is no CORS preflight of an allowed origin (those are answered by the CORS middleware)."""
+    return web.Response(status=204, headers={"Allow": "GET, POST, DELETE, OPTIONS"})
+
+
+def api_app(front: WebFront, session: SessionCheck) -> web.Application:
+    """The API as an aiohttp sub-application, to mount at :data:`API_PREFIX`."""
+    web_config = front.config.web
+    app = web.Application(middlewares=[
+        cors_middleware(web_config.cors_origins), _bad_requests, auth_middleware(ApiKeys(web_config.api_keys), session),
+    ])
+    routes = [*api_routes(front), chat_completions_route(front)]
+    app.add_routes(routes)
+    paths = sorted({route.path for route in routes})
+    app.add_routes([web.options(path, _preflight) for path in paths])
+    return app

@@ -1,0 +1,65 @@
+"""CORS for the API: off unless ``web.cors_origins`` names the browser origins that may call it.
+
+A request from a listed origin gets ``Access-Control-Allow-Origin`` (that
+origin, never a wildcard with credentials) and a preflight (``OPTIONS`` with
+``Access-Control-Request-Method``) is answered here, before authentication,
+as browsers send it without credentials. Any other origin gets no CORS header,
+so its pages cannot read the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from aiohttp import web
+
+__all__ = ["cors_headers", "cors_middleware"]
+
+_REQUEST_ORIGIN = "botgateway.cors_origin"
+"""Where the middleware notes an allowed origin, for a stream that sends its headers itself."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_ALLOW_HEADERS = "Authorization, Content-Type, X-Conversation"
+_ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
+_MAX_AGE_S = "600"
+
+
+def cors_middleware(origins: Sequence[str]) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """A middleware adding CORS headers for ``origins`` (``*``: any origin) and answering their preflights."""
+    allowed = frozenset(origins)
+
+    def allows(origin: str) -> bool:
+        return bool(origin) and ("*" in allowed or origin in allowed)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        origin = request.headers.get("Origin", "")
+        if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+            if not allows(origin):
+                return web.json_response({"error": "this origin may not call the API (web.cors_origins)"}, status=403)
+            return web.Response(status=204, headers={
+                "Access-Control-Allow-Origin": origin, "Access-Control-Allow-Methods": _ALLOW_METHODS,
+                "Access-Control-Allow-Headers": _ALLOW_HEADERS, "Access-Control-Max-Age": _MAX_AGE_S, "Vary": "Origin",
+            })
+        if not allows(origin):
+            return await handler(request)
+        request[_REQUEST_ORIGIN] = origin
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            exc.headers["Access-Control-Allow-Origin"] = origin
+            exc.headers["Vary"] = "Origin"
+            raise
+        if not response.prepared:  # a stream already sent its headers (they were added before it started)
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"
+        return response
+
+    return middleware
+
+
+def cors_headers(request: web.Request) -> dict[str, str]:
+    """The CORS headers a streamed response of ``request`` must send (none unless its origin is allowed)."""
+    origin = request.get(_REQUEST_ORIGIN)
+    return {"Access-Control-Allow-Origin": origin, "Vary": "Origin"} if isinstance(origin, str) else {}

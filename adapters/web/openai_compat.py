@@ -1,0 +1,189 @@
+"""``POST /v1/chat/completions``: the assistant as an OpenAI-compatible "model", streamed or not.
+
+The last ``user`` message is the question; earlier messages are not sent on
+(the conversation's own history is the context). The conversation is the
+request's ``user`` field, else the ``X-Conversation`` header, else a new one
+per call. Tool progress and the model's thought go out as ``reasoning_content``
+(as DeepSeek streams its reasoning), so plain clients show only the text;
+text the model writes before calling tools is content too. Usage comes in a
+last chunk with ``stream_options.include_usage``. A failed turn is an
+``error`` object (in the stream, or as a 4xx/5xx answer); closing the
+connection stops the turn, as "stop" does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from adapters.web.auth import principal_of
+from adapters.web.body import BadRequest, read_json, text_field
+from adapters.web.cors import cors_headers
+from adapters.web.follow import ClientGone, follow
+from adapters.web.front import WebFront
+from adapters.web.routes import locale_of, note_final
+from adapters.web.tap import EventTap
+from botgateway.events import (
+    AnswerDelta,
+    ThoughtDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnDone,
+    TurnEvent,
+    TurnFailed,
+    Usage,
+)
+
+__all__ = ["chat_completions_route", "progress_text"]
+
+_STATUS = {"refused": 403, "usage": 400, "timeout": 504, "cancelled": 409}
+"""The HTTP status of a failed non-streamed completion, by failure reason (else 502: the model failed)."""
+
+
+def progress_text(event: TurnEvent) -> str:
+    """What ``event`` adds to ``reasoning_content``: the thought, and a line per tool call started and finished."""
+    if isinstance(event, ThoughtDelta):
+        return event.text
+    if isinstance(event, ToolCallStarted):
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in event.arguments.items())
+        return f"\n→ {event.name}({args})\n"
+    if isinstance(event, ToolCallFinished):
+        mark = "✓" if event.ok else "✗"
+        return f"{mark} {event.name}: {event.summary} ({event.duration_s:.1f} s)\n"
+    return ""
+
+
+def _question(data: dict[str, Any]) -> str:
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list of {role, content} objects")
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return _content_text(message.get("content"))
+    raise BadRequest("'messages' has no message with role 'user'; the last one is the question")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str) and content.strip():
+        return content
+    if isinstance(content, list):  # content parts: only the text ones are read
+        text = "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+        if text.strip():
+            return text
+    raise BadRequest("the last user message has no text content")
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens}
+
+
+def _error(final: TurnFailed) -> dict[str, Any]:
+    return {"error": {"message": final.message, "type": final.reason, "code": final.reason}}
+
+
+def chat_completions_route(front: WebFront) -> web.RouteDef:
+    """The route (relative to the ``/v1`` sub-application)."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        principal = principal_of(request)
+        data = await read_json(request, front.config.web.max_body_bytes)
+        question = _question(data)
+        conversation = (text_field(data, "user") or request.headers.get("X-Conversation", "")
+                        or front.new_conversation())
+        front.checked_conversation(conversation)
+        model = text_field(data, "model") or "botgateway"
+        options = data.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        msg = front.message(principal, question, conversation, locale_of(request))
+        tap = EventTap(front.config.web.max_pending_events)
+        submission = await front.ask(msg, tap)
+        completion = _Completion(f"chatcmpl-{submission.turn_id or front.new_conversation()}", model)
+        if data.get("stream") is True:
+            return await completion.stream(request, front, msg, submission, tap, include_usage)
+        return await completion.whole(request, front, msg, submission, tap)
+
+    return web.post("/chat/completions", handler)
+
+
+class _Completion:
+    """One completion's answer, in either form."""
+
+    def __init__(self, completion_id: str, model: str) -> None:
+        self.id = completion_id
+        self.model = model
+        self.created = int(time.time())
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    async def whole(self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap) -> web.Response:
+        reasoning: list[str] = []
+
+        async def write(event: TurnEvent, t: float) -> None:
+            reasoning.append(progress_text(event))
+
+        if submission.status in ("started", "queued"):
+            try:
+                final = await follow(front.stop, msg, submission, tap, request, write)
+            except ClientGone:
+                return web.Response(status=499)  # nobody reads it
+        else:
+            final = await note_final(submission)
+        if isinstance(final, TurnFailed):
+            return web.json_response(_error(final), status=_STATUS.get(final.reason, 502))
+        message = {"role": "assistant", "content": final.result.answer}
+        if "".join(reasoning).strip():
+            message["reasoning_content"] = "".join(reasoning).strip()
+        return web.json_response({
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": _usage(final.result.usage),
+        })
+
+    async def stream(self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap,
+                     include_usage: bool) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                               "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                                               **cors_headers(request)})
+        await response.prepare(request)
+
+        async def send(data: dict[str, Any] | str) -> None:
+            text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+            await response.write(f"data: {text}\n\n".encode())
+
+        async def write(event: TurnEvent, t: float) -> None:
+            if isinstance(event, AnswerDelta) and event.text:
+                await send(self.chunk({"content": event.text}))
+            elif isinstance(event, TurnDone | TurnFailed):
+                return  # the ending is sent below, once
+            elif text := progress_text(event):
+                await send(self.chunk({"reasoning_content": text}))
+
+        try:
+            await send(self.chunk({"role": "assistant", "content": ""}))
+            if submission.status in ("started", "queued"):
+                try:
+                    final = await follow(front.stop, msg, submission, tap, request, write)
+                except ClientGone:
+                    return response
+            else:
+                final = await note_final(submission)
+                if isinstance(final, TurnDone):
+                    await send(self.chunk({"content": final.result.answer}))
+            if isinstance(final, TurnFailed):
+                await send(_error(final))
+            else:
+                await send(self.chunk({}, "stop"))
+                if include_usage:
+                    await send({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                                "model": self.model, "choices": [], "usage": _usage(final.result.usage)})
+            await send("[DONE]")
+            await response.write_eof()
+        except ConnectionError:
+            pass
+        return response

@@ -1,0 +1,221 @@
+"""The API's routes under ``/v1``: ask (SSE), look up, stop, clear, list tools, watch a card, approve.
+
+``POST /v1/turns`` streams the turn as Server-Sent Events: first ``turn``
+(``{"turn_id", "conversation", "status", "position"}``), then each of the
+core's events as ``botgateway ask --json`` prints it (``event:`` its kind,
+``data:`` its JSON with ``t``), and last ``done`` (the ``turn_done`` event,
+its ``result`` the turn's result) or ``error`` (a ``turn_failed`` event: a
+failure, a stop, a refusal). Closing the connection stops the turn, as "stop"
+does. A turn may be looked up, stopped and watched by its asker and by admins
+(``gateway.admins`` or a role named ``admin``); anyone else gets 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from adapters.web.auth import principal_of
+from adapters.web.body import BadRequest, read_json, text_field
+from adapters.web.follow import ClientGone, follow
+from adapters.web.front import TurnOwner, WebFront
+from adapters.web.sink import CardBoard
+from adapters.web.snapshots import snapshot_to_dict
+from adapters.web.sse import SseStream, gone
+from adapters.web.tap import EventTap
+from botgateway.events import TurnDone, TurnEvent, TurnFailed, TurnResult, event_to_dict
+from botgateway.messages import Submission
+from botgateway.principal import Principal
+from botgateway.stores.base import UNFINISHED, AuditRecord
+
+__all__ = ["api_routes", "locale_of", "sse_name"]
+
+
+def locale_of(request: web.Request) -> str:
+    """``zh-CN`` when the client prefers Chinese (``Accept-Language``), else ``en``."""
+    return "zh-CN" if request.headers.get("Accept-Language", "").lower().startswith("zh") else "en"
+
+
+def sse_name(event: TurnEvent) -> str:
+    """The SSE event name of ``event``: ``done`` and ``error`` for the last ones, else its kind."""
+    if isinstance(event, TurnDone):
+        return "done"
+    if isinstance(event, TurnFailed):
+        return "error"
+    return event.kind
+
+
+def api_routes(front: WebFront) -> list[web.RouteDef]:
+    """The ``/v1`` routes (paths relative to the sub-application mounted at ``/v1``)."""
+    routes = _Routes(front)
+    return [
+        web.post("/turns", routes.ask),
+        web.get("/turns/{turn_id}", routes.result),
+        web.post("/turns/{turn_id}/stop", routes.stop),
+        web.get("/turns/{turn_id}/card", routes.card),
+        web.delete("/conversations/{conversation}", routes.clear),
+        web.get("/tools", routes.tools),
+        web.post("/approvals/{code}", routes.approve),
+    ]
+
+
+async def note_final(submission: Submission) -> TurnDone | TurnFailed:
+    """How a question answered without a turn ended: a refusal as ``error``, a note (``/whoami``, a clear) as done."""
+    text = submission.message
+    if not text and submission.done is not None:
+        outcome = await submission.done
+        snapshot = outcome.snapshot
+        text = outcome.answer or (snapshot.answer or snapshot.error if snapshot is not None else "")
+    if submission.status == "refused":
+        return TurnFailed(reason="refused", message=text or "the question was refused")
+    return TurnDone(result=TurnResult(answer=text, rounds=0))
+
+
+class _Routes:
+    """The handlers, over one :class:`WebFront`."""
+
+    def __init__(self, front: WebFront) -> None:
+        self._front = front
+
+    async def ask(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/turns`` ``{"question", "conversation"?}``: the turn as SSE."""
+        front, principal = self._front, principal_of(request)
+        data = await read_json(request, front.config.web.max_body_bytes)
+        question = text_field(data, "question", required=True, max_chars=front.config.web.max_body_bytes)
+        conversation = front.checked_conversation(text_field(data, "conversation") or front.new_conversation())
+        msg = front.message(principal, question, conversation, locale_of(request))
+        tap = EventTap(front.config.web.max_pending_events)
+        submission = await front.ask(msg, tap)
+        stream = await SseStream.open(request)
+        try:
+            await stream.send("turn", {"turn_id": submission.turn_id, "conversation": conversation,
+                                       "status": submission.status, "position": submission.position})
+            if submission.status not in ("started", "queued"):
+                final = await note_final(submission)
+                await stream.send(sse_name(final), event_to_dict(final))
+                return stream.response
+
+            async def write(event: TurnEvent, t: float) -> None:
+                await stream.send(sse_name(event), {**event_to_dict(event), "t": t})
+
+            try:
+                await follow(front.stop, msg, submission, tap, request, write)
+            except ClientGone:
+                return stream.response
+        except ConnectionError:
+            return stream.response
+        await stream.close()
+        return stream.response
+
+    async def result(self, request: web.Request) -> web.Response:
+        """``GET /v1/turns/{id}``: a finished turn's result, from its audit record."""
+        turn_id, owner = await self._owned(request)
+        record = await self._front.record(turn_id, owner)
+        if record is None or record.outcome == UNFINISHED:
+            return web.json_response({"turn_id": turn_id, "conversation": owner.conversation, "status": "running"},
+                                     status=202)
+        return web.json_response(_record_json(record, owner))
+
+    async def stop(self, request: web.Request) -> web.Response:
+        """``POST /v1/turns/{id}/stop``: stop a running or queued turn, as "stop" does."""
+        turn_id, owner = await self._owned(request)
+        answer = await self._front.stop(turn_id, owner.principal)  # an admin stops it as its asker would
+        status = {"stopped": 200, "already_done": 409, "unreachable": 503}.get(answer, 403)
+        return web.json_response({"turn_id": turn_id, "stop": answer}, status=status)
+
+    async def card(self, request: web.Request) -> web.StreamResponse:
+        """``GET /v1/turns/{id}/card``: the turn's card as SSE ``snapshot`` messages, until it is final."""
+        turn_id, _owner = await self._owned(request)
+        board = self._front.sink.board(turn_id)
+        if board is None:
+            raise BadRequest("this turn's card is not kept here (finished long ago, or asked in another process)", 404)
+        stream = await SseStream.open(request)
+        try:
+            await _watch(stream, board, turn_id, request)
+        except ConnectionError:
+            return stream.response
+        await stream.close()
+        return stream.response
+
+    async def clear(self, request: web.Request) -> web.Response:
+        """``DELETE /v1/conversations/{id}``: forget the caller's conversation (409 while a turn runs in it)."""
+        principal = principal_of(request)
+        conversation = self._front.checked_conversation(request.match_info["conversation"])
+        if not await self._front.clear(principal, conversation):
+            raise BadRequest("a turn is running in this conversation; stop it or wait for it to end", 409)
+        return web.json_response({"conversation": conversation, "cleared": True})
+
+    async def tools(self, request: web.Request) -> web.Response:
+        """``GET /v1/tools``: the tools the caller may use (as the model is offered them)."""
+        principal = principal_of(request)
+        decision = self._front.decision(principal)
+        return web.json_response({
+            "principal": principal.id,
+            "roles": list(decision.grant.roles) if decision.grant is not None else [],
+            "tools": self._front.tool_list(principal),
+        })
+
+    async def approve(self, request: web.Request) -> web.Response:
+        """``POST /v1/approvals/{code}`` ``{"approve": true|false, "token"?}``: a vote on a waiting call."""
+        principal = principal_of(request)
+        data = await read_json(request, self._front.config.web.max_body_bytes)
+        approve = data.get("approve")
+        if not isinstance(approve, bool):
+            raise BadRequest("'approve' must be true or false")
+        token = text_field(data, "token") or None
+        result = await self._front.running_gateway(asking=False).decide_approval(
+            request.match_info["code"], principal, approved=approve, locale=locale_of(request), token=token)
+        status = {"decided": 200, "unknown": 404}.get(result.answer, 403)
+        return web.json_response({"answer": result.answer, "note": result.note}, status=status)
+
+    async def _owned(self, request: web.Request) -> tuple[str, TurnOwner]:
+        """The turn of the path and its owner; 404 when unknown or neither the caller's nor the caller an admin."""
+        principal: Principal = principal_of(request)
+        turn_id = request.match_info["turn_id"]
+        owner = await self._front.owner(turn_id)
+        if owner is None or (owner.principal != principal.id and not self._front.is_admin(principal)):
+            raise BadRequest(f"no turn {turn_id!r} of yours is known", 404)
+        return turn_id, owner
+
+
+async def _watch(stream: SseStream, board: CardBoard, turn_id: str, request: web.Request) -> None:
+    """Send the board's snapshot now and at each change (the newest only), until final or the client is gone."""
+    left = asyncio.ensure_future(gone(request))
+    try:
+        version = 0
+        while True:
+            if board.version != version:
+                version = board.version
+                await stream.send("snapshot", snapshot_to_dict(board.snapshot, turn_id))
+                if board.snapshot.final:
+                    return
+            change = asyncio.ensure_future(board.changed_since(version))
+            await asyncio.wait([change, left], return_when=asyncio.FIRST_COMPLETED)
+            change.cancel()
+            if left.done():
+                return
+    finally:
+        left.cancel()
+
+
+def _record_json(record: AuditRecord, owner: TurnOwner) -> dict[str, Any]:
+    """A finished turn as ``GET /v1/turns/{id}`` answers it."""
+    ok = record.outcome == "done"
+    return {
+        "turn_id": record.turn_id,
+        "conversation": owner.conversation,
+        "status": "done" if ok else "failed",
+        "outcome": record.outcome,
+        "ok": ok,
+        "question": record.question,
+        "answer": record.answer,
+        "tool_calls": [dict(call) for call in record.tool_calls],
+        "usage": {"prompt_tokens": record.prompt_tokens, "completion_tokens": record.completion_tokens,
+                  "total_tokens": record.prompt_tokens + record.completion_tokens},
+        "started_at": record.started_at,
+        "duration_s": record.duration_s,
+        "principal": record.principal,
+        "role": record.role,
+    }
