@@ -108,10 +108,11 @@ function chatToolLine(block) {
   const line = document.createElement("div");
   line.className = "tool-line";
   line.dataset.status = block.status;
-  const icon = { running: "⏳", waiting: "✋", done: "✅", failed: "❌" }[block.status] || "•";
+  const dot = document.createElement("span");
+  dot.className = "dot";  // coloured by the line's status (CSS): no emoji font needed
   const name = document.createElement("code");
   name.textContent = block.name;
-  line.append(icon + " ", name);
+  line.append(dot, name);
   if (block.args_preview) {
     const args = document.createElement("span");
     args.className = "muted";
@@ -208,7 +209,7 @@ function chatRender(view, snap) {
   if (snap.thought) {
     const thought = document.createElement("div");
     thought.className = "thought muted";
-    thought.textContent = "💭 " + snap.thought;
+    thought.textContent = snap.thought;
     card.appendChild(thought);
   }
   if (snap.approvals && snap.approvals.length) card.appendChild(chatApprovals(view, snap.approvals));
@@ -220,7 +221,12 @@ function chatRender(view, snap) {
       const cursor = document.createElement("span");
       cursor.className = "cursor";
       cursor.textContent = "▍";
-      (answer.lastElementChild || answer).appendChild(cursor);
+      // At the end of the last block's text (a paragraph, a list item, a cell), not below it.
+      let host = answer;
+      while (host.lastElementChild && !["STRONG", "EM", "CODE", "A", "SPAN", "BR"].includes(host.lastElementChild.tagName)) {
+        host = host.lastElementChild;
+      }
+      host.appendChild(cursor);
     }
     card.appendChild(answer);
   }
@@ -323,7 +329,8 @@ async function chatAsk(question) {
   try {
     response = await bgFetch("/v1/turns", {
       method: "POST",
-      headers: { "Content-Type": "application/json", "Accept": "text/event-stream" },
+      // The card's fixed words (stopped, the footer) in the console's language.
+      headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Language": bgLocale() },
       body: JSON.stringify({ question, conversation: conv.id }),
     });
   } catch (e) {
