@@ -1,0 +1,136 @@
+"""The console against a real ``botgateway run`` process, in headless Chromium: log in with the admin password, ask
+the demo model about an IP and watch the card (a tool line before the answer is done, then the host named), stop a
+scripted slow answer, and read the turn on the Audit page. A screenshot of the chat mid-answer is saved."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from botgateway.password_hash import hash_password
+from tests.cli.gateway_process import GatewayProcess, free_port, start_gateway
+from tests.paths import SAMPLE_INVENTORY
+from tools.demo.script import Pause, Script, role_chunk, text_chunks
+from tools.demo.server import ScriptedLLMServer
+
+PASSWORD = "console admin password"
+HASH = hash_password(PASSWORD)
+
+# Every mutation of the thread is noted: whether a tool line was there, and the card's status then.
+WATCH_CARD = """() => {
+  window.__seen = [];
+  const thread = document.getElementById("thread");
+  new MutationObserver(() => {
+    const card = thread.querySelector(".card");
+    if (card) window.__seen.push({tools: card.querySelectorAll(".tool-line").length, status: card.dataset.status});
+  }).observe(thread, {childList: true, subtree: true, attributes: true});
+}"""
+
+MID_ANSWER = """() => {
+  const card = document.querySelector(".card");
+  const answer = card && card.querySelector(".answer");
+  return card && (card.dataset.status === "done" || (answer && answer.textContent.length > 80));
+}"""
+
+
+def console_config(tmp_path: Path, port: int, llm: dict[str, Any]) -> dict[str, Any]:
+    """The demo (or ``llm``) model, no chat adapters, SQLite in ``tmp_path``, the API and console on ``port``."""
+    return {
+        "log": {"level": "info", "format": "json"},
+        "llm": llm,
+        "memory": {"store": "sqlite", "sqlite_path": str(tmp_path / "data" / "state.db")},
+        "http": {"enabled": True, "host": "127.0.0.1", "port": port},
+        "web": {"admin_password_hash": HASH},
+        "tools": {"inventory": {"enabled": True, "path": str(SAMPLE_INVENTORY)}},
+        "card": {"footer": True},
+        "adapters": {"terminal": {"enabled": False}, "slack": {"enabled": False}, "dingtalk": {"enabled": False}},
+    }
+
+
+async def running(tmp_path: Path, llm: dict[str, Any]) -> GatewayProcess:
+    gateway = await start_gateway(tmp_path, console_config(tmp_path, free_port(), llm))
+    try:
+        await gateway.wait_readyz(200)
+    except BaseException:
+        await gateway.kill()
+        raise
+    return gateway
+
+
+@pytest.fixture
+async def demo_gateway(tmp_path: Path) -> AsyncIterator[GatewayProcess]:
+    gateway = await running(tmp_path, {"provider": "demo"})
+    yield gateway
+    await gateway.kill()
+
+
+async def logged_in(browser: Any, url: str) -> Any:
+    context = await browser.new_context(locale="en-US", viewport={"width": 1280, "height": 760}, color_scheme="light")
+    page = await context.new_page()
+    await page.goto(f"{url}/login")
+    await page.fill("#secret", PASSWORD)
+    await page.click("#login-submit")
+    await page.wait_for_url(f"{url}/")
+    await page.locator("#who", has_text="web:admin").wait_for()
+    return page
+
+
+async def ask(page: Any, question: str) -> None:
+    await page.fill("#question", question)
+    await page.press("#question", "Enter")
+
+
+async def test_ask_the_demo_model_watch_the_card_then_read_the_audit(
+    browser: Any, demo_gateway: GatewayProcess, artifacts: Path
+) -> None:
+    page = await logged_in(browser, demo_gateway.probe_url)
+    await page.evaluate(WATCH_CARD)
+    await ask(page, "which server is 10.0.1.100?")
+
+    await page.locator(".card .tool-line").first.wait_for()
+    # Some of the answer typed out (or, on a machine too slow to catch it mid-way, all of it): the screenshot.
+    await page.wait_for_function(MID_ANSWER)
+    await page.screenshot(path=str(artifacts / "chat-mid-answer.png"))
+    await page.locator('.card[data-status="done"]').wait_for(timeout=30_000)
+
+    seen = await page.evaluate("window.__seen")
+    first_tool = next(i for i, state in enumerate(seen) if state["tools"])
+    assert seen[first_tool]["status"] not in ("done", "failed", "stopped")  # the tool line came before the end
+    assert await page.locator(".card .tool-line", has_text="find_server").count() == 1
+    answer = await page.text_content(".card .answer")
+    assert answer is not None and "prod-db-01" in answer
+    assert await page.text_content(".card .card-footer")  # the footer is drawn
+    assert await page.locator(".card .stop").count() == 0  # a final card offers no Stop
+    # The conversation is kept in this browser, titled by its first question.
+    assert await page.text_content("#conversation-list li") == "which server is 10.0.1.100?×"
+
+    await page.click("#nav a[data-page=audit]")
+    row = page.locator("#report-table tbody tr", has_text="find_server")
+    await row.wait_for()
+    text = await row.text_content()
+    assert text is not None and "web:admin" in text and "which server is 10.0.1.100?" in text and "ok" in text
+    await page.context.close()
+
+
+async def test_stop_a_slow_answer(browser: Any, tmp_path: Path, artifacts: Path) -> None:
+    async with ScriptedLLMServer() as llm:
+        # The answer starts, then the model goes quiet: only Stop ends the turn.
+        llm.enqueue(Script(chunks=[role_chunk(), *text_chunks("Looking into it, this will take", size=8), Pause(60),
+                                   *text_chunks(" ages.", size=8)]))
+        gateway = await running(tmp_path, {"provider": "custom", "base_url": llm.base_url, "api_key": "test",
+                                           "model": "slow-model", "max_retries": 0})
+        try:
+            page = await logged_in(browser, gateway.probe_url)
+            await ask(page, "how are the disks?")
+            await page.locator(".card .answer", has_text="this will take").wait_for()
+            await page.click(".card .stop")
+            await page.locator('.card[data-status="stopped"]').wait_for(timeout=20_000)
+            assert "this will take" in (await page.text_content(".card .answer") or "")
+            assert await page.locator(".card .stop").count() == 0
+            await page.context.close()
+        finally:
+            await gateway.kill()
+
