@@ -33,24 +33,24 @@ changes its in-memory copy of the history at once and hands the change to
   Applying a change the snapshot already holds is harmless (see
   :class:`~botgateway.stores.base.HistoryWrite`).
 
-The writer task (owned by a :class:`~botgateway.background.BackgroundTasks`)
-runs only while there is something to write, so a queue that is never closed
-leaves no task behind once it is drained.
+The queue, the writer task and its retries are a
+:class:`~botgateway.write_behind.WriteBehind` (shared with the usage rows'
+writer); this module adds the history's bookkeeping: per-conversation lines,
+fencing, readers, incidents.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections import deque
 from collections.abc import Callable
 
 import structlog
 
-from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.incidents import report_incident
 from botgateway.stores.base import HistoryWrite, Store, StoreError, VersionStep
+from botgateway.write_behind import WriteBehind
 
 __all__ = ["WRITE_BACKOFF", "CommitQueue", "WrittenCallback"]
 
@@ -87,41 +87,30 @@ class CommitQueue:
     ) -> None:
         if max_batch < 1 or attempts_per_incident < 1:
             raise ValueError("max_batch and attempts_per_incident must be positive")
-        self._store = store
         self._on_written = on_written
-        self._backoff = backoff
-        self._max_batch = max_batch
         self._attempts_per_incident = attempts_per_incident
-        self._drain_timeout_s = drain_timeout_s
-        self._queue: deque[HistoryWrite] = deque()
+        self._changes: WriteBehind[HistoryWrite, list[VersionStep | None]] = WriteBehind(
+            store.write_history, written=self._written_batch, failed=self._failed, backoff=backoff,
+            max_batch=max_batch, drain_timeout_s=drain_timeout_s, name="history-writer",
+        )
         self._lines: dict[str, deque[HistoryWrite]] = {}  # per conversation, for pending()
         self._newest: dict[str, int] = {}  # per conversation with changes in the queue: its newest change's ticket
         self._watched: dict[str, list[HistoryWrite]] = {}
-        self._submitted = 0
-        self._written = 0
         self._failed_rounds = 0
         self._last_error_id = ""
-        self._progress = asyncio.Event()  # replaced after each set: waiters re-check their condition
-        self._closing = asyncio.Event()
-        self._closed = False
-        self._writer: asyncio.Task[None] | None = None
-        self._background = BackgroundTasks()
 
     def __len__(self) -> int:
         """Changes not yet written."""
-        return len(self._queue)
+        return len(self._changes)
 
     def submit(self, write: HistoryWrite) -> int:
         """Queue ``write`` and return its ticket for :meth:`wait_written`; raises :class:`StoreError` once closed."""
-        if self._closed:
+        if self._changes.closed:
             raise StoreError("the history writer is shut down; this change to the history was not saved")
-        self._queue.append(write)
         self._lines.setdefault(write.conversation_id, deque()).append(write)
-        self._submitted += 1
-        self._newest[write.conversation_id] = self._submitted
-        if self._writer is None or self._writer.done():
-            self._writer = self._background.spawn(self._run(), name="history-writer")
-        return self._submitted
+        ticket = self._changes.push([write])
+        self._newest[write.conversation_id] = ticket
+        return ticket
 
     def pending(self, conversation_id: str) -> list[HistoryWrite]:
         """The conversation's changes not yet written (those being written included), oldest first."""
@@ -142,19 +131,19 @@ class CommitQueue:
         attempts fails meanwhile, or when the queue was closed with changes
         unwritten; the changes stay queued and are retried.
         """
-        await self.wait_written(self._submitted)
+        await self.wait_written(self._changes.submitted)
 
     async def wait_written(self, ticket: int) -> None:
         """Wait until the change with ``ticket`` (and all before it) is written; raises as :meth:`flush` does."""
         rounds = self._failed_rounds
-        while self._written < ticket:
+        while self._changes.written < ticket:
             if self._failed_rounds != rounds:
                 raise StoreError(
                     f"the store refused the history (error id {self._last_error_id}); it is kept and retried"
                 )
-            if self._closed and (self._writer is None or self._writer.done()):
+            if self._changes.closed and self._changes.idle:
                 raise StoreError("the history writer shut down before this change was written")
-            await self._progress.wait()
+            await self._changes.progress()
 
     async def settle(self, conversation_id: str, timeout_s: float) -> bool:
         """Wait (up to ``timeout_s``) until the conversation's changes submitted so far are written or refused.
@@ -167,64 +156,34 @@ class CommitQueue:
         ticket = self._newest.get(conversation_id, 0)
         try:
             async with asyncio.timeout(timeout_s):
-                while self._written < ticket:
-                    if self._closed and (self._writer is None or self._writer.done()):
+                while self._changes.written < ticket:
+                    if self._changes.closed and self._changes.idle:
                         return False
-                    await self._progress.wait()
+                    await self._changes.progress()
         except TimeoutError:
             return False
         return True
 
     async def aclose(self) -> None:
         """Refuse new changes, write what is queued (for up to ``drain_timeout_s``), then stop the writer."""
-        if self._closed:
+        if self._changes.closed:
             return
-        self._closed = True
-        self._closing.set()
-        writer = self._writer
-        if writer is not None and not writer.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(writer), self._drain_timeout_s)
-            except TimeoutError:
-                pass
-        await self._background.aclose()
-        if self._queue:
-            conversations = sorted({write.conversation_id for write in self._queue})
+        await self._changes.aclose()
+        left = self._changes.queue
+        if left:
+            conversations = sorted({write.conversation_id for write in left})
             report_incident(
                 log,
                 "history.unsaved",
-                StoreError(f"{len(self._queue)} history changes were not confirmed written before shutdown"),
+                StoreError(f"{len(left)} history changes were not confirmed written before shutdown"),
                 reason="Conversation history may not have been saved before shutdown",
-                changes=len(self._queue),
+                changes=len(left),
                 conversations=conversations[:20],
             )
-        self._notify()
-
-    async def _run(self) -> None:
-        """Write from the head of the queue until it is empty."""
-        attempt = 0
-        try:
-            while self._queue:
-                batch = list(itertools.islice(self._queue, self._max_batch))
-                try:
-                    steps = await self._store.write_history(batch)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # any failure: keep the changes, retry later
-                    attempt += 1
-                    if attempt % self._attempts_per_incident == 0:
-                        self._incident(exc, batch, attempt)
-                    await self._pause(self._backoff.delay(attempt - 1))
-                    continue
-                attempt = 0
-                self._written_batch(batch, steps)
-        finally:
-            self._notify()
 
     def _written_batch(self, batch: list[HistoryWrite], steps: list[VersionStep | None]) -> None:
-        """Take ``batch`` off the head and tell the reader side."""
+        """``batch`` left the head of the queue: tell the reader side."""
         for write, step in zip(batch, steps, strict=True):
-            self._queue.popleft()
             line = self._lines[write.conversation_id]
             line.popleft()
             if not line:
@@ -242,10 +201,11 @@ class CommitQueue:
                     self._on_written(write, step)
                 except Exception:  # a reader's bookkeeping must never stop the writer
                     log.exception("history.on_written_failed", conversation=write.conversation_id)
-        self._written += len(batch)
-        self._notify()
 
-    def _incident(self, exc: Exception, batch: list[HistoryWrite], attempt: int) -> None:
+    def _failed(self, exc: Exception, batch: list[HistoryWrite], attempt: int) -> None:
+        """A failed attempt: every ``attempts_per_incident`` of them in a row are an incident."""
+        if attempt % self._attempts_per_incident:
+            return
         self._failed_rounds += 1
         incident = report_incident(
             log,
@@ -253,23 +213,8 @@ class CommitQueue:
             exc,
             reason="Conversation history could not be saved; it is kept and retried",
             attempts=attempt,
-            changes=len(self._queue),
+            changes=len(self._changes),
             conversations=sorted({write.conversation_id for write in batch})[:20],
         )
         self._last_error_id = incident.id
-        self._notify()
-
-    async def _pause(self, delay_s: float) -> None:
-        """Wait ``delay_s`` before the next attempt; a shutdown cuts the first wait short (it wants a last try)."""
-        if self._closing.is_set():
-            await asyncio.sleep(delay_s)
-            return
-        try:
-            await asyncio.wait_for(self._closing.wait(), delay_s)
-        except TimeoutError:
-            pass
-
-    def _notify(self) -> None:
-        """Wake whoever waits for progress (each waits on the event current when it checked)."""
-        self._progress.set()
-        self._progress = asyncio.Event()
+        self._changes.notify()
