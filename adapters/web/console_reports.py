@@ -19,7 +19,14 @@ from typing import Any
 from aiohttp import web
 
 from botgateway.report_rows import (
-    AUDIT_COLUMNS, FEEDBACK_COLUMNS, USAGE_COLUMNS, USAGE_GROUPS, audit_rows, feedback_rows, flat_row, parse_since,
+    AUDIT_COLUMNS,
+    FEEDBACK_COLUMNS,
+    USAGE_COLUMNS,
+    USAGE_GROUPS,
+    audit_rows,
+    feedback_rows,
+    flat_row,
+    parse_since,
     usage_totals,
 )
 from botgateway.stores.base import Store

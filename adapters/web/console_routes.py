@@ -19,9 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.web.console_reports import (
-    BadFilter, Report, audit_report, feedback_report, report_response, usage_report,
-)
+from adapters.web.console_reports import BadFilter, Report, audit_report, feedback_report, report_response, usage_report
 from adapters.web.console_status import StatusParts, console_status
 from adapters.web.session import SESSION_COOKIE, SESSIONS, SessionBook, WebSession, csrf_ok, request_session
 from botgateway.stores.base import Store

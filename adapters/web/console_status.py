@@ -44,7 +44,8 @@ def _budgets(budget: RateBudget | None) -> list[dict[str, Any]]:
         limit = budget.limit_of(key)
         if limit is None:
             continue
-        shape = f"{limit.burst}/{limit.window_s:g}s" if limit.windowed else f"{limit.rate_per_s:g}/s burst {limit.burst}"
+        windowed = f"{limit.burst}/{limit.window_s:g}s"
+        shape = windowed if limit.windowed else f"{limit.rate_per_s:g}/s burst {limit.burst}"
         rows.append({
             "key": key, "limit": shape, "granted": budget.granted(key), "waiting": budget.waiting(key),
             "reserved": budget.reserved(key), "spare": round(budget.spare(key, limit), 2),

@@ -151,7 +151,9 @@ class SessionBook:
         principal = self._keys(key) if key else None
         return principal.id if principal is not None else None
 
-    async def login(self, *, key: str = "", password: str = "", client: str = "") -> tuple[LoginOutcome, str, WebSession | None]:
+    async def login(
+        self, *, key: str = "", password: str = "", client: str = ""
+    ) -> tuple[LoginOutcome, str, WebSession | None]:
         """Check an API key or the admin password sent from ``client`` (its address); on success open a session.
 
         Returns the outcome, the new session's id (for the cookie; empty on failure) and the session.
@@ -205,7 +207,8 @@ class SessionBook:
 
 
 SESSIONS = web.AppKey("botgateway.web.sessions", SessionBook)
-"""Where the root application keeps its :class:`SessionBook` (set by :func:`~adapters.web.console_routes.mount_console`)."""
+"""Where the root application keeps its :class:`SessionBook` (set by
+:func:`~adapters.web.console_routes.mount_console`)."""
 
 
 async def request_session(request: web.Request) -> WebSession | None:

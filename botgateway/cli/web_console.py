@@ -33,5 +33,6 @@ def mount_web_console(
     web = config.web
     book = SessionBook(store, admin_password_hash=web.admin_password_hash, api_keys=ApiKeys(web.api_keys).principal,
                        any_keys=bool(web.api_keys))
-    parts = StatusParts(store=store, readiness=lambda: readiness, budget=lambda: budget, instance_id=lambda: instance_id)
+    parts = StatusParts(store=store, readiness=lambda: readiness, budget=lambda: budget,
+                        instance_id=lambda: instance_id)
     mount_console(http.app, book, parts)

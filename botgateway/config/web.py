@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import Field, SecretStr, field_validator
 
 from botgateway.config.section import Section
+from botgateway.password_hash import is_password_hash
 
 __all__ = ["ApiKeyConfig", "WebConfig", "http_served", "web_bind_problems", "web_served"]
 
@@ -75,6 +76,15 @@ class WebConfig(Section):
         if twice:
             raise ValueError(f"API key names must be unique; {', '.join(twice)} is used more than once")
         return keys
+
+    @field_validator("admin_password_hash")
+    @classmethod
+    def _a_hash(cls, value: str) -> str:
+        if value and not is_password_hash(value):
+            # Most likely the password itself was pasted: it is never repeated in the message.
+            raise ValueError("admin_password_hash must be the hash 'botgateway web hash-password' prints "
+                             "(scrypt$<salt>$<hash>), not the password itself")
+        return value.strip()
 
     @field_validator("cors_origins")
     @classmethod

@@ -36,7 +36,8 @@ def test_a_non_loopback_address_without_auth_is_a_config_error_naming_both_fixes
     "sections",
     [
         {"http": {"enabled": True, "host": "0.0.0.0"}, "web": {"api_keys": [KEY]}},
-        {"http": {"enabled": True, "host": "10.0.0.5"}, "web": {"admin_password_hash": "scrypt$00$00"}},
+        {"http": {"enabled": True, "host": "10.0.0.5"},
+         "web": {"admin_password_hash": "scrypt$" + "00" * 16 + "$" + "00" * 32}},
         {"http": {"enabled": True, "host": "0.0.0.0"}, "web": {"enabled": False}},
         {"http": {"enabled": True, "host": "::1"}},
         {"http": {"enabled": False, "host": "0.0.0.0"}},  # nothing is served

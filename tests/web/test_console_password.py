@@ -47,3 +47,18 @@ def test_hash_password_refuses_a_short_password(tmp_path: Path) -> None:
     done = hash_command("short\n", tmp_path)
     assert done.returncode == 1 and done.stdout == ""
     assert "at least 12 characters" in done.stderr
+
+
+def test_the_config_takes_a_hash_and_refuses_a_pasted_password_without_repeating_it() -> None:
+    from botgateway.config import ConfigError, parse_config
+
+    stored = hash_password("correct horse battery staple")
+    assert parse_config({"web": {"admin_password_hash": stored}}).web.admin_password_hash == stored
+    try:
+        parse_config({"web": {"admin_password_hash": "correct horse battery staple"}})
+    except ConfigError as exc:
+        text = "\n".join(exc.problems)
+    else:
+        raise AssertionError("a password in place of its hash was accepted")
+    assert "web.admin_password_hash" in text and "botgateway web hash-password" in text
+    assert "correct horse" not in text
