@@ -36,9 +36,11 @@ MID_ANSWER = """() => {
 }"""
 
 
-def console_config(tmp_path: Path, port: int, llm: dict[str, Any]) -> dict[str, Any]:
-    """The demo (or ``llm``) model, no chat adapters, SQLite in ``tmp_path``, the API and console on ``port``."""
+def console_config(tmp_path: Path, port: int, llm: dict[str, Any], **sections: Any) -> dict[str, Any]:
+    """The demo (or ``llm``) model, no chat adapters, SQLite in ``tmp_path``, the API and console on ``port``;
+    ``sections`` added."""
     return {
+        **sections,
         "log": {"level": "info", "format": "json"},
         "llm": llm,
         "memory": {"store": "sqlite", "sqlite_path": str(tmp_path / "data" / "state.db")},
@@ -50,8 +52,8 @@ def console_config(tmp_path: Path, port: int, llm: dict[str, Any]) -> dict[str, 
     }
 
 
-async def running(tmp_path: Path, llm: dict[str, Any]) -> GatewayProcess:
-    gateway = await start_gateway(tmp_path, console_config(tmp_path, free_port(), llm))
+async def running(tmp_path: Path, llm: dict[str, Any], **sections: Any) -> GatewayProcess:
+    gateway = await start_gateway(tmp_path, console_config(tmp_path, free_port(), llm, **sections))
     try:
         await gateway.wait_readyz(200)
     except BaseException:
@@ -134,3 +136,25 @@ async def test_stop_a_slow_answer(browser: Any, tmp_path: Path, artifacts: Path)
         finally:
             await gateway.kill()
 
+
+
+async def test_approve_a_call_that_waits_for_an_approver(browser: Any, tmp_path: Path) -> None:
+    access = {"roles": {"ops": {"members": ["web:admin"], "tools": ["*"], "approve": True}},
+              "approvals": {"tools": ["find_server"]}}
+    gateway = await running(tmp_path, {"provider": "demo"}, access=access)
+    try:
+        page = await logged_in(browser, gateway.probe_url)
+        await ask(page, "which server is 10.0.1.100?")
+        prompt = page.locator(".card .approval", has_text="find_server")
+        await prompt.wait_for()
+        assert "10.0.1.100" in (await prompt.locator("pre").text_content() or "")  # what would run, in full
+        assert await page.locator('.card .tool-line[data-status="waiting"]').count() == 1
+        await prompt.locator("button.approve").click()
+        await page.locator('.card[data-status="done"]').wait_for(timeout=30_000)
+        assert await page.locator(".card .approval").count() == 0
+        line = await page.text_content(".card .tool-line")
+        assert line is not None and "approved" in line
+        assert "prod-db-01" in (await page.text_content(".card .answer") or "")
+        await page.context.close()
+    finally:
+        await gateway.kill()

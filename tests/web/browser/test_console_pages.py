@@ -1,5 +1,6 @@
 """The console's pages in a real browser, served in-process over a real SQLite store: the login (a wrong password,
-then the right one), the language and theme switches, and the Audit table with its filters and CSV link."""
+then the right one), the language and theme switches, the Audit table with its filters and CSV link, and the Status
+page."""
 
 from __future__ import annotations
 
@@ -84,4 +85,10 @@ async def test_login_in_chinese_then_the_audit_table_filters_and_links_its_csv(
     text = Path(await download.path()).read_text(encoding="utf-8")
     assert text.splitlines()[0].startswith("time,platform,") and "which server is 10.0.1.100?" in text
     assert "磁盘满了吗" not in text
+
+    await store.heartbeat("replica-a", 60)
+    await page.click("#nav a[data-page=status]")
+    await page.locator("#status-body section").first.wait_for()
+    assert await page.text_content("#status-body p.ok") == "ok"  # the store answers
+    assert "replica-a" in (await page.text_content("#status-body") or "")
     await context.close()
