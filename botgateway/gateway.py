@@ -92,36 +92,27 @@ class Gateway:
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._config = config
-
-        def tool_names() -> list[str]:
-            return loop.tools.names  # read per call: MCP servers add tools as they come up
-
-        approvers = Approvers(approvals, effective_policy(config.access), tool_names) if approvals is not None else None
         self._fleet = fleet
         self._queues = ConversationQueues()
         limits = limits or PrincipalLimits(
             store, limits_from_config(config.limits), lease_ttl_s=config.limits.lease_ttl_s
         )
         side = BackgroundTasks()  # notes to askers and queue refreshes: waited for at shutdown like the turns
-        replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=side)
-        self._replies = replies
+        self._replies = Replies(budget=budget, deadline_s=config.card.final_deadline_s, side=side)
         self._answers = AnswerBook(store, model_label=model_label)  # told of each turn's end, as an observer
         self._feedback = FeedbackDesk(store, self._answers)
         self._refresher = Refresher(self._answers)
-        background = BackgroundTasks()
-        cards = CardFactory(config=config.card, budget=budget, store=store, background=background,
-                            instance_id=self.instance_id, model_label=model_label,
-                            demo=config.llm.resolved_provider == "demo", adapters=config.adapters)
-        self._scheduler = TurnScheduler(
-            loop=loop, store=store, config=config, queues=self._queues, cards=cards, background=background, side=side,
-            replies=replies, limits=limits, fleet=fleet, observers=(*observers, self._answers), is_admin=self.is_admin,
+        self._scheduler = self._turn_scheduler(
+            loop, store, budget, side=side, limits=limits, model_label=model_label, observers=observers
         )
+        policy = effective_policy(config.access)
+        approvers = None if approvals is None else Approvers(approvals, policy, _names_of(loop))
         self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=approvers, fleet=fleet,
                                     cancel=lambda turn, by: self._scheduler.cancel(turn, stopped_by=by))
         self._admission = Admission(
-            store=store, config=config, access=access, tool_names=tool_names,
+            store=store, config=config, access=access, tool_names=_names_of(loop),
             always_approve=loop.tools.approval_required, votes=approvers is not None, control=self._control,
-            queues=self._queues, limits=limits, replies=replies, clear_history=clear_history,
+            queues=self._queues, limits=limits, replies=self._replies, clear_history=clear_history,
             refresher=self._refresher, feedback=self._feedback,
         )
         self._drain = Drain(
@@ -131,6 +122,23 @@ class Gateway:
             store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
         )
         """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.recovery`)."""
+
+    def _turn_scheduler(
+        self, loop: ToolLoop, store: Store, budget: RateBudget, *, side: BackgroundTasks, limits: PrincipalLimits,
+        model_label: str, observers: Sequence[TurnObserver],
+    ) -> TurnScheduler:
+        """The scheduler of this gateway's turns, with the factory of their cards; the answers on record observe
+        every turn's end."""
+        config = self._config
+        background = BackgroundTasks()
+        cards = CardFactory(config=config.card, budget=budget, store=store, background=background,
+                            instance_id=self.instance_id, model_label=model_label,
+                            demo=config.llm.resolved_provider == "demo", adapters=config.adapters)
+        return TurnScheduler(
+            loop=loop, store=store, config=config, queues=self._queues, cards=cards, background=background, side=side,
+            replies=self._replies, limits=limits, fleet=self._fleet, observers=(*observers, self._answers),
+            is_admin=self.is_admin,
+        )
 
     # --- public API -------------------------------------------------------------
 
@@ -285,3 +293,8 @@ class Gateway:
         if isinstance(admitted, Submission):
             return admitted
         return self._schedule(admitted, sink, policy)
+
+
+def _names_of(loop: ToolLoop) -> Callable[[], list[str]]:
+    """The names of the tools the loop offers, read per call: MCP servers add tools as they come up."""
+    return lambda: loop.tools.names

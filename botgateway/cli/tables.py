@@ -38,8 +38,7 @@ def write_rows(
     """Print ``rows`` as ``jsonl`` (one object a line, lists kept), ``csv`` (a header of ``columns``, lists joined)
     or, for ``table``, through ``table``."""
     if fmt == "jsonl":
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     elif fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
         writer.writeheader()

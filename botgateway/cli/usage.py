@@ -37,8 +37,8 @@ def write_totals(totals: list[dict[str, Any]], by: str, fmt: str, out: TextIO) -
         shown = (by, "calls", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens",
                  "total_tokens", "cost")
         unpriced = grand["unpriced_calls"]
-        notes = [f"* {unpriced} call(s) had no price (their models are not under usage.prices): "
-                 "their tokens are counted, their cost is not."] if unpriced else []
+        notes = [(f"* {unpriced} call(s) had no price (their models are not under usage.prices): "
+                  "their tokens are counted, their cost is not.")] if unpriced else []
         tables.print_table(
             to, f"Model usage by {by}: {calls} call(s)", shown,
             ([_cell(total, column) for column in shown] for total in totals),

@@ -26,8 +26,8 @@ def staleness_warnings(config: Config) -> list[str]:
     ]
     if not caches:
         return []
-    return [
+    return [(
         f"card: card.stale_after_s ({stale_after_s:g} s) is not below {', '.join(caches)}: a cached result is never "
         "that old, so no tool line ever says 'cached N min ago'; lower card.stale_after_s (default 30) "
         "or raise the cache TTL"
-    ]
+    )]

@@ -6,11 +6,9 @@ Layout under ``prefix`` (conversation keys, with the history's scripts, are
 - ``dedupe:<key>`` — STRING set with ``SET NX PX`` (the TTL is Redis's own);
 - ``open_cards`` — HASH ``["platform","card_id"]`` → card JSON;
 - ``instances`` — ZSET gateway instance id → heartbeat expiry (Redis's own clock, in ms);
-- ``audit`` — STREAM of audit records (capped, approximately, at ``audit_max_len``);
-- ``tool_calls:{<turn id>}`` — HASH ``call_id:phase`` → tool-call row JSON, until the turn's audit record;
+- ``audit``, ``tool_calls…`` — the audit records and running turns' tool calls (:mod:`botgateway.stores.redis_audit`);
 - ``counter:<key>`` — STRING counter of a per-principal limit, expiring with its window;
 - ``lease:<key>`` — ZSET holder → lease expiry (Redis's clock, in ms): concurrent turns of a principal;
-- ``tool_calls`` — ZSET of the turns with such rows → time of their last row (capped at ``audit_max_len``);
 - ``usage:{usage}:…`` — model calls' usage rows, a STREAM (:mod:`botgateway.stores.redis_usage`);
 - ``feedback:{feedback}:…`` — the votes on answers (:mod:`botgateway.stores.redis_feedback`).
 
@@ -22,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,16 +30,7 @@ from redis.exceptions import RedisError
 
 from botgateway.redaction import redact_text
 from botgateway.redis_url import mask_url
-from botgateway.stores._codec import (
-    audit_from_dict,
-    audit_to_dict,
-    decode_card,
-    decode_tool_call,
-    dumps,
-    encode_card,
-    encode_tool_call,
-)
-from botgateway.stores._unfinished import merged, unfinished_records
+from botgateway.stores._codec import decode_card, dumps, encode_card
 from botgateway.stores.base import (
     AuditRecord,
     FeedbackRecord,
@@ -55,9 +43,10 @@ from botgateway.stores.base import (
     UsageRow,
     VersionStep,
 )
+from botgateway.stores.redis_audit import RedisAudit
 from botgateway.stores.redis_connect import redis_client
-from botgateway.stores.redis_history import RedisHistory
 from botgateway.stores.redis_feedback import RedisFeedback
+from botgateway.stores.redis_history import RedisHistory
 from botgateway.stores.redis_usage import RedisUsage
 
 __all__ = ["RedisStore"]
@@ -144,6 +133,8 @@ class RedisStore:
         except ValueError as exc:
             raise StoreError(f"memory.redis_url {self.safe_url!r} is not usable: {exc}") from None
         self._history = RedisHistory(self._redis, prefix, ttl_ms=self._ttl_ms())
+        self._audit = RedisAudit(self._redis, prefix, max_len=audit_max_len, retention_s=audit_retention_s,
+                                 rows_ttl_ms=self._ttl_ms())
         self._usage = RedisUsage(self._redis, prefix, max_rows=usage_max_rows, retention_s=audit_retention_s)
         self._feedback = RedisFeedback(self._redis, prefix, max_votes=audit_max_len,
                                        retention_s=audit_retention_s)
@@ -312,78 +303,20 @@ class RedisStore:
 
     # --- audit --------------------------------------------------------------------
 
-    def _audit_key(self) -> str:
-        return f"{self.prefix}audit"
-
-    def _calls_key(self, turn_id: str | None = None) -> str:
-        return f"{self.prefix}tool_calls" if turn_id is None else f"{self.prefix}tool_calls:{{{turn_id}}}"
-
     async def record_tool_call(self, row: ToolCallRow) -> None:
         """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
-        calls = self._calls_key(row.turn_id)
-        # Not one transaction: the turn's key and the index live in different cluster slots;
-        # an index entry whose rows are gone reads as nothing.
-        async with self._errors(), self._redis.pipeline(transaction=False) as pipe:
-            pipe.hset(calls, f"{row.call_id}:{row.phase}", encode_tool_call(row))
-            if self.history_ttl_s is not None:
-                pipe.pexpire(calls, self._ttl_ms())
-            pipe.zadd(self._calls_key(), {row.turn_id: row.at})
-            pipe.zremrangebyrank(self._calls_key(), 0, -self.audit_max_len - 1)
-            await pipe.execute()
+        async with self._errors():
+            await self._audit.record_tool_call(row)
 
     async def record_audit(self, record: AuditRecord) -> None:
         """Append an audit record, then drop the turn's tool-call rows (the record holds its calls)."""
         async with self._errors():
-            await self._redis.xadd(
-                self._audit_key(),
-                {"record": dumps(audit_to_dict(record)), "conversation_id": record.conversation_id},
-                maxlen=self.audit_max_len,
-                approximate=True,
-            )
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.delete(self._calls_key(record.turn_id))
-                pipe.zrem(self._calls_key(), record.turn_id)
-                if self.audit_retention_s is not None:
-                    # Stream ids start with the entry's time in ms: everything before the cutoff is older.
-                    expired = time.time() - self.audit_retention_s
-                    pipe.xtrim(self._audit_key(), minid=str(int(expired * 1000)), approximate=False)
-                    pipe.zremrangebyscore(self._calls_key(), "-inf", expired)
-                await pipe.execute()
-
-    async def _unfinished(self, conversation_id: str | None, limit: int) -> list[AuditRecord]:
-        """The newest ``limit`` turns (of one conversation, or all) with tool-call rows and no audit record yet."""
-        turn_ids = await self._redis.zrevrange(self._calls_key(), 0, -1)
-        found: list[AuditRecord] = []
-        for start in range(0, len(turn_ids), 200):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for turn_id in turn_ids[start : start + 200]:
-                    pipe.hvals(self._calls_key(turn_id))
-                pages = await pipe.execute()
-            for bodies in pages:
-                records = unfinished_records(decode_tool_call(body) for body in bodies)
-                found += [r for r in records if conversation_id is None or r.conversation_id == conversation_id]
-            if len(found) >= limit:
-                break
-        return found[:limit]
+            await self._audit.record_audit(record)
 
     async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
-        """The newest ``limit`` audit records (of one conversation, or all), oldest first."""
-        found: list[AuditRecord] = []
-        upper = "+"
+        """The newest ``limit`` audit records (of one conversation, or all), oldest first; unfinished turns too."""
         async with self._errors():
-            unfinished = await self._unfinished(conversation_id, limit)  # read first: see audit_records's merge
-            while len(found) < limit:
-                page = await self._redis.xrevrange(self._audit_key(), max=upper, count=max(limit, 200))
-                if not page:
-                    break
-                for entry_id, fields in page:
-                    if conversation_id is None or fields.get("conversation_id") == conversation_id:
-                        found.append(audit_from_dict(json.loads(fields["record"])))
-                        if len(found) == limit:
-                            break
-                upper = f"({page[-1][0]}"
-        found.reverse()
-        return merged(found, unfinished, limit)
+            return await self._audit.records(conversation_id, limit)
 
     # --- usage --------------------------------------------------------------------
 

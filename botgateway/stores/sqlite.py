@@ -4,11 +4,14 @@ The file and its folder are created on first use; the connections (writes
 serialized on one, reads beside them on another), the write lock and the
 cancel-proof write transactions are
 :class:`~botgateway.stores.sqlite_connection.SqliteConnection`; the history's
-queries are :class:`~botgateway.stores.sqlite_history.SqliteHistory`, the
-dedupe claims :class:`~botgateway.stores.sqlite_claims.SqliteClaims`. This
-module holds the other queries, one table at a time. Every write that touches more than one
-row runs in one transaction, so a crash leaves either the old or the new state,
-never half a turn.
+queries are :class:`~botgateway.stores.sqlite_history.SqliteHistory`; the
+dedupe claims, the audit, the limits, the usage rows and the votes have a module
+each (:mod:`~botgateway.stores.sqlite_claims`, :mod:`~botgateway.stores.sqlite_audit`,
+:mod:`~botgateway.stores.sqlite_limits`, :mod:`~botgateway.stores.sqlite_usage`,
+:mod:`~botgateway.stores.sqlite_feedback`), to which the store delegates. This
+module holds the other queries, one table at a time. Every write that touches
+more than one row runs in one transaction, so a crash leaves either the old or
+the new state, never half a turn.
 
 Expiry is lazy: a claim whose TTL passed is ignored and overwritten, an idle
 conversation (``history_ttl_s``) reads as empty and is deleted when touched,
@@ -25,16 +28,7 @@ from typing import Any
 
 import aiosqlite
 
-from botgateway.stores._codec import (
-    audit_from_dict,
-    audit_to_dict,
-    decode_card,
-    decode_tool_call,
-    dumps,
-    encode_card,
-    encode_tool_call,
-)
-from botgateway.stores._unfinished import merged, unfinished_records
+from botgateway.stores._codec import decode_card, encode_card
 from botgateway.stores.base import (
     AuditRecord,
     FeedbackRecord,
@@ -46,10 +40,12 @@ from botgateway.stores.base import (
     UsageRow,
     VersionStep,
 )
+from botgateway.stores.sqlite_audit import SqliteAudit
 from botgateway.stores.sqlite_claims import SqliteClaims
 from botgateway.stores.sqlite_connection import SCHEMA_VERSION, SqliteConnection
 from botgateway.stores.sqlite_feedback import SqliteFeedback
 from botgateway.stores.sqlite_history import SqliteHistory
+from botgateway.stores.sqlite_limits import SqliteLimits
 from botgateway.stores.sqlite_usage import SqliteUsage
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -95,6 +91,8 @@ class SqliteStore:
         self._claims = SqliteClaims(self._transaction, clock)
         self._feedback = SqliteFeedback(self._transaction, self._fetchall)
         self._usage = SqliteUsage(self._transaction, self._fetchall, max_rows=usage_max_rows)
+        self._audit = SqliteAudit(self._transaction, self._fetchall, max_len=audit_max_len)
+        self._limits = SqliteLimits(self._transaction, self._fetchall, clock)
         self._last_sweep = 0.0
 
     def __repr__(self) -> str:
@@ -141,18 +139,11 @@ class SqliteStore:
             return
         self._last_sweep = now
         await db.execute("DELETE FROM claims WHERE expires_at <= ?", (now,))
-        await db.execute("DELETE FROM counters WHERE expires_at <= ?", (now,))
-        await db.execute("DELETE FROM leases WHERE expires_at <= ?", (now,))
-        # A bot answering for months must not grow the file without bound.
-        await db.execute("DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?", (self.audit_max_len,))
-        await db.execute("DELETE FROM tool_calls WHERE id <= (SELECT MAX(id) FROM tool_calls) - ?", (self.audit_max_len,))
-        if self.audit_retention_s is not None:
-            expired = now - self.audit_retention_s
-            await db.execute("DELETE FROM audit WHERE started_at < ?", (expired,))
-            await db.execute("DELETE FROM tool_calls WHERE json_extract(body, '$.at') < ?", (expired,))
-        await self._usage.sweep(db, None if self.audit_retention_s is None else now - self.audit_retention_s)
-        await SqliteFeedback.sweep(db, keep=self.audit_max_len, older_than=(
-            now - self.audit_retention_s if self.audit_retention_s is not None else None))
+        await SqliteLimits.sweep(db, now)
+        expired = None if self.audit_retention_s is None else now - self.audit_retention_s
+        await self._audit.sweep(db, expired)
+        await self._usage.sweep(db, expired)
+        await SqliteFeedback.sweep(db, keep=self._audit.max_len, older_than=expired)
         await self._history.sweep(db)
 
     # --- history ------------------------------------------------------------------
@@ -209,51 +200,15 @@ class SqliteStore:
 
     async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
         """Atomically add ``amount`` (0 reads) to counter ``key`` and return its new total (see the protocol)."""
-        now = self._clock()
-        if amount == 0:  # a read: beside the writes, not a transaction queued behind them
-            rows = await self._fetchall("SELECT value FROM counters WHERE key = ? AND expires_at > ?", (key, now))
-            return int(rows[0][0]) if rows else 0
-
-        async def work(db: aiosqlite.Connection) -> int:
-            # An expired counter starts again from ``amount``; a live one keeps its expiry.
-            await db.execute(
-                "INSERT INTO counters (key, value, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET "
-                "value = CASE WHEN counters.expires_at <= ? THEN excluded.value ELSE counters.value + excluded.value END, "
-                "expires_at = CASE WHEN counters.expires_at <= ? THEN excluded.expires_at ELSE counters.expires_at END",
-                (key, amount, now + ttl_s, now, now),
-            )
-            rows = list(await db.execute_fetchall("SELECT value FROM counters WHERE key = ?", (key,)))
-            return int(rows[0][0])
-
-        return int(await self._transaction(work))
+        return await self._limits.add_to_counter(key, amount, ttl_s)
 
     async def take_lease(self, key: str, holder: str, limit: int, ttl_s: float) -> bool:
         """Hold one of ``limit`` leases of ``key`` for ``ttl_s`` seconds; False when all are held by others."""
-        now = self._clock()
-
-        async def work(db: aiosqlite.Connection) -> bool:
-            await db.execute("DELETE FROM leases WHERE key = ? AND expires_at <= ?", (key, now))
-            rows = list(
-                await db.execute_fetchall("SELECT COUNT(*), SUM(holder = ?) FROM leases WHERE key = ?", (holder, key))
-            )
-            held, mine = int(rows[0][0]), int(rows[0][1] or 0)
-            if not mine and held >= limit:
-                return False
-            await db.execute(
-                "INSERT OR REPLACE INTO leases (key, holder, expires_at) VALUES (?, ?, ?)", (key, holder, now + ttl_s)
-            )
-            return True
-
-        return bool(await self._transaction(work))
+        return await self._limits.take_lease(key, holder, limit, ttl_s)
 
     async def drop_lease(self, key: str, holder: str) -> None:
         """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
-
-        async def work(db: aiosqlite.Connection) -> None:
-            await db.execute("DELETE FROM leases WHERE key = ? AND holder = ?", (key, holder))
-
-        await self._transaction(work)
+        await self._limits.drop_lease(key, holder)
 
     # --- documents ----------------------------------------------------------------
 
@@ -338,42 +293,15 @@ class SqliteStore:
 
     async def record_tool_call(self, row: ToolCallRow) -> None:
         """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
-
-        async def work(db: aiosqlite.Connection) -> None:
-            await db.execute(
-                "INSERT INTO tool_calls (turn_id, conversation_id, body) VALUES (?, ?, ?)",
-                (row.turn_id, row.conversation_id, encode_tool_call(row)),
-            )
-
-        await self._transaction(work)
+        await self._audit.record_tool_call(row)
 
     async def record_audit(self, record: AuditRecord) -> None:
         """Append an audit record; the turn's tool-call rows are dropped in the same transaction."""
-
-        async def work(db: aiosqlite.Connection) -> None:
-            await db.execute(
-                "INSERT INTO audit (turn_id, conversation_id, started_at, body) VALUES (?, ?, ?, ?)",
-                (record.turn_id, record.conversation_id, record.started_at, dumps(audit_to_dict(record))),
-            )
-            await db.execute("DELETE FROM tool_calls WHERE turn_id = ?", (record.turn_id,))
-
-        await self._transaction(work)
+        await self._audit.record_audit(record)
 
     async def audit_records(self, *, conversation_id: str | None = None, limit: int = 100) -> list[AuditRecord]:
         """The newest ``limit`` audit records (of one conversation, or all), oldest first; unfinished turns too."""
-        # The tool-call rows of the newest ``limit`` turns that never ended.
-        calls = await self._fetchall(
-            "SELECT body FROM tool_calls WHERE turn_id IN (SELECT turn_id FROM tool_calls "
-            "WHERE (? IS NULL OR conversation_id = ?) GROUP BY turn_id ORDER BY MAX(id) DESC LIMIT ?) ORDER BY id",
-            (conversation_id, conversation_id, limit),
-        )
-        rows = await self._fetchall(
-            "SELECT body FROM (SELECT id, body FROM audit WHERE (? IS NULL OR conversation_id = ?) "
-            "ORDER BY id DESC LIMIT ?) ORDER BY id",
-            (conversation_id, conversation_id, limit),
-        )
-        written = [audit_from_dict(json.loads(row[0])) for row in rows]
-        return merged(written, unfinished_records(decode_tool_call(call[0]) for call in calls), limit)
+        return await self._audit.records(conversation_id, limit)
 
     # --- usage --------------------------------------------------------------------
 
