@@ -7,8 +7,8 @@ dataclass with a ``kind`` discriminator so it serializes to one JSON object.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from botgateway.tooling.contract import Source
@@ -18,6 +18,7 @@ __all__ = [
     "ApprovalDecided",
     "ApprovalRequested",
     "ApprovalVerdict",
+    "EventListener",
     "FailureReason",
     "ModelAnswering",
     "RoundStarted",
@@ -31,7 +32,6 @@ __all__ = [
     "TurnResult",
     "Usage",
     "UsageReported",
-    "EventListener",
     "event_to_dict",
 ]
 

@@ -64,7 +64,9 @@ def _unauthorized(message: str) -> web.Response:
     return web.json_response({"error": message}, status=401, headers={"WWW-Authenticate": 'Bearer realm="botgateway"'})
 
 
-def auth_middleware(keys: ApiKeys, session: SessionCheck) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def auth_middleware(
+    keys: ApiKeys, session: SessionCheck
+) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """A middleware that lets a request through only with a valid key or session; the principal goes on the request."""
 
     @web.middleware

@@ -37,7 +37,8 @@ async def read_json(request: web.Request, max_bytes: int) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise BadRequest("the request body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise BadRequest(f"the request body is not valid JSON: {exc.msg} at {where}") from None
     if not isinstance(data, dict):
         raise BadRequest(f"the request body must be a JSON object, not {type(data).__name__}")
     return data

@@ -91,4 +91,5 @@ def final_of(outcome: TurnOutcome) -> TurnDone | TurnFailed:
     if outcome.outcome == "done":
         return TurnDone(result=TurnResult(answer=outcome.answer, rounds=0))
     reason = "cancelled" if outcome.outcome in ("stopped", "moved") else "internal"
-    return TurnFailed(reason=reason, message=note or f"the turn ended: {outcome.outcome}", partial_answer=outcome.answer)
+    message = note or f"the turn ended: {outcome.outcome}"
+    return TurnFailed(reason=reason, message=message, partial_answer=outcome.answer)

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from adapters.web.body import BadRequest
 from adapters.web.sink import PLATFORM, WebSink
 from adapters.web.tap import EventTap
@@ -35,6 +37,8 @@ from botgateway.tooling import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
     from botgateway.gateway import Gateway
+
+log = structlog.get_logger(__name__)
 
 __all__ = ["TurnOwner", "WebFront", "conversation_key"]
 
@@ -97,7 +101,8 @@ class WebFront:
         """``question`` of ``principal`` in its ``conversation``, as the gateway takes it."""
         key = conversation_key(principal, conversation)
         name = principal.name or principal.user
-        target = CardTarget(platform=PLATFORM, chat_id=conversation, user_id=principal.id, user_name=name, locale=locale)
+        target = CardTarget(platform=PLATFORM, chat_id=conversation, user_id=principal.id, user_name=name,
+                            locale=locale)
         ctx = ToolContext(user_id=principal.id, user_name=name, platform=principal.platform, conversation_id=key,
                           chat_id=principal.user, principal=principal)
         return InboundMessage(principal.platform, "", key, question, target, ctx, principal)
@@ -152,8 +157,8 @@ class WebFront:
         try:
             await self.store.put_document(_owner_key(turn_id), {"principal": owner.principal,
                                                                "conversation": owner.conversation}, TURN_RECORD_TTL_S)
-        except Exception:  # the answer matters more than its later lookup
-            return
+        except Exception as exc:  # the answer matters more than its later lookup
+            log.warning("web.turn_owner_not_kept", turn_id=turn_id, error=type(exc).__name__)
 
     async def owner(self, turn_id: str) -> TurnOwner | None:
         """Whose ``turn_id`` is, when it was asked through the API."""

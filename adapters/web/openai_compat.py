@@ -70,7 +70,8 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str) and content.strip():
         return content
     if isinstance(content, list):  # content parts: only the text ones are read
-        text = "\n".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+        texts = [part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"]
+        text = "\n".join(texts)
         if text.strip():
             return text
     raise BadRequest("the last user message has no text content")
@@ -121,7 +122,9 @@ class _Completion:
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-    async def whole(self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap) -> web.Response:
+    async def whole(
+        self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap
+    ) -> web.Response:
         reasoning: list[str] = []
 
         async def write(event: TurnEvent, t: float) -> None:

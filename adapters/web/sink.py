@@ -1,4 +1,4 @@
-"""The web's :class:`~botgateway.sink.CardSink`: no platform to call, only each turn's latest snapshot, kept for watchers.
+"""The web's :class:`~botgateway.sink.CardSink`: no platform to call, only each turn's newest snapshot, for watchers.
 
 The API's and the console's cards live in the browser: this sink keeps the
 newest snapshot of each turn (a bounded map, least recently changed dropped

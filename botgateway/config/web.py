@@ -47,7 +47,8 @@ class ApiKeyConfig(Section):
     def _long_enough(cls, value: SecretStr) -> SecretStr:
         if len(value.get_secret_value()) < MIN_KEY_CHARS:
             # The key itself is never repeated in the message.
-            raise ValueError(f"an API key must be at least {MIN_KEY_CHARS} characters long (e.g. `openssl rand -hex 24`)")
+            raise ValueError(f"an API key must be at least {MIN_KEY_CHARS} characters long "
+                             "(e.g. `openssl rand -hex 24`)")
         return value
 
 

@@ -1,4 +1,4 @@
-"""Who may call the API and what it is offered: keys, bad bodies, CORS, a viewer's tools; the OpenAI-compatible route."""
+"""Who may call the API and what it is offered (keys, bad bodies, CORS, a viewer's tools); the OpenAI route."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ async def test_bad_keys_bodies_and_sizes_get_plain_answers(tmp_path: Path, llm: 
     async with api_gateway(tmp_path, api_config(tmp_path, llm.base_url)) as gateway:
         url = f"{gateway.probe_url}/v1/turns"
         async with aiohttp.ClientSession() as http:
+            async with http.get(f"{gateway.probe_url}/readyz") as response:
+                assert (await response.json())["checks"]["web"] == "ok"  # the adapter counts for readiness
             async with http.post(url, json={"question": "hi"}) as response:
                 assert response.status == 401 and "Bearer" in response.headers["WWW-Authenticate"]
             async with http.post(url, json={"question": "hi"}, headers=bearer("not-a-key-0123456789")) as response:
@@ -42,7 +44,8 @@ async def test_bad_keys_bodies_and_sizes_get_plain_answers(tmp_path: Path, llm: 
                 assert response.status == 400 and "JSON object" in (await response.json())["error"]
             async with http.post(url, json={"conversation": "c"}, headers=bearer(ADMIN_KEY)) as response:
                 assert response.status == 400 and "'question' is required" in (await response.json())["error"]
-            async with http.post(url, json={"question": "hi", "conversation": "a b/c"}, headers=bearer(ADMIN_KEY)) as response:
+            bad_name = {"question": "hi", "conversation": "a b/c"}
+            async with http.post(url, json=bad_name, headers=bearer(ADMIN_KEY)) as response:
                 assert response.status == 400
             big = {"question": "x" * (70 * 1024)}
             async with http.post(url, json=big, headers=bearer(ADMIN_KEY)) as response:
@@ -72,16 +75,15 @@ async def test_cors_headers_only_for_a_configured_origin(tmp_path: Path, llm: Sc
 
 async def test_a_viewer_key_is_not_offered_the_admin_only_tools(tmp_path: Path, llm: ScriptedLLMServer) -> None:
     llm.enqueue(Script.text("viewer answer."), Script.text("admin answer."))
-    async with api_gateway(tmp_path, api_config(tmp_path, llm.base_url)) as gateway:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"{gateway.probe_url}/v1/tools", headers=bearer(VIEWER_KEY)) as response:
-                viewer = await response.json()
-            async with http.get(f"{gateway.probe_url}/v1/tools", headers=bearer(ADMIN_KEY)) as response:
-                admin = await response.json()
-            for key in (VIEWER_KEY, ADMIN_KEY):
-                async with http.post(f"{gateway.probe_url}/v1/turns", json={"question": "which hosts?"},
-                                     headers=bearer(key)) as response:
-                    [message async for message in sse_events(response)]
+    async with api_gateway(tmp_path, api_config(tmp_path, llm.base_url)) as gateway, aiohttp.ClientSession() as http:
+        async with http.get(f"{gateway.probe_url}/v1/tools", headers=bearer(VIEWER_KEY)) as response:
+            viewer = await response.json()
+        async with http.get(f"{gateway.probe_url}/v1/tools", headers=bearer(ADMIN_KEY)) as response:
+            admin = await response.json()
+        for key in (VIEWER_KEY, ADMIN_KEY):
+            async with http.post(f"{gateway.probe_url}/v1/turns", json={"question": "which hosts?"},
+                                 headers=bearer(key)) as response:
+                [message async for message in sse_events(response)]
     assert viewer["principal"] == "api:dash" and viewer["roles"] == ["viewer"]
     assert [tool["name"] for tool in viewer["tools"]] == ["find_server"]
     assert {"find_server", "list_servers", "search_inventory_by_ip"} <= {tool["name"] for tool in admin["tools"]}
@@ -101,7 +103,8 @@ async def test_the_openai_client_streams_and_gets_whole_answers(tmp_path: Path, 
         client = AsyncOpenAI(base_url=f"{gateway.probe_url}/v1", api_key=VIEWER_KEY, max_retries=0)
         stream = await client.chat.completions.create(
             model="botgateway", stream=True, stream_options={"include_usage": True}, user="ops-chat",
-            messages=[{"role": "system", "content": "ignored"}, {"role": "user", "content": "which server is 10.0.1.100?"}],
+            messages=[{"role": "system", "content": "ignored"},
+                      {"role": "user", "content": "which server is 10.0.1.100?"}],
         )
         content, reasoning, usage = [], [], None
         async for chunk in stream:
@@ -131,7 +134,8 @@ async def test_a_card_is_watched_as_snapshots_until_final(tmp_path: Path, llm: S
     async with api_gateway(tmp_path, api_config(tmp_path, llm.base_url)) as gateway, aiohttp.ClientSession() as http:
         async with http.post(f"{gateway.probe_url}/v1/turns", json={"question": "which?"},
                              headers=bearer(VIEWER_KEY)) as response:
-            turn_id = [data async for _, data in sse_events(response)][0]["turn_id"]
+            messages = [message async for message in sse_events(response)]  # to its end: leaving would stop it
+        turn_id = messages[0][1]["turn_id"]
         async with http.get(f"{gateway.probe_url}/v1/turns/{turn_id}/card", headers=bearer(VIEWER_KEY)) as response:
             snapshots = [(event, data) async for event, data in sse_events(response)]
         async with http.get(f"{gateway.probe_url}/v1/turns/{turn_id}/card",
@@ -141,3 +145,38 @@ async def test_a_card_is_watched_as_snapshots_until_final(tmp_path: Path, llm: S
     assert event == "snapshot" and final["final"] and final["status"] == "done" and final["turn_id"] == turn_id
     assert final["answer"] == "prod-db-01."
     assert [block["name"] for block in final["blocks"] if block["type"] == "tool"] == ["find_server"]
+
+
+async def test_a_call_waiting_for_approval_is_approved_through_the_api(tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    llm.enqueue(Script.tool_calls([("call_1", "list_servers", {})]), Script.text("All listed."))
+    config = api_config(tmp_path, llm.base_url)
+    config["access"]["roles"]["admin"]["approve"] = True
+    config["access"]["approvals"] = {"tools": ["list_servers"]}
+    config["access"]["roles"]["viewer"]["tools"] = ["*"]
+    async with api_gateway(tmp_path, config) as gateway, aiohttp.ClientSession() as http:
+        url = gateway.probe_url
+        response = await http.post(f"{url}/v1/turns", json={"question": "list them"}, headers=bearer(ADMIN_KEY))
+        events = sse_events(response)
+        turn_id = (await anext(events))[1]["turn_id"]
+        request: dict[str, Any] | None = None
+        async for name, data in events:
+            if name == "approval_requested":
+                request = data
+                break
+        assert request is not None and request["name"] == "list_servers"
+        async with http.get(f"{url}/v1/turns/{turn_id}/card", headers=bearer(ADMIN_KEY)) as card:
+            async for _, snapshot in sse_events(card):
+                if snapshot["approvals"]:  # the card shows the prompt the console draws its buttons from
+                    assert snapshot["approvals"][0]["code"] == request["code"]
+                    break
+        vote = {"approve": True, "token": request["token"]}
+        async with http.post(f"{url}/v1/approvals/{request['code']}", json=vote, headers=bearer(VIEWER_KEY)) as denied:
+            assert denied.status == 403 and (await denied.json())["answer"] == "not_approver"
+        async with http.post(f"{url}/v1/approvals/{request['code']}", json=vote, headers=bearer(ADMIN_KEY)) as voted:
+            assert voted.status == 200 and (await voted.json())["answer"] == "decided"
+        rest = [message async for message in events]
+        response.close()
+    names = [name for name, _ in rest]
+    assert "approval_decided" in names and names[-1] == "done"
+    finished = next(data for name, data in rest if name == "tool_call_finished")
+    assert finished["ok"] is True and rest[-1][1]["result"]["answer"] == "All listed."

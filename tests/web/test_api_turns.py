@@ -43,7 +43,8 @@ def timeless(value: Any) -> Any:
 
 
 async def ask_api(url: str, key: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    async with aiohttp.ClientSession() as http, http.post(f"{url}/v1/turns", json=body, headers=bearer(key)) as response:
+    async with aiohttp.ClientSession() as http, \
+            http.post(f"{url}/v1/turns", json=body, headers=bearer(key)) as response:
         assert response.status == 200, await response.text()
         assert response.headers["Content-Type"].startswith("text/event-stream")
         return [message async for message in sse_events(response)]
@@ -68,7 +69,9 @@ async def test_the_sse_events_are_the_ask_json_lines_of_the_same_turn(tmp_path: 
     assert events[-1][1]["result"]["answer"] == "10.0.1.100 is prod-db-01."
 
 
-async def test_a_finished_turn_is_looked_up_by_its_asker_and_an_admin_only(tmp_path: Path, llm: ScriptedLLMServer) -> None:
+async def test_a_finished_turn_is_looked_up_by_its_asker_and_an_admin_only(
+    tmp_path: Path, llm: ScriptedLLMServer
+) -> None:
     llm.enqueue(Script.tool_calls([("call_1", "find_server", {"query": "10.0.1.100"})]), Script.text("prod-db-01."))
     async with api_gateway(tmp_path, api_config(tmp_path, llm.base_url)) as gateway:
         messages = await ask_api(gateway.probe_url, VIEWER_KEY, {"question": QUESTION, "conversation": "c1"})
@@ -103,7 +106,8 @@ async def test_another_key_neither_sees_nor_stops_nor_clears_a_turn(tmp_path: Pa
                 assert response.status == 404
             # The same conversation name under another key is another conversation: its history is not the first's.
             llm.enqueue(Script.text("fresh."))
-            await ask_api(gateway.probe_url, "other-key-0123456789abcdef", {"question": "again", "conversation": "shared-name"})
+            again = {"question": "again", "conversation": "shared-name"}
+            await ask_api(gateway.probe_url, "other-key-0123456789abcdef", again)
     contents = [m.get("content") for m in llm.requests[-1]["messages"]]
     assert "hi" not in contents and "done." not in contents
 
