@@ -86,13 +86,15 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
 def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     up = sum(row["vote"] == "up" for row in rows)
     table = Table(title=f"{len(rows)} vote(s): {up} 👍, {len(rows) - up} 👎", show_lines=False)
     for column in _SHOWN:
         table.add_column(column, overflow="fold")
     for row in map(_flat, rows):
-        table.add_row(*(("👍" if row["vote"] == "up" else "👎") if c == "vote" else row[c] for c in _SHOWN))
+        # Plain Text, not markup: a question or reason with "[/x]" in it is shown as typed, never parsed.
+        table.add_row(*(Text(("👍" if row["vote"] == "up" else "👎") if c == "vote" else row[c]) for c in _SHOWN))
     # Piped into a file or a pager, 80 columns would fold every id; a terminal keeps its own width.
     width = None if out.isatty() else 200
     Console(file=out, soft_wrap=False, width=width).print(table)

@@ -62,6 +62,25 @@ async def test_feedback_lists_the_votes_since_a_time_in_every_format(tmp_path: P
     assert "3 vote(s): 2 👍, 1 👎" in out and "wrong region" in out
 
 
+async def test_the_table_shows_brackets_as_typed(tmp_path: Path) -> None:
+    """A question or reason with square brackets is text, not rich markup (``[/x]`` would not parse)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"llm": {"provider": "demo"}, "memory": {"sqlite_path": str(tmp_path / "gw.db")}}))
+    store = SqliteStore(tmp_path / "gw.db")
+    await store.open()
+    try:
+        await store.record_feedback(FeedbackRecord(
+            turn_id="t1", voter="slack:U1", vote="down", at=time.time(), reason="the [/b] tag and [bold]x[/bold]",
+            question="why is [red]web-1[/red] down?", tools=("[search]",)))
+    finally:
+        await store.close()
+    code, out, err = await botgateway("feedback", "-c", str(config), cwd=tmp_path)
+    assert code == 0, err
+    assert "Traceback" not in err
+    flat = "".join(out.split())  # the table may fold a long cell over lines
+    assert "the[/b]tagand[bold]x[/bold]" in flat and "whyis[red]web-1[/red]down?" in flat and "[search]" in flat
+
+
 async def test_a_since_that_is_no_time_is_a_usage_error(tmp_path: Path) -> None:
     config = await _stored_votes(tmp_path)
     code, _, err = await botgateway("feedback", "--since", "yesterday", "-c", str(config), cwd=tmp_path)
