@@ -1,14 +1,15 @@
 """Admission: what becomes of a message before it is a turn.
 
 In order: a redelivery is dropped (dedupe by message id), a stop or clear word
-is acted on, a reply giving a 👎 its reason is recorded (:mod:`botgateway.feedback`),
-a process that is closing refuses, a refresh word becomes the conversation's
+is acted on, a process that is closing refuses, a reply giving a 👎 its reason
+is recorded (:mod:`botgateway.feedback`), a refresh word becomes the conversation's
 newest question again (:mod:`botgateway.refresh`), the access hook and then the
 configured policy decide (an ``approve 4821`` reply is counted as a vote,
 ``/whoami`` answered), and a question too long or over its asker's limits is
 refused. Refusals are audited. What passes is :class:`Admitted`: the message
 with its access decision, counted against its asker's limits under a new turn
-id, for the scheduler (:mod:`botgateway.scheduler`).
+id, for the scheduler (:mod:`botgateway.scheduler`), its card marked as a typed
+question's (:func:`botgateway.answers.as_question`: its answer offers Refresh and 👍 / 👎).
 
 A question another process of the fleet moved here as it drained was admitted
 there: :meth:`Admission.admit_moved` only checks that it is not too old.
@@ -26,6 +27,7 @@ import structlog
 
 from botgateway.access import AccessHook, decide_message, place_of, with_decision
 from botgateway.alerts.context import quoted_conversation
+from botgateway.answers import as_question
 from botgateway.approvers import parse_command
 from botgateway.audit_trail import write_refusal
 from botgateway.config import Config
@@ -150,13 +152,13 @@ class Admission:
         if self._clear_history is not None and _matches(msg.text, self._config.gateway.clear_words):
             return await self._clear_from_message(msg, sink)
 
+        if self._closing:
+            return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
+
         if self._feedback is not None and not msg.ctx.fresh:
             noted = await self._feedback.typed_reason(msg)  # "reason …" after a 👎 that waits for one
             if noted is not None:
                 return self._replies.tell(msg, sink, noted, status="feedback", private=True)
-
-        if self._closing:
-            return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
 
         if self._refresher is not None and _matches(msg.text, REFRESH_WORDS):
             again = await self._refresher.again(msg)  # the newest answer's question, asked again by this asker
@@ -180,7 +182,8 @@ class Admission:
         limited = await self._over_limit(msg, sink, turn_id)
         if limited is not None:
             return limited
-        return Admitted(msg=msg, turn_id=turn_id)
+        # A typed question's answer offers Refresh and 👍 / 👎 (the mark travels with a question moved elsewhere).
+        return Admitted(msg=as_question(msg), turn_id=turn_id)
 
     async def admit_moved(self, moved: MovedQuestion, sink: CardSink) -> Admitted | Submission:
         """Admit a question moved here by a draining process, unless it waited past ``gateway.handoff_max_age_s``.

@@ -11,7 +11,9 @@ The record is written by the book as the turn's :class:`~botgateway.telemetry.Tu
 (from the turn's audit record, in the background); a read of the same process
 waits for a write still in flight, so a button pressed the moment the card is
 final finds its answer. Turns nobody typed (an alert's investigation, a report)
-are not kept: their cards carry no such buttons.
+are not kept: their cards carry no such buttons. Admission marks the card
+target of each question it admits (:func:`as_question`); only such a card
+offers them (:func:`offers_answer_controls`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -28,11 +30,14 @@ from cachetools import LRUCache
 from botgateway.background import BackgroundTasks
 from botgateway.cards.metrics import CardMetrics
 from botgateway.messages import InboundMessage
-from botgateway.sink import target_to_dict
+from botgateway.sink import CardTarget, target_to_dict
 from botgateway.snapshot import CardSnapshot
 from botgateway.stores.base import AuditRecord, Store
 
-__all__ = ["ANSWER_TTL_S", "Answer", "AnswerBook", "offers_answer_controls", "sources_of"]
+__all__ = [
+    "ANSWERABLE", "ANSWER_TTL_S", "Answer", "AnswerBook", "as_question", "is_question", "offers_answer_controls",
+    "sources_of",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -102,10 +107,29 @@ class Answer:
         )
 
 
-def offers_answer_controls(snapshot: CardSnapshot, turn_id: str) -> bool:
-    """Whether a card showing ``snapshot`` offers Refresh and 👍 / 👎 for ``turn_id``: a final answer (done, the last
-    part of it) to a question (an alert's card, with its preamble, has none; a note has no turn)."""
-    return bool(turn_id) and snapshot.status == "done" and not snapshot.continued and not snapshot.preamble
+ANSWERABLE = "answerable"
+"""The key of :attr:`~botgateway.sink.CardTarget.extra` that marks a typed question's card (:func:`as_question`)."""
+
+
+def as_question(msg: InboundMessage) -> InboundMessage:
+    """``msg`` with its card target marked as a typed question's: its final answer offers Refresh and 👍 / 👎.
+
+    Admission marks the questions it admits; a turn nobody typed (a report, an alert's investigation) is never
+    marked, so its card offers neither (nobody asked it, and its answer is not kept on record).
+    """
+    return replace(msg, target=replace(msg.target, extra={**msg.target.extra, ANSWERABLE: True}))
+
+
+def is_question(target: CardTarget) -> bool:
+    """Whether ``target`` is the card of a typed question's turn (:func:`as_question`, and a turn id)."""
+    return bool(target.turn_id) and target.extra.get(ANSWERABLE) is True
+
+
+def offers_answer_controls(snapshot: CardSnapshot, target: CardTarget) -> bool:
+    """Whether ``target``'s card showing ``snapshot`` offers Refresh and 👍 / 👎 for its turn: a final answer (done,
+    the last part of it) to a typed question (:func:`is_question`: a report's or an alert's card has none, a note
+    has no turn)."""
+    return is_question(target) and snapshot.status == "done" and not snapshot.continued and not snapshot.preamble
 
 
 def sources_of(record: AuditRecord) -> tuple[dict[str, Any], ...]:

@@ -7,8 +7,9 @@ answer's question, model, tools and sources (from its record,
 :mod:`botgateway.answers`), one per voter and answer: a second press changes
 the vote (and a changed vote drops the reason it had). A 👎 may say why in
 one line: Slack asks in a modal (:meth:`FeedbackDesk.reason`), DingTalk asks
-the voter to reply ``reason <text>`` / ``原因 <text>`` within
-:data:`REASON_WINDOW_S`, which admission hands to :meth:`FeedbackDesk.typed_reason`.
+the voter, in their direct chat with the bot, to reply there ``reason <text>`` /
+``原因 <text>`` within :data:`REASON_WINDOW_S`, which admission hands to
+:meth:`FeedbackDesk.typed_reason`.
 Admins read the votes with ``botgateway feedback``.
 """
 
@@ -42,11 +43,12 @@ REASON_WINDOW_S = 600.0
 MAX_REASON_CHARS = 300
 """A reason is one line of at most this many characters (longer ones are cut)."""
 
-_REASON = re.compile(r"^\s*(?:reason\b|原因)\s*[:：]?\s*(?P<text>\S.*)$", re.IGNORECASE | re.DOTALL)
+_REASON = re.compile(r"^\s*(?:reason|原因)(?:\s*[:：]|\s)\s*(?P<text>\S.*)$", re.IGNORECASE | re.DOTALL)
+"""``reason`` / ``原因``, a separator (a colon or a space: "原因是什么？" is a question) and the reason."""
 
 
 def parse_reason(text: str) -> str | None:
-    """The reason in a ``reason <text>`` / ``原因 <text>`` reply, or None when ``text`` is not one."""
+    """The reason in a ``reason <text>`` / ``原因 <text>`` / ``原因：<text>`` reply, or None when ``text`` is not one."""
     match = _REASON.match(text)
     if match is None:
         return None
@@ -70,6 +72,11 @@ def one_line(text: str) -> str:
 def _pending_key(voter: str) -> str:
     """Where a DingTalk 👎 waits for its reason: one per voter, the newest wins."""
     return f"feedback-reason:{voter}"
+
+
+def _in_direct_chat(msg: InboundMessage, platform: str) -> bool:
+    """Whether ``msg`` was sent in its sender's direct chat with the bot on ``platform``, where a 👎 asks its reason."""
+    return msg.platform == platform and not msg.target.is_group and not msg.ctx.is_group
 
 
 class FeedbackDesk:
@@ -97,7 +104,9 @@ class FeedbackDesk:
             reason = previous.reason if previous is not None and previous.vote == vote else ""
             await self._store.record_feedback(self._record(turn_id, voter.id, vote, reason, answer, previous))
             if vote == "down" and ask_reason:
-                await self._store.put_document(_pending_key(voter.id), {"turn_id": turn_id}, REASON_WINDOW_S)
+                # The note asking for it goes to the voter's direct chat with the bot: the reason is taken there only.
+                pending = {"turn_id": turn_id, "platform": voter.platform, "chat": "direct"}
+                await self._store.put_document(_pending_key(voter.id), pending, REASON_WINDOW_S)
         except Exception as exc:
             log.warning("feedback.not_recorded", turn_id=turn_id, voter=voter.id, error=type(exc).__name__)
             return t(locale, "feedback_failed")
@@ -125,21 +134,30 @@ class FeedbackDesk:
     async def typed_reason(self, msg: InboundMessage) -> str | None:
         """The note when ``msg`` is a ``reason <text>`` reply to its sender's recent 👎 (now recorded), else None.
 
-        Without a 👎 waiting for a reason, such a message is a question like any other.
+        The reply counts in the sender's direct chat with the bot only (where the 👎's note asked for it), once: the
+        👎 stops waiting when its reason is recorded. Anywhere else, later, or without a 👎 waiting for a reason,
+        such a message is a question like any other.
         """
         text = parse_reason(msg.text)
         if text is None:
             return None
         voter = msg.asker
+        key = _pending_key(voter.id)
         try:
-            pending = await self._store.get_document(_pending_key(voter.id))
+            pending = await self._store.get_document(key) or {}
         except Exception as exc:
             log.warning("feedback.pending_unreadable", voter=voter.id, error=type(exc).__name__)
             return None
-        turn_id = str((pending or {}).get("turn_id") or "")
-        if not turn_id:
+        turn_id = str(pending.get("turn_id") or "")
+        if not turn_id or not _in_direct_chat(msg, str(pending.get("platform") or "")):
             return None
-        return await self.reason(turn_id, voter, text, locale=msg.target.locale)
+        note = await self.reason(turn_id, voter, text, locale=msg.target.locale)
+        try:
+            # The Store has no delete: written empty and already expired, the key is gone.
+            await self._store.put_document(key, {}, 0.0)
+        except Exception as exc:  # the reason is kept; another reply within the window would replace it
+            log.warning("feedback.pending_not_cleared", voter=voter.id, error=type(exc).__name__)
+        return note
 
     def _record(self, turn_id: str, voter: str, vote: Vote, reason: str, answer: Answer | None,
                 previous: FeedbackRecord | None) -> FeedbackRecord:

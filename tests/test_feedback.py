@@ -19,6 +19,12 @@ from botgateway.feedback import MAX_REASON_CHARS, one_line, parse_reason, parse_
         ("reason", None),
         ("the reason is unclear", None),
         ("原因", None),
+        ("原因:过期", "过期"),
+        ("reason:stale", "stale"),
+        # a question about a cause is no reason: the word must be followed by a space or a colon
+        ("原因是什么？", None),
+        ("原因呢", None),
+        ("reasons: many", None),
     ],
 )
 def test_a_reason_reply_is_recognized_and_made_one_line(text: str, reason: str | None) -> None:

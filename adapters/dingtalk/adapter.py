@@ -3,10 +3,7 @@
 A message is acked at once; parsing and submitting happen in a task the
 adapter owns, and the turn itself runs in the gateway's task, so neither a
 slow platform call nor a dropped stream socket can cancel an answer. Each turn
-gets an AI card when a template is configured and the app is not degraded by
-throttling, else one markdown reply. A 1:1 sender without a staff id (external
-users) always gets the markdown reply: the robot's 1:1 card space is addressed
-by staff id.
+gets an AI card or one markdown reply (:mod:`adapters.dingtalk.inbound`).
 
 Cards nobody asked for (an alert's, a report) go to a group as an AI card, or
 as a robot group message without a template (:meth:`DingTalkAdapter.channel_target`).
@@ -15,8 +12,8 @@ A message that quotes another carries the quoted text to the gateway
 
 Card button presses arrive on Stream mode's card callback topic: an approval
 card's Approve/Deny, and a final answer's Refresh and 👍 / 👎 when the AI card
-template has them (:mod:`adapters.dingtalk.answer_buttons`). A Refresh asks the
-answer's question again as the presser, in the card's chat; a 👎 asks the
+template has them (:class:`~adapters.dingtalk.answer_buttons.AnswerPresses`). A Refresh asks
+the answer's question again as the presser, in the card's chat; a 👎 asks the
 voter, in a 1:1 message, for a ``reason <text>`` reply.
 """
 
@@ -31,10 +28,18 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import structlog
 
-from adapters.dingtalk.answer_buttons import AnswerPress, parse_answer_press
+from adapters.dingtalk.answer_buttons import AnswerPresses, parse_answer_press
 from adapters.dingtalk.approval_cards import parse_card_action
 from adapters.dingtalk.callback import CallbackServer
-from adapters.dingtalk.message import MEDIA_HINT, BotMessage, ParsedText, parse_bot_message
+from adapters.dingtalk.inbound import (
+    card_mode,
+    card_presser,
+    dingtalk_principal,
+    inbound_message,
+    message_target,
+    note_key,
+)
+from adapters.dingtalk.message import BotMessage, parse_bot_message
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
@@ -42,18 +47,17 @@ from botgateway.background import BackgroundTasks
 from botgateway.cards.policy import BufferPolicy
 from botgateway.config import DingTalkConfig
 from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
-from botgateway.messages import InboundMessage, Submission, conversation_key
+from botgateway.messages import Submission
 from botgateway.principal import Principal
 from botgateway.sink import CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.strings import t
-from botgateway.tooling import ToolContext
 
 if TYPE_CHECKING:
     from adapters.dingtalk.stream import StreamConnection
     from botgateway.gateway import Gateway
 
-__all__ = ["HANDOFF_TIMEOUT_S", "KEPT_SUBMISSIONS", "DingTalkAdapter", "dingtalk_principal"]
+__all__ = ["HANDOFF_TIMEOUT_S", "KEPT_SUBMISSIONS", "DingTalkAdapter", "config_problems", "dingtalk_principal"]
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +66,21 @@ HANDOFF_TIMEOUT_S = 10.0
 
 KEPT_SUBMISSIONS = 200
 """Recent (msgId, submission) pairs kept for diagnostics and tests."""
+
+
+def config_problems(config: DingTalkConfig, dedupe_ttl_s: float) -> list[str]:
+    """What in ``config`` stops the adapter from starting (``dedupe_ttl_s``: how long a used signature is kept)."""
+    problems = []
+    if not config.client_id:
+        problems.append("client_id is empty (the robot app's AppKey)")
+    if not config.client_secret.get_secret_value():
+        problems.append("client_secret is empty (the robot app's AppSecret; use ${DINGTALK_CLIENT_SECRET})")
+    skew = config.callback_max_skew_s
+    if config.mode == "http" and dedupe_ttl_s < 2 * skew:
+        problems.append(f"callback_max_skew_s ({skew:g} s) must be at most half of memory.dedupe_ttl_s "
+                        f"({dedupe_ttl_s:g} s): a used signature is remembered that long, and is valid for twice "
+                        "the skew")
+    return problems
 
 
 class DingTalkAdapter:
@@ -114,6 +133,7 @@ class DingTalkAdapter:
         self.submissions: collections.deque[tuple[str, Submission]] = collections.deque(maxlen=KEPT_SUBMISSIONS)
         """Recent (msgId, submission) pairs, oldest first (for diagnostics and tests)."""
         self._handoffs = BackgroundTasks()
+        self._presses = AnswerPresses(self)
         self._corp_id = ""
         self._stream: StreamConnection | None = None
         self._callback: CallbackServer | None = None
@@ -135,6 +155,16 @@ class DingTalkAdapter:
         """The callback server (HTTP mode, once started)."""
         return self._callback
 
+    @property
+    def gateway(self) -> Gateway | None:
+        """The gateway turns are submitted to (once given)."""
+        return self._gateway
+
+    @property
+    def corp_id(self) -> str:
+        """The bot's own organisation, as learned from the messages received (empty until the first one)."""
+        return self._corp_id
+
     async def start(self, gateway: Gateway | None = None) -> None:
         """Start receiving (Stream mode or the HTTP callback server).
 
@@ -146,7 +176,7 @@ class DingTalkAdapter:
             self._gateway = gateway
         if self._gateway is None:
             raise RuntimeError("DingTalkAdapter.start needs the gateway")
-        problems = self._config_problems()
+        problems = config_problems(self.config, self._gateway.config.memory.dedupe_ttl_s)
         if problems:
             raise ValueError("adapters.dingtalk: " + "; ".join(problems))
         if self.config.mode == "http":
@@ -202,19 +232,6 @@ class DingTalkAdapter:
         assert self._gateway is not None
         return await self._gateway.first_delivery(self.name, key)
 
-    def _config_problems(self) -> list[str]:
-        problems = []
-        if not self.config.client_id:
-            problems.append("client_id is empty (the robot app's AppKey)")
-        if not self.config.client_secret.get_secret_value():
-            problems.append("client_secret is empty (the robot app's AppSecret; use ${DINGTALK_CLIENT_SECRET})")
-        remembered = self._gateway.config.memory.dedupe_ttl_s if self._gateway is not None else None
-        skew = self.config.callback_max_skew_s
-        if self.config.mode == "http" and remembered is not None and remembered < 2 * skew:
-            problems.append(f"callback_max_skew_s ({skew:g} s) must be at most half of memory.dedupe_ttl_s "
-                            f"({remembered:g} s): a used signature is remembered that long, and is valid for twice the skew")
-        return problems
-
     @property
     def connected(self) -> bool:
         """Whether DingTalk can deliver to us now: the stream is connected, or the callback server listens."""
@@ -263,64 +280,27 @@ class DingTalkAdapter:
 
     async def _card_action(self, data: dict[str, Any]) -> None:
         """Approve or Deny pressed: counted when the presser is an approver there, else a private 1:1 note says why.
-        A final answer's button goes to :meth:`_answer_press`."""
+        A final answer's button goes to :class:`~adapters.dingtalk.answer_buttons.AnswerPresses`."""
         press = parse_answer_press(data)
         if press is not None and self._gateway is not None:
-            await self._answer_press(press)
+            await self._presses.handle(press)
             return
         action = parse_card_action(data)
         if action is None or self._gateway is None:
             log.info("dingtalk.card_action_ignored", out_track_id=data.get("outTrackId"))
             return
-        # Fail closed: a press whose organisation is unknown, or not the bot's, counts as from outside.
-        external = not action.corp_id or action.corp_id != self._corp_id
-        presser = await self.resolve_principal(
-            Principal.of(self.name, action.user_id, team=action.corp_id, external=external))
-        locale = self.config.locale
-        result = await self._gateway.decide_approval(action.code, presser, approved=action.approved, locale=locale,
-                                                     token=action.token)
-        if result.answer == "decided":
-            return
+        presser = await self.resolve_principal(card_presser(action.user_id, action.corp_id, self._corp_id))
+        result = await self._gateway.decide_approval(action.code, presser, approved=action.approved,
+                                                     locale=self.config.locale, token=action.token)
+        if result.answer != "decided":
+            await self.tell_privately(action.user_id, result.note)
+
+    async def tell_privately(self, user_id: str, note: str) -> None:
+        """A 1:1 robot message to ``user_id`` (a presser), seen by them alone; a failure is logged, never raised."""
         try:
-            await self.sink.markdown.sender.send_private(action.user_id, t(locale, "reply_title"), result.note)
+            await self.sink.markdown.sender.send_private(user_id, t(self.config.locale, "reply_title"), note)
         except Exception as exc:
             log.warning("dingtalk.private_note_failed", error=str(exc) or type(exc).__name__)
-
-    async def _answer_press(self, press: AnswerPress) -> None:
-        """Refresh, 👍 or 👎 pressed on a final answer's card."""
-        assert self._gateway is not None
-        locale = self.config.locale
-        note = ""
-        if press.action == "refresh":
-            answer = await self._gateway.answer(press.turn_id)
-            if answer is None:
-                note = t(locale, "refresh_unknown")
-            else:
-                # The press as the presser's message in the card's chat: their access and limits apply there.
-                chat = answer.target
-                message = BotMessage(
-                    msg_id="", conversation=str(chat.get("chat_id") or ""), is_group=bool(chat.get("is_group")),
-                    addressed=True, staff_id=press.user_id, user_id=press.user_id, user_name="", webhook="",
-                    webhook_expires_ms=0, robot_code=str(chat.get("workspace_id") or ""),
-                    corp_id=self._corp_id or press.corp_id, text=ParsedText("", False), sender_corp_id=press.corp_id,
-                )
-                inbound = await resolve_message(self._inbound_message(message, self._target(message)), self.groups)
-                submission = await self._gateway.refresh(press.turn_id, inbound, self.sink, self.policy)
-                self.submissions.append((f"refresh:{press.turn_id}:{press.user_id}", submission))
-                log.info("dingtalk.refresh_pressed", turn_id=press.turn_id, status=submission.status)
-        else:
-            # Fail closed, as for approvals: a press from an unknown organisation, or not the bot's, is from outside.
-            external = not press.corp_id or press.corp_id != self._corp_id
-            voter = await self.resolve_principal(
-                Principal.of(self.name, press.user_id, team=press.corp_id, external=external))
-            reply = await self._gateway.vote(press.turn_id, voter, press.action, locale=locale,
-                                             ask_reason=press.action == "down")
-            note = reply if press.action == "down" else ""  # the 👎 asks for its reason; a 👍 needs no answer
-        if note:
-            try:
-                await self.sink.markdown.sender.send_private(press.user_id, t(locale, "reply_title"), note)
-            except Exception as exc:
-                log.warning("dingtalk.private_note_failed", error=str(exc) or type(exc).__name__)
 
     async def _on_callback(self, data: dict[str, Any]) -> None:
         self.receive(data)
@@ -345,9 +325,9 @@ class DingTalkAdapter:
         target = self._target(message)
         if not message.text.text:
             if await self._gateway.first_delivery(self.name, message.msg_id):
-                await self._note(target, t(self.config.locale, self._note_key(message)))
+                await self._note(target, t(self.config.locale, note_key(message)))
             return None
-        inbound = await resolve_message(self._inbound_message(message, target), self.groups)
+        inbound = await resolve_message(inbound_message(message, target, self.config), self.groups)
         submission = await self._gateway.submit(inbound, self.sink, self.policy)
         self.submissions.append((inbound.message_id or f"anon-{id(inbound):x}", submission))
         log.info(
@@ -356,77 +336,10 @@ class DingTalkAdapter:
         )
         return submission
 
-    @staticmethod
-    def _note_key(message: BotMessage) -> str:
-        """What to tell the asker of a message without a question (logged when it could not be read)."""
-        if message.text.unreadable:
-            log.warning("dingtalk.message_unreadable", msg_id=message.msg_id, reason=message.text.unreadable)
-            return "message_unreadable"
-        return "images_ignored" if message.text.had_media else "empty_question"
-
-    def _mode(self, message: BotMessage) -> str:
-        """``card`` or ``markdown`` for this turn."""
-        if self.sink.card is None or self.monitor.degraded:
-            return "markdown"
-        if not message.is_group and not message.staff_id:
-            # A 1:1 card goes to dtv1.card//IM_ROBOT.{staffId}, which a senderId cannot fill;
-            # this turn replies in markdown through the session webhook instead.
-            log.info("dingtalk.card_needs_staff_id", msg_id=message.msg_id, conversation=message.conversation,
-                     note="1:1 sender has no senderStaffId; answering with a markdown reply")
-            return "markdown"
-        return "card"
-
-    def _webhook(self, message: BotMessage) -> str:
-        """The session webhook, if it is DingTalk's: a forged payload must not make us post answers elsewhere."""
-        if message.webhook and not message.webhook.startswith(self.config.oapi_base_url.rstrip("/") + "/"):
-            log.warning("dingtalk.webhook_ignored", reason="not under oapi_base_url")
-            return ""
-        return message.webhook
-
     def _target(self, message: BotMessage) -> CardTarget:
-        return CardTarget(
-            platform=self.name,
-            chat_id=message.conversation,
-            user_id=message.user_id,
-            user_name=message.user_name,
-            is_group=message.is_group,
-            locale=self.config.locale,
-            workspace_id=message.robot_code or self.robot_code,
-            extra={
-                "mode": self._mode(message),
-                "session_webhook": self._webhook(message),
-                "session_webhook_expires_ms": message.webhook_expires_ms,
-                "msg_id": message.msg_id,
-            },
-        )
-
-    def _inbound_message(self, message: BotMessage, target: CardTarget) -> InboundMessage:
-        text = message.text.text
-        if message.text.had_media:
-            # Tell the model, so it does not pretend to have seen the picture.
-            text += "\n\n" + MEDIA_HINT
-        key = conversation_key(
-            self.name,
-            self.config.session_scope,
-            workspace=message.corp_id,
-            chat=message.conversation,
-            user=message.user_id,
-        )
-        ctx = ToolContext(
-            user_id=message.user_id,
-            user_name=message.user_name,
-            platform=self.name,
-            conversation_id=key,
-            chat_id=message.conversation,
-            is_group=message.is_group,
-            principal=dingtalk_principal(message),
-        )
-        return InboundMessage(
-            platform=self.name, message_id=message.msg_id, conversation_id=key, text=text, target=target, ctx=ctx,
-            principal=ctx.principal, quoted=message.quote.text if message.quote is not None else "",
-            # What a quoted card is known by (its delivery's carrierId): its text does not come with the quote.
-            quoted_key=message.quote.process_query_key if message.quote is not None else "",
-        )
+        mode = card_mode(self.sink, self.monitor, is_group=message.is_group, staff_id=message.staff_id,
+                         msg_id=message.msg_id, conversation=message.conversation)
+        return message_target(message, self.config, mode=mode, robot_code=self.robot_code)
 
     # --- cards nobody asked for ---------------------------------------------------------------
 
@@ -464,11 +377,3 @@ class DingTalkAdapter:
         except Exception as exc:
             log.warning("dingtalk.note_failed", error=type(exc).__name__, detail=str(exc)[:200])
 
-
-def dingtalk_principal(message: BotMessage) -> Principal:
-    """The asker as ``dingtalk:<staffId>`` (else the opaque sender id); external when of another organisation."""
-    # senderCorpId is the asker's own organisation; a missing staff id alone also happens inside one org.
-    sender_corp = message.sender_corp_id or message.corp_id
-    external = bool(message.corp_id) and sender_corp != message.corp_id
-    return Principal.of(DingTalkAdapter.name, message.user_id, team=sender_corp, external=external,
-                        name=message.user_name)

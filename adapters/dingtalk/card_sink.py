@@ -5,8 +5,9 @@ app to about 20 QPS per API). Throttle answers are counted by the
 :class:`~adapters.dingtalk.throttle.ThrottleMonitor` so new turns can degrade
 to markdown replies. A card is finalized from its ``outTrackId`` alone, so the
 gateway can close cards left open by a crash using only the stored target.
-A final answer's card shows its Refresh and 👍 / 👎 buttons when the template
-has them (:mod:`adapters.dingtalk.answer_buttons`).
+A typed question's card is created with its turn id, so that once finished it
+shows its Refresh and 👍 / 👎 buttons when the template has them
+(:mod:`adapters.dingtalk.answer_buttons`): no call of their own.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from adapters.dingtalk.answer_buttons import show_answer_buttons
+from adapters.dingtalk.answer_buttons import answer_params
 from adapters.dingtalk.markdown_sink import MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card
@@ -109,7 +110,8 @@ class DingTalkCardSink:
         answer_buttons: bool = False,
     ) -> None:
         """``approvals`` delivers a card with buttons for each call waiting for an approval (None: reply by text);
-        ``answer_buttons``: the template has a final answer's Refresh and 👍 / 👎 buttons, shown once it is final."""
+        ``answer_buttons``: the template has a final answer's Refresh and 👍 / 👎 buttons, shown once the card of a
+        typed question (created with its turn id) is finished."""
         self.max_chars = max_chars
         """Answer text per card; longer answers continue in another card."""
         self._api = api
@@ -134,9 +136,12 @@ class DingTalkCardSink:
         log.info("dingtalk.card_throttled", retry_after=exc.retry_after)
 
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
-        """Create the card and deliver it to the group or 1:1 chat in one call."""
+        """Create the card and deliver it to the group or 1:1 chat in one call (with the turn id that shows a
+        typed question's buttons once the card is finished, when the template has them)."""
         out_track_id = f"bg-{uuid.uuid4().hex}"
         params = {self._key: render_card(snapshot, is_group=target.is_group, asker=target.user_name)}
+        if self._answer_buttons:
+            params.update(answer_params(target))
         body = deliver_body(target, template_id=self._template_id, out_track_id=out_track_id, params=params,
                             robot_code=self._robot_code)
         try:
@@ -179,8 +184,6 @@ class DingTalkCardSink:
             return handle
         await self._stream(handle, snapshot, finalize=True)
         synced = await self._sync_approvals(handle, snapshot)
-        if self._answer_buttons:
-            await show_answer_buttons(self._api, handle, snapshot)
         return CardHandle(card_id=synced.card_id, target=synced.target, data={**synced.data, "final": True})
 
     async def _replace(self, handle: CardHandle, snapshot: CardSnapshot) -> None:

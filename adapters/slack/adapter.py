@@ -6,8 +6,10 @@ AI assistant pane (suggested prompts when a thread opens, a status while
 working). Cards nobody asked for (an alert's, a report) are posted as
 top-level channel messages (:meth:`SlackAdapter.channel_target`); a reply in
 such a card's thread is a question (:meth:`SlackAdapter.adopt_thread`).
-A final answer's Refresh and 👍 / 👎 buttons, and the modal a 👎 opens, are
-:mod:`adapters.slack.answer_actions`. Every delivery is acknowledged at once;
+A live card's Stop and Approve / Deny are :mod:`adapters.slack.presses`; a
+final answer's Refresh and 👍 / 👎 buttons, and the modal a 👎 opens, are
+:mod:`adapters.slack.answer_actions`; the assistant pane's prompts and status
+are :mod:`adapters.slack.assistant`. Every delivery is acknowledged at once;
 the turn runs in the gateway's own task. A retried delivery (same ``event_id``, or the same channel
 and ``ts`` arriving as both ``app_mention`` and ``message``) starts one turn.
 
@@ -18,7 +20,6 @@ event means is :mod:`adapters.slack.events`; answers stream through
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.answer_actions import AnswerActions
+from adapters.slack.assistant import AssistantPane
 from adapters.slack.connection import (
     AckFirstSocketModeHandler,
     SlackStartError,
@@ -39,27 +41,16 @@ from adapters.slack.connection import (
     serve_http,
     socket_connected,
 )
-from adapters.slack.errors import slack_error_code
 from adapters.slack.events import (
     HANDLED_SUBTYPES,
     event_team,
     inbound_message,
     is_from_bot,
     mentioned_users,
-    slack_principal,
     strip_mention,
-    suggested_prompts,
 )
 from adapters.slack.names import DisplayNames
-from adapters.slack.edit import post_ephemeral
-from adapters.slack.render import (
-    APPROVE_ACTION_ID,
-    DENY_ACTION_ID,
-    FEEDBACK_ACTION_ID,
-    FEEDBACK_VIEW_ID,
-    REFRESH_ACTION_ID,
-    STOP_ACTION_ID,
-)
+from adapters.slack.presses import Presses
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads
 from botgateway.background import BackgroundTasks
@@ -149,7 +140,9 @@ class SlackAdapter:
         self._tasks = BackgroundTasks()
         self._store = store
         self._bot_threads = BotThreads(store)
-        self._names = DisplayNames(self.client)
+        self.names = DisplayNames(self.client)
+        """Users' display names (cached)."""
+        self._pane = AssistantPane(self.client, config, self._first_delivery)
         self._observer = observer
         self._connect_timeout_s = connect_timeout_s
         self._authorized: AuthorizeResult | None = None
@@ -225,13 +218,9 @@ class SlackAdapter:
         app.event("app_mention")(self._on_mention)
         app.event("message")(self._on_message)
         app.event("assistant_thread_started")(self._on_assistant_thread_started)
-        app.action(STOP_ACTION_ID)(self._on_stop)
-        app.action(APPROVE_ACTION_ID)(self._on_approval)
-        app.action(DENY_ACTION_ID)(self._on_approval)
-        answers = AnswerActions(self)
-        app.action(REFRESH_ACTION_ID)(answers.on_refresh)
-        app.action(re.compile(f"^{FEEDBACK_ACTION_ID}"))(answers.on_feedback)  # Slack's feedback buttons, and ours
-        app.view(FEEDBACK_VIEW_ID)(answers.on_reason)
+        presses = Presses(self)
+        presses.register(app)
+        AnswerActions(self, presses).register(app)
         # Everything else the app is subscribed to is acknowledged and ignored.
         app.event(re.compile(".*"))(self._ignore)
         app.error(self._on_error)
@@ -296,54 +285,10 @@ class SlackAdapter:
         return await self._accept(body, event, direct=False)
 
     async def _on_assistant_thread_started(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        thread = event.get("assistant_thread") or {}
-        channel, thread_ts = thread.get("channel_id"), thread.get("thread_ts")
-        prompts = suggested_prompts(self.config)
-        kind = "assistant_thread_started"
-        if not channel or not thread_ts or not prompts:
-            self._report(Delivery(kind, "ignored", "no thread or no prompts configured"))
-            return
-        if not await self._first_delivery(body):
-            self._report(Delivery(kind, "duplicate", "retried delivery"))
-            return
-        try:
-            await self.client.assistant_threads_setSuggestedPrompts(channel_id=channel, thread_ts=thread_ts, prompts=prompts)
-        except Exception as exc:
-            code = slack_error_code(exc) or type(exc).__name__
-            log.warning("slack.suggested_prompts_failed", error=code)
-            self._report(Delivery(kind, "failed", code))
-            return
-        self._report(Delivery(kind, "handled"))
+        outcome, reason = await self._pane.thread_started(body, event)
+        self._report(Delivery("assistant_thread_started", outcome, reason))
 
-    async def _on_stop(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
-        assert self._gateway is not None
-        turn_id = str(action.get("value") or "")
-        user = str((body.get("user") or {}).get("id") or "")
-        # The turn may run in another process of the fleet: the gateway asks it, and says why not.
-        answer = await self._gateway.stop(turn_id, user) if turn_id else "already_done"
-        if answer == "stopped":
-            log.info("slack.stop_pressed", turn_id=turn_id, user=user)
-            self._report(Delivery("block_actions", "handled", "stopped"))
-            return
-        reason = "stop_unreachable" if answer == "unreachable" else answer
-        await self._tell_presser(body, t(self.config.locale, reason))
-        self._report(Delivery("block_actions", "ignored", reason))
-
-    async def _on_approval(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        """Approve or Deny pressed: counted when the presser is an approver there, else they are told why, privately."""
-        await ack()
-        assert self._gateway is not None
-        presser = await self.presser(body)
-        code, _, token = str(action.get("value") or "").partition(":")
-        channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
-        result = await self._gateway.decide_approval(code, presser, approved=action.get("action_id") == APPROVE_ACTION_ID,
-                                                     locale=self.config.locale, channel=f"slack:{channel}", token=token)
-        if result.answer != "decided":
-            await self._tell_presser(body, result.note)
-        self._report(Delivery("block_actions", "handled" if result.answer == "decided" else "ignored", result.answer))
-
-    # --- what the handlers of answers' buttons use (adapters.slack.answer_actions) -----------------
+    # --- what the handlers of button presses use (adapters.slack.presses, adapters.slack.answer_actions) ------
 
     @property
     def gateway(self) -> Gateway | None:
@@ -356,35 +301,10 @@ class SlackAdapter:
         assert self._policy is not None
         return self._policy
 
-    async def display_name(self, user_id: str) -> str:
-        """``user_id``'s display name (cached; empty when Slack does not say)."""
-        return await self._names.of(user_id, None)
-
-    async def presser(self, body: Mapping[str, Any]) -> Principal:
-        """Whoever pressed a button (or submitted a modal), with the user groups the policy names."""
-        user = body.get("user") or {}
-        user_id = str(user.get("id") or "")
-        name = await self._names.of(user_id, None)
-        # The presser's own team comes with the action: a Slack Connect guest is external here too.
-        presser = slack_principal({"user": user_id, "user_team": user.get("team_id")}, team=self.team_id, user_name=name)
-        return await self.resolve_principal(presser)
-
-    async def tell_presser(self, body: Mapping[str, Any], note: str) -> None:
-        """An ephemeral note to whoever pressed a button, in the message's thread."""
-        await self._tell_presser(body, note)
-
     def report_action(self, outcome: Literal["submitted", "ignored", "handled"], reason: str,
                       submission: Submission | None = None, *, event_type: str = "block_actions") -> None:
         """Report what a button press (or modal) came to (metrics, logs, tests)."""
         self._report(Delivery(event_type, outcome, reason, submission))
-
-    async def _tell_presser(self, body: Mapping[str, Any], note: str) -> None:
-        """An ephemeral note to whoever pressed a button, in the message's thread."""
-        user = str((body.get("user") or {}).get("id") or "")
-        channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
-        message = body.get("message") or {}
-        await post_ephemeral(self.client, channel=channel, user=user, text=note,
-                             thread_ts=message.get("thread_ts") or None)
 
     # --- from an event to a turn -------------------------------------------------------------
 
@@ -431,7 +351,7 @@ class SlackAdapter:
         text = strip_mention(str(event.get("text") or ""), self.bot_user_id)
         if not text:
             return Delivery(kind, "ignored", "no text")  # a bare mention or an empty file share
-        user_name = await self._names.of(str(event.get("user") or ""), event.get("user_profile"))
+        user_name = await self.names.of(str(event.get("user") or ""), event.get("user_profile"))
         message = inbound_message(event, team=team, thread_ts=thread_ts, direct=direct, text=text,
                                   user_name=user_name, config=self.config)
         message = await resolve_message(message, self.groups)
@@ -444,7 +364,7 @@ class SlackAdapter:
             return Delivery(kind, "duplicate", "same channel and ts", submission)
         if submission.status in ("started", "queued") and submission.turn_id:
             assistant_thread = direct and bool(event.get("thread_ts"))
-            self._tasks.spawn(self._follow(submission, channel, thread_ts if assistant_thread else None),
+            self._tasks.spawn(self._pane.follow(submission, channel, thread_ts if assistant_thread else None),
                               name=f"slack-follow:{submission.turn_id}")
         return Delivery(kind, "submitted", submission.status, submission)
 
@@ -474,20 +394,3 @@ class SlackAdapter:
     async def resolve_principal(self, principal: Principal) -> Principal:
         """``principal`` with the user groups the policy names that list it (never raises; unchanged on failure)."""
         return await resolve_safely(self.groups, principal)
-
-    async def _follow(self, submission: Submission, channel: str, status_thread: str | None) -> None:
-        """Show the assistant-pane status while the turn works, until its card is final."""
-        try:
-            if status_thread:
-                await self._set_status(channel, status_thread, self.config.status_text or t(self.config.locale, "thinking_status"))
-            if submission.done is not None:
-                await asyncio.shield(submission.done)
-        finally:
-            if status_thread:
-                await self._set_status(channel, status_thread, "")
-
-    async def _set_status(self, channel: str, thread_ts: str, status: str) -> None:
-        try:
-            await self.client.assistant_threads_setStatus(channel_id=channel, thread_ts=thread_ts, status=status)
-        except Exception as exc:  # the pane status is a nicety; the answer still streams
-            log.info("slack.set_status_failed", error=slack_error_code(exc) or type(exc).__name__)

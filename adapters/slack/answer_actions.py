@@ -2,8 +2,10 @@
 
 The buttons (:func:`~adapters.slack.render.answer_buttons`,
 :func:`~adapters.slack.render.stream_answer_blocks`) carry the answer's turn
-id. Like Stop and Approve, each press is acknowledged at once and handed to
-the gateway:
+id; only a typed question's final answer has them
+(:func:`~botgateway.answers.offers_answer_controls`). Like Stop and Approve
+(:mod:`adapters.slack.presses`), each press is acknowledged at once and handed
+to the gateway:
 
 - Refresh: the press becomes the presser's message in the card's thread (as if
   they had asked there, so their own access and limits apply) and
@@ -19,6 +21,7 @@ the gateway:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +29,21 @@ import structlog
 
 from adapters.slack.errors import call_slack
 from adapters.slack.events import inbound_message
-from adapters.slack.render import FEEDBACK_REASON_ID, feedback_modal
+from adapters.slack.render import (
+    FEEDBACK_ACTION_ID,
+    FEEDBACK_REASON_ID,
+    FEEDBACK_VIEW_ID,
+    REFRESH_ACTION_ID,
+    feedback_modal,
+)
 from botgateway.feedback import parse_vote
 from botgateway.groups import resolve_message
 
 if TYPE_CHECKING:
+    from slack_bolt.app.async_app import AsyncApp
+
     from adapters.slack.adapter import SlackAdapter
+    from adapters.slack.presses import Presses
 
 __all__ = ["AnswerActions", "press_place"]
 
@@ -57,10 +69,22 @@ def _reason_of(view: Mapping[str, Any]) -> str:
 
 
 class AnswerActions:
-    """The handlers of a final answer's buttons and of the 👎 modal, for one :class:`SlackAdapter`."""
+    """The handlers of a final answer's buttons and of the 👎 modal, for one :class:`SlackAdapter`.
 
-    def __init__(self, adapter: SlackAdapter) -> None:
+    Args:
+        adapter: The adapter whose cards carry the buttons.
+        presses: Who pressed, and how they are told (shared with Stop and Approve / Deny).
+    """
+
+    def __init__(self, adapter: SlackAdapter, presses: Presses) -> None:
         self._adapter = adapter
+        self._presses = presses
+
+    def register(self, app: AsyncApp) -> None:
+        """Listen to Refresh, 👍 / 👎 (Slack's feedback buttons and ours) and the 👎 modal's submission."""
+        app.action(REFRESH_ACTION_ID)(self.on_refresh)
+        app.action(re.compile(f"^{FEEDBACK_ACTION_ID}"))(self.on_feedback)
+        app.view(FEEDBACK_VIEW_ID)(self.on_reason)
 
     async def on_refresh(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         """Refresh pressed: the answer's question asked again by the presser, in the card's thread."""
@@ -74,7 +98,7 @@ class AnswerActions:
         if gateway is None or not turn_id or not channel or not user_id:
             adapter.report_action("ignored", "refresh without a turn, channel or user")
             return
-        name = await adapter.display_name(user_id)
+        name = await adapter.names.of(user_id, None)
         event = {"user": user_id, "user_team": user.get("team_id") or team, "channel": channel, "ts": ts, "team": team}
         msg = inbound_message(event, team=team, thread_ts=thread_ts, direct=channel.startswith("D"), text="",
                               user_name=name, config=adapter.config)
@@ -99,10 +123,10 @@ class AnswerActions:
         opened = False
         if vote == "down":  # first: the press's trigger_id opens a modal within 3 s only
             opened = await self._open_modal(str(body.get("trigger_id") or ""), turn_id, locale)
-        presser = await adapter.presser(body)
+        presser = await self._presses.presser(body)
         note = await adapter.gateway.vote(turn_id, presser, vote, locale=locale)
         if not opened:
-            await adapter.tell_presser(body, note)
+            await self._presses.tell(body, note)
         adapter.report_action("handled", f"feedback:{vote}")
 
     async def on_reason(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -114,7 +138,7 @@ class AnswerActions:
         if adapter.gateway is None or not turn_id or not reason:
             adapter.report_action("ignored", "no reason given", event_type="view_submission")
             return
-        presser = await adapter.presser(body)
+        presser = await self._presses.presser(body)
         await adapter.gateway.feedback_reason(turn_id, presser, reason, locale=adapter.config.locale)
         adapter.report_action("handled", "feedback:reason", event_type="view_submission")
 

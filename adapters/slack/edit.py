@@ -107,7 +107,7 @@ class EditMessages:
             blocks = preamble_blocks(final, divider=bool(part)) if index == 0 else []
             if part or not blocks:
                 blocks.append({"type": "markdown", "text": part})
-            if index == len(parts) - 1 and offers_answer_controls(snapshot, target.turn_id):
+            if index == len(parts) - 1 and offers_answer_controls(snapshot, target):
                 blocks.append(answer_buttons(target.turn_id, snapshot.locale))
             text = card_text(dataclasses.replace(final, blocks=(), answer=part, footer="", error="", asker="",
                                                  preamble=final.preamble if index == 0 else ""), allowed)
@@ -137,8 +137,7 @@ class EditMessages:
 
     def _blocks(self, target: CardTarget, snapshot: CardSnapshot) -> list[dict[str, Any]]:
         turn_id = target.turn_id if self._config.stop_button else ""
-        blocks = card_blocks(snapshot, turn_id=turn_id, allowed=allowed_mentions(target),
-                             answer_turn=target.turn_id)
+        blocks = card_blocks(snapshot, turn_id=turn_id, allowed=allowed_mentions(target), target=target)
         size = markdown_chars(blocks)  # Slack counts every markdown block of a message together
         if size > MAX_MARKDOWN_CHARS:
             raise TooLong(f"the card has {size} characters; slack takes {MAX_MARKDOWN_CHARS}")

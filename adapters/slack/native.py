@@ -163,7 +163,7 @@ class NativeStreams:
             stream.live = True
             stream.started = self._clock()
         chunks = stream.chunks_for(snapshot)
-        note, blocks = stream_closing(snapshot, stream.allowed, target.turn_id)  # a final answer's buttons too
+        note, blocks = stream_closing(snapshot, stream.allowed, target)  # a final answer's buttons too
         if note:
             _add_text(chunks, note)
         await self._call("chat.stopStream", self._client.chat_stopStream, channel=stream.channel, ts=stream.ts,

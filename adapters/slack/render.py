@@ -31,6 +31,7 @@ from adapters.slack.inert import slack_inert
 from botgateway.answers import offers_answer_controls
 from botgateway.cards.inert import stable_cut
 from botgateway.cards.render import approval_text, preamble_text, render_markdown, render_plain
+from botgateway.sink import CardTarget
 from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
 
@@ -211,10 +212,11 @@ def control_done_blocks(locale: str) -> list[dict[str, Any]]:
 
 
 def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset[str] = NO_MENTIONS,
-                answer_turn: str = "") -> list[dict[str, Any]]:
+                target: CardTarget | None = None) -> list[dict[str, Any]]:
     """Blocks of an edit-mode card: the preamble, the markdown body and, while live, Approve/Deny buttons and the
-    Stop button (``turn_id``); once a final answer, Refresh and 👍 / 👎 for ``answer_turn`` (when given). A card of
-    a preamble alone (a final alert card without an investigation) is that block only."""
+    Stop button (``turn_id``); once a final answer to the typed question of ``target`` (when given), Refresh and
+    👍 / 👎 for its turn. A card of a preamble alone (a final alert card without an investigation) is that block
+    only."""
     body = card_markdown(snapshot, allowed)
     blocks = preamble_blocks(snapshot, divider=bool(body))
     if body or not blocks:
@@ -224,8 +226,8 @@ def card_blocks(snapshot: CardSnapshot, *, turn_id: str = "", allowed: frozenset
         blocks += [b for b in approval_blocks(snapshot.approvals, snapshot.locale, allowed) if b["type"] == "actions"]
     if turn_id and not snapshot.final:
         blocks.append(stop_button(turn_id, snapshot.locale))
-    if offers_answer_controls(snapshot, answer_turn):
-        blocks.append(answer_buttons(answer_turn, snapshot.locale))
+    if target is not None and offers_answer_controls(snapshot, target):
+        blocks.append(answer_buttons(target.turn_id, snapshot.locale))
     return blocks
 
 
@@ -342,9 +344,9 @@ def stream_pieces(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS)
 
 
 def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS,
-                   turn_id: str = "") -> tuple[str, list[dict[str, Any]]]:
-    """What ``chat.stopStream`` adds: the failure/stop note as text, the footer as a context block, and a final
-    answer's feedback and Refresh buttons (for ``turn_id``, when given)."""
+                   target: CardTarget | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """What ``chat.stopStream`` adds: the failure/stop note as text, the footer as a context block, and the
+    feedback and Refresh buttons of a final answer to the typed question of ``target`` (when given)."""
     note = ""
     if snapshot.error and snapshot.final:
         note = f"\n\n{defuse(snapshot.error, snapshot.locale, allowed)}"
@@ -353,6 +355,6 @@ def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS
     blocks: list[dict[str, Any]] = []
     if snapshot.footer:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape_text(snapshot.footer)}]})
-    if offers_answer_controls(snapshot, turn_id):
-        blocks += stream_answer_blocks(turn_id, snapshot.locale)
+    if target is not None and offers_answer_controls(snapshot, target):
+        blocks += stream_answer_blocks(target.turn_id, snapshot.locale)
     return note, blocks

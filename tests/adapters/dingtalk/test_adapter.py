@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from adapters.dingtalk import DingTalkAdapter, sign
-from adapters.dingtalk.adapter import MEDIA_HINT
+from adapters.dingtalk.message import MEDIA_HINT
 from tests.fakes.dingtalk import FakeCard, bot_message
 from tests.fakes.dingtalk_env import GROUP
 from tools.demo.script import Pause, Script, role_chunk, text_chunks

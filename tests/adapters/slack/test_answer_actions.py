@@ -6,6 +6,7 @@ whose answers are cached otherwise). Votes are stored once per user and answer
 (a second press changes the vote); a 👎 opens a modal (``views.open`` with the
 press's trigger) whose submission is the vote's reason, and ``botgateway
 feedback`` lists them all with the model, tools and sources of the answer.
+Only a typed question's answer has them: a report's card (a turn nobody typed) has none.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from adapters.slack.render import (
     REFRESH_ACTION_ID,
 )
 from adapters.slack.sink import SlackCardSink
+from botgateway.answers import ANSWERABLE
 from botgateway.cli.feedback import run_feedback
 from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, MemoryConfig, SlackConfig, ToolsConfig
 from botgateway.sink import CardTarget
 from botgateway.snapshot import CardSnapshot
+from botgateway.unprompted import Channels, UnpromptedTurn, gateway_principal
 from tests.fakes.clouds import FakeAliyun, aliyun_instance
 from tests.fakes.slack import ANSWER_BLOCK, BOT_TOKEN, FakeSlack, Message
 from tests.fakes.slack_env import Env, replies, slack_env
@@ -214,7 +217,7 @@ async def test_an_answer_posted_as_new_messages_carries_its_buttons_on_the_last_
         client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
         sink = SlackCardSink(client, SlackConfig(bot_token=SecretStr(BOT_TOKEN), api_base_url=fake.api_url))
         target = CardTarget(platform="slack", chat_id="C1", thread_id="50.000001", turn_id="turn-1", user_id="U1",
-                            is_group=True, workspace_id="T0001")
+                            is_group=True, workspace_id="T0001", extra={ANSWERABLE: True})
         answer = " ".join(f"word{i}" for i in range(2500))  # past Slack's 12,000 characters per block: two messages
         await sink.fallback(target, CardSnapshot(status="done", answer=answer))
         first, last = fake.thread("C1", "50.000001")
@@ -224,3 +227,27 @@ async def test_an_answer_posted_as_new_messages_carries_its_buttons_on_the_last_
                             CardSnapshot(status="done", answer="Started a new conversation."))
         [note] = fake.thread("C1", "60.000001")
         assert note.answer_buttons() == {}
+        # a turn nobody typed (not marked as a question's) has a turn, and no buttons
+        await sink.fallback(dataclasses.replace(target, extra={}, thread_id="70.000001"),
+                            CardSnapshot(status="done", answer="All up."))
+        [report] = fake.thread("C1", "70.000001")
+        assert report.answer_buttons() == {}
+
+
+async def test_a_report_card_offers_no_refresh_or_feedback(tmp_path: Path) -> None:
+    async for env in slack_env(tmp_path):
+        channels = Channels(env.gateway, {"slack": env.adapter}, {"slack": env.adapter.sink}, {})
+        env.llm.enqueue(Script.text("All 12 servers in prod are running."))
+        report = UnpromptedTurn(principal=gateway_principal("schedule", "daily"), role="viewer",
+                                question="List the stopped servers in prod", conversation_id="schedule:daily:1",
+                                target=channels.target("slack", "C1", locale="en"))
+        submission = await channels.ask(report)
+        assert submission.status == "started" and submission.done is not None
+        assert (await submission.done).outcome == "done"
+        [card] = env.fake.channel_messages("C1")
+        assert "12 servers" in card.markdown() and card.answer_buttons() == {}
+
+        # a question typed in the report's thread is answered with them
+        env.llm.enqueue(Script.text("None is stopped."))
+        _, answer = await ask(env, "any stopped?", thread_ts=card.ts)
+        assert answer.outcome == "done" and card_of(env, card.ts, answer.turn_id).answer_buttons()
