@@ -8,13 +8,13 @@ the tools and sources stay lists, in ``table`` and ``csv`` they are joined.
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from botgateway.cli import tables
+from botgateway.cli.tables import FORMATS
 from botgateway.config import Config
 from botgateway.redaction import redact_text
 from botgateway.stores.base import FeedbackRecord
@@ -26,9 +26,6 @@ COLUMNS = (
     "question",
 )
 """The columns of every format, in order."""
-
-FORMATS = ("table", "jsonl", "csv")
-"""The output formats."""
 
 _SHOWN = ("time", "vote", "voter", "reason", "model", "tools", "sources", "question")
 """The columns of the table (the others are in jsonl and csv)."""
@@ -65,39 +62,18 @@ def feedback_rows(records: Iterable[FeedbackRecord], *, vote: str = "") -> list[
     ]
 
 
-def _flat(row: Mapping[str, Any]) -> dict[str, str]:
-    """A row with its lists joined, for the table and csv."""
-    return {key: "; ".join(value) if isinstance(value, list) else str(value) for key, value in row.items()}
-
-
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
-    """Print ``rows`` as a ``table``, ``jsonl`` (one object a line) or ``csv`` (with a header)."""
-    if fmt == "jsonl":
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(_flat(row) for row in rows)
-    else:
-        _table(rows, out)
+    """Print ``rows`` as a ``table``, ``jsonl`` (one object a line, lists kept) or ``csv`` (with a header, lists
+    joined)."""
 
+    def table(to: TextIO) -> None:
+        up = sum(row["vote"] == "up" for row in rows)
+        cells = ([("👍" if row["vote"] == "up" else "👎") if c == "vote" else str(tables.csv_cell(row[c])) for c in _SHOWN]
+                 for row in rows)
+        # Plain text, not markup (print_table): a question or reason with "[/x]" in it is shown as typed.
+        tables.print_table(to, f"{len(rows)} vote(s): {up} 👍, {len(rows) - up} 👎", _SHOWN, cells)
 
-def _table(rows: list[dict[str, Any]], out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    up = sum(row["vote"] == "up" for row in rows)
-    table = Table(title=f"{len(rows)} vote(s): {up} 👍, {len(rows) - up} 👎", show_lines=False)
-    for column in _SHOWN:
-        table.add_column(column, overflow="fold")
-    for row in map(_flat, rows):
-        # Plain Text, not markup: a question or reason with "[/x]" in it is shown as typed, never parsed.
-        table.add_row(*(Text(("👍" if row["vote"] == "up" else "👎") if c == "vote" else row[c]) for c in _SHOWN))
-    # Piped into a file or a pager, 80 columns would fold every id; a terminal keeps its own width.
-    width = None if out.isatty() else 200
-    Console(file=out, soft_wrap=False, width=width).print(table)
+    tables.write_rows(rows, COLUMNS, fmt, out, table=table)
 
 
 async def run_feedback(
