@@ -68,8 +68,8 @@ def write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
 
     def table(to: TextIO) -> None:
         up = sum(row["vote"] == "up" for row in rows)
-        cells = ([("👍" if row["vote"] == "up" else "👎") if c == "vote" else str(tables.csv_cell(row[c])) for c in _SHOWN]
-                 for row in rows)
+        cells = ([("👍" if row["vote"] == "up" else "👎") if c == "vote" else str(tables.csv_cell(row[c]))
+                  for c in _SHOWN] for row in rows)
         # Plain text, not markup (print_table): a question or reason with "[/x]" in it is shown as typed.
         tables.print_table(to, f"{len(rows)} vote(s): {up} 👍, {len(rows) - up} 👎", _SHOWN, cells)
 
