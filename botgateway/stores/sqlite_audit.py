@@ -9,21 +9,15 @@ the newest ``audit_max_len``, or older than the retention.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import aiosqlite
 
 from botgateway.stores._codec import audit_from_dict, audit_to_dict, decode_tool_call, dumps, encode_tool_call
 from botgateway.stores._unfinished import merged, unfinished_records
 from botgateway.stores.base import AuditRecord, ToolCallRow
+from botgateway.stores.sqlite_types import Fetch, Transaction
 
 __all__ = ["SqliteAudit"]
-
-Transaction = Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
-"""Runs one write transaction (the store's, with its sweep)."""
-Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
-"""Runs one read statement beside the writes."""
 
 
 class SqliteAudit:

@@ -16,21 +16,19 @@ as if the claims had been written one after the other.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiosqlite
 
 from botgateway.background import BackgroundTasks
 from botgateway.stores.base import StoreError
+from botgateway.stores.sqlite_types import Transaction
 
 __all__ = ["MAX_CLAIM_BATCH", "SqliteClaims"]
 
 MAX_CLAIM_BATCH = 400
 """Claims written by one statement at most (two bound values each, far below SQLite's limit of 32,766)."""
-
-Transaction = Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
-"""Runs one unit of work in one write transaction and returns its result."""
 
 
 class SqliteClaims:

@@ -8,13 +8,11 @@ one; ``at`` (the time of the last change) orders them for ``botgateway feedback`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
-
 import aiosqlite
 
 from botgateway.stores._codec import decode_feedback, encode_feedback
 from botgateway.stores.base import FeedbackRecord
+from botgateway.stores.sqlite_types import Fetch, Transaction
 
 __all__ = ["FEEDBACK_SCHEMA", "SqliteFeedback"]
 
@@ -29,12 +27,6 @@ CREATE TABLE IF NOT EXISTS feedback (
 CREATE INDEX IF NOT EXISTS feedback_at ON feedback (at);
 """
 """The table of votes (part of the store's schema)."""
-
-Transaction = Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
-"""Runs its argument in one write transaction (:meth:`SqliteStore._transaction`)."""
-
-Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
-"""Runs one read statement beside the writes (:meth:`SqliteConnection.fetchall`)."""
 
 
 class SqliteFeedback:

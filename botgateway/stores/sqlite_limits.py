@@ -8,17 +8,13 @@ the store's periodic sweep deletes the rest (:meth:`SqliteLimits.sweep`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import aiosqlite
 
-__all__ = ["SqliteLimits"]
+from botgateway.stores.sqlite_types import Fetch, Transaction
 
-Transaction = Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
-"""Runs one write transaction (the store's, with its sweep)."""
-Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
-"""Runs one read statement beside the writes."""
+__all__ = ["SqliteLimits"]
 
 
 class SqliteLimits:

@@ -10,13 +10,13 @@ again (a retry) adds only the rows not yet there.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import aiosqlite
 
 from botgateway.stores._usage_codec import decode_usage, encode_usage
 from botgateway.stores.base import UsageRow
+from botgateway.stores.sqlite_types import Fetch, Transaction
 
 __all__ = ["USAGE_SCHEMA", "SqliteUsage", "prepare_usage"]
 
@@ -40,12 +40,6 @@ async def prepare_usage(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE model_usage ADD COLUMN row_id TEXT")
     # NULLs are distinct in a unique index: rows of an earlier release (no id) all stay.
     await db.execute("CREATE UNIQUE INDEX IF NOT EXISTS model_usage_row ON model_usage (row_id)")
-
-
-Transaction = Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
-"""Runs one write transaction (the store's, with its sweep)."""
-Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
-"""Runs one read statement beside the writes."""
 
 
 class SqliteUsage:
