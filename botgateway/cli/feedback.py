@@ -9,57 +9,20 @@ the tools and sources stay lists, in ``table`` and ``csv`` they are joined.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from botgateway.cli import tables
 from botgateway.cli.tables import FORMATS
 from botgateway.config import Config
-from botgateway.redaction import redact_text
-from botgateway.stores.base import FeedbackRecord
+from botgateway.report_rows import FEEDBACK_COLUMNS, feedback_rows, source_label
 
 __all__ = ["COLUMNS", "FORMATS", "feedback_rows", "run_feedback", "source_label", "write_rows"]
 
-COLUMNS = (
-    "time", "vote", "voter", "reason", "platform", "channel", "asker", "model", "tools", "sources", "turn_id",
-    "question",
-)
-"""The columns of every format, in order."""
+COLUMNS = FEEDBACK_COLUMNS
+"""The columns of every format, in order (the rows are the core's: :mod:`botgateway.report_rows.feedback`)."""
 
 _SHOWN = ("time", "vote", "voter", "reason", "model", "tools", "sources", "question")
 """The columns of the table (the others are in jsonl and csv)."""
-
-
-def source_label(source: Mapping[str, Any]) -> str:
-    """One source in a few words: ``Alibaba Cloud prod/cn-hangzhou (DescribeInstances, cached)``."""
-    where = "/".join(str(source[k]) for k in ("account", "region") if source.get(k))
-    name = " ".join(part for part in (str(source.get("label") or source.get("provider") or ""), where) if part)
-    flags = (str(source.get("api") or ""), "cached" if source.get("cached") else "")
-    details = ", ".join(part for part in flags if part)
-    return f"{name} ({details})" if details else name
-
-
-def feedback_rows(records: Iterable[FeedbackRecord], *, vote: str = "") -> list[dict[str, Any]]:
-    """The rows of ``records`` (only ``vote``'s, when given), in the order given."""
-    return [
-        {
-            "time": datetime.fromtimestamp(record.at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "vote": record.vote,
-            "voter": record.voter,
-            "reason": redact_text(record.reason),
-            "platform": record.platform,
-            "channel": record.channel,
-            "asker": record.asker,
-            "model": record.model,
-            "tools": list(record.tools),
-            "sources": [source_label(source) for source in record.sources],
-            "turn_id": record.turn_id,
-            "question": redact_text(record.question),
-        }
-        for record in records
-        if not vote or record.vote == vote
-    ]
 
 
 def write_rows(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
