@@ -21,7 +21,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -281,7 +281,7 @@ class Admission:
     async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
         """Count ``msg`` against its asker's limits; the refusal when one is reached (audited, and told), else None."""
         note = await self._limit_hit(msg, turn_id)
-        return None if note is None else self._replies.refuse(msg, sink, note)
+        return None if note is None else replace(self._replies.refuse(msg, sink, note), limited=True)
 
     async def _limit_hit(self, msg: InboundMessage, turn_id: str) -> str | None:
         """Count ``msg`` against its asker's limits; the note of the limit it reached (audited), else None.

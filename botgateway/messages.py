@@ -110,3 +110,6 @@ class Submission:
     """Plain-words explanation for refused and stopped submissions."""
     position: int = 0
     """Place in the conversation's queue (1 = next) when queued."""
+    limited: bool = False
+    """Refused because the asker reached one of its limits (turns per minute, concurrent turns, tokens per day):
+    the same question may pass later, unlike a refusal of the access policy."""

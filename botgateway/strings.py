@@ -186,6 +186,11 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "source_aws": "AWS",
         "source_inventory": "static inventory",
         "footer_fallback": "answered by {model} (fallback)",
+        # the HTTP API's own endings of a turn
+        "web_turn_stopped": "The turn was stopped before it finished.",
+        "web_turn_moved": "The question moved to another instance of the bot; ask again for its answer.",
+        "web_turn_ended": "The turn ended without an answer ({outcome}).",
+        "web_question_refused": "The question was refused.",
     },
     "zh-CN": {
         # the card
@@ -349,6 +354,10 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "source_aws": "AWS",
         "source_inventory": "静态清单",
         "footer_fallback": "由 {model} 回答（备用模型）",
+        "web_turn_stopped": "本轮在完成前被停止。",
+        "web_turn_moved": "问题已转给机器人的另一个实例；请重新提问以获取回答。",
+        "web_turn_ended": "本轮结束，没有回答（{outcome}）。",
+        "web_question_refused": "问题被拒绝。",
     },
 }
 """Every fixed string shown to users, per locale."""

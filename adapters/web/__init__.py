@@ -5,8 +5,9 @@ sub-application; :mod:`.routes` and :mod:`.openai_compat` its handlers;
 :mod:`.front` what they share (the question as the gateway takes it, the
 caller's grant, each turn's owner); :mod:`.follow` and :mod:`.tap` one turn's
 events streamed to one client; :mod:`.sink` the cards (each turn's newest
-snapshot); :mod:`.auth`, :mod:`.cors`, :mod:`.body` and :mod:`.sse` the HTTP
-details; :mod:`.session` the console's login, as the API asks it.
+snapshot); :mod:`.auth`, :mod:`.cors`, :mod:`.body`, :mod:`.sse` and
+:mod:`.client_addr` the HTTP details; :mod:`.session` the console's login, as
+the API asks it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from adapters.web.app import API_PREFIX, api_app
 from adapters.web.auth import SessionCheck
-from adapters.web.front import WebFront
+from adapters.web.front import BusyElsewhere, WebFront
 from adapters.web.sink import WebSink
 from botgateway.config import Config
 from botgateway.stores.base import Store
@@ -32,17 +32,19 @@ class WebAdapter:
 
     def __init__(
         self, config: Config, *, store: Store, tools: ToolRegistry, clear: Callable[[str], Awaitable[None]],
-        session: SessionCheck | None = None,
+        session: SessionCheck | None = None, busy_elsewhere: BusyElsewhere | None = None,
     ) -> None:
         """``clear`` forgets a conversation's history (the memory's); ``session`` checks a console session's cookie
-        (default: :func:`adapters.web.session.session_principal`)."""
+        (default: :func:`adapters.web.session.session_principal`); ``busy_elsewhere`` names the other processes of
+        the fleet running a conversation's turns (None: no fleet)."""
         if session is None:
             from adapters.web.session import session_principal
 
             session = session_principal
         self.sink = WebSink()
         """The cards of the API's turns (each turn's newest snapshot)."""
-        self.front = WebFront(config, sink=self.sink, store=store, tools=tools, clear=clear)
+        self.front = WebFront(config, sink=self.sink, store=store, tools=tools, clear=clear,
+                              busy_elsewhere=busy_elsewhere)
         """What the routes share: the gateway (once started), the sink, the Store, the tools."""
         self._session = session
 

@@ -23,11 +23,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 @web.middleware
 async def _bad_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A :class:`BadRequest` raised by a handler, answered as JSON with its status and reason."""
+    """A :class:`BadRequest` raised by a handler, answered as JSON with its status and reason; ``x-should-retry:
+    false`` (the OpenAI SDKs' own retries) unless it is a 503, which another try may pass (a draining process)."""
     try:
         return await handler(request)
     except BadRequest as exc:
-        return web.json_response({"error": exc.message}, status=exc.status)
+        headers = {} if exc.status == 503 else {"x-should-retry": "false"}
+        return web.json_response({"error": exc.message}, status=exc.status, headers=headers)
 
 
 async def _preflight(request: web.Request) -> web.Response:

@@ -8,6 +8,7 @@ Keys never reach a log or an answer.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -35,6 +36,20 @@ class ApiKeys:
 
     def __init__(self, keys: Sequence[ApiKeyConfig]) -> None:
         self._keys = [(key.name, key.key.get_secret_value().encode()) for key in keys]
+
+    @property
+    def configured(self) -> bool:
+        """Whether any key is configured."""
+        return bool(self._keys)
+
+    def fingerprint(self, principal_id: str) -> str | None:
+        """The SHA-256 (hex) of the key configured now for ``principal_id`` (``api:<name>``), or None: what a console
+        session opened with the key keeps, so that it ends once the key is removed or changed."""
+        platform, _, name = principal_id.partition(":")
+        if platform != API_PLATFORM:
+            return None
+        key = next((key for key_name, key in self._keys if key_name == name), None)
+        return None if key is None else hashlib.sha256(key).hexdigest()
 
     def principal(self, presented: str) -> Principal | None:
         """The principal of the key ``presented``, or None when it is no configured key."""

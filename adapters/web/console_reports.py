@@ -4,12 +4,12 @@
 commands (``since``, ``user``, ``tool``, ``vote``, ``by``, ``limit``) answers
 ``{"columns": [...], "rows": [...], "cut_at": <limit or null>}`` (``cut_at``: the
 limit left older records out, as ``botgateway usage`` warns), or with ``format=csv`` a CSV download
-with a header line. A filter that makes no sense is a 400 saying why.
+with a header line, written as the commands write it (a cell a spreadsheet would run as a formula starts
+with ``'``). A filter that makes no sense is a 400 saying why.
 """
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from botgateway.report_rows import (
     parse_since,
     usage_totals,
 )
+from botgateway.report_rows.csv_rows import write_csv
 from botgateway.stores.base import Store
 
 __all__ = ["MAX_LIMIT", "BadFilter", "Report", "audit_report", "feedback_report", "report_response", "usage_report"]
@@ -107,9 +108,7 @@ async def feedback_report(store: Store, query: Mapping[str, str]) -> Report:
 
 def _csv(columns: Sequence[str], rows: list[dict[str, Any]]) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows({key: "" if value is None else value for key, value in row.items()} for row in rows)
+    write_csv(out, columns, rows)  # the CLI's writer: lists joined, formulas defused
     return out.getvalue()
 
 

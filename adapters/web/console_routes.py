@@ -109,7 +109,7 @@ class _Console:
             return _error(400, "send an object: {\"key\": …} or {\"password\": …}", "bad_request")
         key, password = str(body.get("key") or ""), str(body.get("password") or "")
         outcome, session_id, session = await self._book.login(key=key, password=password,
-                                                              client=request.remote or "")
+                                                              client=self._book.client(request))
         if session is None:
             status, message = _LOGIN_ERRORS[outcome]
             return _error(status, message, outcome)

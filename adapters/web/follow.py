@@ -23,6 +23,7 @@ from adapters.web.sse import gone
 from adapters.web.tap import EventTap
 from botgateway.events import TurnDone, TurnEvent, TurnFailed, TurnResult
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
+from botgateway.strings import t
 
 __all__ = ["ClientGone", "EventWriter", "final_of", "follow"]
 
@@ -59,7 +60,7 @@ async def follow(
     if pump.done() and not pump.cancelled() and pump.exception() is None and not tap.overflowed.is_set():
         final = pump.result()
         if final is None:  # stopped, or crashed before its stream: the client still learns how it ended
-            final = final_of(await asyncio.shield(submission.done))
+            final = final_of(await asyncio.shield(submission.done), msg.target.locale)
             await write(final, round(time.monotonic() - started, 3))
         return final
     pump.cancel()
@@ -84,12 +85,17 @@ async def _pump(
     return final
 
 
-def final_of(outcome: TurnOutcome) -> TurnDone | TurnFailed:
-    """The last event of a turn that ended without sending one (stopped, moved, crashed before its stream)."""
+_ENDINGS = {"stopped": "web_turn_stopped", "moved": "web_turn_moved"}
+"""The strings saying how a turn without a last event ended, by outcome (others: ``web_turn_ended``)."""
+
+
+def final_of(outcome: TurnOutcome, locale: str = "en") -> TurnDone | TurnFailed:
+    """The last event of a turn that ended without sending one (stopped, moved, crashed before its stream), its
+    message in the asker's ``locale``."""
     snapshot = outcome.snapshot
     note = snapshot.error if snapshot is not None else ""
     if outcome.outcome == "done":
         return TurnDone(result=TurnResult(answer=outcome.answer, rounds=0))
     reason = "cancelled" if outcome.outcome in ("stopped", "moved") else "internal"
-    message = note or f"the turn ended: {outcome.outcome}"
+    message = note or t(locale, _ENDINGS.get(outcome.outcome, "web_turn_ended"), outcome=outcome.outcome)
     return TurnFailed(reason=reason, message=message, partial_answer=outcome.answer)

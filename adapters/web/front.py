@@ -8,7 +8,9 @@ is the web sink's. Conversation ids are the caller's own: the gateway's key of
 ``ops-1`` asked with the key ``ci`` is ``api:ci:ops-1``, so one key cannot
 reach another's history. Each turn's asker and conversation are kept in the
 Store (:meth:`WebFront.remember`), so ``GET /v1/turns/{id}`` can find its
-audit record and tell whose it is, in any process of the fleet.
+audit record and tell whose it is, in any process of the fleet. A conversation
+is cleared only while no turn runs in it, here or, in a fleet, in any other live
+process (``busy_elsewhere``: the fleet's directory of conversations).
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["TurnOwner", "WebFront", "conversation_key"]
+__all__ = ["BusyElsewhere", "TurnOwner", "WebFront", "conversation_key"]
+
+BusyElsewhere = Callable[[str], Awaitable[set[str]]]
+"""The other live processes holding turns of a conversation (the fleet directory's ``conversation_owners``)."""
 
 _CONVERSATION = re.compile(r"^[A-Za-z0-9_.:@-]{1,100}$")
 """A client's conversation id: short, no spaces or slashes (it is a path segment too)."""
@@ -71,7 +76,8 @@ class WebFront:
     """The gateway, the web sink and the Store, as the API's routes use them (the gateway is set once it runs)."""
 
     def __init__(self, config: Config, *, sink: WebSink, store: Store, tools: ToolRegistry,
-                 clear: Callable[[str], Awaitable[None]]) -> None:
+                 clear: Callable[[str], Awaitable[None]], busy_elsewhere: BusyElsewhere | None = None) -> None:
+        """``busy_elsewhere``: where else a conversation's turns run (None: this process is the only one)."""
         self.config = config
         """The whole configuration (``web``, ``access``, ``gateway``)."""
         self.sink = sink
@@ -85,6 +91,7 @@ class WebFront:
         self.receiving = False
         """Whether new questions are taken (false before start and once draining)."""
         self._clear = clear
+        self._busy_elsewhere = busy_elsewhere
         self._policy = BufferPolicy.from_config()
 
     def new_conversation(self) -> str:
@@ -174,9 +181,12 @@ class WebFront:
         return next((r for r in reversed(records) if r.turn_id == turn_id), None)
 
     async def clear(self, principal: Principal, conversation: str) -> bool:
-        """Forget the caller's ``conversation``; False (nothing done) while a turn runs in it."""
+        """Forget the caller's ``conversation``; False (nothing done) while a turn runs in it, in this process or
+        another live one of the fleet."""
         key = conversation_key(principal, conversation)
         if self.running_gateway(asking=False).running_turn(key) is not None:
+            return False
+        if self._busy_elsewhere is not None and await self._busy_elsewhere(key):
             return False
         await self._clear(key)
         return True

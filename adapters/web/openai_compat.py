@@ -7,8 +7,14 @@ per call. Tool progress and the model's thought go out as ``reasoning_content``
 (as DeepSeek streams its reasoning), so plain clients show only the text;
 text the model writes before calling tools is content too. Usage comes in a
 last chunk with ``stream_options.include_usage``. A failed turn is an
-``error`` object (in the stream, or as a 4xx/5xx answer); closing the
-connection stops the turn, as "stop" does.
+``error`` object (in the stream, or as a 4xx/5xx answer: 429 when the asker
+reached a limit); closing the connection stops the turn, as "stop" does.
+
+The OpenAI SDKs retry an answer of 409, 429 or 5xx by themselves (twice by
+default), which would ask the model the whole question again each time, or
+ask again what a limit or a stop just refused: every failed turn's answer says
+``x-should-retry: false``, which they obey. The stream sends ``: ping``
+comments after ``web.keepalive_s`` of silence.
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ from aiohttp import web
 
 from adapters.web.auth import principal_of
 from adapters.web.body import BadRequest, read_json, text_field
-from adapters.web.cors import cors_headers
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import WebFront
 from adapters.web.routes import locale_of, note_final
+from adapters.web.sse import SseStream
 from adapters.web.tap import EventTap
 from botgateway.events import (
     AnswerDelta,
@@ -37,10 +43,13 @@ from botgateway.events import (
     Usage,
 )
 
-__all__ = ["chat_completions_route", "progress_text"]
+__all__ = ["NO_RETRY", "chat_completions_route", "progress_text"]
 
 _STATUS = {"refused": 403, "usage": 400, "timeout": 504, "cancelled": 409}
 """The HTTP status of a failed non-streamed completion, by failure reason (else 502: the model failed)."""
+
+NO_RETRY = {"x-should-retry": "false"}
+"""Sent with every failed turn's answer: the OpenAI SDKs then do not ask the whole question again by themselves."""
 
 
 def progress_text(event: TurnEvent) -> str:
@@ -99,7 +108,7 @@ def chat_completions_route(front: WebFront) -> web.RouteDef:
         model = text_field(data, "model") or "botgateway"
         options = data.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        msg = front.message(principal, question, conversation, locale_of(request))
+        msg = front.message(principal, question, conversation, locale_of(request, data))
         tap = EventTap(front.config.web.max_pending_events)
         submission = await front.ask(msg, tap)
         completion = _Completion(f"chatcmpl-{submission.turn_id or front.new_conversation()}", model)
@@ -136,9 +145,10 @@ class _Completion:
             except ClientGone:
                 return web.Response(status=499)  # nobody reads it
         else:
-            final = await note_final(submission)
+            final = await note_final(submission, msg.target.locale)
         if isinstance(final, TurnFailed):
-            return web.json_response(_error(final), status=_STATUS.get(final.reason, 502))
+            status = 429 if submission.limited else _STATUS.get(final.reason, 502)
+            return web.json_response(_error(final), status=status, headers=NO_RETRY)
         message = {"role": "assistant", "content": final.result.answer}
         if "".join(reasoning).strip():
             message["reasoning_content"] = "".join(reasoning).strip()
@@ -150,14 +160,12 @@ class _Completion:
 
     async def stream(self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap,
                      include_usage: bool) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
-                                               "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                                               **cors_headers(request)})
-        await response.prepare(request)
+        stream = await SseStream.open(request, ping_s=front.config.web.keepalive_s)
+        response = stream.response
 
         async def send(data: dict[str, Any] | str) -> None:
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-            await response.write(f"data: {text}\n\n".encode())
+            await stream.write(f"data: {text}\n\n".encode())
 
         async def write(event: TurnEvent, t: float) -> None:
             if isinstance(event, AnswerDelta) and event.text:
@@ -175,7 +183,7 @@ class _Completion:
                 except ClientGone:
                     return response
             else:
-                final = await note_final(submission)
+                final = await note_final(submission, msg.target.locale)
                 if isinstance(final, TurnDone):
                     await send(self.chunk({"content": final.result.answer}))
             if isinstance(final, TurnFailed):
@@ -186,7 +194,9 @@ class _Completion:
                     await send({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                                 "model": self.model, "choices": [], "usage": _usage(final.result.usage)})
             await send("[DONE]")
-            await response.write_eof()
+            await stream.close()
         except ConnectionError:
             pass
+        finally:
+            stream.stop_pings()
         return response

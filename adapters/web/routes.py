@@ -8,6 +8,16 @@ its ``result`` the turn's result) or ``error`` (a ``turn_failed`` event: a
 failure, a stop, a refusal). Closing the connection stops the turn, as "stop"
 does. A turn may be looked up, stopped and watched by its asker and by admins
 (``gateway.admins`` or a role named ``admin``); anyone else gets 404.
+
+With ``"snapshots": true`` in its body, ``POST /v1/turns`` also interleaves the
+turn's card as ``snapshot`` messages (the JSON ``GET /v1/turns/{id}/card``
+sends), from the process that runs the turn, so a console needs one stream
+whichever replica or worker answers it: the newest snapshot at each change
+(a slow reader skips versions), the last one ``"final": true``, which may come
+after ``done``/``error``; the stream ends once both were sent. ``"locale"``
+(``en``, ``zh-CN``) in the body, else ``Accept-Language``, chooses the language
+of the API's own messages. Every stream sends ``: ping`` comments after
+``web.keepalive_s`` of silence.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from adapters.web.auth import principal_of
 from adapters.web.body import BadRequest, read_json, text_field
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import TurnOwner, WebFront
-from adapters.web.sink import CardBoard
+from adapters.web.sink import CardBoard, WebSink
 from adapters.web.snapshots import snapshot_to_dict
 from adapters.web.sse import SseStream, gone
 from adapters.web.tap import EventTap
@@ -29,12 +39,20 @@ from botgateway.events import TurnDone, TurnEvent, TurnFailed, TurnResult, event
 from botgateway.messages import Submission
 from botgateway.principal import Principal
 from botgateway.stores.base import UNFINISHED, AuditRecord
+from botgateway.strings import normalize_locale, t
 
-__all__ = ["api_routes", "locale_of", "sse_name"]
+__all__ = ["FINAL_SNAPSHOT_WAIT_S", "api_routes", "locale_of", "note_final", "send_board", "sse_name"]
+
+FINAL_SNAPSHOT_WAIT_S = 5.0
+"""Longest wait, once a turn ended, for its final snapshot to be sent on a stream that asked for snapshots."""
 
 
-def locale_of(request: web.Request) -> str:
-    """``zh-CN`` when the client prefers Chinese (``Accept-Language``), else ``en``."""
+def locale_of(request: web.Request, data: dict[str, Any] | None = None) -> str:
+    """The asker's language: ``data["locale"]`` when the body names one, else ``zh-CN`` when the client prefers
+    Chinese (``Accept-Language``), else ``en``."""
+    named = (data or {}).get("locale")
+    if isinstance(named, str) and named.strip():
+        return normalize_locale(named.strip())
     return "zh-CN" if request.headers.get("Accept-Language", "").lower().startswith("zh") else "en"
 
 
@@ -61,15 +79,16 @@ def api_routes(front: WebFront) -> list[web.RouteDef]:
     ]
 
 
-async def note_final(submission: Submission) -> TurnDone | TurnFailed:
-    """How a question answered without a turn ended: a refusal as ``error``, a note (``/whoami``, a clear) as done."""
+async def note_final(submission: Submission, locale: str = "en") -> TurnDone | TurnFailed:
+    """How a question answered without a turn ended: a refusal as ``error``, a note (``/whoami``, a clear) as done
+    (``locale``: the language of a refusal that came without its own words)."""
     text = submission.message
     if not text and submission.done is not None:
         outcome = await submission.done
         snapshot = outcome.snapshot
         text = outcome.answer or (snapshot.answer or snapshot.error if snapshot is not None else "")
     if submission.status == "refused":
-        return TurnFailed(reason="refused", message=text or "the question was refused")
+        return TurnFailed(reason="refused", message=text or t(locale, "web_question_refused"))
     return TurnDone(result=TurnResult(answer=text, rounds=0))
 
 
@@ -80,33 +99,31 @@ class _Routes:
         self._front = front
 
     async def ask(self, request: web.Request) -> web.StreamResponse:
-        """``POST /v1/turns`` ``{"question", "conversation"?}``: the turn as SSE."""
+        """``POST /v1/turns`` ``{"question", "conversation"?, "snapshots"?, "locale"?}``: the turn as SSE."""
         front, principal = self._front, principal_of(request)
         data = await read_json(request, front.config.web.max_body_bytes)
         question = text_field(data, "question", required=True, max_chars=front.config.web.max_body_bytes)
         conversation = front.checked_conversation(text_field(data, "conversation") or front.new_conversation())
-        msg = front.message(principal, question, conversation, locale_of(request))
+        snapshots = data.get("snapshots", False)
+        if not isinstance(snapshots, bool):
+            raise BadRequest("'snapshots' must be true or false")
+        msg = front.message(principal, question, conversation, locale_of(request, data))
         tap = EventTap(front.config.web.max_pending_events)
         submission = await front.ask(msg, tap)
-        stream = await SseStream.open(request)
+        stream = await SseStream.open(request, ping_s=front.config.web.keepalive_s)
         try:
             await stream.send("turn", {"turn_id": submission.turn_id, "conversation": conversation,
                                        "status": submission.status, "position": submission.position})
             if submission.status not in ("started", "queued"):
-                final = await note_final(submission)
+                final = await note_final(submission, msg.target.locale)
                 await stream.send(sse_name(final), event_to_dict(final))
-                return stream.response
-
-            async def write(event: TurnEvent, t: float) -> None:
-                await stream.send(sse_name(event), {**event_to_dict(event), "t": t})
-
-            try:
-                await follow(front.stop, msg, submission, tap, request, write)
-            except ClientGone:
-                return stream.response
+            elif not await _follow_turn(stream, front, msg, submission, tap, request, snapshots=snapshots):
+                return stream.response  # the client left: its turn was stopped
+            await stream.close()
         except ConnectionError:
-            return stream.response
-        await stream.close()
+            pass
+        finally:
+            stream.stop_pings()
         return stream.response
 
     async def result(self, request: web.Request) -> web.Response:
@@ -126,17 +143,20 @@ class _Routes:
         return web.json_response({"turn_id": turn_id, "stop": answer}, status=status)
 
     async def card(self, request: web.Request) -> web.StreamResponse:
-        """``GET /v1/turns/{id}/card``: the turn's card as SSE ``snapshot`` messages, until it is final."""
+        """``GET /v1/turns/{id}/card``: the turn's card as SSE ``snapshot`` messages, until it is final (or ``end``
+        when this process let the card go before)."""
         turn_id, _owner = await self._owned(request)
         board = self._front.sink.board(turn_id)
         if board is None:
             raise BadRequest("this turn's card is not kept here (finished long ago, or asked in another process)", 404)
-        stream = await SseStream.open(request)
+        stream = await SseStream.open(request, ping_s=self._front.config.web.keepalive_s)
         try:
-            await _watch(stream, board, turn_id, request)
+            if await _until_gone(request, send_board(stream, board, turn_id)):
+                await stream.close()
         except ConnectionError:
-            return stream.response
-        await stream.close()
+            pass
+        finally:
+            stream.stop_pings()
         return stream.response
 
     async def clear(self, request: web.Request) -> web.Response:
@@ -166,7 +186,7 @@ class _Routes:
             raise BadRequest("'approve' must be true or false")
         token = text_field(data, "token") or None
         result = await self._front.running_gateway(asking=False).decide_approval(
-            request.match_info["code"], principal, approved=approve, locale=locale_of(request), token=token)
+            request.match_info["code"], principal, approved=approve, locale=locale_of(request, data), token=token)
         status = {"decided": 200, "unknown": 404}.get(result.answer, 403)
         return web.json_response({"answer": result.answer, "note": result.note}, status=status)
 
@@ -180,24 +200,75 @@ class _Routes:
         return turn_id, owner
 
 
-async def _watch(stream: SseStream, board: CardBoard, turn_id: str, request: web.Request) -> None:
-    """Send the board's snapshot now and at each change (the newest only), until final or the client is gone."""
+async def _follow_turn(
+    stream: SseStream, front: WebFront, msg: Any, submission: Submission, tap: EventTap, request: web.Request, *,
+    snapshots: bool,
+) -> bool:
+    """Send the turn's events (and, with ``snapshots``, its card's) until it ended; False when the client left."""
+
+    async def write(event: TurnEvent, elapsed: float) -> None:
+        await stream.send(sse_name(event), {**event_to_dict(event), "t": elapsed})
+
+    cards = asyncio.ensure_future(_card_of(stream, front.sink, submission.turn_id)) if snapshots else None
+    stayed = False
+    try:
+        await follow(front.stop, msg, submission, tap, request, write)
+        stayed = True
+    except ClientGone:
+        return False
+    finally:
+        if cards is not None and not (stayed and _final_here(front.sink, submission.turn_id)):
+            cards.cancel()  # the client left, or no card here to finish (the turn moved, or crashed before one)
+        if cards is not None:
+            # The card is final once the turn ended: its last snapshot goes out (a ConnectionError is the caller's).
+            done, _ = await asyncio.wait([cards], timeout=FINAL_SNAPSHOT_WAIT_S)
+            if not done:
+                cards.cancel()
+            elif not cards.cancelled():
+                cards.result()
+    return True
+
+
+def _final_here(sink: WebSink, turn_id: str) -> bool:
+    board = sink.board(turn_id)
+    return board is not None and board.snapshot.final
+
+
+async def _card_of(stream: SseStream, sink: WebSink, turn_id: str) -> None:
+    """The turn's card on ``stream`` once the turn opened it (a queued turn opens it when it starts)."""
+    await send_board(stream, await sink.wait_board(turn_id), turn_id)
+
+
+async def send_board(stream: SseStream, board: CardBoard, turn_id: str) -> None:
+    """Send the board's snapshot now and at each change (the newest only) until it is final; ``end`` (``{"turn_id",
+    "reason": "dropped"}``) when the sink let it go first, so no watcher waits for a change that cannot come."""
+    version = 0
+    while True:
+        if board.version != version:
+            version = board.version
+            await stream.send("snapshot", snapshot_to_dict(board.snapshot, turn_id))
+            if board.snapshot.final:
+                return
+        if board.dropped:
+            await stream.send("end", {"turn_id": turn_id, "reason": "dropped"})
+            return
+        await board.changed_since(version)
+
+
+async def _until_gone(request: web.Request, work: Any) -> bool:
+    """Run ``work`` (a coroutine) until it ends (True) or the client is gone first (False: it is cancelled)."""
+    task = asyncio.ensure_future(work)
     left = asyncio.ensure_future(gone(request))
     try:
-        version = 0
-        while True:
-            if board.version != version:
-                version = board.version
-                await stream.send("snapshot", snapshot_to_dict(board.snapshot, turn_id))
-                if board.snapshot.final:
-                    return
-            change = asyncio.ensure_future(board.changed_since(version))
-            await asyncio.wait([change, left], return_when=asyncio.FIRST_COMPLETED)
-            change.cancel()
-            if left.done():
-                return
+        await asyncio.wait([task, left], return_when=asyncio.FIRST_COMPLETED)
     finally:
         left.cancel()
+        if not task.done():
+            task.cancel()
+    if task.cancelled():
+        return False
+    task.result()  # a ConnectionError of the stream is the caller's
+    return True
 
 
 def _record_json(record: AuditRecord, owner: TurnOwner) -> dict[str, Any]:

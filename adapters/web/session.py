@@ -11,13 +11,24 @@ session. Each session has a CSRF token that every state-changing request (not
 GET, HEAD or OPTIONS) must echo in ``X-CSRF-Token``: a page of another site
 can neither read it nor send a custom header.
 
-Failed logins are counted per client address in the Store (shared by every
-replica); past :data:`MAX_FAILED_LOGINS` in :data:`FAILED_LOGIN_WINDOW_S` the
-next ones are refused unchecked until the window ends.
+Login attempts are counted per client address in the Store (shared by every
+replica) before they are checked, so concurrent guesses cannot all slip under
+the limit; a success takes its count back. Past :data:`MAX_FAILED_LOGINS` in
+:data:`FAILED_LOGIN_WINDOW_S` the next ones are refused unchecked until the
+window ends. The address is the peer's, or the client's as the trusted reverse
+proxies report it (:class:`~adapters.web.client_addr.TrustedProxies`). The
+password's scrypt runs in a thread, at most :data:`PASSWORD_CHECKS` at a time
+per process: it costs tens of milliseconds and 16 MiB, and the event loop serves
+every card meanwhile.
+
+A session remembers a fingerprint of what opened it (the SHA-256 of the API key,
+or of the admin password's hash) and counts only while the configured key or
+hash still has it: removing a key or changing the password ends its sessions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -28,13 +39,14 @@ from typing import Any, Literal, Protocol
 
 from aiohttp import web
 
+from adapters.web.client_addr import TrustedProxies
 from botgateway.password_hash import verify_password
 from botgateway.principal import Principal
 
 __all__ = [
-    "ADMIN_PRINCIPAL", "CSRF_HEADER", "FAILED_LOGIN_WINDOW_S", "MAX_FAILED_LOGINS", "SAFE_METHODS", "SESSIONS",
-    "SESSION_COOKIE", "SESSION_TTL_S", "LoginOutcome", "SessionBook", "SessionStore", "WebSession", "csrf_ok",
-    "request_session", "session_principal",
+    "ADMIN_PRINCIPAL", "CSRF_HEADER", "FAILED_LOGIN_WINDOW_S", "MAX_FAILED_LOGINS", "PASSWORD_CHECKS", "SAFE_METHODS",
+    "SESSIONS", "SESSION_COOKIE", "SESSION_TTL_S", "KeyRing", "LoginOutcome", "SessionBook", "SessionStore",
+    "WebSession", "csrf_ok", "fingerprint", "request_session", "session_principal",
 ]
 
 SESSION_COOKIE = "botgateway_session"
@@ -55,6 +67,9 @@ MAX_FAILED_LOGINS = 10
 FAILED_LOGIN_WINDOW_S = 900.0
 """The window failed logins are counted in (15 minutes)."""
 
+PASSWORD_CHECKS = 2
+"""Password checks (scrypt, in threads) one process runs at a time; more wait their turn."""
+
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing, so need no CSRF token."""
 
@@ -64,8 +79,38 @@ _FAILURES_PREFIX = "web:login-failures:"
 LoginOutcome = Literal["ok", "bad_credentials", "throttled", "no_login"]
 """``ok``; a wrong key or password; too many failures from this address; no login configured at all."""
 
-KeyCheck = Callable[[str], Principal | None]
-"""The API keys' check: the principal of a presented key, or None (:meth:`adapters.web.auth.ApiKeys.principal`)."""
+class KeyRing(Protocol):
+    """The configured API keys, as logins use them (:class:`adapters.web.auth.ApiKeys`)."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether any key is configured."""
+        ...
+
+    def principal(self, presented: str) -> Principal | None:
+        """The principal of the key ``presented``, or None when it is no configured key."""
+        ...
+
+    def fingerprint(self, principal_id: str) -> str | None:
+        """The fingerprint (:func:`fingerprint`) of the key configured now for ``principal_id``, or None."""
+        ...
+
+
+class _NoKeys:
+    """No API key logins."""
+
+    configured = False
+
+    def principal(self, presented: str) -> Principal | None:
+        return None
+
+    def fingerprint(self, principal_id: str) -> str | None:
+        return None
+
+
+def fingerprint(secret: str) -> str:
+    """The SHA-256 (hex) of ``secret``: what a session keeps of the key or password hash that opened it."""
+    return hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest()
 
 
 class SessionStore(Protocol):
@@ -111,10 +156,6 @@ def _store_key(session_id: str) -> str:
     return _KEY_PREFIX + hashlib.sha256(session_id.encode()).hexdigest()
 
 
-def _no_keys(presented: str) -> Principal | None:
-    return None
-
-
 class SessionBook:
     """Logs browsers in and out, and finds their sessions again."""
 
@@ -123,33 +164,46 @@ class SessionBook:
         store: SessionStore,
         *,
         admin_password_hash: str = "",
-        api_keys: KeyCheck = _no_keys,
-        any_keys: bool = False,
+        api_keys: KeyRing | None = None,
         ttl_s: float = SESSION_TTL_S,
         secure: bool | None = None,
+        proxies: TrustedProxies | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``api_keys``: the API keys' check (``any_keys``: whether any key is configured); ``secure``: mark the
-        cookie ``Secure`` (None: when the request came over https, directly or as a proxy's ``X-Forwarded-Proto``
-        says)."""
+        """``api_keys``: the configured API keys (none by default); ``secure``: mark the cookie ``Secure`` (None:
+        when the request came over https, directly or as a proxy's ``X-Forwarded-Proto`` says); ``proxies``: the
+        reverse proxies whose ``X-Forwarded-For`` names the client (none trusted by default)."""
         self._store = store
         self._admin_hash = admin_password_hash
-        self._keys = api_keys
-        self._any_keys = any_keys
+        self._keys: KeyRing = api_keys if api_keys is not None else _NoKeys()
         self._ttl_s = ttl_s
         self._secure = secure
+        self._proxies = proxies or TrustedProxies()
         self._clock = clock
+        self._password_checks = asyncio.Semaphore(PASSWORD_CHECKS)
 
     @property
     def can_login(self) -> bool:
         """Whether any login is configured (an admin password or an API key)."""
-        return bool(self._admin_hash or self._any_keys)
+        return bool(self._admin_hash or self._keys.configured)
 
-    def _check(self, key: str, password: str) -> str | None:
-        if password and self._admin_hash and verify_password(password, self._admin_hash):
-            return ADMIN_PRINCIPAL
-        principal = self._keys(key) if key else None
+    def client(self, request: web.Request) -> str:
+        """The address failed logins of ``request`` count against (the client's, through trusted proxies)."""
+        return self._proxies.client(request)
+
+    async def _check(self, key: str, password: str) -> str | None:
+        if password and self._admin_hash:
+            async with self._password_checks:  # scrypt is slow and memory-hard: a few at a time, off the loop
+                if await asyncio.to_thread(verify_password, password, self._admin_hash):
+                    return ADMIN_PRINCIPAL
+        principal = self._keys.principal(key) if key else None
         return principal.id if principal is not None else None
+
+    def _fingerprint(self, principal_id: str) -> str | None:
+        """The fingerprint a session of ``principal_id`` must carry now (None: no such login is configured)."""
+        if principal_id == ADMIN_PRINCIPAL:
+            return fingerprint(self._admin_hash) if self._admin_hash else None
+        return self._keys.fingerprint(principal_id)
 
     async def login(
         self, *, key: str = "", password: str = "", client: str = ""
@@ -161,16 +215,18 @@ class SessionBook:
         if not self.can_login:
             return "no_login", "", None
         failures = _FAILURES_PREFIX + client
-        if await self._store.add_to_counter(failures, 0, FAILED_LOGIN_WINDOW_S) >= MAX_FAILED_LOGINS:
+        # Counted before the check: concurrent attempts each see the others', so at most the limit are checked.
+        if await self._store.add_to_counter(failures, 1, FAILED_LOGIN_WINDOW_S) > MAX_FAILED_LOGINS:
             return "throttled", "", None
-        principal_id = self._check(key, password)
+        principal_id = await self._check(key, password)
         if principal_id is None:
-            await self._store.add_to_counter(failures, 1, FAILED_LOGIN_WINDOW_S)
             return "bad_credentials", "", None
+        await self._store.add_to_counter(failures, -1, FAILED_LOGIN_WINDOW_S)  # a success is no failure
         session_id = secrets.token_urlsafe(32)
         session = WebSession(principal_id=principal_id, csrf=secrets.token_urlsafe(32),
                              expires_at=self._clock() + self._ttl_s)
-        document = {"principal": session.principal_id, "csrf": session.csrf, "expires_at": session.expires_at}
+        document = {"principal": session.principal_id, "csrf": session.csrf, "expires_at": session.expires_at,
+                    "fingerprint": self._fingerprint(principal_id) or ""}
         await self._store.put_document(_store_key(session_id), document, self._ttl_s)
         return "ok", session_id, session
 
@@ -183,7 +239,11 @@ class SessionBook:
             return None
         session = WebSession(principal_id=str(data["principal"]), csrf=str(data.get("csrf", "")),
                              expires_at=float(data.get("expires_at", 0.0)))
-        return session if session.expires_at > self._clock() and session.csrf else None
+        if session.expires_at <= self._clock() or not session.csrf:
+            return None
+        now = self._fingerprint(session.principal_id)  # the key removed or the password changed: the session ends
+        kept = str(data.get("fingerprint", ""))
+        return session if now is not None and hmac.compare_digest(now.encode(), kept.encode()) else None
 
     async def logout(self, session_id: str) -> None:
         """End ``session_id`` (an empty document stands in its place for a moment, then expires)."""

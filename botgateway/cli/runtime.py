@@ -113,7 +113,6 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
     HTTP listeners share their ports with the other workers).
     """
     from botgateway.approvals import ApprovalDesk
-    from botgateway.gateway import Gateway
     from botgateway.instance import claim_instance_id
     from botgateway.stores import open_store
     from tools.catalog import build_toolset
@@ -140,44 +139,18 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
         stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         late = LateParts()
         http, readiness = _http(stack, config, store, telemetry, late, reuse_port=worker_index is not None)
-        web = _web(config, http, store, registry, memory)
         budget = _budget(stack, config, claim.instance_id)  # closed after the gateway: its cards release theirs
-        if web is not None and http is not None:  # the console beside the API, its sessions found by the API's auth
-            from botgateway.cli.web_console import mount_web_console
-
-            mount_web_console(config, http, store, readiness=readiness, budget=budget, instance_id=claim.instance_id)
-        gateway = Gateway(
-            instance_id=claim.instance_id,
-            loop=loop,
-            store=store,
-            budget=budget,
-            config=config,
-            model_label=model_label,
-            observers=[*([telemetry] if telemetry is not None else []), usage],
-            clear_history=memory.clear,
-            approvals=desk,
-            fleet=fleet.join(memory) if fleet is not None else None,
-            handoff=fleet.handoff if fleet is not None else None,
-        )
+        web = _web(config, http, store, registry, memory, fleet, readiness=readiness, budget=budget,
+                   instance_id=claim.instance_id)
+        observers = [*([telemetry] if telemetry is not None else []), usage]
+        gateway = _gateway(config, claim.instance_id, loop=loop, store=store, budget=budget, model_label=model_label,
+                           observers=observers, memory=memory, approvals=desk, fleet=fleet)
         stack.push_async_callback(gateway.aclose)
         await gateway.start()  # heartbeats before any adapter can open a card
         yield Runtime(
-            config=config,
-            store=store,
-            memory=memory,
-            llm=llm,
-            tools=registry,
-            toolset=toolset,
-            loop=loop,
-            budget=budget,
-            gateway=gateway,
-            model_label=model_label,
-            http=http,
-            readiness=readiness,
-            worker_index=worker_index,
-            handoff=fleet.handoff if fleet is not None else None,
-            late=late,
-            web=web,
+            config=config, store=store, memory=memory, llm=llm, tools=registry, toolset=toolset, loop=loop,
+            budget=budget, gateway=gateway, model_label=model_label, http=http, readiness=readiness,
+            worker_index=worker_index, handoff=fleet.handoff if fleet is not None else None, late=late, web=web,
         )
 
 
@@ -340,14 +313,44 @@ def _http(
     return server, readiness
 
 
-def _web(config: Config, http: HttpServer | None, store: Store, registry: ToolRegistry, memory: Memory) -> Any:
-    """The web adapter with the API mounted on the HTTP server, when ``web.enabled`` and the server runs."""
+def _gateway(
+    config: Config, instance_id: str, *, loop: ToolLoop, store: Store, budget: RateBudget, model_label: str,
+    observers: list[Any], memory: Memory, approvals: ApprovalDesk, fleet: _FleetParts | None,
+) -> Gateway:
+    """The gateway over the built parts (in a fleet, joined to it once ``memory`` settles)."""
+    from botgateway.gateway import Gateway
+
+    return Gateway(
+        instance_id=instance_id,
+        loop=loop,
+        store=store,
+        budget=budget,
+        config=config,
+        model_label=model_label,
+        observers=observers,
+        clear_history=memory.clear,
+        approvals=approvals,
+        fleet=fleet.join(memory) if fleet is not None else None,
+        handoff=fleet.handoff if fleet is not None else None,
+    )
+
+
+def _web(
+    config: Config, http: HttpServer | None, store: Store, registry: ToolRegistry, memory: Memory,
+    fleet: _FleetParts | None, *, readiness: Readiness | None, budget: RateBudget, instance_id: str,
+) -> Any:
+    """The web adapter with the API mounted on the HTTP server, and the console beside it (its sessions found by the
+    API's auth), when ``web.enabled`` and the server runs. In a fleet, a conversation is not cleared while another
+    process runs one of its turns (the fleet's directory says so)."""
     from botgateway.config.web import web_served
 
     if http is None or not web_served(config):
         return None
     from adapters.web import WebAdapter
+    from botgateway.cli.web_console import mount_web_console
 
-    web = WebAdapter(config, store=store, tools=registry, clear=memory.clear)
+    busy_elsewhere = fleet.directory.conversation_owners if fleet is not None else None
+    web = WebAdapter(config, store=store, tools=registry, clear=memory.clear, busy_elsewhere=busy_elsewhere)
     web.mount(http.app)
+    mount_web_console(config, http, store, readiness=readiness, budget=budget, instance_id=instance_id)
     return web

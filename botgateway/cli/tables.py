@@ -8,10 +8,11 @@ principal or a question holding ``[brackets]`` is printed as it is.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TextIO
+
+from botgateway.report_rows.csv_rows import cell_text, write_csv
 
 __all__ = ["FORMATS", "TablePrinter", "csv_cell", "print_table", "write_rows"]
 
@@ -26,23 +27,21 @@ _PIPED_WIDTH = 200
 
 
 def csv_cell(value: Any) -> Any:
-    """A value as a CSV cell: a list joined with ``; ``, ``None`` empty, anything else as it is."""
-    if isinstance(value, list | tuple):
-        return "; ".join(str(item) for item in value)
-    return "" if value is None else value
+    """A value as a table's cell: a list joined with ``; ``, ``None`` empty, anything else as it is (the CSV
+    itself is written by :func:`~botgateway.report_rows.csv_rows.write_csv`, formulas defused)."""
+    return cell_text(value)
 
 
 def write_rows(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fmt: str, out: TextIO, *, table: TablePrinter
 ) -> None:
-    """Print ``rows`` as ``jsonl`` (one object a line, lists kept), ``csv`` (a header of ``columns``, lists joined)
-    or, for ``table``, through ``table``."""
+    """Print ``rows`` as ``jsonl`` (one object a line, lists kept), ``csv`` (a header of ``columns``, lists joined,
+    formulas defused: the core's :func:`~botgateway.report_rows.csv_rows.write_csv`) or, for ``table``, through
+    ``table``."""
     if fmt == "jsonl":
         out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     elif fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({column: csv_cell(row.get(column)) for column in columns} for row in rows)
+        write_csv(out, columns, rows)
     else:
         table(out)
 

@@ -26,13 +26,14 @@ def mount_web_console(
     """Serve the console on ``http`` (before it starts): logins by ``web.admin_password_hash`` or ``web.api_keys``,
     sessions in ``store``, the Status page over ``readiness``, ``budget`` and this process's ``instance_id``."""
     from adapters.web.auth import ApiKeys
+    from adapters.web.client_addr import TrustedProxies
     from adapters.web.console_routes import mount_console
     from adapters.web.console_status import StatusParts
     from adapters.web.session import SessionBook
 
     web = config.web
-    book = SessionBook(store, admin_password_hash=web.admin_password_hash, api_keys=ApiKeys(web.api_keys).principal,
-                       any_keys=bool(web.api_keys))
+    book = SessionBook(store, admin_password_hash=web.admin_password_hash, api_keys=ApiKeys(web.api_keys),
+                       proxies=TrustedProxies(web.trusted_proxies))
     parts = StatusParts(store=store, readiness=lambda: readiness, budget=lambda: budget,
                         instance_id=lambda: instance_id)
     mount_console(http.app, book, parts)

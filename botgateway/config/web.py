@@ -68,6 +68,13 @@ class WebConfig(Section):
     max_pending_events: int = Field(4096, ge=16)
     """Events one stream may have waiting for a slow client; past it the client is disconnected and its turn
     stopped, as when it closes the connection."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """Reverse proxies (addresses or CIDR networks, ``127.0.0.1``, ``10.0.0.0/8``) whose ``X-Forwarded-For`` names
+    the client: a connection from one counts as the last address of the header that is no trusted proxy (the
+    console's failed logins are counted per client). Empty: the connection's own address, whatever it sends."""
+    keepalive_s: float = Field(15.0, gt=0, le=300)
+    """Seconds of silence after which an event stream sends a comment (``: ping``), so that proxies and load
+    balancers do not close it while a tool runs."""
 
     @field_validator("api_keys")
     @classmethod
@@ -86,6 +93,17 @@ class WebConfig(Section):
             raise ValueError("admin_password_hash must be the hash 'botgateway web hash-password' prints "
                              "(scrypt$<salt>$<hash>), not the password itself")
         return value.strip()
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: list[str]) -> list[str]:
+        for proxy in proxies:
+            try:
+                ipaddress.ip_network(proxy.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"trusted proxy {proxy!r} must be an IP address or a CIDR network like "
+                                 "'10.0.0.0/8'") from None
+        return [proxy.strip() for proxy in proxies]
 
     @field_validator("cors_origins")
     @classmethod

@@ -53,7 +53,7 @@ async def console(tmp_path: Path) -> AsyncIterator[Console]:
     budget = RateBudget()
     server = HttpServer("127.0.0.1", 0)
     keys = ApiKeys([ApiKeyConfig(name="ci", key=API_KEY)])
-    book = SessionBook(store, admin_password_hash=hash_password(PASSWORD), api_keys=keys.principal, any_keys=True)
+    book = SessionBook(store, admin_password_hash=hash_password(PASSWORD), api_keys=keys)
     mount_console(server.app, book, StatusParts(store=store, budget=lambda: budget, instance_id=lambda: "host-1"))
     server.add_routes([web.get("/v1/whoami", whoami), web.post("/v1/whoami", whoami)])
     await server.start()
