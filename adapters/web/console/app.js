@@ -1,5 +1,5 @@
 // The console's frame: the session (its CSRF token), the pages behind the hash (#chat, #audit…),
-// the theme and language switches, logging out.
+// the theme and language switches, logging out (which forgets the conversations saved in this browser).
 "use strict";
 
 const BG = { session: null };
@@ -61,7 +61,8 @@ async function bgStart() {
     bgShowPage();
   });
   document.getElementById("logout").addEventListener("click", async () => {
-    await bgFetch("/logout", { method: "POST" });
+    chatForget();  // this browser keeps no one's conversations once they log out
+    try { await bgFetch("/logout", { method: "POST" }); } catch (e) { /* gone already: the login page says so */ }
     location.assign("/login");
   });
   bgChatSetup();

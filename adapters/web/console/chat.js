@@ -1,27 +1,108 @@
-// The Chat page: conversations kept in this browser (localStorage), a question POSTed to /v1/turns
-// (its SSE read with fetch streaming: the first event names the turn), and the turn's card drawn from
-// the snapshots of /v1/turns/{id}/card: tool lines, the muted thought, the answer as markdown, the
-// footer, approval buttons while a tool waits, a Stop button until the card is final.
+// The Chat page: conversations kept in this browser (localStorage), a question POSTed to /v1/turns with
+// {"snapshots": true}, and its card drawn from that one stream: the first event names the turn, then
+// each `snapshot` (the card as /v1/turns/{id}/card would send it) redraws tool lines, the muted thought,
+// the answer as markdown, the footer, approval buttons while a tool waits, a Stop button until final.
+// A stream that ends without a final snapshot (a card kept by another worker or replica, a dropped
+// connection) is settled from GET /v1/turns/{id}, which any replica answers from the shared Store.
 "use strict";
 
 const CHAT = { conversations: [], current: "", views: new WeakMap() };
 const FINAL = ["done", "failed", "stopped"];
+const CHAT_KEY_PREFIX = "botgateway.conversations.";
+const CHAT_MAX_CONVERSATIONS = 50;
+const CHAT_MAX_TURNS = 50;
+const CHAT_MAX_ERROR_CHARS = 500;
+const CHAT_RESOLVE_TRIES = 12;
 
 function chatKey() {
-  return "botgateway.conversations." + (BG.session ? BG.session.principal : "");
+  return CHAT_KEY_PREFIX + (BG.session ? BG.session.principal : "");
+}
+
+/** A turn as kept in memory from what was saved (or an older save's full snapshot). */
+function chatTurnFrom(saved) {
+  const snap = saved && typeof saved.snapshot === "object" && saved.snapshot ? saved.snapshot : {};
+  return {
+    question: String(saved && saved.question || ""),
+    turnId: String(saved && saved.turnId || ""),
+    status: String(saved && saved.status || snap.status || "queued"),
+    answer: String(saved && saved.answer || snap.answer || ""),
+    error: String(saved && saved.error || snap.error || ""),
+    snapshot: null,
+  };
 }
 
 function chatLoad() {
+  let saved = [];
   try {
-    CHAT.conversations = JSON.parse(localStorage.getItem(chatKey()) || "[]");
+    saved = JSON.parse(localStorage.getItem(chatKey()) || "[]");
   } catch (e) {
-    CHAT.conversations = [];
+    saved = [];
   }
-  if (!Array.isArray(CHAT.conversations)) CHAT.conversations = [];
+  if (!Array.isArray(saved)) saved = [];
+  CHAT.conversations = saved
+    .filter((c) => c && typeof c.id === "string")
+    .slice(0, CHAT_MAX_CONVERSATIONS)
+    .map((c) => ({
+      id: c.id,
+      title: String(c.title || ""),
+      turns: (Array.isArray(c.turns) ? c.turns : []).slice(-CHAT_MAX_TURNS).map(chatTurnFrom),
+    }));
 }
 
+/** What is saved of a turn: its question, its status and final answer (or error) and its id; never the card. */
+function chatStored(turn) {
+  const kept = { question: turn.question, turnId: turn.turnId, status: turn.status, answer: turn.answer };
+  if (turn.error) kept.error = turn.error.slice(0, CHAT_MAX_ERROR_CHARS);
+  return kept;
+}
+
+function chatQuotaError(e) {
+  return !!e && (e.name === "QuotaExceededError" || e.name === "NS_ERROR_DOM_QUOTA_REACHED" || e.code === 22);
+}
+
+/** Drop the oldest of `saved` (the last conversation, or the only one's first turn); false when nothing is left. */
+function chatDropOldest(saved) {
+  if (saved.length > 1) {
+    saved.pop();
+    return true;
+  }
+  if (saved.length === 1 && saved[0].turns.length > 1) {
+    saved[0].turns.shift();
+    return true;
+  }
+  return false;
+}
+
+/** Save the conversations (the newest 50, their last 50 turns each); a full storage drops the oldest and retries.
+ * Saving never fails the page: without room even for the newest turn, nothing is saved. */
 function chatSave() {
-  localStorage.setItem(chatKey(), JSON.stringify(CHAT.conversations.slice(0, 50)));
+  CHAT.conversations = CHAT.conversations.slice(0, CHAT_MAX_CONVERSATIONS);
+  for (const conv of CHAT.conversations) {
+    if (conv.turns.length > CHAT_MAX_TURNS) conv.turns = conv.turns.slice(-CHAT_MAX_TURNS);
+  }
+  const saved = CHAT.conversations.map((c) => ({ id: c.id, title: c.title, turns: c.turns.map(chatStored) }));
+  for (;;) {
+    try {
+      localStorage.setItem(chatKey(), JSON.stringify(saved));
+      return;
+    } catch (e) {
+      if (chatQuotaError(e) && chatDropOldest(saved)) continue;
+      try { localStorage.removeItem(chatKey()); } catch (ignored) { /* storage unusable: keep nothing */ }
+      return;
+    }
+  }
+}
+
+/** Forget every conversation saved in this browser (on logout: the next user of the browser sees none). */
+function chatForget() {
+  CHAT.conversations = [];
+  CHAT.current = "";
+  try {
+    for (let i = localStorage.length - 1; i >= 0; i--) {
+      const key = localStorage.key(i);
+      if (key && key.startsWith(CHAT_KEY_PREFIX)) localStorage.removeItem(key);
+    }
+  } catch (e) { /* storage unusable: nothing saved */ }
 }
 
 function chatNewId() {
@@ -81,11 +162,17 @@ function chatThread() {
   thread.scrollTop = thread.scrollHeight;
 }
 
-/** The view of one question and its card; reattaches to a card that was not final when last seen. */
+/** What the card shows of `turn`: its live snapshot, else what was saved of it. */
+function chatTurnSnap(turn) {
+  return turn.snapshot || { status: turn.status, blocks: [], answer: turn.answer, error: turn.error };
+}
+
+/** The view of one question and its card; a turn not final when last saved, and not streaming in this page
+ * (the page was reloaded), is settled from GET /v1/turns/{id}. */
 function chatTurnView(turn) {
   const known = CHAT.views.get(turn);
   if (known) {
-    chatRender(known, turn.snapshot || { status: "queued", blocks: [] });
+    chatRender(known, chatTurnSnap(turn));
     return known;
   }
   const root = document.createElement("div");
@@ -96,11 +183,14 @@ function chatTurnView(turn) {
   const card = document.createElement("div");
   card.className = "card";
   root.append(question, card);
-  const view = { root, card, turn, source: null };
+  const view = { root, card, turn };
   CHAT.views.set(turn, view);
-  if (turn.snapshot) chatRender(view, turn.snapshot);
-  else chatRender(view, { status: "queued", blocks: [], answer: "" });
-  if (turn.turnId && !(turn.snapshot && FINAL.includes(turn.snapshot.status))) chatFollow(view);
+  chatRender(view, chatTurnSnap(turn));
+  if (!turn.live && !FINAL.includes(turn.status)) {
+    // Its stream was closed (the page reloaded), which stops a turn: its record says how it ended.
+    if (turn.turnId) chatResolve(view);
+    else chatSettle(view, { status: "failed", error: t("connection_lost") });
+  }
   return view;
 }
 
@@ -122,7 +212,9 @@ function chatToolLine(block) {
   let state = "";
   if (block.status === "running") state = t("tool_running");
   else if (block.status === "waiting") state = t("tool_waiting");
-  else if (block.status === "done") state = block.duration_s != null ? t("tool_done", { s: Number(block.duration_s).toFixed(1) }) : t("status_done");
+  else if (block.status === "done") {
+    state = block.duration_s != null ? t("tool_done", { s: Number(block.duration_s).toFixed(1) }) : t("status_done");
+  }
   else state = t("tool_failed");
   const details = [state, block.summary, block.freshness, block.approval].filter(Boolean).join(" · ");
   line.appendChild(document.createTextNode(" — " + details));
@@ -179,7 +271,8 @@ function chatRender(view, snap) {
   head.className = "card-head";
   const badge = document.createElement("span");
   badge.className = "card-status";
-  badge.textContent = t("status_" + status) + (status === "queued" && snap.queue_position ? " · " + t("queued_at", { n: snap.queue_position }) : "");
+  const place = status === "queued" && snap.queue_position ? " · " + t("queued_at", { n: snap.queue_position }) : "";
+  badge.textContent = t("status_" + status) + place;
   head.appendChild(badge);
   if (!FINAL.includes(status) && view.turn.turnId) {
     const stop = document.createElement("button");
@@ -223,7 +316,8 @@ function chatRender(view, snap) {
       cursor.textContent = "▍";
       // At the end of the last block's text (a paragraph, a list item, a cell), not below it.
       let host = answer;
-      while (host.lastElementChild && !["STRONG", "EM", "CODE", "A", "SPAN", "BR"].includes(host.lastElementChild.tagName)) {
+      const inline = ["STRONG", "EM", "CODE", "A", "SPAN", "BR"];
+      while (host.lastElementChild && !inline.includes(host.lastElementChild.tagName)) {
         host = host.lastElementChild;
       }
       host.appendChild(cursor);
@@ -253,35 +347,75 @@ async function chatStop(view, button) {
   }
 }
 
+/** Show `snap` (a card snapshot, or a final state made from the turn's last event or record) on the card. */
 function chatSnapshot(view, snap) {
-  view.turn.snapshot = snap;
+  const turn = view.turn;
+  turn.snapshot = snap;
+  turn.status = snap.status || "working";
+  turn.answer = snap.answer || "";
+  turn.error = snap.error || "";
   chatRender(view, snap);
-  const thread = document.getElementById("thread");
-  thread.scrollTop = thread.scrollHeight;
-  if (FINAL.includes(snap.status)) {
-    if (view.source) view.source.close();
-    view.source = null;
-    chatSave();
+  if (view.root.isConnected) {
+    const thread = document.getElementById("thread");
+    thread.scrollTop = thread.scrollHeight;
+  }
+  if (FINAL.includes(turn.status)) chatSave();
+}
+
+/** The card's last state with `changes` on top (a final state learnt without a final snapshot). */
+function chatSettle(view, changes) {
+  chatSnapshot(view, Object.assign({}, chatTurnSnap(view.turn), { approvals: [], thought: "" }, changes));
+}
+
+/** The card's final state from the turn's record (GET /v1/turns/{id}), which any replica answers from the Store
+ * once the turn ended (202 while it runs or before its record is written: asked again a little later). A card
+ * already final is redrawn from the record only when `always`. */
+async function chatResolve(view, always) {
+  const turn = view.turn;
+  if (turn.resolving || (!always && FINAL.includes(turn.status))) return;
+  turn.resolving = true;
+  try {
+    for (let n = 0; n < CHAT_RESOLVE_TRIES; n++) {
+      if (n) await new Promise((resolve) => setTimeout(resolve, 250 * n));
+      let response;
+      try {
+        response = await bgFetch("/v1/turns/" + encodeURIComponent(turn.turnId));
+      } catch (e) {
+        continue;  // the gateway restarting: ask again
+      }
+      if (response.status === 202) continue;
+      if (!response.ok) {
+        const reason = await bgReason(response);
+        if (!FINAL.includes(turn.status)) {
+          chatSettle(view, { status: "failed", error: t("request_failed", { reason }) });
+        }
+        return;
+      }
+      const record = await response.json();
+      const stopped = ["stopped", "moved"].includes(record.outcome);
+      const status = record.outcome === "done" ? "done" : stopped ? "stopped" : "failed";
+      chatSettle(view, { status, answer: record.answer || turn.answer, error: status === "done" ? "" : turn.error });
+      return;
+    }
+  } finally {
+    turn.resolving = false;
   }
 }
 
-/** Follow the turn's card: the snapshots of /v1/turns/{id}/card, until a final one. */
-function chatFollow(view, attempt) {
-  if (view.source) return;
-  const source = new EventSource("/v1/turns/" + encodeURIComponent(view.turn.turnId) + "/card");
-  view.source = source;
-  source.addEventListener("snapshot", (event) => {
-    try { chatSnapshot(view, JSON.parse(event.data)); } catch (e) { /* a malformed event: wait for the next */ }
-  });
-  source.addEventListener("error", () => {
-    if (source.readyState !== EventSource.CLOSED) return;  // the browser reconnects by itself
-    view.source = null;
-    const snap = view.turn.snapshot;
-    const n = attempt || 0;
-    if ((!snap || !FINAL.includes(snap.status)) && n < 5 && !view.ended) {
-      setTimeout(() => chatFollow(view, n + 1), 300 * (n + 1));
-    }
-  });
+/** The turn's stream ended without a final snapshot (its card kept by another worker or replica, or the
+ * stream cut short): show how it ended from its last event, then from its record. */
+async function chatFinish(view, last) {
+  const turn = view.turn;
+  if (last && last.kind === "done") {
+    const result = last.data.result || {};
+    chatSettle(view, { status: "done", answer: result.answer || turn.answer, error: "" });
+  } else if (last && last.kind === "error") {
+    const stopped = last.data.reason === "cancelled";
+    chatSettle(view, { status: stopped ? "stopped" : "failed", answer: last.data.partial_answer || turn.answer,
+                       error: last.data.message || last.data.reason || "error" });
+  }
+  if (turn.turnId) await chatResolve(view, true);
+  if (!FINAL.includes(turn.status)) chatSettle(view, { status: "failed", error: t("connection_lost") });
 }
 
 /** Read the SSE body of `response`, calling `onEvent(kind, data)` for each message. */
@@ -303,7 +437,7 @@ async function chatReadEvents(response, onEvent) {
         if (line.startsWith("event:")) kind = line.slice(6).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
-      if (!data.length) continue;
+      if (!data.length) continue;  // a keep-alive comment
       let parsed = null;
       try { parsed = JSON.parse(data.join("\n")); } catch (e) { continue; }
       onEvent(kind, parsed);
@@ -311,56 +445,71 @@ async function chatReadEvents(response, onEvent) {
   }
 }
 
-async function chatAsk(question) {
-  let conv = chatCurrent();
-  if (!conv) {
-    conv = { id: chatNewId(), title: "", turns: [] };
-    CHAT.conversations.unshift(conv);
-    CHAT.current = conv.id;
-  }
-  if (!conv.title) conv.title = question.slice(0, 60);
-  const turn = { question, turnId: "", snapshot: null };
-  conv.turns.push(turn);
-  chatSave();
-  chatList();
-  const view = chatTurnView(turn);
-  document.getElementById("thread").appendChild(view.root);
+/** POST the question and follow its one stream (the turn's events and card snapshots) until it ends;
+ * returns the last `done`/`error` event as {kind, data}, or null when the stream broke before one. */
+async function chatStream(view, conv) {
+  const turn = view.turn;
   let response;
   try {
     response = await bgFetch("/v1/turns", {
       method: "POST",
       // The card's fixed words (stopped, the footer) in the console's language.
       headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Language": bgLocale() },
-      body: JSON.stringify({ question, conversation: conv.id }),
+      body: JSON.stringify({ question: turn.question, conversation: conv.id, snapshots: true }),
     });
   } catch (e) {
-    chatSnapshot(view, { status: "failed", error: t("connection_lost") });
-    return;
+    return { kind: "error", data: { message: t("connection_lost") } };
   }
   if (!response.ok) {
-    chatSnapshot(view, { status: "failed", error: t("request_failed", { reason: await bgReason(response) }) });
-    return;
+    return { kind: "error", data: { message: t("request_failed", { reason: await bgReason(response) }) } };
   }
-  let failure = "";
+  let last = null;
   try {
     await chatReadEvents(response, (kind, data) => {
       if (kind === "turn" && data.turn_id) {
         turn.turnId = data.turn_id;
+        turn.status = data.status === "queued" ? "queued" : "working";
         chatSave();
-        chatRender(view, turn.snapshot || { status: "working", blocks: [] });
-        chatFollow(view);
-      } else if (kind === "error") {
-        failure = data.message || data.reason || "error";
+        if (!turn.snapshot) chatRender(view, { status: turn.status, blocks: [], queue_position: data.position });
+      } else if (kind === "snapshot") {
+        if (!data.turn_id || !turn.turnId || data.turn_id === turn.turnId) chatSnapshot(view, data);
+      } else if (kind === "done" || kind === "error") {
+        last = { kind, data };
       }
     });
   } catch (e) {
-    failure = failure || t("connection_lost");
+    /* the connection broke: the record tells how the turn ended */
   }
-  view.ended = true;
-  // The card's own stream brings the final snapshot; without one (no card), say how the turn ended.
-  if (failure && !(turn.snapshot && FINAL.includes(turn.snapshot.status))) {
-    chatSnapshot(view, Object.assign({}, turn.snapshot || {}, { status: "failed", error: failure }));
+  return last;
+}
+
+/** The conversation a question goes to (the one shown, else a new one), first in the list from now on. */
+function chatConversationFor(question) {
+  let conv = chatCurrent();
+  if (!conv) {
+    conv = { id: chatNewId(), title: "", turns: [] };
+    CHAT.current = conv.id;
   }
+  if (!conv.title) conv.title = question.slice(0, 60);
+  CHAT.conversations = [conv, ...CHAT.conversations.filter((c) => c !== conv)];
+  return conv;
+}
+
+async function chatAsk(question) {
+  const conv = chatConversationFor(question);
+  const turn = { question, turnId: "", status: "queued", answer: "", error: "", snapshot: null, live: true };
+  conv.turns.push(turn);
+  chatSave();
+  chatList();
+  const view = chatTurnView(turn);
+  document.getElementById("thread").appendChild(view.root);
+  let last = null;
+  try {
+    last = await chatStream(view, conv);
+  } finally {
+    turn.live = false;
+  }
+  if (!FINAL.includes(turn.status)) await chatFinish(view, last);
 }
 
 function bgChatSetup() {

@@ -1,6 +1,8 @@
 """The console against a real ``botgateway run`` process, in headless Chromium: log in with the admin password, ask
 the demo model about an IP and watch the card (a tool line before the answer is done, then the host named), stop a
-scripted slow answer, and read the turn on the Audit page. A screenshot of the chat mid-answer is saved."""
+scripted slow answer, and read the turn on the Audit page. The card comes from the turn's one stream; one without
+a final snapshot (its card kept elsewhere, or cut short) is settled from the turn's record. A screenshot of the chat
+mid-answer is saved."""
 
 from __future__ import annotations
 
@@ -89,6 +91,8 @@ async def test_ask_the_demo_model_watch_the_card_then_read_the_audit(
     browser: Any, demo_gateway: GatewayProcess, artifacts: Path
 ) -> None:
     page = await logged_in(browser, demo_gateway.probe_url)
+    requests: list[Any] = []
+    page.on("request", lambda request: requests.append(request))
     await page.evaluate(WATCH_CARD)
     await ask(page, "which server is 10.0.1.100?")
 
@@ -106,6 +110,11 @@ async def test_ask_the_demo_model_watch_the_card_then_read_the_audit(
     assert answer is not None and "prod-db-01" in answer
     assert await page.text_content(".card .card-footer")  # the footer is drawn
     assert await page.locator(".card .stop").count() == 0  # a final card offers no Stop
+    # The card came from the turn's own stream (snapshots asked for), with no second connection to the card: a
+    # gateway with several workers or replicas may serve another request from a process that does not keep it.
+    posts = [r for r in requests if r.method == "POST" and r.url.endswith("/v1/turns")]
+    assert len(posts) == 1 and posts[0].post_data_json["snapshots"] is True
+    assert not [r for r in requests if "/card" in r.url]
     # The conversation is kept in this browser, titled by its first question.
     assert await page.text_content("#conversation-list li") == "which server is 10.0.1.100?×"
 
@@ -158,3 +167,43 @@ async def test_approve_a_call_that_waits_for_an_approver(browser: Any, tmp_path:
         await page.context.close()
     finally:
         await gateway.kill()
+
+
+def without_snapshots(body: str) -> str:
+    """The turn's stream as a process that does not keep its card sends it: no ``snapshot`` messages."""
+    return "".join(m + "\n\n" for m in body.split("\n\n") if m.strip() and not m.startswith("event: snapshot"))
+
+
+def cut_after_turn(body: str) -> str:
+    """The turn's stream broken after its first message (a proxy or a replica going away)."""
+    return body.split("\n\n")[0] + "\n\n"
+
+
+@pytest.mark.parametrize("reshape", [without_snapshots, cut_after_turn])
+async def test_a_card_settles_from_the_turn_record_when_its_stream_brings_no_final_snapshot(
+    browser: Any, demo_gateway: GatewayProcess, reshape: Any
+) -> None:
+    page = await logged_in(browser, demo_gateway.probe_url)
+
+    async def reshaped(route: Any) -> None:
+        if route.request.method != "POST":
+            await route.fallback()
+            return
+        response = await route.fetch()  # the whole turn, streamed by the real gateway
+        await route.fulfill(response=response, body=reshape(await response.text()))
+
+    await page.route("**/v1/turns", reshaped)
+    # Nor does this process keep the card (another worker's or replica's turn): its card URL is unknown here.
+    await page.route("**/v1/turns/*/card", lambda route: route.fulfill(status=404, json={"error": "not kept here"}))
+    looked_up: list[str] = []
+    page.on("request", lambda r: looked_up.append(r.url) if r.method == "GET" and "/v1/turns/" in r.url else None)
+    await ask(page, "which server is 10.0.1.100?")
+
+    await page.locator('.card[data-status="done"]').wait_for(timeout=30_000)
+    assert "prod-db-01" in (await page.text_content(".card .answer") or "")
+    assert await page.locator(".card .stop").count() == 0
+    turn_id = await page.evaluate("JSON.parse(localStorage.getItem('botgateway.conversations.web:admin'))[0]"
+                                  ".turns[0].turnId")
+    assert turn_id and any(url.endswith(f"/v1/turns/{turn_id}") for url in looked_up)  # its record, fleet-wide
+    await page.context.close()
+
