@@ -175,7 +175,7 @@ class _Completion:
             elif text := progress_text(event):
                 await send(self.chunk({"reasoning_content": text}))
 
-        try:
+        async with stream:
             await send(self.chunk({"role": "assistant", "content": ""}))
             if submission.status in ("started", "queued"):
                 try:
@@ -195,8 +195,4 @@ class _Completion:
                                 "model": self.model, "choices": [], "usage": _usage(final.result.usage)})
             await send("[DONE]")
             await stream.close()
-        except ConnectionError:
-            pass
-        finally:
-            stream.stop_pings()
         return response

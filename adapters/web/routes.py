@@ -110,8 +110,7 @@ class _Routes:
         msg = front.message(principal, question, conversation, locale_of(request, data))
         tap = EventTap(front.config.web.max_pending_events)
         submission = await front.ask(msg, tap)
-        stream = await SseStream.open(request, ping_s=front.config.web.keepalive_s)
-        try:
+        async with await SseStream.open(request, ping_s=front.config.web.keepalive_s) as stream:
             await stream.send("turn", {"turn_id": submission.turn_id, "conversation": conversation,
                                        "status": submission.status, "position": submission.position})
             if submission.status not in ("started", "queued"):
@@ -120,10 +119,6 @@ class _Routes:
             elif not await _follow_turn(stream, front, msg, submission, tap, request, snapshots=snapshots):
                 return stream.response  # the client left: its turn was stopped
             await stream.close()
-        except ConnectionError:
-            pass
-        finally:
-            stream.stop_pings()
         return stream.response
 
     async def result(self, request: web.Request) -> web.Response:
@@ -149,14 +144,9 @@ class _Routes:
         board = self._front.sink.board(turn_id)
         if board is None:
             raise BadRequest("this turn's card is not kept here (finished long ago, or asked in another process)", 404)
-        stream = await SseStream.open(request, ping_s=self._front.config.web.keepalive_s)
-        try:
+        async with await SseStream.open(request, ping_s=self._front.config.web.keepalive_s) as stream:
             if await _until_gone(request, send_board(stream, board, turn_id)):
                 await stream.close()
-        except ConnectionError:
-            pass
-        finally:
-            stream.stop_pings()
         return stream.response
 
     async def clear(self, request: web.Request) -> web.Response:

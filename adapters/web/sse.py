@@ -99,6 +99,14 @@ class SseStream:
             self._pinger.cancel()
             self._pinger = None
 
+    async def __aenter__(self) -> SseStream:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        """The handler is done with the stream: no more pings; a client gone mid-write ends it quietly."""
+        self.stop_pings()
+        return exc_type is not None and issubclass(exc_type, ConnectionError)
+
 
 async def gone(request: web.Request) -> None:
     """Return once ``request``'s client connection is closed."""
