@@ -70,16 +70,6 @@ def response(events: list[bytes]) -> Any:
     )
 
 
-class _RawResponse:
-    """What :class:`ChunkStream` reads of the SDK's ``AsyncAPIResponse``."""
-
-    def __init__(self, http_response: Any) -> None:
-        self.http_response = http_response
-
-    def iter_bytes(self) -> AsyncIterator[bytes]:
-        return self.http_response.aiter_bytes()  # type: ignore[no-any-return]
-
-
 async def sdk_path(events: list[bytes], assembler: Any) -> int:
     """Chunks read through the SDK's stream, folded by ``assembler`` unless ``None``."""
     client = openai.AsyncOpenAI(api_key="bench", base_url=URL, max_retries=0)
@@ -97,7 +87,7 @@ async def dict_path(events: list[bytes], assembler: Any) -> int:
     """Chunks read as dicts, folded by ``assembler``."""
     http_response = response(events)
     count = 0
-    async for chunk in ChunkStream(_RawResponse(http_response), http_response.aclose):  # type: ignore[arg-type]
+    async for chunk in ChunkStream(http_response):
         assembler.feed(chunk)
         count += 1
     return count

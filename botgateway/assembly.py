@@ -166,6 +166,8 @@ class ThinkTagSplitter:
 
     def feed(self, text: str) -> list[StreamPart]:
         """Split ``text``; returns the parts that are certain so far."""
+        if not self._buffer and not self._in_think and not self._strip_leading and "<" not in text:
+            return [TextPart(text)]  # the common case: plain answer text, no tag and no start of one
         self._buffer += text
         parts: list[StreamPart] = []
         while self._buffer:

@@ -49,7 +49,7 @@ from botgateway.llm_errors import (
     provider_message,
     retry_after,
 )
-from botgateway.llm_transport import AiohttpTransport
+from botgateway.llm_transport import AiohttpTransport, sdk_http
 from botgateway.sse import ChunkStream
 
 __all__ = [
@@ -68,6 +68,9 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+_HTTP_RESPONSE = sdk_http().Response
+"""``cast_to`` for the SDK's ``post``: the HTTP response itself, its body unread when streaming."""
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 """Statuses worth another try before the first token (overload, rate limit, gateway trouble)."""
@@ -221,9 +224,7 @@ class LLMClient:
             started = time.monotonic()
             try:
                 async with asyncio.timeout(self.config.first_token_timeout_s):
-                    # The SDK sends the request and raises its errors; the body is read as plain dicts.
-                    response = self._client.chat.completions.with_streaming_response.create(**request)
-                    chunks = await ChunkStream.open(response)
+                    chunks = ChunkStream(await self._post(request))
                     while not first:
                         first = assembler.feed(await anext(chunks))
             except StopAsyncIteration:
@@ -254,6 +255,21 @@ class LLMClient:
                 raise
             log.debug("llm_first_token", round=round, wait_s=round_s(time.monotonic() - started), attempts=attempt + 1)
             return _Started(chunks, assembler, tuple(first))
+
+    async def _post(self, request: dict[str, Any]) -> Any:
+        """Send ``request``; the HTTP response with its body still to read.
+
+        The SDK sends it (auth, base URL, headers, timeouts, retries of refused connections, and
+        ``APIStatusError`` for HTTP ≥ 400) as its generic ``post``, with the body as built here:
+        ``chat.completions.create`` would first walk the whole request (every history message and tool
+        schema) to convert typed parameters that a plain JSON body does not have, a few milliseconds per
+        request, paid by every turn when many start at once.
+        """
+        body = {key: value for key, value in request.items() if key != "extra_body"}
+        body.update(request.get("extra_body") or {})
+        return await self._client.post(
+            "/chat/completions", body=body, cast_to=_HTTP_RESPONSE, stream=True, stream_cls=openai.AsyncStream[Any]
+        )
 
     def _drop_stream_options(self, exc: BaseException, request: dict[str, Any]) -> bool:
         """True when the endpoint rejected ``stream_options``: it is dropped from ``request`` (and every later one)."""

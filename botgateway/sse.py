@@ -2,9 +2,13 @@
 
 The ``openai`` SDK builds a pydantic object per chunk, which costs far more CPU
 than the rest of a chunk's journey; here the SDK still sends the request (auth,
-base URL, headers, timeouts, ``APIStatusError`` for HTTP ≥ 400), and only the
-body is read by hand: :class:`SSEDecoder` splits it into events and
-:class:`ChunkStream` parses each event's data with ``orjson``.
+base URL, headers, timeouts, retries, ``APIStatusError`` for HTTP ≥ 400), and
+only the body is read by hand: :class:`SSEDecoder` splits it into events and
+:class:`ChunkStream` parses each event's data with ``orjson``. When the
+transport offers a direct reader of the body (:data:`BODY_READER`, see
+:mod:`botgateway.llm_transport`), each read goes straight to it rather than
+through the HTTP library's chain of async iterators, which at thousands of
+reads a second is a large part of a read's cost.
 
 What the stream may contain, per the SSE spec and what providers send:
 
@@ -26,14 +30,18 @@ import asyncio
 import sys
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 import orjson
 
-__all__ = ["ChunkStream", "SSEDecoder", "ServerSentEvent"]
+__all__ = ["BODY_READER", "ChunkStream", "SSEDecoder", "ServerSentEvent"]
+
+BODY_READER = "botgateway.body_reader"
+"""A response extension: ``async () -> bytes``, the next piece of the body as it arrives (``b""`` at its end).
+
+It raises the HTTP library's errors, as reading the body through the library would."""
 
 _COLON = 0x3A
 """``:`` as a byte: a line starting with it is a comment."""
@@ -121,32 +129,18 @@ class SSEDecoder:
 class ChunkStream:
     """The chunks of one streamed chat completion as plain dicts; iterate it, then :meth:`close` it.
 
-    Open it with :meth:`open` on the SDK's ``with_streaming_response`` request,
-    so the request itself (and its errors) stays the SDK's.
-
     Args:
-        response: The SDK's ``AsyncAPIResponse`` whose body is not read yet.
-        close: Releases the response (what leaving the SDK's context manager does).
+        response: The HTTP response of the SDK's request (``client.post(..., cast_to=<its Response>, stream=True)``),
+            its body not read yet. :meth:`close` closes it.
     """
 
-    def __init__(self, response: openai.AsyncAPIResponse[Any], close: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, response: Any) -> None:
         self._response = response
-        self._close = close
-        self._body: AsyncGenerator[bytes, None] = response.iter_bytes()  # type: ignore[assignment]
+        self._body: AsyncGenerator[bytes, None] | None = None
+        self._read_body: Callable[[], Awaitable[bytes]] = response.extensions.get(BODY_READER) or self._next_piece
         self._decoder = SSEDecoder()
         self._events: deque[ServerSentEvent] = deque()
         self._ended = False
-
-    @classmethod
-    async def open(cls, request: AbstractAsyncContextManager[openai.AsyncAPIResponse[Any]]) -> ChunkStream:
-        """Send ``request`` (``client.chat.completions.with_streaming_response.create(...)``) and stream its body.
-
-        Raises what the SDK raises for the request: ``APIStatusError`` for HTTP ≥ 400,
-        ``APIConnectionError``/``APITimeoutError``.
-        """
-        stack = AsyncExitStack()
-        response = await stack.enter_async_context(request)
-        return cls(response, stack.aclose)
 
     def __aiter__(self) -> ChunkStream:
         return self
@@ -181,18 +175,25 @@ class ChunkStream:
     async def close(self) -> None:
         """Hang up: the provider stops generating, the connection is released."""
         try:
-            await self._body.aclose()
+            if self._body is not None:
+                await self._body.aclose()
         finally:
-            await self._close()
+            await self._response.aclose()
+
+    async def _next_piece(self) -> bytes:
+        """The next piece of the body through the HTTP library (``b""`` at its end)."""
+        if self._body is None:
+            self._body = self._response.aiter_bytes()
+        return await anext(self._body, b"")
 
     async def _read(self) -> None:
         """Read the next piece of the body into events; at its end, flush the decoder."""
         try:
-            raw = await anext(self._body, None)
+            raw = await self._read_body()
         except Exception as exc:
             # Only the transport runs here; the SDK too maps any failure while sending to a connection error.
             raise self._transport_error(exc) from exc
-        if raw is None:
+        if not raw:
             self._ended = True
             self._events.extend(self._decoder.flush())
         else:
@@ -217,11 +218,11 @@ class ChunkStream:
         message = body.get("message") if isinstance(body, dict) else None
         if not message or not isinstance(message, str):
             message = "An error occurred during streaming"
-        return openai.APIError(message, self._response.http_response.request, body=body)
+        return openai.APIError(message, self._response.request, body=body)
 
     def _transport_error(self, exc: Exception) -> openai.APIConnectionError:
         """A failure reading the body, as the SDK maps it: a read timeout or a broken connection."""
-        http_response = self._response.http_response
+        http_response = self._response
         # The HTTP library is httpx2 or httpx, depending on the SDK's version: ask the one in use.
         http = sys.modules.get(type(http_response).__module__.partition(".")[0])
         timeout = getattr(http, "TimeoutException", None)
@@ -233,7 +234,7 @@ class ChunkStream:
         """Read what follows ``[DONE]`` (normally just the body's end) so the connection can be reused."""
         try:
             async with asyncio.timeout(_DRAIN_S):
-                async for _ in self._body:
+                while await self._read_body():
                     pass
         except Exception:  # the answer is complete; a failing tail changes nothing
             pass

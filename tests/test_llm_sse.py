@@ -7,15 +7,19 @@ multi-line data.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment, merge_parts
 from botgateway.events import Usage
 from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
+from botgateway.llm_transport import AiohttpTransport, sdk_http
+from botgateway.sse import BODY_READER
 from tests.fakes.llm import llm_config
 from tools.demo.script import Script, chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from tools.demo.server import ScriptedLLMServer
@@ -147,3 +151,53 @@ def test_merge_parts_joins_runs_and_keeps_tool_fragments_between_them() -> None:
     fragment = ToolCallFragment(position=0, call_id="c1", name="find_host", arguments_delta="{")
     merged = merge_parts([TextPart("a"), TextPart("b"), fragment, TextPart("c"), ReasoningPart("x"), ReasoningPart("y")])
     assert merged == [TextPart("ab"), fragment, TextPart("c"), ReasoningPart("xy")]
+
+
+async def _compressed_sse(request: web.Request) -> web.StreamResponse:
+    """A provider (or a proxy in front of it) that gzips its event stream."""
+    body = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in [
+        chunk({"role": "assistant", "content": ""}), chunk({"content": "prod-db-01 "}), chunk({"content": "is it"}),
+        finish_chunk("stop"),
+    ]) + b"data: [DONE]\n\n"
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"})
+    await response.prepare(request)
+    packed = gzip.compress(body)
+    for at in range(0, len(packed), 16):  # in pieces, as a stream arrives
+        await response.write(packed[at:at + 16])
+    await response.write_eof()
+    return response
+
+
+async def test_a_gzipped_event_stream_is_decoded() -> None:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", _compressed_sse)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    llm = LLMClient(llm_config(f"http://127.0.0.1:{port}/v1"), backoff_base_s=0.01)
+    try:
+        shown, final = await collect(llm)
+    finally:
+        await llm.aclose()
+        await runner.cleanup()
+    assert shown == final.text == "prod-db-01 is it"
+
+
+async def test_an_uncompressed_body_is_offered_to_the_chunk_stream_directly(server: ScriptedLLMServer) -> None:
+    server.enqueue(Script(text_chunks("ok")))
+    transport = AiohttpTransport()
+    http = sdk_http()
+    try:
+        request = http.Request("POST", f"{server.base_url}/chat/completions", json={"model": "m", "stream": True,
+                                                                                     "messages": MESSAGES})
+        response = await transport.handle_async_request(request)
+        reader = response.extensions[BODY_READER]
+        body = b""
+        while piece := await reader():
+            body += piece
+        await response.aclose()
+    finally:
+        await transport.aclose()
+    assert b'"ok"' in body and body.rstrip().endswith(b"data: [DONE]")

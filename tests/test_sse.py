@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 
-from botgateway.sse import ChunkStream, ServerSentEvent, SSEDecoder
+from botgateway.sse import BODY_READER, ChunkStream, ServerSentEvent, SSEDecoder
 
 STREAM = (
     b": keep-alive\r\n"
@@ -96,29 +96,41 @@ def http_library() -> Any:
     return sys.modules[client_class.__module__.partition(".")[0]]
 
 
-class FakeResponse:
-    """What :class:`ChunkStream` uses of the SDK's ``AsyncAPIResponse``: the body, and the request for errors."""
+class Body(http_library().AsyncByteStream):  # type: ignore[misc]
+    """A response body yielding ``pieces`` (raising the exceptions among them); notes whether it was closed."""
 
     def __init__(self, pieces: list[bytes | Exception]) -> None:
-        http = http_library()
-        self.http_response = http.Response(200, request=http.Request("POST", "http://model.test/v1/chat/completions"))
-        self.pieces = pieces
+        self.pieces = list(pieces)
         self.closed = False
 
-    async def iter_bytes(self) -> AsyncIterator[bytes]:
-        for piece in self.pieces:
-            if isinstance(piece, Exception):
-                raise piece
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while piece := await self.read():
             yield piece
 
+    async def read(self) -> bytes:
+        if not self.pieces:
+            return b""
+        piece = self.pieces.pop(0)
+        if isinstance(piece, Exception):
+            raise piece
+        return piece
 
-def chunk_stream(pieces: list[bytes | Exception]) -> tuple[ChunkStream, FakeResponse]:
-    response = FakeResponse(pieces)
+    async def aclose(self) -> None:
+        self.closed = True
 
-    async def close() -> None:
-        response.closed = True
 
-    return ChunkStream(response, close), response  # type: ignore[arg-type]
+def response(pieces: list[bytes | Exception], *, direct: bool = False) -> tuple[Any, Body]:
+    """A streaming response of the SDK's HTTP library over ``pieces``; ``direct``: it offers the body reader too."""
+    http = http_library()
+    body = Body(pieces)
+    extensions = {BODY_READER: body.read} if direct else {}
+    return http.Response(200, request=http.Request("POST", "http://model.test/v1/chat/completions"), stream=body,
+                         extensions=extensions), body
+
+
+def chunk_stream(pieces: list[bytes | Exception], *, direct: bool = False) -> tuple[ChunkStream, Body]:
+    http_response, body = response(pieces, direct=direct)
+    return ChunkStream(http_response), body
 
 
 def data(value: Any) -> bytes:
@@ -129,8 +141,9 @@ async def read_all(stream: ChunkStream) -> list[dict[str, Any]]:
     return [chunk async for chunk in stream]
 
 
-async def test_chunks_are_dicts_and_done_ends_the_stream() -> None:
-    stream, response = chunk_stream([data({"n": 1}) + b": ping\n\n" + data({"n": 2}), b"data: [DONE]\n\n" + data({"n": 3})])
+@pytest.mark.parametrize("direct", [False, True], ids=["through the HTTP library", "through the body reader"])
+async def test_chunks_are_dicts_and_done_ends_the_stream(direct: bool) -> None:
+    stream, response = chunk_stream([data({"n": 1}) + b": ping\n\n" + data({"n": 2}), b"data: [DONE]\n\n" + data({"n": 3})], direct=direct)
     assert await read_all(stream) == [{"n": 1}, {"n": 2}]
     await stream.close()
     assert response.closed
@@ -186,15 +199,17 @@ async def test_a_falsy_error_key_is_not_an_error() -> None:
     assert await read_all(stream) == [{"error": None, "n": 1}]
 
 
-async def test_transport_failures_are_the_sdks_connection_errors() -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["through the HTTP library", "through the body reader"])
+async def test_transport_failures_are_the_sdks_connection_errors(direct: bool) -> None:
     http = http_library()
     request = http.Request("POST", "http://model.test/v1/chat/completions")
-    stream, _ = chunk_stream([data({"n": 1}), http.RemoteProtocolError("peer closed connection", request=request)])
+    stream, _ = chunk_stream([data({"n": 1}), http.RemoteProtocolError("peer closed connection", request=request)],
+                             direct=direct)
     assert await anext(stream) == {"n": 1}
     with pytest.raises(openai.APIConnectionError) as broken:
         await anext(stream)
     assert not isinstance(broken.value, openai.APITimeoutError)
 
-    stream, _ = chunk_stream([http.ReadTimeout("timed out", request=request)])
+    stream, _ = chunk_stream([http.ReadTimeout("timed out", request=request)], direct=direct)
     with pytest.raises(openai.APITimeoutError):
         await anext(stream)
