@@ -43,6 +43,7 @@ from bench.process_stats import cpu_s, peak_rss_bytes, rss_bytes
 from bench.settings import BenchSettings
 from bench.worker import wait_for_line
 from botgateway.cards.policy import BufferPolicy
+from botgateway.cli.collector import settle_after_startup
 from botgateway.config import Config
 from botgateway.gateway import Gateway
 from botgateway.messages import InboundMessage, conversation_key
@@ -136,6 +137,7 @@ async def serve_core(job: dict[str, Any], config: Config) -> dict[str, Any]:
         sink = BenchSink(stamps, latency_s=settings.latency_ms / 1000.0)
         await _warm_up(runtime.gateway, sink, index or 0, float(job["run_timeout_s"]))
         instance_id, store = runtime.gateway.instance_id, type(runtime.store).__name__
+        settle_after_startup()  # start-up is over, as botgateway run marks it
         rss_ready = rss_bytes()
         print("ready", flush=True)
         await wait_for_line("go")

@@ -107,6 +107,7 @@ async def wait_for_line(word: str) -> None:
 
 async def serve(job: dict[str, Any]) -> dict[str, Any]:
     """Run botgateway for one scenario until told to stop; the process's own numbers."""
+    from botgateway.cli.collector import settle_after_startup
     from botgateway.cli.run import build_adapter
     from botgateway.cli.runtime import build_runtime
 
@@ -115,6 +116,7 @@ async def serve(job: dict[str, Any]) -> dict[str, Any]:
     async with build_runtime(config) as runtime:
         adapter = build_adapter(platform, getattr(config.adapters, platform), runtime)
         await adapter.start(runtime.gateway)
+        settle_after_startup()  # start-up is over, as botgateway run marks it
         rss_ready = rss_bytes()
         cpu_ready = cpu_s()
         wall_ready = time.monotonic()

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from botgateway.cli.collector import settle_after_startup
 from botgateway.cli.unprompted import close_alert_desk, start_unprompted, stop_schedules
 from botgateway.config import Config, ConfigError
 from botgateway.sink import Adapter
@@ -337,6 +338,7 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None, worker_index
 
 def _serving(runtime: Runtime, adapters: list[Adapter], link: WorkerLink | None) -> None:
     """Start-up is over: ready (once the probes' checks pass), reported to the supervisor, told to the operator."""
+    settle_after_startup()
     if runtime.readiness is not None:
         for adapter in adapters:
             runtime.readiness.watch(adapter)
