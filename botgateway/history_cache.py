@@ -25,6 +25,16 @@ So a Redis hit costs one small round trip, never a stale answer. (Caching only
 for SQLite and reading Redis through every time was the alternative; the
 version check costs the same round trip and skips the transfer and decoding.)
 
+**New conversations.** Most questions open a conversation (a new thread), and
+reading a history only to find none costs a turn the same round trip. A store
+that only this process writes (SQLite) lists the conversations that have
+history (:meth:`~botgateway.stores.base.Store.history_index`), read once in the
+background; from then on, a conversation neither listed nor written by this
+process since is known to be empty without asking. Every conversation this
+process writes joins the list, so it never vouches for a conversation that has
+history; one whose history the store dropped later (idle, cleared) is simply
+read, as before. Redis stores give no list: there, every miss reads.
+
 Expiry: a SQLite copy also carries when the store forgets an idle
 conversation (``memory.history_ttl_days``), and is dropped at that moment, so
 an old history never comes back from memory either.
@@ -39,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from cachetools import LRUCache
 
 from botgateway.background import BackgroundTasks
@@ -53,10 +64,15 @@ from botgateway.stores.base import (
     apply_write,
 )
 
-__all__ = ["DEFAULT_CACHED_CONVERSATIONS", "HistoryCache"]
+__all__ = ["DEFAULT_CACHED_CONVERSATIONS", "INDEX_LIMIT", "HistoryCache"]
 
 DEFAULT_CACHED_CONVERSATIONS = 2000
 """Conversations kept in memory by default (``memory.history_cache_size``)."""
+
+log = structlog.get_logger(__name__)
+
+INDEX_LIMIT = 500_000
+"""Most conversations the list of those with history holds (about 50 MB); past it, every first question reads."""
 
 _STALE = -1
 """A version no store hands out: the copy must be read again."""
@@ -104,12 +120,19 @@ class HistoryCache:
         self._wanted: deque[str] = deque()
         self._loader: asyncio.Task[None] | None = None
         self._background = BackgroundTasks()
+        self._index: set[str] | None = None  # conversations with history, once the store listed them
+        self._index_asked = False
+        self._written: set[str] | None = set()  # conversations this process wrote while the list was being read
 
     async def turns(self, conversation_id: str) -> list[StoredTurn]:
         """The conversation's turns as this process knows them (a new list; the turns themselves are frozen)."""
         entry = self._entry(conversation_id)
         if entry is not None and entry.version is None:
             return list(entry.turns)  # the hit: SQLite copies need no check
+        if self._known_empty(conversation_id):
+            if self._entries is not None:
+                self._entries[conversation_id] = _Entry([], None, None)
+            return []
         future = self._loading.get(conversation_id)
         if future is None:
             future = asyncio.get_running_loop().create_future()
@@ -122,6 +145,8 @@ class HistoryCache:
 
     def apply(self, write: HistoryWrite) -> None:
         """This process changed the history: change the cached copy at once (a load in flight replays it itself)."""
+        if write.kind != "clear":
+            self._listed(write.conversation_id)
         entry = self._entry(write.conversation_id)
         if entry is None:
             return
@@ -142,6 +167,40 @@ class HistoryCache:
         """Stop the loader; reads still waiting fail with :class:`StoreError`."""
         await self._background.aclose()
         self._fail(list(self._loading), StoreError("the history cache is shut down; nothing was read"))
+
+    def _known_empty(self, conversation_id: str) -> bool:
+        """True when the conversation certainly has no history; the first call asks the store for its list."""
+        if self._index is None:
+            if not self._index_asked:
+                self._index_asked = True
+                self._background.spawn(self._read_index(), name="history-index")
+            return False
+        return (
+            conversation_id not in self._index
+            and conversation_id not in self._loading
+            and not self._queue.pending(conversation_id)
+        )
+
+    async def _read_index(self) -> None:
+        """Take the store's list of conversations with history (none: every miss keeps reading)."""
+        try:
+            listed = await self._store.history_index(INDEX_LIMIT)
+        except Exception as exc:  # the list only saves reads; without it, every miss reads as before
+            log.warning("history.index_unavailable", error=f"{type(exc).__name__}: {exc}")
+            listed = None
+        if listed is not None and self._written is not None:
+            self._index = set(listed) | self._written
+        self._written = None
+
+    def _listed(self, conversation_id: str) -> None:
+        """The conversation has history now: on the list (or noted for it while the list is being read)."""
+        if self._index is not None:
+            self._index.add(conversation_id)
+            if len(self._index) > INDEX_LIMIT:
+                self._index = None  # too long to hold: every miss reads again
+                log.info("history.index_dropped", limit=INDEX_LIMIT)
+        elif self._written is not None:
+            self._written.add(conversation_id)
 
     def _entry(self, conversation_id: str) -> _Entry | None:
         """The cached copy, unless there is none or the store has forgotten the conversation by now."""

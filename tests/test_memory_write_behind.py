@@ -51,6 +51,8 @@ class Instrumented:
         self.hold_reads: asyncio.Event | None = None
         """While set to an unset event, a read waits for it after reading (its answer is late, not its snapshot)."""
         self.read_done = asyncio.Event()
+        self.listed = asyncio.Event()
+        """Set once the store answered ``history_index``."""
 
     async def load_histories(
         self, conversation_ids: Sequence[str], *, unless_version: Mapping[str, int] | None = None
@@ -62,6 +64,11 @@ class Instrumented:
             self.read_done.set()
             await self.hold_reads.wait()
         return found  # type: ignore[no-any-return]
+
+    async def history_index(self, limit: int) -> frozenset[str] | None:
+        listed = await super().history_index(limit)  # type: ignore[misc]
+        self.listed.set()
+        return listed  # type: ignore[no-any-return]
 
     async def write_history(self, writes: Sequence[HistoryWrite]) -> list[VersionStep | None]:
         if self.hold_writes is not None:
@@ -418,3 +425,74 @@ async def test_settle_waits_for_the_conversations_changes_and_gives_up_after_its
     assert await settled
     assert ids(await store.load_turns("c")) == ["t1"]
     await memory.aclose()
+
+
+# --- the list of conversations with history -----------------------------------------------
+
+
+async def listed_memory(store: Any, **kwargs: Any) -> Memory:
+    """A memory whose cache has asked the store for its list of conversations (the first miss asks)."""
+    memory = memory_on(store, **kwargs)
+    await memory.history("warm-up")
+    await store.listed.wait()  # the cache takes the list in the same step as the store answers
+    return memory
+
+
+async def test_sqlite_lists_its_conversations_so_a_new_one_needs_no_read(tmp_path: Path) -> None:
+    earlier = CountingSqlite(tmp_path / "history.db", history_ttl_s=3600)
+    await earlier.open()
+    before = memory_on(earlier)
+    await before.commit("old", "t1", plain_turn(1))
+    await before.aclose()
+    await earlier.close()
+
+    store = CountingSqlite(tmp_path / "history.db", history_ttl_s=3600)
+    await store.open()
+    try:
+        memory = await listed_memory(store, cached_conversations=1)
+        reads = len(store.reads)
+        assert await memory.history("new") == []
+        assert len(store.reads) == reads  # known empty: no read
+
+        # A conversation with history is on the list: read, never taken for empty.
+        assert [m["content"] for m in await memory.history("old")][0].startswith("question 1")
+        assert len(store.reads) == reads + 1
+
+        # What this process writes joins the list: evicted from the cache (it holds one), it is read again.
+        await memory.commit("new", "t2", plain_turn(2))
+        await memory.flush()
+        await memory.history("old")  # evicts "new"
+        reads = len(store.reads)
+        assert [m["content"] for m in await memory.history("new")][0].startswith("question 2")
+        assert len(store.reads) == reads + 1
+        await memory.aclose()
+    finally:
+        await store.close()
+
+
+async def test_a_store_shared_by_replicas_gives_no_list_so_every_new_conversation_is_read() -> None:
+    prefix = unique_prefix()
+    store = CountingRedis(REDIS_URL, prefix, history_ttl_s=3600)
+    await store.open()
+    try:
+        assert await store.history_index(1000) is None
+        memory = await listed_memory(store)
+        reads = len(store.reads)
+        assert await memory.history("new") == []
+        assert len(store.reads) == reads + 1
+        await memory.aclose()
+    finally:
+        await store.close()
+        await purge_prefix(prefix)
+
+
+async def test_sqlite_gives_no_list_past_the_limit(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "history.db", history_ttl_s=3600)
+    await store.open()
+    try:
+        await store.write_history([HistoryWrite(f"c{n}", "append", StoredTurn(f"t{n}", tuple(plain_turn(n)), 0.0))
+                                   for n in range(3)])
+        assert await store.history_index(3) == frozenset({"c0", "c1", "c2"})
+        assert await store.history_index(2) is None
+    finally:
+        await store.close()

@@ -326,6 +326,14 @@ class Store(Protocol):
         """
         ...
 
+    async def history_index(self, limit: int) -> frozenset[str] | None:
+        """Every conversation that has history here, when this process is the only one writing it.
+
+        A conversation outside it has none, so its first question needs no read. ``None`` when other
+        processes may write the history too (no such list stays true) or there are more than ``limit``.
+        """
+        ...
+
     async def write_history(self, writes: Sequence[HistoryWrite]) -> list[VersionStep | None]:
         """Apply ``writes`` in order, grouped (one transaction, or one pipeline of atomic steps).
 

@@ -190,6 +190,10 @@ class RedisStore:
         async with self._errors():
             return await self._history.load_histories(conversation_ids, unless_version=unless_version)
 
+    async def history_index(self, limit: int) -> frozenset[str] | None:
+        """``None``: every replica writes this history, so no list of its conversations stays true here."""
+        return None
+
     async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
         """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
         await self.write_history([HistoryWrite(conversation_id, "append", turn)])

@@ -162,6 +162,10 @@ class SqliteStore:
         """
         return await self._history.load_histories(conversation_ids)
 
+    async def history_index(self, limit: int) -> frozenset[str] | None:
+        """The conversations with history (one process writes this file); ``None`` when there are more than ``limit``."""
+        return await self._history.conversations(limit)
+
     async def append_turn(self, conversation_id: str, turn: StoredTurn) -> None:
         """Commit one completed turn atomically; committing the same ``turn_id`` again is a no-op."""
         await self.write_history([HistoryWrite(conversation_id, "append", turn)])

@@ -68,6 +68,13 @@ class SqliteHistory:
             cid: HistorySnapshot(tuple(turns), None, self._expiry(touched.get(cid))) for cid, turns in found.items()
         }
 
+    async def conversations(self, limit: int) -> frozenset[str] | None:
+        """The conversations with turns (on the read connection); ``None`` when there are more than ``limit``."""
+        rows = await self._connection.fetchall(
+            "SELECT DISTINCT conversation_id FROM turns LIMIT ?", (limit + 1,)
+        )
+        return frozenset(row[0] for row in rows) if len(rows) <= limit else None
+
     def _expiry(self, updated_at: float | None) -> float | None:
         if updated_at is None or self._history_ttl_s is None:
             return None
