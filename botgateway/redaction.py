@@ -27,22 +27,27 @@ _SENSITIVE_KEY = re.compile(
 )
 """Event keys whose (non-numeric) values are always masked."""
 
-_TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_TEXT_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
+    # Each pattern comes with the lowercase text it cannot match without ("needles"): most text holds none
+    # of them, and a substring test is far cheaper than running the pattern (a final answer is redacted for
+    # the audit trail at the end of every turn).
     # Slack bot/user/app tokens: xoxb-…, xoxp-…, xapp-…
-    (re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]+"), rf"\1-{MASK}"),
+    (("xox", "xapp-"), re.compile(r"\b(xox[abposre]|xapp)-[A-Za-z0-9-]+"), rf"\1-{MASK}"),
     # OpenAI-style keys (sk-…, sk-proj-…, sk-ant-…)
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{MASK}"),
+    (("sk-",), re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), f"sk-{MASK}"),
     # HTTP auth schemes
-    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{6,}", re.IGNORECASE), rf"\1 {MASK}"),
+    (("bearer", "basic", "token"), re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{6,}", re.IGNORECASE),
+     rf"\1 {MASK}"),
     # JSON Web Tokens
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), f"eyJ{MASK}"),
+    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), f"eyJ{MASK}"),
     # Cloud access key ids (AWS, Alibaba Cloud)
-    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), rf"\1{MASK}"),
-    (re.compile(r"\bLTAI[0-9A-Za-z]{12,24}\b"), f"LTAI{MASK}"),
+    (("akia", "asia"), re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), rf"\1{MASK}"),
+    (("ltai",), re.compile(r"\bLTAI[0-9A-Za-z]{12,24}\b"), f"LTAI{MASK}"),
     # Passwords in URLs: scheme://user:password@host
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+@", re.IGNORECASE), rf"\1{MASK}@"),
+    (("://",), re.compile(r"\b([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s/]+@", re.IGNORECASE), rf"\1{MASK}@"),
     # key=value, key: value, "key": "value" (query strings, headers, JSON bodies, reprs)
     (
+        ("token", "key", "secret", "pass", "pwd", "sign", "authorization"),
         re.compile(
             r"""(?ix)
             \b((?:[a-z0-9]+[_-])*
@@ -65,8 +70,11 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in secrets:
         if secret and secret in text:
             text = text.replace(secret, MASK)
-    for pattern, replacement in _TEXT_PATTERNS:
-        text = pattern.sub(replacement, text)
+    lowered = text.lower()
+    for needles, pattern, replacement in _TEXT_PATTERNS:
+        # Masking only ever adds "***" and text the match held, so it never brings a later pattern's needle.
+        if any(needle in lowered for needle in needles):
+            text = pattern.sub(replacement, text)
     return text
 
 
