@@ -34,6 +34,7 @@ import openai
 import structlog
 
 from botgateway.assembly import AssembledRound, StreamAssembler, StreamPart, merge_parts
+from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
 from botgateway.events import ModelAnswering
@@ -139,6 +140,7 @@ class LLMClient:
         self._secret = config.api_key.get_secret_value()
         self._ask_usage = True  # cleared for good when the endpoint rejects stream_options
         self._backoff = Backoff(base_s=backoff_base_s, jitter=(0.8, 1.2))
+        self._closing = BackgroundTasks()  # connections of finished answers, released behind them
         self._client = openai.AsyncOpenAI(
             # Keyless endpoints (Ollama, vLLM, the demo) still get a placeholder: the SDK insists on one.
             api_key=self._secret or "no-key",
@@ -155,7 +157,8 @@ class LLMClient:
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP connections."""
+        """Close the HTTP connections (the releases of finished answers still running are cut short)."""
+        await self._closing.aclose()
         await self._client.close()
 
     # --- streaming -------------------------------------------------------------
@@ -176,6 +179,7 @@ class LLMClient:
         started = await self._start(self._request(messages, tools, tool_choice), round)
         chunks, assembler = started.chunks, started.assembler
         idle = IdleWatch(self.config.idle_timeout_s)  # one timer per stream, not one per chunk
+        complete = False
         try:
             with self._interruptions(assembler):
                 for part in started.first:
@@ -193,9 +197,14 @@ class LLMClient:
                             yield part
                         if broken is not None:
                             raise broken  # after what came before it is shown
+            complete = True
         finally:
             idle.close()
-            await _close(chunks)
+            # A complete answer's connection is released behind it (the rest of its body is read first, for
+            # reuse), so the round ends, and its card is finalized, without waiting for that read; a broken
+            # or abandoned one is hung up on at once.
+            if not (complete and self._closing.spawn(_close(chunks), name="llm-release")):
+                await _close(chunks)
         yield assembler.finish()
 
     @staticmethod

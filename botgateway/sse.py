@@ -141,6 +141,8 @@ class ChunkStream:
         self._decoder = SSEDecoder()
         self._events: deque[ServerSentEvent] = deque()
         self._ended = False
+        self._done = False  # a [DONE] came: the answer is complete
+        self._eof = False  # the body's end was read
 
     def __aiter__(self) -> ChunkStream:
         return self
@@ -152,8 +154,7 @@ class ChunkStream:
                 chunk = self._parse(self._events.popleft())
                 if chunk is not None:
                     return chunk
-                await self._drain()  # [DONE]
-                raise StopAsyncIteration
+                raise StopAsyncIteration  # [DONE]: what follows it is read by close()
             if self._ended:
                 raise StopAsyncIteration
             await self._read()
@@ -173,8 +174,11 @@ class ChunkStream:
         return None
 
     async def close(self) -> None:
-        """Hang up: the provider stops generating, the connection is released."""
+        """Release the connection: after ``[DONE]``, once the rest of the body is read (briefly), for reuse;
+        before it, by hanging up, so the provider stops generating."""
         try:
+            if self._done and not self._eof:
+                await self._drain()
             if self._body is not None:
                 await self._body.aclose()
         finally:
@@ -194,7 +198,7 @@ class ChunkStream:
             # Only the transport runs here; the SDK too maps any failure while sending to a connection error.
             raise self._transport_error(exc) from exc
         if not raw:
-            self._ended = True
+            self._ended = self._eof = True
             self._events.extend(self._decoder.flush())
         else:
             self._events.extend(self._decoder.feed(raw))
@@ -202,7 +206,7 @@ class ChunkStream:
     def _parse(self, event: ServerSentEvent) -> dict[str, Any] | None:
         """The chunk in ``event``; ``None`` at ``[DONE]``; raises on an error or malformed data."""
         if event.data.startswith(b"[DONE]"):
-            self._ended = True
+            self._ended = self._done = True
             self._events.clear()
             return None
         value = orjson.loads(event.data)  # orjson.JSONDecodeError is a ValueError
@@ -236,5 +240,6 @@ class ChunkStream:
             async with asyncio.timeout(_DRAIN_S):
                 while await self._read_body():
                     pass
+                self._eof = True
         except Exception:  # the answer is complete; a failing tail changes nothing
             pass
