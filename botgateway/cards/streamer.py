@@ -266,6 +266,8 @@ class CardStreamer:
             while not self._finishing.is_set():
                 await self._wake.wait()
                 self._wake.clear()
+                if self._finishing.is_set():
+                    break  # the final goes out now: nothing is gained by letting the feeders run first
                 await asyncio.sleep(0)  # let feeders run between updates, whatever the path taken
                 if self._finishing.is_set():
                     break
