@@ -37,7 +37,10 @@ from botgateway.rate_limit import RateLimit
 
 __all__ = ["RateBudget", "RateLimit"]
 
-_Lane = OrderedDict[str, deque[asyncio.Future[str]]]
+_Grant = tuple[str, float]
+"""A granted call: the ledger's ticket, and when the dispatcher granted it (the budget's clock)."""
+
+_Lane = OrderedDict[str, deque[asyncio.Future[_Grant]]]
 """Callers waiting, per owner, in the order owners are served (round-robin)."""
 
 
@@ -115,7 +118,7 @@ class RateBudget:
             return 0.0
         line = self._line(key, limit)
         started = self._clock()
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[_Grant] = asyncio.get_running_loop().create_future()
         lane = line.urgent if priority else line.waiters
         lane.setdefault(owner, deque()).append(future)
         if line.dispatcher is None or line.dispatcher.done():
@@ -123,13 +126,15 @@ class RateBudget:
         elif priority:
             line.wake.set()  # a dispatcher asleep on a refused live update must serve this final first, now
         try:
-            await future
+            _, granted_at = await future
         except asyncio.CancelledError:
             self._withdraw(key, line, lane, owner, future)
             raise
-        return self._clock() - started
+        now = self._clock()
+        self._ledger.late(key, now - granted_at)  # the loop was busy between the grant and this call
+        return now - started
 
-    def _withdraw(self, key: str, line: _Line, lane: _Lane, owner: str, future: asyncio.Future[str]) -> None:
+    def _withdraw(self, key: str, line: _Line, lane: _Lane, owner: str, future: asyncio.Future[_Grant]) -> None:
         """A cancelled wait leaves the line; a call granted as it was cancelled goes back."""
         queue = lane.get(owner)
         if queue is not None and future in queue:
@@ -141,7 +146,7 @@ class RateBudget:
                 line.wake.set()
         elif future.done() and not future.cancelled():
             line.granted -= 1
-            self._ledger.give_back(key, future.result())
+            self._ledger.give_back(key, future.result()[0])
 
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
         """Keep one call of ``key`` for ``owner`` (an open card's final answer, a cleanup): live updates leave it alone.
@@ -227,7 +232,7 @@ class RateBudget:
         return None
 
     @staticmethod
-    def _pop(lane: _Lane, owner: str) -> asyncio.Future[str] | None:
+    def _pop(lane: _Lane, owner: str) -> asyncio.Future[_Grant] | None:
         """The owner's first waiting caller; the owner goes to the back of the line (round-robin)."""
         queue = lane.pop(owner, None)
         future = None
@@ -254,7 +259,7 @@ class RateBudget:
                     self._ledger.give_back(key, verdict.ticket)
                     continue
                 self._count(line, owner, live=live)
-                future.set_result(verdict.ticket)
+                future.set_result((verdict.ticket, self._clock()))
                 continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(verdict.retry_in_s, 0.001)):

@@ -152,3 +152,29 @@ async def test_once_a_window_runs_low_later_updates_are_paced_and_a_new_cards_fi
     assert budget.try_acquire(KEY, limit, "fresh")  # a card showing nothing yet is not paced
     clock.now += 6.0
     assert budget.try_acquire(KEY, limit, "chatty")  # the next slice
+
+
+def test_a_bucket_counts_a_call_sent_late_from_when_it_went_out() -> None:
+    """DingTalk counts calls as they arrive: calls granted on time but sent after a busy moment would arrive
+    bunched; the bucket spaces what is sent by taking the tokens that accrued meanwhile."""
+    from botgateway.ledgers.local import LocalLedger
+
+    clock = Clock()
+    ledger = LocalLedger(clock=clock)
+    qps = RateLimit(rate_per_s=16.0, burst=1)  # a call every 62.5 ms (times exact in binary)
+    key = "dingtalk:robot:card"
+    assert ledger.take_now(key, qps, live=False, later=False)
+    clock.now += 0.0625
+    assert ledger.take_now(key, qps, live=False, later=False)  # on time
+    ledger.late(key, 0.25)  # ...but this one went out 250 ms after its grant
+    clock.now += 0.0625
+    assert not ledger.take_now(key, qps, live=False, later=False)  # 62.5 ms after the grant, not after it went
+    clock.now += 0.1875
+    assert not ledger.take_now(key, qps, live=False, later=False)
+    clock.now += 0.0625
+    assert ledger.take_now(key, qps, live=False, later=False)  # 62.5 ms after it went out
+
+    window = RateLimit.window(5, 60.0)  # a minute's window is not moved by such delays
+    assert ledger.take_now("slack:T1:chat.update", window, live=False, later=False)
+    ledger.late("slack:T1:chat.update", 0.25)
+    assert ledger.available("slack:T1:chat.update", window) == 4

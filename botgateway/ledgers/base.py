@@ -67,6 +67,10 @@ class Ledger(Protocol):
         """A granted call was not made (its caller left as it was granted): it no longer counts."""
         ...
 
+    def late(self, key: str, seconds: float) -> None:
+        """A granted call of ``key`` went out ``seconds`` after its grant (the process was busy meanwhile)."""
+        ...
+
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
         """Keep one call of ``key`` for ``owner``: live updates leave it alone."""
         ...

@@ -163,6 +163,20 @@ class LocalLedger:
             return delay
         return (1.0 - bucket.tokens) / max(bucket.limit.rate_per_s, 1e-9)
 
+    def late(self, key: str, seconds: float) -> None:
+        """A granted call went out ``seconds`` late: a token bucket counts it from then.
+
+        The platform counts a call when it arrives. Calls granted on time but sent late, after the event
+        loop was busy, would arrive bunched, and a busy second could see more than the rate; taking the
+        tokens that accrued meanwhile spaces what is sent, not only what is granted. (A window of a minute
+        is not moved by such delays.)
+        """
+        bucket = self._buckets.get(key)
+        if bucket is None or bucket.limit.windowed or seconds <= 0:
+            return
+        self._refill(bucket)
+        bucket.tokens -= seconds * max(bucket.limit.rate_per_s, 1e-9)
+
     def give_back(self, key: str, ticket: str = "") -> None:
         """A granted call was not made: its token goes back (the latest grant of a window)."""
         bucket = self._buckets.get(key)

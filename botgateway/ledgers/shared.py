@@ -153,6 +153,12 @@ class SharedLedger:
 
     # --- pauses and what is left ----------------------------------------------------------
 
+    def late(self, key: str, seconds: float) -> None:
+        """A granted call went out late: counted from then by the local share while Redis is away; the shared
+        accounts, which counted it in Redis, are not asked again for it (a round trip per late call)."""
+        if not self.shared:
+            self._local.late(key, seconds)
+
     def pause(self, key: str, seconds: float) -> None:
         """No call of ``key`` for ``seconds``, here at once and for every process through Redis."""
         until = self._clock() + max(seconds, 0.0)
