@@ -140,7 +140,6 @@ class ChunkStream:
         self._read_body: Callable[[], Awaitable[bytes]] = response.extensions.get(BODY_READER) or self._next_piece
         self._decoder = SSEDecoder()
         self._events: deque[ServerSentEvent] = deque()
-        self._ended = False
         self._done = False  # a [DONE] came: the answer is complete
         self._eof = False  # the body's end was read
 
@@ -155,7 +154,7 @@ class ChunkStream:
                 if chunk is not None:
                     return chunk
                 raise StopAsyncIteration  # [DONE]: what follows it is read by close()
-            if self._ended:
+            if self._done or self._eof:
                 raise StopAsyncIteration
             await self._read()
 
@@ -198,7 +197,7 @@ class ChunkStream:
             # Only the transport runs here; the SDK too maps any failure while sending to a connection error.
             raise self._transport_error(exc) from exc
         if not raw:
-            self._ended = self._eof = True
+            self._eof = True
             self._events.extend(self._decoder.flush())
         else:
             self._events.extend(self._decoder.feed(raw))
@@ -206,7 +205,7 @@ class ChunkStream:
     def _parse(self, event: ServerSentEvent) -> dict[str, Any] | None:
         """The chunk in ``event``; ``None`` at ``[DONE]``; raises on an error or malformed data."""
         if event.data.startswith(b"[DONE]"):
-            self._ended = self._done = True
+            self._done = True
             self._events.clear()
             return None
         value = orjson.loads(event.data)  # orjson.JSONDecodeError is a ValueError

@@ -11,6 +11,7 @@ import asyncio
 import random
 
 from botgateway.budget import RateBudget, RateLimit
+from botgateway.ledgers.local import LocalLedger
 
 KEY = "slack:T1:chat.update"
 
@@ -157,8 +158,6 @@ async def test_once_a_window_runs_low_later_updates_are_paced_and_a_new_cards_fi
 def test_a_bucket_counts_a_call_sent_late_from_when_it_went_out() -> None:
     """DingTalk counts calls as they arrive: calls granted on time but sent after a busy moment would arrive
     bunched; the bucket spaces what is sent by taking the tokens that accrued meanwhile."""
-    from botgateway.ledgers.local import LocalLedger
-
     clock = Clock()
     ledger = LocalLedger(clock=clock)
     qps = RateLimit(rate_per_s=16.0, burst=1)  # a call every 62.5 ms (times exact in binary)
