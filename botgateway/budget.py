@@ -148,6 +148,17 @@ class RateBudget:
             line.granted -= 1
             self._ledger.give_back(key, future.result()[0])
 
+    def landed(self, key: str) -> None:
+        """A call granted for ``key`` was made and its answer came back (or it failed, or was abandoned).
+
+        Every granted call that went out must say so, once: a limit on arrivals counts a call until a second
+        after its answer (:attr:`RateLimit.arrivals_per_s`).
+        """
+        self._ledger.landed(key)
+        line = self._lines.get(key)
+        if line is not None and line.limit.arrivals_per_s > 0 and (line.waiters or line.urgent):
+            line.wake.set()  # a call held back only by calls on their way may go a second after this one
+
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
         """Keep one call of ``key`` for ``owner`` (an open card's final answer, a cleanup): live updates leave it alone.
 

@@ -1,8 +1,9 @@
-"""The shape of one platform rate limit: a token bucket, or a window spendable in a burst."""
+"""The shape of one platform rate limit: a token bucket, or a window spendable in a burst; and how many calls the
+platform may see arrive in one second."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["RateLimit"]
 
@@ -17,6 +18,13 @@ class RateLimit:
     """Bucket size; for a window, the calls allowed in any ``window_s`` seconds."""
     window_s: float = 0.0
     """Above 0: a sliding window of ``burst`` calls per ``window_s`` seconds instead of a token bucket."""
+    arrivals_per_s: int = 0
+    """Above 0: besides the bucket, at most this many calls in any second *as the platform counts them*, on arrival.
+
+    A call counts from its grant until one second after its answer came back: the platform counted it somewhere
+    in between. Pacing what is sent cannot keep a limit on arrivals: a network or server stall holds calls sent
+    apart and lets them arrive together. Counting the time a call may have been on its way keeps the limit
+    whatever the stall, at the cost of ``arrivals_per_s / (1 + round trip)`` calls per second at most."""
 
     @classmethod
     def window(cls, calls: int, window_s: float) -> RateLimit:
@@ -34,5 +42,9 @@ class RateLimit:
         if parts == 1:
             return self
         if self.windowed:
-            return RateLimit.window(max(self.burst // parts, 1), self.window_s)
-        return RateLimit(rate_per_s=self.rate_per_s / parts, burst=max(self.burst // parts, 1))
+            shared = RateLimit.window(max(self.burst // parts, 1), self.window_s)
+        else:
+            shared = RateLimit(rate_per_s=self.rate_per_s / parts, burst=max(self.burst // parts, 1))
+        if self.arrivals_per_s > 0:
+            shared = replace(shared, arrivals_per_s=max(self.arrivals_per_s // parts, 1))
+        return shared

@@ -177,3 +177,27 @@ def test_a_bucket_counts_a_call_sent_late_from_when_it_went_out() -> None:
     assert ledger.take_now("slack:T1:chat.update", window, live=False, later=False)
     ledger.late("slack:T1:chat.update", 0.25)
     assert ledger.available("slack:T1:chat.update", window) == 4
+
+
+def test_a_limit_on_arrivals_counts_a_call_until_a_second_after_its_answer() -> None:
+    """DingTalk counts calls as they arrive, and the network may hold calls sent apart and deliver them together:
+    a call counts from its grant, all the time it may be on its way, until a second after its answer."""
+    clock = Clock()
+    ledger = LocalLedger(clock=clock)
+    qps = RateLimit(rate_per_s=1000.0, burst=1000, arrivals_per_s=3)
+    key = "dingtalk:robot:card"
+    for _ in range(3):
+        assert ledger.take_now(key, qps, live=False, later=False)
+    assert not ledger.take_now(key, qps, live=False, later=False)  # three on their way may arrive in one second
+    clock.now += 5.0
+    assert not ledger.take_now(key, qps, live=False, later=False)  # still on their way: however late they arrive
+    ledger.landed(key)
+    assert not ledger.take_now(key, qps, live=False, later=False)  # it may have arrived just before its answer
+    clock.now += 0.5
+    assert not ledger.take_now(key, qps, live=False, later=False)
+    clock.now += 0.5
+    assert ledger.take_now(key, qps, live=False, later=False)  # a second after its answer, it is out of any second
+    assert ledger.available(key, qps) == 0
+    ledger.give_back(key)  # granted, never sent
+    assert ledger.available(key, qps) == 1
+    assert qps.share(2).arrivals_per_s == 1 and RateLimit(rate_per_s=20.0).share(2).arrivals_per_s == 0

@@ -34,7 +34,8 @@ __all__ = ["PACING", "DingTalkCardSink", "carrier_id", "deliver_body", "open_spa
 log = structlog.get_logger(__name__)
 
 PACING = 0.95
-"""Fraction of the configured QPS actually used: arrival jitter must not push a second over the limit."""
+"""Fraction of the configured QPS the bucket spaces calls at; the limit on arrivals (the QPS itself, each call
+counted until a second after its answer) keeps a second under the limit however the network bunches them."""
 
 
 def undelivered(answer: object) -> str | None:
@@ -118,7 +119,7 @@ class DingTalkCardSink:
         self._template_id = template_id
         self._robot_code = robot_code
         self._key = content_key
-        self._limit = RateLimit(rate_per_s=qps * PACING, burst=1)
+        self._limit = RateLimit(rate_per_s=qps * PACING, burst=1, arrivals_per_s=max(int(qps), 1))
         self._sender = sender
         self._monitor = monitor
         self._approvals = approvals

@@ -21,7 +21,7 @@ import contextlib
 import enum
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import structlog
 
@@ -154,17 +154,21 @@ class CardCaller:
         while True:
             if attempts is not None and attempt >= attempts:
                 return CallOutcome.TIMEOUT
-            got = await self._acquire(op, deadline=deadline, priority=priority, interrupt=interrupt)
-            if got is None:
+            key = await self._acquire(op, deadline=deadline, priority=priority, interrupt=interrupt)
+            if key is None:
                 self.metrics.coalesced += 1
                 return CallOutcome.INTERRUPTED
-            if not got:
+            if key is False:
                 return CallOutcome.TIMEOUT
             self.metrics.count_call(op)
             if attempt:
                 self.metrics.retries += 1
             last = attempts is not None and attempt + 1 >= attempts
-            outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry and not last)
+            try:
+                outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry and not last)
+            finally:
+                if self._budget is not None:
+                    self._budget.landed(key)
             if op == "finalize" and outcome in (CallOutcome.OK, CallOutcome.GONE):
                 self._final_landed()
             if last and outcome in (CallOutcome.THROTTLED, CallOutcome.RETRY):
@@ -237,17 +241,18 @@ class CardCaller:
 
     async def _acquire(
         self, op: CardOp, *, deadline: float | None, priority: bool, interrupt: asyncio.Event | None
-    ) -> bool | None:
-        """Wait for the budget; False when the deadline passed, None when ``interrupt`` was set."""
+    ) -> str | Literal[False] | None:
+        """Wait for the budget: the key granted (``""`` without a budget), False when the deadline passed, None
+        when ``interrupt`` was set."""
         if self._budget is None:
-            return True
+            return ""
         key, limit = self._rate_key(op)
         self._keys.add(key)
         timeout = None if deadline is None else deadline - time.monotonic()
         if timeout is not None and timeout <= 0:
             return False
         if self._budget.try_acquire(key, limit, self.owner, priority=priority):
-            return True  # a free token: no task, no wait, no event-loop hop
+            return key  # a free token: no task, no wait, no event-loop hop
         acquire = asyncio.ensure_future(self._budget.acquire(key, limit, self.owner, priority=priority))
         waiters: set[asyncio.Future[object]] = {acquire}  # type: ignore[arg-type]
         stop: asyncio.Future[object] | None = None
@@ -261,7 +266,7 @@ class CardCaller:
                 stop.cancel()
         if acquire in done:
             self.metrics.budget_wait_s += acquire.result()
-            return True
+            return key
         acquire.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await acquire
@@ -326,6 +331,9 @@ class BudgetPacer:
                 if self._budget is None:
                     await asyncio.sleep(min(pause, PACER_MAX_SLEEP_S))
                 continue
+            finally:
+                if self._budget is not None:
+                    self._budget.landed(key)
             if reserved and self._budget is not None:
                 self._budget.unreserve(key, owner)
             return result

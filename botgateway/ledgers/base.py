@@ -71,6 +71,10 @@ class Ledger(Protocol):
         """A granted call of ``key`` went out ``seconds`` after its grant (the process was busy meanwhile)."""
         ...
 
+    def landed(self, key: str) -> None:
+        """A granted call of ``key`` got its answer (or failed): with a limit on arrivals it counts one second more."""
+        ...
+
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
         """Keep one call of ``key`` for ``owner``: live updates leave it alone."""
         ...

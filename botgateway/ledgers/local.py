@@ -10,7 +10,9 @@ finals need. Once a window runs low, a card's later live updates are paced over
 the window's slices, so an answer that starts late in the window still gets its
 first text. A throttle inside a window teaches the ledger, step by step, that
 the platform's allowance is smaller than we thought (clock skew, or another
-client shares it); it grows back a little every quiet window.
+client shares it); it grows back a little every quiet window. A limit on
+arrivals (DingTalk's QPS, counted as calls arrive) also counts each call from
+its grant until a second after its answer.
 
 It is also the fallback of the shared ledger while Redis cannot be reached.
 """
@@ -30,6 +32,9 @@ from botgateway.rate_limit import RateLimit
 __all__ = ["LocalLedger"]
 
 log = structlog.get_logger(__name__)
+
+_ARRIVAL_WINDOW_S = 1.0
+"""A limit on arrivals is per second (:attr:`~botgateway.rate_limit.RateLimit.arrivals_per_s`)."""
 
 
 @dataclass
@@ -54,6 +59,10 @@ class _Bucket:
     """Calls reserved per owner (open cards' finals and cleanups); live updates only get what they leave."""
     paced: deque[float] = field(default_factory=deque)
     """A window's recent grants of later live updates (an owner's second and on), within the last slice."""
+    flying: int = 0
+    """With a limit on arrivals: calls granted whose answer has not come back yet."""
+    landings: deque[float] = field(default_factory=deque)
+    """With a limit on arrivals: when the answers of the last second came back (clock times, oldest first)."""
 
     @property
     def reservations(self) -> int:
@@ -116,12 +125,21 @@ class LocalLedger:
         needed = 1.0 + (bucket.reservations if live and windowed else 0)
         if bucket.tokens < needed:
             return False
+        if bucket.limit.arrivals_per_s > 0 and self._arriving(bucket, now) >= bucket.limit.arrivals_per_s:
+            return False
         if live and windowed and later and self._scarce(bucket):
             slice_s = bucket.limit.window_s / SLICES
             while bucket.paced and bucket.paced[0] <= now - slice_s:
                 bucket.paced.popleft()
             return len(bucket.paced) < max(1.0, bucket.capacity * PACED_SHARE / SLICES)
         return True
+
+    @staticmethod
+    def _arriving(bucket: _Bucket, now: float) -> int:
+        """Calls the platform may count in the second ending now: on their way, or answered within the second."""
+        while bucket.landings and bucket.landings[0] <= now - _ARRIVAL_WINDOW_S:
+            bucket.landings.popleft()
+        return bucket.flying + len(bucket.landings)
 
     @staticmethod
     def _scarce(bucket: _Bucket) -> bool:
@@ -134,6 +152,8 @@ class LocalLedger:
         bucket.tokens -= 1.0
         if bucket.limit.windowed:
             bucket.grants.append(self._clock())
+        if bucket.limit.arrivals_per_s > 0:
+            bucket.flying += 1
 
     def take_now(self, key: str, limit: RateLimit, *, live: bool, later: bool) -> bool:
         """Count one call of ``key`` if it may go now."""
@@ -154,6 +174,11 @@ class LocalLedger:
         now = self._clock()
         if now < bucket.paused_until:
             return bucket.paused_until - now
+        arrivals = bucket.limit.arrivals_per_s
+        if arrivals > 0 and self._arriving(bucket, now) >= arrivals:
+            # Held back by calls the platform may still count: until the oldest answer is a second old, or
+            # sooner when a call on its way lands (that wakes the queue).
+            return bucket.landings[0] + _ARRIVAL_WINDOW_S - now if bucket.landings else _ARRIVAL_WINDOW_S
         if bucket.limit.windowed:
             # The next grant to leave the window or the slice; held back only by reservations: until a release.
             window = bucket.limit.window_s
@@ -177,11 +202,21 @@ class LocalLedger:
         self._refill(bucket)
         bucket.tokens -= seconds * max(bucket.limit.rate_per_s, 1e-9)
 
+    def landed(self, key: str) -> None:
+        """A granted call got its answer: with a limit on arrivals, it counts until a second from now."""
+        bucket = self._buckets.get(key)
+        if bucket is None or bucket.flying <= 0:
+            return  # granted before the limit counted arrivals, or by the shared accounts
+        bucket.flying -= 1
+        bucket.landings.append(self._clock())
+
     def give_back(self, key: str, ticket: str = "") -> None:
         """A granted call was not made: its token goes back (the latest grant of a window)."""
         bucket = self._buckets.get(key)
         if bucket is None:
             return
+        if bucket.flying > 0:
+            bucket.flying -= 1
         bucket.tokens += 1.0
         if bucket.limit.windowed and bucket.grants:
             bucket.grants.pop()
@@ -243,9 +278,12 @@ class LocalLedger:
     def available(self, key: str, limit: RateLimit) -> float:
         """Calls of ``key`` that could be made now, before reservations (0 while paused)."""
         bucket = self._bucket(key, limit)
-        if self._clock() < bucket.paused_until:
+        now = self._clock()
+        if now < bucket.paused_until:
             return 0.0
         self._refill(bucket)
+        if limit.arrivals_per_s > 0:
+            return max(min(bucket.tokens, float(limit.arrivals_per_s - self._arriving(bucket, now))), 0.0)
         return max(bucket.tokens, 0.0)
 
     def spare(self, key: str, limit: RateLimit) -> float:

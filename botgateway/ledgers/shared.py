@@ -159,6 +159,13 @@ class SharedLedger:
         if not self.shared:
             self._local.late(key, seconds)
 
+    def landed(self, key: str) -> None:
+        """A granted call got its answer: the local share counts it against arrivals while Redis is away. The
+        shared accounts pace such a key by its bucket alone (a limit on arrivals is kept by each process's own
+        share, and by one process alone)."""
+        if not self.shared:
+            self._local.landed(key)
+
     def pause(self, key: str, seconds: float) -> None:
         """No call of ``key`` for ``seconds``, here at once and for every process through Redis."""
         until = self._clock() + max(seconds, 0.0)

@@ -123,6 +123,9 @@ class FakeDingTalk:
         self.token_ttl_s = token_ttl_s
         self.latency_s = latency_s
         """Simulated processing time of every card call."""
+        self.held = 0
+        """Card calls held on their way by :meth:`hold_arrivals` now."""
+        self._arrivals_open: asyncio.Event | None = None
         self.calls: list[Call] = []
         self.cards: dict[str, FakeCard] = {}
         self.subscriptions: set[str] = set()
@@ -401,12 +404,29 @@ class FakeDingTalk:
         self.tokens_issued.append(token)
         return web.json_response({"accessToken": token, "expireIn": self.token_ttl_s})
 
+    def hold_arrivals(self) -> None:
+        """Hold card calls on their way, as a stalled network does, until :meth:`release_arrivals`: they arrive
+        (and count against the QPS limit) together then."""
+        self._arrivals_open = asyncio.Event()
+
+    async def release_arrivals(self) -> None:
+        """Let the held card calls arrive, all at once."""
+        if self._arrivals_open is not None:
+            self._arrivals_open.set()
+            self._arrivals_open = None
+
     async def _begin(self, request: web.Request, *, card: bool) -> tuple[Call, web.Response | None]:
         """Record the call and apply auth, scripted failures and the QPS limit."""
         try:
             body = await request.json()
         except json.JSONDecodeError:
             body = None
+        gate = self._arrivals_open
+        if card and gate is not None:
+            self.held += 1
+            await self._notify()
+            await gate.wait()
+            self.held -= 1
         token = request.headers.get("x-acs-dingtalk-access-token")
         call = Call(request.method, request.path, body, time.monotonic(), token=token)
         self.calls.append(call)

@@ -15,6 +15,8 @@ from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card, render_reply
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.budget import RateBudget
+from botgateway.cards.caller import CallOutcome, CardCaller
 from botgateway.sink import CardGone, CardHandle, CardTarget, PermanentError, RateLimited, TransientError
 from botgateway.snapshot import CardSnapshot, Narration, ToolLine
 from tests.fakes.dingtalk import FakeDingTalk
@@ -202,6 +204,33 @@ async def test_the_card_api_shares_one_bucket_for_every_chat(api, fake):
     limit = card.rate_key("update", a)[1]
     assert limit.rate_per_s <= 20 and limit.burst == 1
     assert markdown.rate_key("update", a)[0] != card.rate_key("update", a)[0]
+
+
+async def test_calls_bunched_on_their_way_never_push_a_second_past_the_qps_limit(api):
+    """A stalled network holds calls sent apart and lets them arrive together. A call counts from its grant until
+    a second after its answer, so whatever arrives together, no second sees more calls than the limit."""
+    async with FakeDingTalk(qps_limit=5) as fake:
+        client = DingTalkOpenAPI(client_id=fake.client_id, client_secret=fake.client_secret, base_url=fake.base_url)
+        sender = MarkdownSender(client, robot_code="dingfakeappkey")
+        card = DingTalkCardSink(client, template_id="tpl.schema", robot_code="dingfakeappkey", content_key="content",
+                                sender=sender, qps=5)
+        budget, target = RateBudget(), group_target(fake)
+
+        async def create(i: int) -> CallOutcome:
+            caller = CardCaller(budget, lambda op: card.rate_key(op, target), owner=f"card-{i}", platform="dingtalk")
+            return await caller.call("create", lambda: card.create(target, WORKING), deadline=None)
+
+        try:
+            fake.hold_arrivals()
+            creating = [asyncio.create_task(create(i)) for i in range(10)]
+            await fake.wait_for(lambda: fake.held >= 5)  # a second's worth of calls sent, none arrived
+            await fake.release_arrivals()
+            assert await asyncio.gather(*creating) == [CallOutcome.OK] * 10
+        finally:
+            await client.aclose()
+        assert fake.throttled() == 0
+        assert fake.max_card_calls_per_second() == 5  # the five held arrived together; the rest a second later
+        assert len(fake.card_calls()) == 10
 
 
 async def test_an_open_card_is_finalized_from_its_stored_target_alone(fake, api):
