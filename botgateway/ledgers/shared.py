@@ -160,9 +160,9 @@ class SharedLedger:
             self._local.late(key, seconds)
 
     def landed(self, key: str) -> None:
-        """A granted call got its answer: the local share counts it against arrivals while Redis is away. The
-        shared accounts pace such a key by its bucket alone (a limit on arrivals is kept by each process's own
-        share, and by one process alone)."""
+        """A granted call got its answer: counted against arrivals by the local share while Redis is away.
+
+        The shared accounts in Redis pace a key by its bucket alone: they do not count calls on their way."""
         if not self.shared:
             self._local.landed(key)
 
