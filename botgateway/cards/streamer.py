@@ -149,6 +149,7 @@ class CardStreamer:
         self._created = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._first_token_at: float | None = None
+        self._hurried = False  # the first text went without yielding to the feeders first
         self._finish_called_at: float | None = None
         self._live_attempts = 0
 
@@ -268,9 +269,12 @@ class CardStreamer:
                 self._wake.clear()
                 if self._finishing.is_set():
                     break  # the final goes out now: nothing is gained by letting the feeders run first
-                await asyncio.sleep(0)  # let feeders run between updates, whatever the path taken
-                if self._finishing.is_set():
-                    break
+                if self._first_text_waits():
+                    self._hurried = True  # once: a path that does not reach the network still yields next time
+                else:
+                    await asyncio.sleep(0)  # let feeders run between updates, whatever the path taken
+                    if self._finishing.is_set():
+                        break
                 if self._pacing.due and self.policy.live and not self._card.gone:
                     await self._send_live()
                     self._pacing.evaluate()
@@ -360,6 +364,15 @@ class CardStreamer:
             )
             if outcome is CallOutcome.TOO_LONG:
                 self._cursor.shrink(len(created.answer))
+
+    def _first_text_waits(self) -> bool:
+        """The first text is pending and the card shows none yet: it goes at once, not an event-loop turn later
+        (a busy loop's turn is what a reader waits for), and it is never hurried twice."""
+        return (
+            not self._hurried
+            and self._first_token_at is not None
+            and self.metrics.first_token_to_visible_s is None
+        )
 
     def _live_visible(self, snapshot: CardSnapshot) -> None:
         """The live card of the current part shows ``snapshot``: the part is never cut before it any more."""

@@ -28,6 +28,7 @@ from botgateway.events import (
 from botgateway.sink import CardTarget
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.card_api import FakeCardAPI, HttpCardSink
+from tests.fakes.gateway import RecordingSink
 
 FAST = RateLimit(rate_per_s=1000.0, burst=100)
 """A budget that never gets in the way (for tests about something else)."""
@@ -429,6 +430,21 @@ async def test_the_first_text_does_not_wait_for_the_open_card_record(tmp_path) -
     finally:
         release.set()
         await store.close()
+
+
+async def test_the_first_text_goes_out_at_the_workers_next_turn_of_the_event_loop() -> None:
+    """On a busy loop every turn is long: the first text is sent as soon as the card's worker runs, not a turn
+    later; the updates after it still let the feeders run first (they carry what came meanwhile)."""
+    sink = RecordingSink()
+    card = streamer(sink)  # type: ignore[arg-type]
+    await card.start()
+    await card.feed(RoundStarted(round=1, max_rounds=8))
+    await card.feed(AnswerDelta(text="the first words"))
+    await asyncio.sleep(0)  # one turn: the worker wakes and sends
+    assert [c.snapshot.answer for c in sink.calls if c.op == "update"] == ["the first words"]
+    await card.feed(TurnDone(result=TurnResult(answer="the first words")))
+    await card.finish()
+    assert sink.ops("t1") == ["create", "update", "finalize"]
 
 
 # --- continuation parts ------------------------------------------------------------
