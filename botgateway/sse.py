@@ -76,6 +76,15 @@ class SSEDecoder:
 
     def feed(self, raw: bytes) -> list[ServerSentEvent]:
         """Decode ``raw``; returns the events it completed (a partial line waits for the next read)."""
+        if (
+            raw.startswith(b"data: ")
+            and raw.find(b"\n") == len(raw) - 2
+            and raw.endswith(b"\n\n")
+            and not (self._pending or self._data or self._skip_lf or self._event is not None)
+            and b"\r" not in raw
+        ):
+            # The common read: exactly one whole event of one data line, nothing pending before it.
+            return [ServerSentEvent(raw[6:-2])]
         if self._skip_lf:
             self._skip_lf = False
             if raw[:1] == b"\n":

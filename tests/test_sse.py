@@ -83,6 +83,14 @@ def test_the_end_of_the_body_dispatches_the_last_event_even_without_its_blank_li
     assert decode([b": only a comment"]) == []
 
 
+def test_reads_of_one_whole_event_each_keep_what_came_before_them() -> None:
+    """The usual read is one whole ``data:`` event; after a name, a CR or half a line it is no different."""
+    pieces = [b"data: 1\n\n", b"event: delta\n", b"data: 2\n\n", b"data: 3\r", b"\ndata: 4\n\n", b"data: 5",
+              b"\n\n", b"data: 6\n\n"]
+    assert decode(pieces) == [ServerSentEvent(b"1"), ServerSentEvent(b"2", "delta"), ServerSentEvent(b"3\n4"),
+                              ServerSentEvent(b"5"), ServerSentEvent(b"6")]
+
+
 def test_field_without_space_and_empty_data_lines() -> None:
     assert decode([b"data:x\ndata\ndata: \n\n"]) == [ServerSentEvent(b"x\n\n")]
 
