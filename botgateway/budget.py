@@ -31,7 +31,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from botgateway.ledgers.base import Ledger
+from botgateway.ledgers.base import Ledger, Verdict
 from botgateway.ledgers.local import LocalLedger
 from botgateway.rate_limit import RateLimit
 
@@ -42,6 +42,9 @@ _Grant = tuple[str, float]
 
 _Lane = OrderedDict[str, deque[asyncio.Future[_Grant]]]
 """Callers waiting, per owner, in the order owners are served (round-robin)."""
+
+_MOST_AT_ONCE = 64
+"""A token bucket is asked for at most this many calls at once for the callers in line."""
 
 
 @dataclass
@@ -255,6 +258,26 @@ class RateBudget:
             lane[owner] = queue
         return future
 
+    def _hand_out(self, key: str, line: _Line, verdict: Verdict, *, first: tuple[_Lane, str, bool]) -> None:
+        """Give the calls of ``verdict`` to the callers in line: the one it was asked for, then the next ones
+        (a bucket's calls are all alike); any call left over goes back."""
+        lane, owner, live = first
+        count = max(verdict.count, 1)
+        for n in range(count):
+            if n:
+                chosen = self._next(line)
+                if chosen is None:  # nobody left in line: the rest go back
+                    for _ in range(count - n):
+                        self._ledger.give_back(key, verdict.ticket)
+                    return
+                lane, owner, live = chosen
+            future = self._pop(lane, owner)
+            if future is None:  # the caller left while the ledger answered
+                self._ledger.give_back(key, verdict.ticket)
+                continue
+            self._count(line, owner, live=live)
+            future.set_result((verdict.ticket, self._clock()))
+
     async def _dispatch(self, key: str, line: _Line) -> None:
         while line.waiters or line.urgent:
             # Cleared before asking: a release or pause while the ledger answers must not be slept through.
@@ -263,14 +286,10 @@ class RateBudget:
             if chosen is None:
                 continue
             lane, owner, live = chosen
-            verdict = await self._ledger.take(key, line.limit, live=live, later=self._later(line, owner))
+            want = 1 if line.limit.windowed else min(self.waiting(key), _MOST_AT_ONCE)
+            verdict = await self._ledger.take(key, line.limit, live=live, later=self._later(line, owner), want=want)
             if verdict.granted:
-                future = self._pop(lane, owner)
-                if future is None:  # the caller left while the ledger answered
-                    self._ledger.give_back(key, verdict.ticket)
-                    continue
-                self._count(line, owner, live=live)
-                future.set_result((verdict.ticket, self._clock()))
+                self._hand_out(key, line, verdict, first=(lane, owner, live))
                 continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(verdict.retry_in_s, 0.001)):

@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from botgateway.budget import RateBudget, RateLimit
+from botgateway.ledgers.leases import LEASE_MOST
 from botgateway.ledgers.redis import RedisLedger
 from botgateway.ledgers.shared import SharedLedger
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
@@ -185,3 +186,58 @@ async def test_a_throttle_in_a_shared_window_lowers_its_allowance_for_every_proc
     await a.settle()
     fleet.clock.now += 5.0
     assert await _grants(fleet, b, limit, live=False, tries=20) == 8  # one step lower (18 - 10), for b too
+
+
+async def _script_calls(fleet: Fleet) -> int:
+    """Scripts the shared Redis has run so far (every grant asked of it is one)."""
+    stats = await fleet.redis(lambda r: r.info("commandstats"))
+    assert isinstance(stats, dict)
+    return sum(int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+async def test_a_bucket_serves_a_busy_line_in_a_few_round_trips(fleet: Fleet) -> None:
+    """Many callers in line for a token bucket are granted together: one round trip to Redis serves the line,
+    not one per call, so a busy process is not held back by its own round trips."""
+    ledger = fleet.process("a", share=1)
+    budget = RateBudget(clock=fleet.clock, ledger=ledger)
+    bucket = RateLimit(rate_per_s=1.0, burst=60)
+    before = await _script_calls(fleet)
+    waits = [asyncio.create_task(budget.acquire("bench:update", bucket, f"card-{i}")) for i in range(60)]
+    await asyncio.gather(*waits)
+    assert await _script_calls(fleet) - before < 10  # one per call would be 60
+    assert budget.granted("bench:update") == 60
+    assert not (await ledger.take("bench:update", bucket, live=False, later=False)).granted  # spent fleet-wide
+
+
+async def test_a_large_bucket_is_leased_so_most_calls_need_no_round_trip(fleet: Fleet) -> None:
+    """Calls of a bucket far larger than the cards need are taken from Redis in batches ahead of need: most
+    calls go at once, on the budget's synchronous path; all of them are counted in the shared bucket."""
+    a, b = fleet.process("a", share=2), fleet.process("b", share=2)
+    budget = RateBudget(clock=fleet.clock, ledger=a)
+    large = RateLimit(rate_per_s=0.001, burst=1000)  # 500 a process: leased 64 at a time; no refill to speak of
+    before = await _script_calls(fleet)
+    at_once = 0
+    for i in range(200):
+        if budget.try_acquire("web:console", large, f"card-{i % 7}"):
+            at_once += 1
+        else:
+            await budget.acquire("web:console", large, f"card-{i % 7}")
+    assert at_once > 150  # the rest waited for a batch
+    assert await _script_calls(fleet) - before < 15  # one per call would be 200
+    # Counted in the shared bucket when taken: the calls made, and a's batch held ahead of need, no more.
+    state = f"{fleet.prefix}budget:{{web:console}}:state"
+    left = float(await fleet.redis(lambda r: r.hget(state, "tokens")))  # type: ignore[arg-type]
+    assert 200 <= 1000 - left <= 200 + 2 * LEASE_MOST  # at most a batch and what was left of the one before
+    assert (await b.take("web:console", large, live=False, later=False)).granted  # b takes from what is left
+    a.pause("web:console", 1.0)  # a throttle: what a holds ahead must not go
+    assert not budget.try_acquire("web:console", large, "card-0")
+
+
+async def test_a_platform_sized_bucket_is_never_leased(fleet: Fleet) -> None:
+    """DingTalk's bucket (a call at a time) is asked call by call: one process never holds another's call."""
+    a, b = fleet.process("a"), fleet.process("b")
+    bucket = RateLimit(rate_per_s=19.0, burst=1)
+    assert not a.take_now("dingtalk:app", bucket, live=False, later=False)
+    assert (await a.take("dingtalk:app", bucket, live=False, later=False)).granted
+    assert not a.take_now("dingtalk:app", bucket, live=False, later=False)  # nothing held ahead
+    assert not (await b.take("dingtalk:app", bucket, live=False, later=False)).granted

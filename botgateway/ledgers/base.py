@@ -44,6 +44,9 @@ class Verdict:
     """Not granted: ask again after this long at the latest (a release or a pause wakes the queue sooner)."""
     ticket: str = ""
     """Granted: the grant's name, to :meth:`Ledger.give_back` it when its caller left meanwhile."""
+    count: int = 1
+    """Granted: how many calls (a token bucket may serve several callers in line at once); each one not made
+    is given back with :attr:`ticket`."""
 
 
 class Ledger(Protocol):
@@ -59,8 +62,12 @@ class Ledger(Protocol):
         """Count one call of ``key`` if it may go now and that can be known without waiting (else False)."""
         ...
 
-    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool) -> Verdict:
-        """Count one call of ``key`` if it may go now; otherwise say when to ask again."""
+    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool, want: int = 1) -> Verdict:
+        """Count one call of ``key`` if it may go now; otherwise say when to ask again.
+
+        ``want``: callers waiting in line; a token bucket may grant up to that many at once (never a window,
+        whose calls are planned one by one).
+        """
         ...
 
     def give_back(self, key: str, ticket: str) -> None:

@@ -163,8 +163,9 @@ class LocalLedger:
         self._count(bucket, live=live, later=later)
         return True
 
-    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool) -> Verdict:
-        """Count one call of ``key`` if it may go now; otherwise say when a call could be free."""
+    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool, want: int = 1) -> Verdict:
+        """Count one call of ``key`` if it may go now; otherwise say when a call could be free (one at a time:
+        answering is immediate, so ``want`` saves nothing here)."""
         if self.take_now(key, limit, live=live, later=later):
             return Verdict(True)
         return Verdict(False, retry_in_s=self._delay(self._buckets[key]))

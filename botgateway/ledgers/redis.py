@@ -77,6 +77,8 @@ class Answer:
     """When it was said (the clock's)."""
     ticket: str = ""
     """Granted: the grant's name."""
+    count: int = 0
+    """Calls granted (a token bucket may grant several at once; a window one at most)."""
 
 
 class RedisLedger:
@@ -133,21 +135,25 @@ class RedisLedger:
         return math.ceil((max(limit.window_s, 0.0) + _KEEP_S) * 1000)
 
     async def take(
-        self, key: str, limit: RateLimit, *, live: bool, later: bool, mine: int, peek: bool = False
+        self, key: str, limit: RateLimit, *, live: bool, later: bool, mine: int, peek: bool = False, want: int = 1
     ) -> Answer:
-        """Count one call of ``key`` if it may go now (``peek``: only look); ``mine``: this process's reservations."""
+        """Count one call of ``key`` if it may go now (``peek``: only look); ``mine``: this process's reservations.
+
+        A token bucket grants up to ``want`` calls at once (as many as it holds tokens); a window one.
+        """
         now = self.clock()
         ticket = "" if peek else next(self._tickets)
         reply = await self._take(
             keys=self._keys(key),
             args=[repr(now), repr(float(limit.rate_per_s)), max(int(limit.burst), 1), repr(float(limit.window_s)),
                   "peek" if peek else "take", int(live), int(later), self.instance_id, int(mine), ticket,
-                  self._keep_ms(limit)],
+                  self._keep_ms(limit), max(int(want), 1)],
         )
         granted, retry_in, tokens, reserved, paused_until = reply
-        return Answer(granted=bool(int(granted)), retry_in_s=max(float(retry_in), 0.0), tokens=float(tokens),
+        count = int(granted)
+        return Answer(granted=count > 0, retry_in_s=max(float(retry_in), 0.0), tokens=float(tokens),
                       reserved=int(reserved), mine=int(mine), paused_until=float(paused_until), at=now,
-                      ticket=ticket if int(granted) else "")
+                      ticket=ticket if count else "", count=count)
 
     async def pause(self, key: str, limit: RateLimit, seconds: float) -> float:
         """No call of ``key`` for ``seconds``, for every process; returns when the pause ends."""

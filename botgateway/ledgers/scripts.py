@@ -31,8 +31,9 @@ local SLICES, PACED_SHARE, LEARN_BACK = {SLICES}, {PACED_SHARE}, {LEARN_BACK}
 
 # KEYS: state, grants, paced, reserved.
 # ARGV: now, rate_per_s, size, window_s, mode ('take' | 'peek'), live ('1'/'0'), later ('1'/'0'),
-#       instance, calls reserved by that instance now, ticket, keep_ms.
-# Returns {granted 0/1, retry_in, tokens left, calls reserved fleet-wide, paused until}.
+#       instance, calls reserved by that instance now, ticket, keep_ms, calls wanted (a bucket grants up to that many).
+# Returns {calls granted (0/1; a bucket up to the calls wanted), retry_in, tokens left, calls reserved fleet-wide,
+#          paused until}.
 TAKE = _PLAN + """
 local now = tonumber(ARGV[1])
 local rate = math.max(tonumber(ARGV[2]), 1e-9)
@@ -122,9 +123,10 @@ if now > start then
 end
 ts = math.max(now, ts)
 if take and now >= paused and tokens >= 1 then
-  tokens = tokens - 1
+  local granted = math.max(math.min(tonumber(ARGV[12]) or 1, math.floor(tokens)), 1)
+  tokens = tokens - granted
   redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(ts))
-  return reply(1, 0, tokens)
+  return reply(granted, 0, tokens)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(ts))
 if not take then

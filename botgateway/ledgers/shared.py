@@ -8,7 +8,9 @@ so all processes together keep every platform limit:
 - reservations are fleet-wide: each process's total per key is kept in Redis
   with an expiry it refreshes while it lives (:class:`~botgateway.ledgers.reservations.ReservationBook`),
   and live updates get only what every live process's reservations leave;
-- a throttle seen by one process pauses the key for all.
+- a throttle seen by one process pauses the key for all;
+- a large token bucket is leased: calls are taken from it in batches ahead of
+  need (:mod:`~botgateway.ledgers.leases`), so most calls need no round trip.
 
 A Redis round trip cannot be made synchronously, so :meth:`SharedLedger.take_now`
 answers False and the line asks :meth:`SharedLedger.take`. What a sink plans
@@ -37,6 +39,7 @@ from redis.exceptions import RedisError
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.ledgers.base import Verdict
+from botgateway.ledgers.leases import Leases
 from botgateway.ledgers.local import LocalLedger
 from botgateway.ledgers.redis import Answer, RedisLedger
 from botgateway.ledgers.reservations import ReservationBook
@@ -75,6 +78,7 @@ class SharedLedger:
         self._probe = probe
         self._tasks = BackgroundTasks()
         self._local = LocalLedger(clock=self._clock)
+        self._leases = Leases(self._share)
         self._book = ReservationBook(redis.publish, on_error=self._lost, refresh_s=refresh_s, tasks=self._tasks)
         self._limits: dict[str, RateLimit] = {}
         self._seen: dict[str, Answer] = {}
@@ -88,27 +92,53 @@ class SharedLedger:
     # --- calls ----------------------------------------------------------------------------
 
     def take_now(self, key: str, limit: RateLimit, *, live: bool, later: bool) -> bool:
-        """Only the local share answers at once; the shared accounts are asked by :meth:`take`."""
+        """A call held ahead of need of a large bucket (:mod:`~botgateway.ledgers.leases`), or the local share's
+        answer while Redis is away; otherwise False: the shared accounts are asked by :meth:`take`."""
         self._limits[key] = limit
-        if self.shared or self._paused.get(key, 0.0) > self._clock():
+        if self._paused.get(key, 0.0) > self._clock():
             return False
-        return self._local.take_now(key, limit.share(self._share), live=live, later=later)
+        if not self.shared:
+            return self._local.take_now(key, limit.share(self._share), live=live, later=later)
+        taken = self._leases.take(key)
+        if self._leases.wants_batch(key, limit):
+            self._leases.refilling(key, True)
+            self._tasks.spawn(self._lease(key, limit), name="rate-budget:lease")
+        return taken
 
-    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool) -> Verdict:
-        """Count one call of ``key`` in the fleet's accounts (the local share while Redis is away)."""
+    async def _lease(self, key: str, limit: RateLimit) -> None:
+        """Take the next batch of a leased bucket's calls from Redis."""
+        try:
+            answer = await self._redis.take(key, limit, live=False, later=False, mine=self._book.count(key),
+                                            want=self._leases.size(limit))
+        except Exception as exc:
+            self._lost(exc)
+        else:
+            self._seen[key] = answer
+            if self.shared and self._paused.get(key, 0.0) <= self._clock():
+                self._leases.add(key, answer.count)
+        finally:
+            self._leases.refilling(key, False)
+
+    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool, want: int = 1) -> Verdict:
+        """Count one call of ``key`` in the fleet's accounts (the local share while Redis is away); a token
+        bucket grants up to ``want`` in one round trip, so a busy line is not served one round trip a call."""
         self._limits[key] = limit
         paused = self._paused.get(key, 0.0) - self._clock()
         if paused > 0:
             return Verdict(False, retry_in_s=paused)  # this process was throttled: no need to ask
         if self.shared:
+            batch = self._leases.wants_batch(key, limit)  # the line was served from a leased batch: take the next
             try:
-                answer = await self._redis.take(key, limit, live=live, later=later, mine=self._book.count(key))
+                answer = await self._redis.take(key, limit, live=live, later=later, mine=self._book.count(key),
+                                                want=want + (self._leases.size(limit) if batch else 0))
             except Exception as exc:  # unreachable, or an answer we cannot read: callers in line are served anyway
                 self._lost(exc)
             else:
                 self._seen[key] = answer
+                self._leases.add(key, answer.count - want)  # a leased bucket's batch: kept for the next calls
                 # Another process's release frees calls without telling us: ask again within poll_s.
-                return Verdict(answer.granted, retry_in_s=min(answer.retry_in_s, self._poll_s), ticket=answer.ticket)
+                return Verdict(answer.granted, retry_in_s=min(answer.retry_in_s, self._poll_s), ticket=answer.ticket,
+                               count=min(answer.count, want))
         return await self._local.take(key, limit.share(self._share), live=live, later=later)
 
     def give_back(self, key: str, ticket: str) -> None:
@@ -116,6 +146,8 @@ class SharedLedger:
         limit = self._limits.get(key)
         if not ticket or limit is None:
             self._local.give_back(key, ticket)
+        elif self.shared and self._leases.size(limit):
+            self._leases.add(key, 1)  # a leased bucket's call: kept for the next one, no round trip
         elif self.shared:
             self._push(self._redis.give_back(key, limit, ticket), name="rate-budget:give-back")
 
@@ -171,6 +203,7 @@ class SharedLedger:
         until = self._clock() + max(seconds, 0.0)
         if until > self._paused.get(key, 0.0):
             self._paused[key] = until
+        self._leases.drop(key)  # calls taken ahead of the throttle must not go now
         limit = self._limits.get(key)
         if not self.shared or limit is None:
             self._local.pause(key, seconds)
@@ -243,6 +276,7 @@ class SharedLedger:
             return
         self.shared = False
         self._book.enabled = False
+        self._leases.clear()
         log.warning(
             "rate_budget.shared_unreachable",
             redis=self._redis.safe_url,
