@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from botgateway.ledgers.base import Ledger, Verdict
+from botgateway.least_served import LeastServed
 from botgateway.ledgers.local import LocalLedger
 from botgateway.rate_limit import RateLimit
 
@@ -65,6 +66,15 @@ class _Line:
     """Calls handed out so far (for stats)."""
     served: dict[str, int] = field(default_factory=dict)
     """Live updates granted per owner so far: the least served goes first (a card showing nothing yet)."""
+    order: LeastServed = field(default_factory=LeastServed)
+    """The owners in ``waiters``, least served first."""
+
+    def requeue(self, owner: str) -> None:
+        """Place ``owner`` among the live callers by what it was served, or take it out once it has none waiting."""
+        if owner in self.waiters:
+            self.order.put(owner, self.served.get(owner, 0))
+        else:
+            self.order.drop(owner)
 
 
 class RateBudget:
@@ -124,6 +134,8 @@ class RateBudget:
         future: asyncio.Future[_Grant] = asyncio.get_running_loop().create_future()
         lane = line.urgent if priority else line.waiters
         lane.setdefault(owner, deque()).append(future)
+        if not priority and owner not in line.order:
+            line.requeue(owner)
         if line.dispatcher is None or line.dispatcher.done():
             line.dispatcher = asyncio.create_task(self._dispatch(key, line), name=f"rate-budget:{key}")
         elif priority:
@@ -144,6 +156,7 @@ class RateBudget:
             queue.remove(future)
             if not queue:
                 del lane[owner]
+                line.requeue(owner)
             if not line.waiters and not line.urgent:
                 # Nobody left in line: let a dispatcher sleeping out a long pause end now, not then.
                 line.wake.set()
@@ -180,6 +193,8 @@ class RateBudget:
         line = self._lines.get(key)
         if line is not None:
             line.served.pop(owner, None)
+            if owner in line.order:
+                line.requeue(owner)
         self._ledger.release(key, owner)
         self._wake(key)  # live updates held back for it may go now
 
@@ -241,8 +256,9 @@ class RateBudget:
         """
         if line.urgent:
             return line.urgent, next(iter(line.urgent)), False
-        if line.waiters:
-            return line.waiters, min(line.waiters, key=lambda o: line.served.get(o, 0)), True
+        owner = line.order.first()
+        if owner is not None:
+            return line.waiters, owner, True
         return None
 
     @staticmethod
@@ -272,10 +288,13 @@ class RateBudget:
                     return
                 lane, owner, live = chosen
             future = self._pop(lane, owner)
+            if future is not None:
+                self._count(line, owner, live=live)
+            if live:
+                line.requeue(owner)  # behind those served as often, or out of line
             if future is None:  # the caller left while the ledger answered
                 self._ledger.give_back(key, verdict.ticket)
                 continue
-            self._count(line, owner, live=live)
             future.set_result((verdict.ticket, self._clock()))
 
     async def _dispatch(self, key: str, line: _Line) -> None:

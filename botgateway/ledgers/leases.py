@@ -44,13 +44,13 @@ class Leases:
             return 0
         return min(LEASE_MOST, per_process // 4)
 
-    def take(self, key: str) -> bool:
-        """Spend one held call of ``key`` if there is one."""
+    def take(self, key: str, calls: int = 1) -> int:
+        """Spend up to ``calls`` held calls of ``key``; how many were."""
         held = self._held.get(key, 0)
-        if held <= 0:
-            return False
-        self._held[key] = held - 1
-        return True
+        spent = min(held, calls)
+        if spent > 0:
+            self._held[key] = held - spent
+        return max(spent, 0)
 
     def add(self, key: str, calls: int) -> None:
         """Hold ``calls`` more calls of ``key`` (taken from Redis, or granted and not made)."""

@@ -53,6 +53,9 @@ log = structlog.get_logger(__name__)
 PROBE_BACKOFF = Backoff(base_s=0.5, max_s=15.0)
 """How often an unreachable Redis is tried again."""
 
+_LEASED = "leased"
+"""The ticket of calls served from a lease (given back to it, not to Redis)."""
+
 _UNREACHABLE = (RedisError, OSError)
 """What a Redis call raises when Redis cannot answer (timeouts included); the probe keeps trying past these."""
 
@@ -99,11 +102,15 @@ class SharedLedger:
             return False
         if not self.shared:
             return self._local.take_now(key, limit.share(self._share), live=live, later=later)
-        taken = self._leases.take(key)
+        taken = self._leases.take(key) > 0
+        self._lease_ahead(key, limit)
+        return taken
+
+    def _lease_ahead(self, key: str, limit: RateLimit) -> None:
+        """Take the next batch of a leased bucket in the background once half the last one is spent."""
         if self._leases.wants_batch(key, limit):
             self._leases.refilling(key, True)
             self._tasks.spawn(self._lease(key, limit), name="rate-budget:lease")
-        return taken
 
     async def _lease(self, key: str, limit: RateLimit) -> None:
         """Take the next batch of a leased bucket's calls from Redis."""
@@ -126,6 +133,9 @@ class SharedLedger:
         paused = self._paused.get(key, 0.0) - self._clock()
         if paused > 0:
             return Verdict(False, retry_in_s=paused)  # this process was throttled: no need to ask
+        if self.shared and (held := self._leases.take(key, want)):
+            self._lease_ahead(key, limit)
+            return Verdict(True, ticket=_LEASED, count=held)  # calls held ahead of need serve the line first
         if self.shared:
             batch = self._leases.wants_batch(key, limit)  # the line was served from a leased batch: take the next
             try:
