@@ -61,4 +61,5 @@ class BufferPolicy:
 
     def rule(self, phase: Phase) -> PhaseRule:
         """The rule of ``phase``."""
-        return {"thinking": self.thinking, "tool": self.tool, "answer": self.answer}[phase]
+        rule: PhaseRule = getattr(self, phase)  # the phases are the fields' names
+        return rule

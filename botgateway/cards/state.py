@@ -198,6 +198,8 @@ class CardState:
         (it became narration), the whole of the current text is new.
         """
         full = self.snapshot()
+        if part == 1 and first_block == 0 and (answer_offset == 0 or answer_epoch != self._answer_epoch):
+            return full  # the first part, whole: the usual card, built once
         answer = full.answer[answer_offset:] if answer_epoch == self._answer_epoch else full.answer
         return replace(
             full, part=part, blocks=full.blocks[first_block:], answer=answer, asker=full.asker if part == 1 else ""
