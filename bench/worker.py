@@ -32,6 +32,7 @@ import structlog
 
 from bench.process_stats import cpu_s, peak_rss_bytes, rss_bytes
 from bench.settings import BenchSettings
+from botgateway.cli.event_loop import run
 from botgateway.config import Config, load_config, parse_config
 
 __all__ = ["bench_config", "main", "serve", "wait_for_line"]
@@ -65,7 +66,7 @@ def bench_config(job: dict[str, Any]) -> Config:
     Product defaults everywhere except: the footer and thought are off (so the
     final text can be compared with the answer exactly), every mention may run
     at once (``gateway.max_concurrent_turns`` ≥ N), and ``--config`` may supply
-    the ``card`` section and the adapter's ``policy``. A ``core`` job enables no
+    the ``card`` section, the adapter's ``policy`` and ``gateway.event_loop``. A ``core`` job enables no
     adapter: the worker submits the turns itself. A job of one of several core
     workers (``redis_prefix`` set) has the config ``botgateway run --workers``
     needs: the Redis store under the scenario's key prefix and ``gateway.workers``.
@@ -76,9 +77,11 @@ def bench_config(job: dict[str, Any]) -> Config:
     if platform != "core":
         adapters[platform] = _platform_section(job, settings)
     card: dict[str, Any] = {}
+    event_loop = "auto"
     if settings.config:
         source = load_config(settings.config)
         card = source.card.model_dump(mode="json")
+        event_loop = source.gateway.event_loop
         if platform != "core":
             adapters[platform]["policy"] = getattr(source.adapters, platform).policy.model_dump(mode="json")
     card.update({"footer": False, "show_thought": False})
@@ -88,7 +91,8 @@ def bench_config(job: dict[str, Any]) -> Config:
             "llm": {"provider": "custom", "base_url": job["llm_url"], "api_key": "bench", "model": "bench-model",
                     "max_rounds": settings.tool_rounds + 2},
             "memory": _memory_section(job),
-            "gateway": {"max_concurrent_turns": max(64, int(job["n"])), "workers": int(job.get("workers", 1))},
+            "gateway": {"max_concurrent_turns": max(64, int(job["n"])), "workers": int(job.get("workers", 1)),
+                        "event_loop": event_loop},
             "card": card,
             "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}},
             "adapters": adapters,
@@ -151,12 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(args[0]).read_text())
     _quiet_logs()
     try:
+        # On the loop botgateway run serves on (gateway.event_loop).
+        choice = bench_config(job).gateway.event_loop
         if job["platform"] == "core":
             from bench.core_worker import serve_core
 
-            result = asyncio.run(serve_core(job, bench_config(job)))
+            result = run(serve_core(job, bench_config(job)), choice)
         else:
-            result = asyncio.run(serve(job))
+            result = run(serve(job), choice)
     except Exception as exc:
         traceback.print_exc()
         print(f"worker failed: {type(exc).__name__}: {exc}", file=sys.stderr)

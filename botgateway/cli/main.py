@@ -295,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         configure_logging(_log_config_for(args.command, config), secrets=secret_values(config))
+        if args.command == "run":
+            from botgateway.cli.event_loop import run
+
+            return run(_dispatch(args, config), config.gateway.event_loop)
         return asyncio.run(_dispatch(args, config))
     except ConfigError as exc:
         _print_config_problems(exc)

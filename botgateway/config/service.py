@@ -120,6 +120,10 @@ class GatewayConfig(Section):
     callbacks) are bound by every worker on the same port (``SO_REUSEPORT``).
     A worker's instance id is the process's id with ``-w<index>`` appended.
     """
+    event_loop: Literal["auto", "asyncio"] = "auto"
+    """The event loop ``botgateway run`` serves on: ``auto``, uvloop where it is installed (it is a dependency
+    on Linux and macOS: each chunk and card call costs less CPU), else asyncio's own; ``asyncio``, always
+    asyncio's own."""
     drain_s: float = Field(30.0, gt=0)
     """On SIGTERM or SIGINT, how long running and queued answers may take to finish before they are stopped.
 
