@@ -31,8 +31,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from botgateway.ledgers.base import Ledger, Verdict
 from botgateway.least_served import LeastServed
+from botgateway.ledgers.base import Ledger, Verdict
 from botgateway.ledgers.local import LocalLedger
 from botgateway.rate_limit import RateLimit
 

@@ -47,19 +47,15 @@ class Leases:
     def take(self, key: str, calls: int = 1) -> int:
         """Spend up to ``calls`` held calls of ``key``; how many were."""
         held = self._held.get(key, 0)
-        spent = min(held, calls)
-        if spent > 0:
+        spent = max(min(held, calls), 0)
+        if spent:
             self._held[key] = held - spent
-        return max(spent, 0)
+        return spent
 
     def add(self, key: str, calls: int) -> None:
         """Hold ``calls`` more calls of ``key`` (taken from Redis, or granted and not made)."""
         if calls > 0:
             self._held[key] = self._held.get(key, 0) + calls
-
-    def held(self, key: str) -> int:
-        """Calls of ``key`` held now."""
-        return self._held.get(key, 0)
 
     def wants_batch(self, key: str, limit: RateLimit) -> bool:
         """Whether to take the next batch of ``key`` now: it is leased, half of it is spent, none is on its way."""
