@@ -155,14 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     job = json.loads(Path(args[0]).read_text())
     _quiet_logs()
     try:
+        config = bench_config(job)
         # On the loop botgateway run serves on (gateway.event_loop).
-        choice = bench_config(job).gateway.event_loop
         if job["platform"] == "core":
             from bench.core_worker import serve_core
 
-            result = run(serve_core(job, bench_config(job)), choice)
+            result = run(serve_core(job, config), config.gateway.event_loop)
         else:
-            result = run(serve(job), choice)
+            result = run(serve(job), config.gateway.event_loop)
     except Exception as exc:
         traceback.print_exc()
         print(f"worker failed: {type(exc).__name__}: {exc}", file=sys.stderr)
