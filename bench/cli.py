@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import sys
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from rich.console import Console
 from bench.report import print_report, write_chart, write_json
 from bench.scenario import run_benchmark
 from bench.settings import parse_settings
+from botgateway.cli.event_loop import run
 from botgateway.config import ConfigError, load_config
 
 
@@ -31,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 err.print(f"  - {problem}", markup=False)
             return 2
     try:
-        report = asyncio.run(run_benchmark(settings, progress=lambda m: err.print(f"[dim]{m}[/]")))
+        # The model and the fake platforms on uvloop too: they share the machine with the workers they measure.
+        report = run(run_benchmark(settings, progress=lambda m: err.print(f"[dim]{m}[/]")), "auto")
     except KeyboardInterrupt:
         err.print("interrupted; no report written")
         return 130

@@ -42,6 +42,8 @@ WARMUP_TEXT = "[bench-warmup] are you there?"
 """The ``core`` worker's warm-up question (not measured): answered with :data:`WARMUP_ANSWER`."""
 WARMUP_ANSWER = "Ready."
 """The answer to :data:`WARMUP_TEXT`."""
+BENCH_MODEL = "bench-model"
+"""The model the server says answered (the workers' config asks for it)."""
 LOOKUP_TOOL = "search_inventory_by_ip"
 """The static inventory's address lookup (``tools.inventory`` is enabled in the bench's config)."""
 
@@ -104,6 +106,10 @@ class PacedScript(Script):
 
     due_s: tuple[float, ...] = ()
     """When each chunk is due, in seconds after the request arrived (one per chunk, non-decreasing)."""
+    texts: tuple[bool, ...] = ()
+    """Which chunks carry answer text (one per chunk; empty: found out per request)."""
+    events: tuple[bytes, ...] = ()
+    """Every chunk as its SSE event, encoded ahead (one per chunk; empty: encoded as it goes out)."""
 
 
 _PHASE_STEP = 0.6180339887498949
@@ -116,19 +122,29 @@ def core_script(answer: str, turn: int, interval_s: float, chunk_chars: int) -> 
     first = interval_s * (1.0 + (turn * _PHASE_STEP) % 1.0)
     text_due = [first + j * interval_s for j in range(len(texts))]
     items: list[Any] = [role_chunk(), *texts, finish_chunk("stop"), usage_chunk(20, len(answer) // 4)]
-    return PacedScript(chunks=items, due_s=(0.0, *text_due, text_due[-1], text_due[-1]))
+    envelope = {"id": f"chatcmpl-bench-{turn}", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": BENCH_MODEL}
+    return PacedScript(chunks=items, due_s=(0.0, *text_due, text_due[-1], text_due[-1]),
+                       texts=tuple(carries_text(item) for item in items),
+                       events=tuple(_event(item, envelope) for item in items))
 
 
 def make_core_responder(answers: list[str], *, interval_s: float, chunk_chars: int) -> Callable[[dict[str, Any]], Script]:
-    """The :class:`BenchModelServer` responder of a ``core`` scenario (no tool rounds; the warm-up answered at once)."""
+    """The :class:`BenchModelServer` responder of a ``core`` scenario (no tool rounds; the warm-up answered at once).
+
+    Every turn's script is built and encoded here, before the run: built as the requests arrived, a burst of
+    them held the server's loop for a few hundred milliseconds (about a millisecond each), and the first chunks of
+    the streams already running came late, all together, which measured the model server instead of the core.
+    """
+    scripts = [core_script(answer, turn, interval_s, chunk_chars) for turn, answer in enumerate(answers)]
 
     def respond(body: dict[str, Any]) -> Script:
         turn = turn_of(body)
         if turn is None and any(WARMUP_TEXT in str(m.get("content")) for m in body.get("messages") or []):
             return Script.text(WARMUP_ANSWER)
-        if turn is None or turn >= len(answers):
+        if turn is None or turn >= len(scripts):
             return Script.error(400, "benchmark model: the request names no known [bench-turn N]")
-        return core_script(answers[turn], turn, interval_s, chunk_chars)
+        return scripts[turn]
 
     return respond
 
@@ -187,7 +203,7 @@ class BenchModelServer(ScriptedLLMServer):
     """:class:`ScriptedLLMServer` whose streams keep to the clock and are recorded in :attr:`generations`."""
 
     def __init__(self, responder: Callable[[dict[str, Any]], Script], *, tool_rounds: int = 0) -> None:
-        super().__init__(responder=responder, model="bench-model", max_recorded=0)
+        super().__init__(responder=responder, model=BENCH_MODEL, max_recorded=0)
         self._tool_rounds = tool_rounds
         self.generations: list[Generation] = []
         """Every stream served, in order of arrival."""
@@ -203,7 +219,9 @@ class BenchModelServer(ScriptedLLMServer):
         items = [c for c in script.chunks if not isinstance(c, Pause)]
         due: Sequence[float] = (script.due_s if isinstance(script, PacedScript) and script.due_s
                                 else [k * script.delay_s for k in range(len(items))])
-        texts = [carries_text(item) for item in items]
+        paced = script if isinstance(script, PacedScript) else None
+        texts = paced.texts if paced and paced.texts else [carries_text(item) for item in items]
+        events = paced.events if paced else ()
         try:
             k = 0
             while k < len(items):
@@ -216,7 +234,7 @@ class BenchModelServer(ScriptedLLMServer):
                 while k < len(items) and (k == start or due[k] <= now):
                     text = text or texts[k]
                     k += 1
-                batch = [_event(item, envelope) for item in items[start:k]]
+                batch = list(events[start:k]) if events else [_event(item, envelope) for item in items[start:k]]
                 if k == len(items):
                     batch.append(b"data: [DONE]\n\n")
                 written_at = time.monotonic()
@@ -235,9 +253,9 @@ class BenchModelServer(ScriptedLLMServer):
 
 
 def _event(item: Chunk | str, envelope: dict[str, Any]) -> bytes:
-    """One chunk as an SSE event. orjson, and only as it goes out: the server shares the machine with the
-    workers it measures, and encoding every stream's chunks when 1,000 requests arrive at once would hold
-    up their first chunks."""
+    """One chunk as an SSE event, with orjson. A core script's are encoded before the run; any other script's as
+    they go out, never all of a stream's when its request arrives: 1,000 requests at once would hold up their
+    first chunks."""
     return b"data: " + (item.encode() if isinstance(item, str) else orjson.dumps({**envelope, **item})) + b"\n\n"
 
 
@@ -257,7 +275,7 @@ def generation_stats(generations: list[Generation], gen_s: float) -> dict[str, A
 
 
 __all__ = [
-    "LOOKUP_TOOL", "WARMUP_ANSWER", "WARMUP_TEXT", "BenchModelServer", "Generation", "PacedScript", "answer_script",
+    "BENCH_MODEL", "LOOKUP_TOOL", "WARMUP_ANSWER", "WARMUP_TEXT", "BenchModelServer", "Generation", "PacedScript", "answer_script",
     "carries_text", "core_script", "generation_stats", "make_answer", "make_answers", "make_core_responder",
     "make_responder", "turn_of", "user_text",
 ]

@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from bench.model import BENCH_MODEL
 from bench.process_stats import cpu_s, peak_rss_bytes, rss_bytes
 from bench.settings import BenchSettings
 from botgateway.cli.event_loop import run
@@ -88,7 +89,7 @@ def bench_config(job: dict[str, Any]) -> Config:
     return parse_config(
         {
             "log": {"level": "warning"},
-            "llm": {"provider": "custom", "base_url": job["llm_url"], "api_key": "bench", "model": "bench-model",
+            "llm": {"provider": "custom", "base_url": job["llm_url"], "api_key": "bench", "model": BENCH_MODEL,
                     "max_rounds": settings.tool_rounds + 2},
             "memory": _memory_section(job),
             "gateway": {"max_concurrent_turns": max(64, int(job["n"])), "workers": int(job.get("workers", 1)),

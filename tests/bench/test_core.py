@@ -27,7 +27,7 @@ from bench.core_probe import LoopLag, TimedHistory
 from bench.core_sink import UNLIMITED, BenchSink, TurnStamps
 from bench.core_worker import inbound_message
 from bench.core_workers import turns_of
-from bench.model import Generation, carries_text, core_script, make_answers
+from bench.model import BENCH_MODEL, Generation, carries_text, core_script, make_answers
 from bench.report import print_report, write_chart, write_json
 from bench.scenario import run_benchmark
 from bench.settings import BenchSettings, Scenario, parse_settings
@@ -273,6 +273,14 @@ def test_core_streams_keep_one_interval_and_are_out_of_phase() -> None:
     assert script.due_s[-2:] == (text_due[-1], text_due[-1])
     firsts = {core_script(answer, turn, 0.01, 4).due_s[1] for turn in range(20)}
     assert len(firsts) == 20 and all(0.01 <= f < 0.02 for f in firsts)
+    # Encoded before the run, each chunk as the SSE event the server writes, in the turn's own envelope.
+    assert script.texts == tuple(carries_text(item) for item in script.chunks)
+    assert len(script.events) == len(script.chunks)
+    for event, item in zip(script.events, script.chunks, strict=True):
+        assert event.startswith(b"data: ") and event.endswith(b"\n\n")
+        sent = json.loads(event[len(b"data: "):])
+        assert sent["choices"] == item["choices"] and sent["model"] == BENCH_MODEL
+        assert sent["id"] == "chatcmpl-bench-0" and sent["object"] == "chat.completion.chunk"
 
 
 def test_core_flags() -> None:
