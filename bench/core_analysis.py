@@ -227,8 +227,13 @@ def _ms(value: float | None) -> str:
 
 
 def core_goals(result: dict[str, Any]) -> list[Goal]:
-    """The core goals that apply to one scenario: by its N, and CPU everywhere."""
-    n = result["scenario"]["n"]
+    """The core goals that apply to one scenario: by its N, and CPU everywhere.
+
+    The latency goals are issue 12's, set for one process on SQLite with the budget out of the way, so they are
+    judged on the scenarios of one worker; with several (Redis, the fleet's shared budget and leases) the report
+    shows the same latencies, and :func:`fleet_goal` judges the fleet.
+    """
+    n = result["scenario"]["n"] if result["scenario"].get("workers", 1) == 1 else 0
     goals: list[Goal] = []
     if n == 1000:
         history, final = result["history_load_ms"]["p99"], result["last_token_to_final_ms"]["p99"]

@@ -22,7 +22,7 @@ import pytest
 import redis.asyncio as aioredis
 from rich.console import Console
 
-from bench.core_analysis import core_numbers, cpu_cores_text, fleet_goal, throughput_goal
+from bench.core_analysis import core_goals, core_numbers, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_probe import LoopLag, TimedHistory
 from bench.core_sink import UNLIMITED, BenchSink, TurnStamps
 from bench.core_worker import inbound_message
@@ -194,6 +194,20 @@ def test_the_fleet_goal_wants_both_cores_busy_every_worker_calm_and_every_answer
     assert cpu_cores_text({"cpu_cores": 0.84, "cores": 1}) == "CPU 0.84 of 1 core"
     # Several workers do not count as one process sustaining a rate.
     assert throughput_goal([{**_fleet_result(1000, cores_used=1.8, lags=[1.0, 1.0]), "chunks_per_s": 20_000.0}]) is None
+
+
+def test_the_core_latency_goals_are_judged_on_one_process_only() -> None:
+    def result(n: int, workers: int) -> dict[str, Any]:
+        latencies = {"p99": 1.0}
+        return {"scenario": {"n": n, "workers": workers}, "history_load_ms": latencies,
+                "last_token_to_final_ms": latencies, "first_text_overhead_ms": latencies, "cpu_per_1k_chunks_s": 0.05}
+
+    assert [g.text.split(" p99")[0] for g in core_goals(result(1000, 1))] == [
+        "history load", "last token → final call", "CPU ≤ 0.1 s per 1,000 chunks"]
+    assert [g.text.split(" p99")[0] for g in core_goals(result(200, 1))] == [
+        "first text overhead beyond the round trip", "CPU ≤ 0.1 s per 1,000 chunks"]
+    # Issue 12 set them for SQLite with the budget out of the way: a fleet on Redis has the fleet goal instead.
+    assert [g.text for g in core_goals(result(1000, 2))] == ["CPU ≤ 0.1 s per 1,000 chunks"]
 
 
 def test_turns_are_dealt_round_robin() -> None:
