@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,18 +24,12 @@ import yaml
 
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.paths import REPO
+from tests.ports import free_port
 
 __all__ = ["GatewayProcess", "free_port", "gateway_config", "start_gateway"]
 
 _FOREIGN = ("LLM_", "OPENAI_", "SLACK_", "DINGTALK_", "REDIS_", "BOTGATEWAY_", "ALIBABA_CLOUD_", "POD_NAME", "HOSTNAME")
 """Variables of the machine a config may read: the process must not pick them up."""
-
-
-def free_port() -> int:
-    """A loopback port free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def gateway_config(tmp_path: Path, *, llm_url: str, fake: FakeSlack, http_port: int, **sections: dict[str, Any]) -> dict[str, Any]:

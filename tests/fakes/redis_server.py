@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,15 +16,9 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from tests.fakes.tls import TlsFiles
+from tests.ports import closed_port
 
 __all__ = ["RedisServer", "closed_port"]
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on right now (connections to it are refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisServer:

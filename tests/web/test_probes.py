@@ -19,6 +19,7 @@ from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.web import HttpServer, Readiness, probe_routes
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.ports import closed_port
 
 
 @dataclass
@@ -27,13 +28,6 @@ class Adapter:
 
     name: str
     connected: bool = True
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
