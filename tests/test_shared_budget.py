@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from botgateway.budget import RateBudget, RateLimit
 from botgateway.ledgers.leases import LEASE_MOST
-from botgateway.ledgers.redis import RedisLedger
+from botgateway.ledgers.redis import FLIGHT_S, RedisLedger
 from botgateway.ledgers.shared import SharedLedger
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 
@@ -241,3 +241,32 @@ async def test_a_platform_sized_bucket_is_never_leased(fleet: Fleet) -> None:
     assert (await a.take("dingtalk:app", bucket, live=False, later=False)).granted
     assert not a.take_now("dingtalk:app", bucket, live=False, later=False)  # nothing held ahead
     assert not (await b.take("dingtalk:app", bucket, live=False, later=False)).granted
+
+
+async def test_calls_on_their_way_count_against_arrivals_across_processes(fleet: Fleet) -> None:
+    """DingTalk counts calls as they arrive: a call counts from its grant until a second after its answer, for every
+    process, so calls several processes sent apart and a stall delivered together never push a second past the
+    limit; a landing in another process frees the call within a poll, and a dead process's calls expire."""
+    a, b, c = fleet.process("a"), fleet.process("b"), fleet.process("c")
+    qps = RateLimit(rate_per_s=100.0, burst=100, arrivals_per_s=3)  # the bucket alone would grant far more
+    granted = [await p.take("dingtalk:app", qps, live=False, later=False) for p in (a, b, c)]
+    assert all(v.granted and v.count == 1 for v in granted)  # one call at a time: each has its own ticket
+    held = await b.take("dingtalk:app", qps, live=False, later=False, want=5)
+    assert not held.granted and 0 < held.retry_in_s <= 0.1  # three on their way, landing any moment: soon again
+    fleet.clock.now += 5.0
+    assert not (await b.take("dingtalk:app", qps, live=False, later=False)).granted  # a stall: still on their way
+    a.landed("dingtalk:app")
+    await a.settle()
+    assert not (await c.take("dingtalk:app", qps, live=False, later=False)).granted  # answered: a second more
+    fleet.clock.now += 1.0
+    assert (await c.take("dingtalk:app", qps, live=False, later=False)).granted  # a second after a's answer
+    arriving = f"{fleet.prefix}budget:{{dingtalk:app}}:arriving"
+    assert await fleet.redis(lambda r: r.zcard(arriving)) == 3
+    # A call given back, never made, does not count; b's and c's first calls, never answered (their processes
+    # died on the way), stop counting after the longest flight.
+    b.give_back("dingtalk:app", granted[1].ticket)
+    await b.settle()
+    assert await fleet.redis(lambda r: r.zcard(arriving)) == 2
+    fleet.clock.now += FLIGHT_S - 5.0  # past the longest flight of the first calls, not of c's second
+    assert [(await p.take("dingtalk:app", qps, live=False, later=False)).granted for p in (a, b, c, a)] == [
+        True, True, False, False]

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from botgateway.rate_limit import RateLimit
 
-__all__ = ["LEARN_BACK", "PACED_SHARE", "SLICES", "Ledger", "Verdict"]
+__all__ = ["ARRIVAL_WINDOW_S", "LEARN_BACK", "PACED_SHARE", "SLICES", "Ledger", "Verdict"]
 
 SLICES = 10
 """A window is paced in this many slices for the live updates of cards that already show something."""
@@ -28,6 +28,10 @@ PACED_SHARE = 0.5
 """Once less than this share of a window's allowance is left to spare, later live updates are paced to this
 share of it, spread evenly over the slices: the rest stays for new cards' first text and for finals, whenever in
 the window they come."""
+
+ARRIVAL_WINDOW_S = 1.0
+"""A limit on arrivals is per second (:attr:`~botgateway.rate_limit.RateLimit.arrivals_per_s`): a call counts until
+this long after its answer."""
 
 LEARN_BACK = 0.1
 """After a quiet window, a window's learned allowance grows back by this share of its configured size; a throttle

@@ -26,15 +26,12 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from botgateway.ledgers.base import LEARN_BACK, PACED_SHARE, SLICES, Verdict
+from botgateway.ledgers.base import ARRIVAL_WINDOW_S, LEARN_BACK, PACED_SHARE, SLICES, Verdict
 from botgateway.rate_limit import RateLimit
 
 __all__ = ["LocalLedger"]
 
 log = structlog.get_logger(__name__)
-
-_ARRIVAL_WINDOW_S = 1.0
-"""A limit on arrivals is per second (:attr:`~botgateway.rate_limit.RateLimit.arrivals_per_s`)."""
 
 
 @dataclass
@@ -137,7 +134,7 @@ class LocalLedger:
     @staticmethod
     def _arriving(bucket: _Bucket, now: float) -> int:
         """Calls the platform may count in the second ending now: on their way, or answered within the second."""
-        while bucket.landings and bucket.landings[0] <= now - _ARRIVAL_WINDOW_S:
+        while bucket.landings and bucket.landings[0] <= now - ARRIVAL_WINDOW_S:
             bucket.landings.popleft()
         return bucket.flying + len(bucket.landings)
 
@@ -179,7 +176,7 @@ class LocalLedger:
         if arrivals > 0 and self._arriving(bucket, now) >= arrivals:
             # Held back by calls the platform may still count: until the oldest answer is a second old, or
             # sooner when a call on its way lands (that wakes the queue).
-            return bucket.landings[0] + _ARRIVAL_WINDOW_S - now if bucket.landings else _ARRIVAL_WINDOW_S
+            return bucket.landings[0] + ARRIVAL_WINDOW_S - now if bucket.landings else ARRIVAL_WINDOW_S
         if bucket.limit.windowed:
             # The next grant to leave the window or the slice; held back only by reservations: until a release.
             window = bucket.limit.window_s

@@ -29,15 +29,19 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from botgateway.ledgers.scripts import GIVE_BACK, PAUSE, PUBLISH, TAKE
+from botgateway.ledgers.scripts import GIVE_BACK, LANDED, PAUSE, PUBLISH, TAKE
 from botgateway.rate_limit import RateLimit
 from botgateway.redis_url import mask_url
 from botgateway.stores.redis_connect import redis_client
 
-__all__ = ["TIMEOUT_S", "Answer", "RedisLedger"]
+__all__ = ["FLIGHT_S", "TIMEOUT_S", "Answer", "RedisLedger"]
 
 TIMEOUT_S = 2.0
 """A Redis call of the budget that takes longer counts as Redis unreachable (the process falls back)."""
+
+FLIGHT_S = 15.0
+"""With a limit on arrivals, a call on its way counts this long at most: every platform call times out sooner, and
+the calls of a process that died on the way stop counting then."""
 
 _KEEP_S = 60.0
 """A key's accounts outlive its last use by its window and this long at least (then Redis forgets them)."""
@@ -110,6 +114,7 @@ class RedisLedger:
         self._take = client.register_script(TAKE)
         self._pause = client.register_script(PAUSE)
         self._give_back = client.register_script(GIVE_BACK)
+        self._landed = client.register_script(LANDED)
         self._publish = client.register_script(PUBLISH)
 
     @classmethod
@@ -128,7 +133,7 @@ class RedisLedger:
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self._prefix}budget:{{{key}}}"
-        return [f"{base}:state", f"{base}:grants", f"{base}:paced", f"{base}:reserved"]
+        return [f"{base}:state", f"{base}:grants", f"{base}:paced", f"{base}:reserved", f"{base}:arriving"]
 
     @staticmethod
     def _keep_ms(limit: RateLimit) -> int:
@@ -139,7 +144,8 @@ class RedisLedger:
     ) -> Answer:
         """Count one call of ``key`` if it may go now (``peek``: only look); ``mine``: this process's reservations.
 
-        A token bucket grants up to ``want`` calls at once (as many as it holds tokens); a window one.
+        A token bucket grants up to ``want`` calls at once (as many as it holds tokens); a window one, and so does
+        a limit on arrivals, whose every call is counted by its ticket until :meth:`landed`.
         """
         now = self.clock()
         ticket = "" if peek else next(self._tickets)
@@ -147,7 +153,7 @@ class RedisLedger:
             keys=self._keys(key),
             args=[repr(now), repr(float(limit.rate_per_s)), max(int(limit.burst), 1), repr(float(limit.window_s)),
                   "peek" if peek else "take", int(live), int(later), self.instance_id, int(mine), ticket,
-                  self._keep_ms(limit), max(int(want), 1)],
+                  self._keep_ms(limit), max(int(want), 1), max(int(limit.arrivals_per_s), 0), repr(FLIGHT_S)],
         )
         granted, retry_in, tokens, reserved, paused_until = reply
         count = int(granted)
@@ -167,13 +173,18 @@ class RedisLedger:
 
     async def give_back(self, key: str, limit: RateLimit, ticket: str) -> None:
         """A granted call was not made: it no longer counts."""
-        await self._give_back(keys=self._keys(key)[:3],
+        keys = self._keys(key)
+        await self._give_back(keys=[*keys[:3], keys[4]],
                               args=[ticket, max(int(limit.burst), 1), repr(float(limit.window_s))])
+
+    async def landed(self, key: str, ticket: str) -> None:
+        """The call granted as ``ticket`` got its answer: with a limit on arrivals, it counts a second more."""
+        await self._landed(keys=self._keys(key)[4:], args=[ticket, repr(self.clock())])
 
     async def publish(self, key: str, calls: int) -> None:
         """Tell the fleet this process holds ``calls`` reserved calls of ``key``, for ``reservation_ttl_s`` more."""
         expiry = self.clock() + self.reservation_ttl_s
-        await self._publish(keys=self._keys(key)[3:],
+        await self._publish(keys=self._keys(key)[3:4],
                             args=[self.instance_id, int(calls), repr(expiry), math.ceil(self.reservation_ttl_s * 2000)])
 
     async def absorb(self, key: str, limit: RateLimit, times: Sequence[float]) -> None:

@@ -12,7 +12,11 @@ scripts):
 - ``K:paced`` — ZSET: a window's paced live updates, trimmed to one slice;
 - ``K:reserved`` — HASH: process instance id → ``"<calls> <expiry>"``: the calls
   that process's open cards hold; a field past its expiry is ignored and
-  removed (its process stopped refreshing it: it is gone).
+  removed (its process stopped refreshing it: it is gone);
+- ``K:arriving`` — ZSET: with a limit on arrivals, the calls the platform may
+  count now, scored by when they stop counting: a call on its way until its
+  longest flight (its process may die before it lands), then, once answered,
+  until a second after its answer.
 
 Times are seconds on the clock the callers pass (see
 :mod:`botgateway.ledgers.redis`). Floats are returned as strings: Redis
@@ -21,17 +25,18 @@ truncates Lua numbers to integers in replies.
 
 from __future__ import annotations
 
-from botgateway.ledgers.base import LEARN_BACK, PACED_SHARE, SLICES
+from botgateway.ledgers.base import ARRIVAL_WINDOW_S, LEARN_BACK, PACED_SHARE, SLICES
 
-__all__ = ["GIVE_BACK", "PAUSE", "PUBLISH", "TAKE"]
+__all__ = ["GIVE_BACK", "LANDED", "PAUSE", "PUBLISH", "TAKE"]
 
 _PLAN = f"""
-local SLICES, PACED_SHARE, LEARN_BACK = {SLICES}, {PACED_SHARE}, {LEARN_BACK}
+local SLICES, PACED_SHARE, LEARN_BACK, ARRIVAL_WINDOW = {SLICES}, {PACED_SHARE}, {LEARN_BACK}, {ARRIVAL_WINDOW_S}
 """
 
-# KEYS: state, grants, paced, reserved.
+# KEYS: state, grants, paced, reserved, arriving.
 # ARGV: now, rate_per_s, size, window_s, mode ('take' | 'peek'), live ('1'/'0'), later ('1'/'0'),
-#       instance, calls reserved by that instance now, ticket, keep_ms, calls wanted (a bucket grants up to that many).
+#       instance, calls reserved by that instance now, ticket, keep_ms, calls wanted (a bucket grants up to that many),
+#       arrivals per second (0: no limit on arrivals; then one call is granted at most), longest flight in seconds.
 # Returns {calls granted (0/1; a bucket up to the calls wanted), retry_in, tokens left, calls reserved fleet-wide,
 #          paused until}.
 TAKE = _PLAN + """
@@ -122,8 +127,20 @@ if now > start then
   tokens = math.min(size, tokens + (now - start) * rate)
 end
 ts = math.max(now, ts)
-if take and now >= paused and tokens >= 1 then
+-- A limit on arrivals: the calls on their way or answered within the last second, whichever process made them.
+local arrivals = tonumber(ARGV[13]) or 0
+local arriving = 0
+if arrivals > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  arriving = redis.call('ZCARD', KEYS[5])
+end
+if take and now >= paused and tokens >= 1 and (arrivals <= 0 or arriving < arrivals) then
   local granted = math.max(math.min(tonumber(ARGV[12]) or 1, math.floor(tokens)), 1)
+  if arrivals > 0 then
+    granted = 1
+    redis.call('ZADD', KEYS[5], now + tonumber(ARGV[14]), ARGV[10])
+    redis.call('PEXPIRE', KEYS[5], math.ceil(keep + tonumber(ARGV[14]) * 1000))
+  end
   tokens = tokens - granted
   redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(ts))
   return reply(granted, 0, tokens)
@@ -134,6 +151,12 @@ if not take then
 end
 if now < paused then
   return reply(0, paused - now, tokens)
+end
+if tokens >= 1 then
+  -- Held back by calls the platform may still count: until the first of them stops counting, or a tenth of a
+  -- second, as a call on its way may land any moment in another process, which does not wake this one's line.
+  local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+  return reply(0, math.min(math.max(tonumber(first[2]) - now, 0.001), ARRIVAL_WINDOW / 10), tokens)
 end
 return reply(0, (1 - tokens) / rate, tokens)
 """
@@ -165,8 +188,16 @@ end
 return tostring(paused)
 """
 
-# KEYS: state, grants, paced. ARGV: ticket, size, window_s. A granted call that was not made.
+# KEYS: arriving. ARGV: ticket, now. A granted call got its answer: it counts for one second more (if it still
+# counts: a call answered after its longest flight was already let go).
+LANDED = f"""
+redis.call('ZADD', KEYS[1], 'XX', tonumber(ARGV[2]) + {ARRIVAL_WINDOW_S}, ARGV[1])
+return 1
+"""
+
+# KEYS: state, grants, paced, arriving. ARGV: ticket, size, window_s. A granted call that was not made.
 GIVE_BACK = """
+redis.call('ZREM', KEYS[4], ARGV[1])
 if tonumber(ARGV[3]) > 0 then
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('ZREM', KEYS[3], ARGV[1])

@@ -9,6 +9,9 @@ so all processes together keep every platform limit:
   with an expiry it refreshes while it lives (:class:`~botgateway.ledgers.reservations.ReservationBook`),
   and live updates get only what every live process's reservations leave;
 - a throttle seen by one process pauses the key for all;
+- a limit on arrivals (DingTalk's QPS) counts every process's calls from their
+  grant until a second after their answer, so calls bunched on their way from
+  several processes cannot push a second past the limit either;
 - a large token bucket is leased: calls are taken from it in batches ahead of
   need (:mod:`~botgateway.ledgers.leases`), so most calls need no round trip.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -88,6 +92,7 @@ class SharedLedger:
         self._looking: set[str] = set()
         self._paused: dict[str, float] = {}
         self._absorbed: dict[str, float] = {}
+        self._flying: dict[str, deque[str]] = {}  # per key with a limit on arrivals: tickets granted, not landed
         self._pushes: set[asyncio.Task[Any]] = set()
         self.shared = True
         """True while the accounts are Redis's; False while this process spends its local share."""
@@ -146,6 +151,8 @@ class SharedLedger:
             else:
                 self._seen[key] = answer
                 self._leases.add(key, answer.count - want)  # a leased bucket's batch: kept for the next calls
+                if answer.granted and limit.arrivals_per_s > 0:
+                    self._flying.setdefault(key, deque()).append(answer.ticket)
                 # Another process's release frees calls without telling us: ask again within poll_s.
                 return Verdict(answer.granted, retry_in_s=min(answer.retry_in_s, self._poll_s), ticket=answer.ticket,
                                count=min(answer.count, want))
@@ -153,6 +160,9 @@ class SharedLedger:
 
     def give_back(self, key: str, ticket: str) -> None:
         """A granted call was not made: give it back where it was granted."""
+        flying = self._flying.get(key)
+        if flying and ticket in flying:
+            flying.remove(ticket)
         limit = self._limits.get(key)
         if not ticket or limit is None:
             self._local.give_back(key, ticket)
@@ -202,11 +212,13 @@ class SharedLedger:
             self._local.late(key, seconds)
 
     def landed(self, key: str) -> None:
-        """A granted call got its answer: counted against arrivals by the local share while Redis is away.
-
-        The shared accounts in Redis pace a key by its bucket alone: they do not count calls on their way."""
-        if not self.shared:
-            self._local.landed(key)
+        """A granted call got its answer: with a limit on arrivals it counts a second more, in Redis (any of this
+        process's calls of the key on their way stands for it: they count alike), or in the local share."""
+        flying = self._flying.get(key)
+        if self.shared and flying:
+            self._push(self._redis.landed(key, flying.popleft()), name="rate-budget:landed")
+        else:
+            self._local.landed(key)  # granted by the local share (a call it did not grant is not counted)
 
     def pause(self, key: str, seconds: float) -> None:
         """No call of ``key`` for ``seconds``, here at once and for every process through Redis."""
@@ -287,6 +299,7 @@ class SharedLedger:
         self.shared = False
         self._book.enabled = False
         self._leases.clear()
+        self._flying.clear()  # Redis forgets them after their longest flight
         log.warning(
             "rate_budget.shared_unreachable",
             redis=self._redis.safe_url,
