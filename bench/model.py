@@ -275,7 +275,7 @@ def generation_stats(generations: list[Generation], gen_s: float) -> dict[str, A
 
 
 __all__ = [
-    "BENCH_MODEL", "LOOKUP_TOOL", "WARMUP_ANSWER", "WARMUP_TEXT", "BenchModelServer", "Generation", "PacedScript", "answer_script",
-    "carries_text", "core_script", "generation_stats", "make_answer", "make_answers", "make_core_responder",
-    "make_responder", "turn_of", "user_text",
+    "BENCH_MODEL", "LOOKUP_TOOL", "WARMUP_ANSWER", "WARMUP_TEXT", "BenchModelServer", "Generation", "PacedScript",
+    "answer_script", "carries_text", "core_script", "generation_stats", "make_answer", "make_answers",
+    "make_core_responder", "make_responder", "turn_of", "user_text",
 ]
