@@ -36,7 +36,7 @@ from botgateway.ledgers.base import Ledger, Verdict
 from botgateway.ledgers.local import LocalLedger
 from botgateway.rate_limit import RateLimit
 
-__all__ = ["RateBudget", "RateLimit"]
+__all__ = ["RateBudget", "RateLimit", "WouldWait"]
 
 _Grant = tuple[str, float]
 """A granted call: the ledger's ticket, and when the dispatcher granted it (the budget's clock)."""
@@ -46,6 +46,18 @@ _Lane = OrderedDict[str, deque[asyncio.Future[_Grant]]]
 
 _MOST_AT_ONCE = 64
 """A token bucket is asked for at most this many calls at once for the callers in line."""
+
+
+class WouldWait(Exception):
+    """The accounts say no call of the key can be granted within the caller's patience (see :meth:`RateBudget.acquire`).
+
+    Nothing was taken: the caller may plan the call another way (another method, another bucket) or wait on.
+    """
+
+    def __init__(self, free_in_s: float) -> None:
+        super().__init__(f"no call free for {free_in_s:.1f} s")
+        self.free_in_s = free_in_s
+        """When the accounts expect a call to be free, in seconds from when they said so."""
 
 
 @dataclass
@@ -68,6 +80,10 @@ class _Line:
     """Live updates granted per owner so far: the least served goes first (a card showing nothing yet)."""
     order: LeastServed = field(default_factory=LeastServed)
     """The owners in ``waiters``, least served first."""
+    patient: dict[asyncio.Future[_Grant], float] = field(default_factory=dict)
+    """Callers that wait only while a call can come soon: the latest time (the budget's clock) worth waiting for."""
+    free_at: float = 0.0
+    """When the accounts' last refusal expected a call to be free (the budget's clock); 0 after a grant."""
 
     def requeue(self, owner: str) -> None:
         """Place ``owner`` among the live callers by what it was served, or take it out once it has none waiting."""
@@ -120,18 +136,28 @@ class RateBudget:
         self._count(line, owner, live=live)
         return True
 
-    async def acquire(self, key: str, limit: RateLimit, owner: str, *, priority: bool = False) -> float:
+    async def acquire(
+        self, key: str, limit: RateLimit, owner: str, *, priority: bool = False, patience_s: float | None = None
+    ) -> float:
         """Wait for one call of ``key`` (created with ``limit`` on first use); returns the seconds waited.
 
         ``owner`` identifies the card; waiting owners are served round-robin,
         ``priority`` callers before the others (reservations never hold them back).
         Cancelling the wait gives up the place in line without using a call.
+
+        ``patience_s``: wait only while a call can come that soon. When the accounts say the next call of
+        ``key`` is further away (a window spent, by this process or another; a pause), :class:`WouldWait`
+        is raised at once, and nothing is taken: the caller can plan the call another way.
         """
         if self.try_acquire(key, limit, owner, priority=priority):
             return 0.0
         line = self._line(key, limit)
         started = self._clock()
+        if patience_s is not None and line.free_at > started + patience_s:
+            raise WouldWait(line.free_at - started)  # the last refusal already said so: no need to ask again
         future: asyncio.Future[_Grant] = asyncio.get_running_loop().create_future()
+        if patience_s is not None:
+            line.patient[future] = started + patience_s
         lane = line.urgent if priority else line.waiters
         lane.setdefault(owner, deque()).append(future)
         if not priority and owner not in line.order:
@@ -145,6 +171,8 @@ class RateBudget:
         except asyncio.CancelledError:
             self._withdraw(key, line, lane, owner, future)
             raise
+        finally:
+            line.patient.pop(future, None)
         now = self._clock()
         self._ledger.late(key, now - granted_at)  # the loop was busy between the grant and this call
         return now - started
@@ -297,6 +325,31 @@ class RateBudget:
                 continue
             future.set_result((verdict.ticket, self._clock()))
 
+    def _refused(self, line: _Line, verdict: Verdict, *, live: bool) -> None:
+        """Note when a call is expected free; callers in line that would wait longer than their patience leave it.
+
+        Asked for the first in line, the answer holds for every caller behind of the same kind: a live update's
+        refusal may come of reservations that an urgent call does not respect, so it tells only live callers.
+        """
+        free_in = verdict.retry_in_s if verdict.free_in_s is None else verdict.free_in_s
+        now = self._clock()
+        if not live:
+            line.free_at = now + free_in
+        if not line.patient:
+            return
+        lanes = (line.waiters,) if live else (line.urgent, line.waiters)
+        for lane in lanes:
+            for owner in list(lane):
+                queue = lane[owner]
+                for future in [f for f in queue if f in line.patient and line.patient[f] < now + free_in]:
+                    queue.remove(future)
+                    if not future.done():
+                        future.set_exception(WouldWait(free_in))
+                if not queue:
+                    del lane[owner]
+                    if lane is line.waiters:
+                        line.requeue(owner)
+
     async def _dispatch(self, key: str, line: _Line) -> None:
         while line.waiters or line.urgent:
             # Cleared before asking: a release or pause while the ledger answers must not be slept through.
@@ -308,8 +361,10 @@ class RateBudget:
             want = 1 if line.limit.windowed else min(self.waiting(key), _MOST_AT_ONCE)
             verdict = await self._ledger.take(key, line.limit, live=live, later=self._later(line, owner), want=want)
             if verdict.granted:
+                line.free_at = 0.0
                 self._hand_out(key, line, verdict, first=(lane, owner, live))
                 continue
+            self._refused(line, verdict, live=live)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(verdict.retry_in_s, 0.001)):
                     await line.wake.wait()

@@ -28,6 +28,7 @@ __all__ = [
     "PermanentError",
     "PrivateNotes",
     "RateLimited",
+    "Replanning",
     "SinkError",
     "TooLong",
     "TransientError",
@@ -187,6 +188,25 @@ class CardSink(Protocol):
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Deliver ``snapshot`` another way (a plain new message) when the card cannot be updated."""
+        ...
+
+
+@runtime_checkable
+class Replanning(Protocol):
+    """A sink with more than one way to make a call, chosen from the budgets when the card is planned.
+
+    A plan made from what the budgets showed can still meet a spent bucket: another
+    replica of a fleet spent the workspace's window meanwhile, or the platform paused it.
+    When the budget says the planned call cannot be granted soon, the card asks the
+    sink to plan it another way instead of waiting (a Slack stream becomes an edited message).
+    """
+
+    def replan(self, op: CardOp, target: CardTarget) -> bool:
+        """The call planned for ``op`` of ``target`` cannot be granted soon: plan it another way.
+
+        True when :meth:`CardSink.rate_key` now names another bucket for it; False when there is no other way
+        (the card then waits for the call it planned).
+        """
         ...
 
 

@@ -144,10 +144,28 @@ class SlackCardSink:
         if mode == "native" and (self._spare(self._buckets.start_bucket(target)) < 1
                                  or self._spare(self._buckets.stop_bucket(target)) < 1):
             mode = "edit"  # no stream could start now, or its stop would take a reserved call
-        if mode == "edit" and self._spare(self._buckets.update_bucket(target)) < 1:
+        return self._edit_or_deferred(target) if mode == "edit" else mode
+
+    def _edit_or_deferred(self, target: CardTarget) -> _Mode:
+        if self._pacer is not None and self._spare(self._buckets.update_bucket(target)) < 1:
             log.info("slack.answer_deferred", team=target.workspace_id, reason="chat.update budget reserved for finals")
-            mode = "deferred"
-        return mode
+            return "deferred"
+        return "edit"
+
+    def replan(self, op: CardOp, target: CardTarget) -> bool:
+        """A stream planned for ``target`` cannot start soon: it starts as an edited message (or deferred) instead.
+
+        The plan saw spare ``chat.startStream`` calls, but the window was spent meanwhile (by another replica:
+        a fleet's view of the shared budget is a moment old) or paused by a throttle; waiting for the window
+        to slide could take most of a minute. A placeholder draws from the channel's ``chat.postMessage``
+        budget instead. Any other plan has no other way (:class:`~botgateway.sink.Replanning`).
+        """
+        key = card_key(target)
+        if op != "create" or self._modes.get(key) != "native":
+            return False
+        mode = self._modes[key] = self._edit_or_deferred(target)
+        log.info("slack.answer_replanned", team=target.workspace_id, mode=mode, reason="chat.startStream budget spent")
+        return True
 
     def _spare(self, bucket: Bucket) -> float:
         assert self._pacer is not None

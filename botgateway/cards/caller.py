@@ -26,11 +26,11 @@ from typing import Literal, TypeVar
 import structlog
 
 from botgateway.backoff import Backoff
-from botgateway.budget import RateBudget, RateLimit
+from botgateway.budget import RateBudget, RateLimit, WouldWait
 from botgateway.cards.metrics import CardMetrics
 from botgateway.sink import CardGone, CardOp, PermanentError, RateLimited, TooLong, TransientError
 
-__all__ = ["BudgetPacer", "CallOutcome", "CardCaller", "LIVE_BACKOFF"]
+__all__ = ["BudgetPacer", "CREATE_PATIENCE_S", "CallOutcome", "CardCaller", "LIVE_BACKOFF"]
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +44,11 @@ PACER_BACKOFF = Backoff(base_s=1.0, max_s=1.0, jitter=(1.0, 1.0))
 
 PACER_MAX_SLEEP_S = 5.0
 """Without a budget to pause, a sink's throttled call waits at most this long before its next try."""
+
+CREATE_PATIENCE_S = 1.0
+"""A card whose creation the budget cannot grant within this long is planned another way, where its sink has one
+(:class:`~botgateway.sink.Replanning`): a Slack stream whose workspace window another replica spent starts as an
+edited message now, instead of waiting most of a minute for the window to slide."""
 
 _NO_DEADLINE_S = 3600.0
 """How long a wait without a deadline may sleep at most between tries."""
@@ -87,9 +92,13 @@ class CardCaller:
         metrics: CardMetrics | None = None,
         backoff: Backoff = LIVE_BACKOFF,
         call_timeout_s: float = 30.0,
+        replan: Callable[[CardOp], bool] | None = None,
     ) -> None:
+        """``replan(op)`` asks the sink to plan a call another way (see :class:`~botgateway.sink.Replanning`)
+        when the budget cannot grant the planned one soon; None: the card waits for the call it planned."""
         self._budget = budget
         self._rate_key = rate_key
+        self._replan = replan
         self.owner = owner
         """The card's name in the budget's round-robin."""
         self._platform = platform
@@ -246,31 +255,52 @@ class CardCaller:
         when ``interrupt`` was set."""
         if self._budget is None:
             return ""
-        key, limit = self._rate_key(op)
-        self._keys.add(key)
-        timeout = None if deadline is None else deadline - time.monotonic()
-        if timeout is not None and timeout <= 0:
+        patience = CREATE_PATIENCE_S if op == "create" and self._replan is not None else None
+        while True:
+            key, limit = self._rate_key(op)
+            self._keys.add(key)
+            timeout = None if deadline is None else deadline - time.monotonic()
+            if timeout is not None and timeout <= 0:
+                return False
+            if self._budget.try_acquire(key, limit, self.owner, priority=priority):
+                return key  # a free token: no task, no wait, no event-loop hop
+            acquire = asyncio.ensure_future(
+                self._budget.acquire(key, limit, self.owner, priority=priority, patience_s=patience)
+            )
+            waiters: set[asyncio.Future[object]] = {acquire}  # type: ignore[arg-type]
+            stop: asyncio.Future[object] | None = None
+            if interrupt is not None:
+                stop = asyncio.ensure_future(interrupt.wait())
+                waiters.add(stop)
+            try:
+                done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if stop is not None:
+                    stop.cancel()
+            if acquire in done:
+                try:
+                    self.metrics.budget_wait_s += acquire.result()
+                except WouldWait as exc:
+                    if not self._plan_again(op, key, exc):
+                        patience = None  # no other way: wait for this one
+                    continue
+                return key
+            acquire.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WouldWait):
+                await acquire
+            return None if (stop is not None and stop in done) else False
+
+    def _plan_again(self, op: CardOp, key: str, exc: WouldWait) -> bool:
+        """The budget cannot grant ``op`` on ``key`` soon: have the sink plan it another way, and keep the card's
+        final reserved where the new plan will make it. False when the sink has no other way."""
+        assert self._replan is not None and self._budget is not None
+        if not self._replan(op):
             return False
-        if self._budget.try_acquire(key, limit, self.owner, priority=priority):
-            return key  # a free token: no task, no wait, no event-loop hop
-        acquire = asyncio.ensure_future(self._budget.acquire(key, limit, self.owner, priority=priority))
-        waiters: set[asyncio.Future[object]] = {acquire}  # type: ignore[arg-type]
-        stop: asyncio.Future[object] | None = None
-        if interrupt is not None:
-            stop = asyncio.ensure_future(interrupt.wait())
-            waiters.add(stop)
-        try:
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if stop is not None:
-                stop.cancel()
-        if acquire in done:
-            self.metrics.budget_wait_s += acquire.result()
-            return key
-        acquire.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await acquire
-        return None if (stop is not None and stop in done) else False
+        log.info("card.replanned", platform=self._platform, op=op, key=key, free_in_s=round(exc.free_in_s, 1))
+        if self._final_keys:
+            self._budget.unreserve(self._final_keys.pop(), self.owner)
+            self.reserve_final()
+        return True
 
 
 class BudgetPacer:

@@ -47,7 +47,7 @@ from botgateway.events import (
     ToolCallStarted,
     TurnEvent,
 )
-from botgateway.sink import CardHandle, CardSink, CardTarget
+from botgateway.sink import CardHandle, CardSink, CardTarget, Replanning
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.stores.base import Store
 
@@ -127,6 +127,7 @@ class CardStreamer:
             metrics=self.metrics,
             backoff=timing.backoff,
             call_timeout_s=timing.final_deadline_s,
+            replan=(lambda op: sink.replan(op, target)) if isinstance(sink, Replanning) else None,
         )
         records = OpenCardRecords(store, target, instance_id=instance_id)
         self._records = records

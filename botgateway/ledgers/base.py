@@ -46,6 +46,9 @@ class Verdict:
     """The call may go now (it is counted)."""
     retry_in_s: float = 0.0
     """Not granted: ask again after this long at the latest (a release or a pause wakes the queue sooner)."""
+    free_in_s: float | None = None
+    """Not granted: when the accounts expect a call to be free at the earliest (None: :attr:`retry_in_s`). It
+    differs where the ledger asks again sooner than that, in case another process gives a call back."""
     ticket: str = ""
     """Granted: the grant's name, to :meth:`Ledger.give_back` it when its caller left meanwhile."""
     count: int = 1

@@ -155,7 +155,7 @@ class SharedLedger:
                     self._flying.setdefault(key, deque()).append(answer.ticket)
                 # Another process's release frees calls without telling us: ask again within poll_s.
                 return Verdict(answer.granted, retry_in_s=min(answer.retry_in_s, self._poll_s), ticket=answer.ticket,
-                               count=min(answer.count, want))
+                               count=min(answer.count, want), free_in_s=answer.retry_in_s)
         return await self._local.take(key, limit.share(self._share), live=live, later=later)
 
     def give_back(self, key: str, ticket: str) -> None:

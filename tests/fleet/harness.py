@@ -103,6 +103,17 @@ class Replica:
                 lines.append(line)
         return lines
 
+    async def wait_logged(self, event: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait until the replica has logged ``event`` ``count`` times (its lines reach the file as they happen,
+        after the platform saw what they tell); returns those lines."""
+        async def poll() -> list[dict[str, Any]]:
+            while len(lines := [line for line in self.log_lines() if line.get("event") == event]) < count:
+                # The log is a file another process writes: there is nothing to await but its growth.
+                await asyncio.sleep(0.05)
+            return lines
+
+        return await asyncio.wait_for(poll(), timeout)
+
     async def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until ``/readyz`` answers 200 (or fail with the replica's log when it exits first)."""
         async def poll() -> None:
