@@ -8,6 +8,9 @@ gateway's card streamer; :class:`InvestigationSink` lets it stream into the
 card the alert already posted, and puts the alert's section, read fresh from
 the Store at each update, above what it shows. A notification handled by
 another replica meanwhile is therefore never painted over with an older status.
+The investigation's final is drawn from the record once the record says how it
+ended (:func:`ended`), footer included, so the card settles in its finished
+state and a later redraw from the record shows the same.
 """
 
 from __future__ import annotations
@@ -15,20 +18,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from botgateway.alerts.records import AlertCard
+from botgateway.alerts.records import AlertCard, Investigation, InvestigationStatus
 from botgateway.alerts.render import alert_section
 from botgateway.budget import RateLimit
 from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.strings import t
 
-__all__ = ["InvestigationSink", "card_snapshot"]
+__all__ = ["InvestigationSink", "card_snapshot", "ended"]
 
 
 def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapshot | None = None) -> CardSnapshot:
     """What ``card`` shows now: its alert section, and its investigation (``live``: the running one's latest snapshot)."""
     inv = card.investigation
-    running = inv is not None and inv.status == "running"
+    # A final snapshot is never "investigating", whatever the record managed to say before it was drawn.
+    running = inv is not None and inv.status == "running" and not (live is not None and live.final)
     section = alert_section(card.group, locale=locale, now=now, investigating=running)
     if inv is None:
         return CardSnapshot(status="done", preamble=section, locale=locale)
@@ -40,7 +44,18 @@ def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapsho
     status = {"done": "done", "refused": "done", "stopped": "stopped"}.get(inv.status, "failed")
     error = inv.error or (t(locale, "interrupted") if inv.status == "interrupted" else "")
     return CardSnapshot(status=status, preamble=preamble, blocks=inv.blocks, answer=inv.answer, error=error,
-                        locale=locale)
+                        footer=inv.footer, locale=locale)
+
+
+def ended(inv: Investigation, snapshot: CardSnapshot) -> Investigation:
+    """``inv`` as the final ``snapshot`` of its card leaves it: how it ended, what it found, its footer.
+
+    The footer (and the sources line in it) is kept as the final drew it: a redraw shows the answer as it was
+    given, its sources' ages those of the answer.
+    """
+    status: InvestigationStatus = snapshot.status if snapshot.status in ("done", "failed", "stopped") else "failed"
+    return dataclasses.replace(inv, status=status, blocks=snapshot.blocks, answer=snapshot.answer,
+                               error=snapshot.error, footer=snapshot.footer)
 
 
 class InvestigationSink:
@@ -49,9 +64,11 @@ class InvestigationSink:
     The card's first part is the alert card (``handle``): creating it edits the
     card instead, and every snapshot gets the alert's section on top. Further
     parts of a long answer are new cards of the inner sink, in the card's
-    thread where it has one. The first part's final snapshot (and the handle
-    the platform left) are kept in :attr:`final` for the desk to record once the
-    turn has ended: nothing slow happens inside the streamer's call.
+    thread where it has one. ``compose`` of the first part's final records how
+    the investigation ended before it draws the card (see
+    :class:`~botgateway.alerts.investigation.Investigator`). That final snapshot,
+    and the handle the platform left, are kept in :attr:`final` for the
+    investigator to record once the turn has ended.
     """
 
     def __init__(
@@ -82,7 +99,11 @@ class InvestigationSink:
         """The alert's card, edited to show ``snapshot`` (a later part: a new card in the card's thread)."""
         if snapshot.part > 1:
             return await self._inner.create(dataclasses.replace(target, thread_id=self._thread_id), snapshot)
-        handle = dataclasses.replace(self._handle, target=dataclasses.replace(self._handle.target, turn_id=target.turn_id))
+        # The turn's id, and what its target carries for recovery (the alert above an "interrupted" note): the
+        # streamer records the card as open under the handle this returns.
+        shown = dataclasses.replace(self._handle.target, turn_id=target.turn_id,
+                                    extra={**self._handle.target.extra, **target.extra})
+        handle = dataclasses.replace(self._handle, target=shown)
         return await self._inner.update(handle, await self._compose(snapshot))
 
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:

@@ -13,8 +13,11 @@ message) gets a new message per change of the group, and none for a repeat.
 A route with ``investigate: true`` starts one read-only investigation per new
 alert group (:mod:`botgateway.alerts.investigation`). While it streams into
 the card, the desk only records new notifications: the investigation's next
-update reads them, so two writers never race on one card. An investigation
-whose process is gone (no heartbeat) counts as interrupted. The card's
+update reads them, so two writers never race on one card. A notification
+folded after its final was drawn is shown by the process that ran it once the
+final has landed (another replica, which sees the end on record, may edit the
+card itself in the meantime). An investigation whose process is gone (no
+heartbeat) counts as interrupted. The card's
 conversation is the one a reply to the card continues (a Slack thread reply; a
 DingTalk message quoting the card), so follow-ups have the alert and the
 investigation in their context. Card calls draw from the same rate budgets
@@ -155,8 +158,10 @@ class AlertDesk:
             await self._records.save(key, await self._shower.edit(key, dest, posted))
             return posted
         inv = card.investigation
-        if inv is not None and inv.status == "running":
-            return None  # its streaming updates show this notification (they read the record)
+        if inv is not None and (inv.status == "running" or self._investigator.running_here(key)):
+            # Its streaming updates show this notification (they read the record); one that has just ended here
+            # (its final on its way to the card) shows it again once the final has landed.
+            return None
         if change == "repeat" and not editable:
             return None  # counted, shown at the next change: a repeat is never a new message
         await self._records.save(key, await self._shower.edit(key, dest, card))

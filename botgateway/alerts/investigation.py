@@ -5,9 +5,12 @@ tools, through the gateway like any question (limits, audit). The turn streams
 into the card through :class:`~botgateway.alerts.card.InvestigationSink`,
 whose updates read the group fresh from the Store, so a notification folded
 meanwhile (here or on another replica) shows at the next update without
-anyone else writing to a card that is streaming. Once the turn has ended its
-outcome is recorded under the record's lock, and when the group changed after
-the final update was composed, the card is shown once more.
+anyone else writing to a card that is streaming. The card's final is drawn
+only after the record says how the investigation ended (under the record's
+lock): the card settles as finished, and so does any later redraw from the
+record, footer included. Once the turn has ended the handle the platform left
+is recorded, and when the group changed after the final was composed, the card
+is shown once more.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Callable
 
 import structlog
 
-from botgateway.alerts.card import InvestigationSink, card_snapshot
+from botgateway.alerts.card import InvestigationSink, card_snapshot, ended
 from botgateway.alerts.question import investigation_question
 from botgateway.alerts.records import AlertCard, CardRecords
 from botgateway.alerts.show import CardShower
@@ -32,6 +35,10 @@ from botgateway.unprompted import Channels, UnpromptedTurn, gateway_principal
 __all__ = ["Investigator"]
 
 log = structlog.get_logger(__name__)
+
+RECORD_END_WAIT_S = 10.0
+"""Longest the investigation's final waits to put its end on record (another holder of the record's lock, a slow
+Store): it is inside a card call. Past it the card is drawn finished all the same, and the turn's end records it."""
 
 
 class Investigator:
@@ -60,24 +67,30 @@ class Investigator:
         return key in self._running
 
     async def run(self, route: AlertRouteConfig, dest: Destination, key: str, card: AlertCard) -> None:
-        """Investigate ``card``'s group into its card, and record the outcome once the turn has ended."""
+        """Investigate ``card``'s group into its card: its end is recorded before the card's final is drawn."""
         assert card.handle is not None
         shown_at = [card.group.updated_at]  # the group as the card's last update showed it
 
         async def compose(snapshot: CardSnapshot) -> CardSnapshot:
-            try:
-                current = await self._records.load(key) or card
-            except Exception as exc:  # the card still streams, with the group as it was
-                log.warning("alerts.record_unavailable", key=key, error=type(exc).__name__)
-                current = card
+            if snapshot.final:  # the end is on record before the final is drawn from it
+                current = await self._record_end(key, card, snapshot)
+            else:
+                try:
+                    current = await self._records.load(key) or card
+                except Exception as exc:  # the card still streams, with the group as it was
+                    log.warning("alerts.record_unavailable", key=key, error=type(exc).__name__)
+                    current = card
             shown_at.append(current.group.updated_at)
             return card_snapshot(current, locale=self._locale, now=self._clock(), live=snapshot)
 
         # The card has a thread when the adapter adopted one (its conversation is the thread's, not "alert:…").
         thread = None if card.conversation_id.startswith("alert:") else card.handle.card_id
         sink = InvestigationSink(self._channels.sink(dest.platform), card.handle, compose=compose, thread_id=thread)
-        preamble = card_snapshot(card, locale=self._locale, now=self._clock()).preamble
-        # Kept on the target: recovery closing this card after a crash shows the alert above its note.
+        assert card.investigation is not None
+        closed = dataclasses.replace(card, investigation=dataclasses.replace(card.investigation, status="interrupted"))
+        preamble = card_snapshot(closed, locale=self._locale, now=self._clock()).preamble
+        # Kept on the target: recovery closing this card after a crash shows the alert (no longer being
+        # investigated) above its note.
         target = dataclasses.replace(card.handle.target, thread_id=None,
                                      extra={**card.handle.target.extra, "preamble": preamble})
         turn = UnpromptedTurn(
@@ -116,8 +129,25 @@ class Investigator:
             else:
                 log.info("alerts.investigating", route=route.name, destination=str(dest), turn_id=submission.turn_id)
 
+    async def _record_end(self, key: str, card: AlertCard, snapshot: CardSnapshot) -> AlertCard:
+        """Record how the investigation ended, as its card's final ``snapshot`` says; the record the final is drawn
+        from. A record that cannot be written still gives a finished card (the turn's end records it again)."""
+        try:
+            async with asyncio.timeout(RECORD_END_WAIT_S), self._records.hold(key):
+                current = await self._records.load(key)
+                if current is None or current.investigation is None:
+                    return current or card
+                current = dataclasses.replace(current, investigation=ended(current.investigation, snapshot))
+                await self._records.save(key, current)
+                return current
+        except Exception as exc:  # TimeoutError included
+            log.warning("alerts.record_unavailable", key=key, error=type(exc).__name__)
+            assert card.investigation is not None
+            return dataclasses.replace(card, investigation=ended(card.investigation, snapshot))
+
     async def _ended(self, dest: Destination, key: str, sink: InvestigationSink, shown_at: float) -> None:
-        """Record how the investigation ended; show the card again when the group changed after its final update."""
+        """Keep the handle the final left (and the end, if the final could not record it); show the card again
+        when the group changed after its final was composed."""
         if sink.final is None:
             return  # refused, or ended before its card was ever final (the record says so at the next notification)
         handle, snapshot = sink.final
@@ -125,14 +155,13 @@ class Investigator:
             card = await self._records.load(key)
             if card is None or card.investigation is None:
                 return
-            status = snapshot.status if snapshot.status in ("done", "failed", "stopped") else "failed"
-            inv = dataclasses.replace(card.investigation, status=status, blocks=snapshot.blocks,
-                                      answer=snapshot.answer, error=snapshot.error)
             stored = dataclasses.replace(handle, target=card.handle.target) if card.handle is not None else handle
+            inv = ended(card.investigation, snapshot)
             card = dataclasses.replace(card, investigation=inv, handle=stored)
             await self._records.save(key, card)
             if card.group.updated_at != shown_at:
                 await self._records.save(key, await self._shower.edit(key, dest, card))
-        log.info("alerts.investigated", key=key, status=status)
+            self._running.discard(key)  # under the lock: a notification folded from now on is the desk's to show
+        log.info("alerts.investigated", key=key, status=inv.status)
 
 

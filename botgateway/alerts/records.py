@@ -47,6 +47,8 @@ class Investigation:
     """Its answer, once ended."""
     error: str = ""
     """Why it ended without an answer (failed, stopped, refused, interrupted)."""
+    footer: str = ""
+    """Its final card's footer (round, time, model; the sources line), once ended: a redraw shows it again."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +73,8 @@ def _block_to_dict(block: Block) -> dict[str, Any]:
     if isinstance(block, Narration):
         return {"kind": "narration", "round": block.round, "text": block.text}
     return {"kind": "tool", "call_id": block.call_id, "name": block.name, "args_preview": block.args_preview,
-            "status": block.status, "duration_s": block.duration_s, "summary": block.summary, "approval": block.approval}
+            "status": block.status, "duration_s": block.duration_s, "summary": block.summary,
+            "approval": block.approval, "freshness": block.freshness}
 
 
 def _block_from_dict(data: Mapping[str, Any]) -> Block | None:
@@ -87,6 +90,7 @@ def _block_from_dict(data: Mapping[str, Any]) -> Block | None:
         status=status if status in ("running", "waiting", "done", "failed") else "failed",
         duration_s=float(duration) if isinstance(duration, (int, float)) else None,
         summary=str(data.get("summary") or ""), approval=str(data.get("approval") or ""),
+        freshness=str(data.get("freshness") or ""),
     )
 
 
@@ -103,7 +107,8 @@ def card_to_dict(card: AlertCard) -> dict[str, Any]:
         "conversation_id": card.conversation_id,
         "investigation": None if inv is None else {
             "status": inv.status, "started_at": inv.started_at, "owner": inv.owner, "turn_id": inv.turn_id,
-            "blocks": [_block_to_dict(b) for b in inv.blocks], "answer": inv.answer, "error": inv.error},
+            "blocks": [_block_to_dict(b) for b in inv.blocks], "answer": inv.answer, "error": inv.error,
+            "footer": inv.footer},
     }
 
 
@@ -126,6 +131,7 @@ def card_from_dict(data: Mapping[str, Any]) -> AlertCard:
             started_at=float(raw_inv.get("started_at") or 0.0), owner=str(raw_inv.get("owner") or ""),
             turn_id=str(raw_inv.get("turn_id") or ""), blocks=tuple(b for b in blocks if b is not None),
             answer=str(raw_inv.get("answer") or ""), error=str(raw_inv.get("error") or ""),
+            footer=str(raw_inv.get("footer") or ""),
         )
     return AlertCard(
         route=str(data.get("route") or ""), destination=str(data.get("destination") or ""),

@@ -1,11 +1,14 @@
-"""An alert card's life through real ``botgateway run`` processes: restarts, replicas, follow-ups, refusals, audit.
+"""An alert card's life through real ``botgateway run`` processes: the real Alertmanager, restarts, replicas,
+follow-ups, refusals, audit.
 
 Each test runs the gateway as a process (as ``test_alert_cards`` does) with
 Slack on the fake Slack, DingTalk on the fake DingTalk and the scripted model
 served by the test: an investigation's first round looks the alert's host up
 with ``find_server``, its second answers :data:`FINDINGS`; any other question
 is answered by echoing it. The model's requests are what the tests read to
-know which tools were offered and what context a turn had.
+know which tools were offered and what context a turn had. The first test has
+the real Alertmanager (Debian's ``prometheus-alertmanager``) group the alerts
+and call the gateway; the others post its recorded payloads.
 """
 
 from __future__ import annotations
@@ -22,15 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from botgateway.stores.sqlite import SqliteStore
 from tests.alerts.test_alert_cards import CHANNEL, GROUP, SPACE, TOKEN, payload, post, until
 from tests.cli.gateway_process import GatewayProcess, free_port, gateway_config, start_gateway
+from tests.fakes.alertmanager import Alertmanager, require_alertmanager, timestamp
 from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
 from tests.fakes.slack import FakeSlack, Message
 from tests.fakes.stores import purge_prefix, unique_prefix
 from tests.fleet.harness import Replica, dingtalk_section, fleet_config, slack_section, start_replica
 from tests.paths import FAKES, REPO, SAMPLE_INVENTORY
-from tools.demo.script import Script
+from tools.demo.script import Pause, Script, finish_chunk, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -253,6 +259,102 @@ def no_crash(process: GatewayProcess) -> None:
     assert not [line for line in process.log_lines() if line.get("event") == "alerts.delivery_failed"]
 
 
+# --- with the real Alertmanager -----------------------------------------------------------------------------
+
+INVESTIGATING = "Investigating"
+"""What the alert's section says while its investigation runs (``alert_investigating``, en); the section's heading
+is "Investigation"."""
+
+SOURCES = "sources: static inventory"
+"""The footer's sources line of an investigation that looked its host up in the inventory."""
+
+
+def host_down(instance: str, *, starts_at: str, ends_at: str | None = None) -> dict[str, Any]:
+    """A ``HostDown`` alert on ``instance`` as Prometheus sends it to Alertmanager (``ends_at``: resolved then)."""
+    alert: dict[str, Any] = {
+        "labels": {"alertname": "HostDown", "severity": "critical", "env": "prod", "job": "node", "instance": instance},
+        "annotations": {"summary": f"Host {instance} is down"},
+        "startsAt": starts_at,
+        "generatorURL": "http://prometheus.example.com:9090/graph?g0.expr=up+%3D%3D+0",
+    }
+    if ends_at is not None:
+        alert["endsAt"] = ends_at
+    return alert
+
+
+def footer_line(text: str) -> str:
+    """The line of a card that carries its footer (the one naming its sources); empty when there is none."""
+    return next((line for line in text.splitlines() if SOURCES in line), "")
+
+
+async def investigated(process: GatewayProcess, destination: str) -> None:
+    """Wait until the investigation into ``destination``'s card has ended and its outcome is recorded."""
+    await logged(process, lambda line: line.get("event") == "alerts.investigated"
+                 and str(line.get("key", "")).startswith(f"alertcard:{destination}:"))
+
+
+async def test_with_the_real_alertmanager_a_finished_card_says_so_and_keeps_its_footer_through_later_notifications(
+    tmp_path: Path, services: Services,
+) -> None:
+    require_alertmanager()
+    slack, dingtalk, llm = services.slack, services.dingtalk, services.llm
+    destinations = [f"slack:{CHANNEL}", f"dingtalk:{GROUP}"]
+    config = config_for(tmp_path, llm, slack, [route(to=destinations)], dingtalk=dingtalk_section(dingtalk))
+    config["card"] = {**config["card"], "footer": True}  # round, time and model beside the sources line
+    started = timestamp()
+    first, second = "10.0.1.100:9100", "10.0.1.101:9100"
+
+    def cards() -> dict[str, str]:
+        return {"slack": the_slack_card(slack), "dingtalk": dingtalk_text(dingtalk)}
+
+    async with running(tmp_path / "gateway", config) as process, Alertmanager(
+        tmp_path / "alertmanager", webhook_url=f"{process.probe_url}/alerts/alertmanager", token=TOKEN,
+    ) as alertmanager:
+        await alertmanager.post_alerts([host_down(first, starts_at=started)])
+        await until(slack, lambda: slack_final(slack, FINDINGS), lambda: the_slack_card(slack), 60)
+        await until(dingtalk, lambda: dingtalk_final(dingtalk, FINDINGS), lambda: dingtalk_text(dingtalk), 60)
+        for destination in destinations:
+            await investigated(process, destination)
+        # Nothing was notified since the first notification (repeat_interval: 1 h): this is how the cards settled.
+        settled = cards()
+
+        # A second host goes down: Alertmanager sends the group again, and each card is drawn anew from its record.
+        await alertmanager.post_alerts([host_down(first, starts_at=started), host_down(second, starts_at=started)])
+        await until(slack, lambda: "10.0.1.101" in the_slack_card(slack), lambda: the_slack_card(slack), 30)
+        await until(dingtalk, lambda: "10.0.1.101" in dingtalk_text(dingtalk), lambda: dingtalk_text(dingtalk), 30)
+        joined = cards()
+
+        # Both recover: the resolved notification draws them once more.
+        ended = timestamp()
+        await alertmanager.post_alerts([host_down(host, starts_at=started, ends_at=ended) for host in (first, second)])
+        await until(slack, lambda: "✅" in first_line(the_slack_card(slack)), lambda: the_slack_card(slack), 30)
+        await until(dingtalk, lambda: "✅" in first_line(dingtalk_text(dingtalk)), lambda: dingtalk_text(dingtalk), 30)
+        resolved = cards()
+        await stopped(process)
+        no_crash(process)
+        failed = alertmanager.failed_notifications()
+
+    for name, text in settled.items():
+        # The investigation's final was drawn once its end was on record: finished, with its footer and sources.
+        assert INVESTIGATING not in text and FINDINGS in text and "🔥" in first_line(text), text
+        assert footer_line(text) and "round" in footer_line(text), text
+        for later in (joined[name], resolved[name]):
+            assert INVESTIGATING not in later and FINDINGS in later, later
+            assert footer_line(text) in later, later  # the redraw keeps the footer, as the final drew it
+    assert "10.0.1.101" in joined["slack"] and "🔥" in first_line(joined["slack"])
+    assert not failed, failed  # every webhook call was answered 2xx
+    # One card per destination for the group's whole life, investigated once in each, nothing posted twice.
+    assert len(slack_cards(slack)) == 1 and len(slack.calls_of("chat.postMessage")) == 1
+    assert len(dingtalk.cards_in(SPACE)) == 1
+    assert len([c for c in dingtalk.calls if c.path.endswith("/createAndDeliver")]) == 1
+    assert len(investigations(llm)) == 2
+    for destination in destinations:
+        # (Alertmanager may take the two recoveries in two flushes: one alert resolving first is a "changed".)
+        changes = [line["change"] for line in process.log_lines()
+                   if line.get("event") == "alerts.folded" and line.get("destination") == destination]
+        assert changes[:2] == ["new", "joined"] and changes[-1] == "resolved" and "repeat" not in changes, changes
+
+
 # --- restart ---------------------------------------------------------------------------------------------
 
 
@@ -282,6 +384,45 @@ async def test_a_card_is_found_again_after_a_restart_and_resolved_in_place(tmp_p
     assert len([c for c in dingtalk.calls if c.path.endswith("/createAndDeliver")]) == 1
     assert FINDINGS in the_slack_card(slack) and FINDINGS in dingtalk_text(dingtalk)
     assert len(llm.requests) == runs and len(investigations(llm)) == 2  # one per destination, before the restart
+
+
+STILL_LOOKING = "Still looking"
+"""What the investigation below says before it stalls."""
+
+
+def stalling(body: dict[str, Any]) -> Script:
+    """An investigation looks the host up, says :data:`STILL_LOOKING` and stalls (its process is killed meanwhile)."""
+    if body["messages"][-1].get("role") == "tool":
+        return Script(chunks=[role_chunk(), *text_chunks(STILL_LOOKING, 4), Pause(120), finish_chunk("stop")])
+    return respond(body)
+
+
+async def test_a_card_whose_gateway_died_mid_investigation_is_closed_as_interrupted_not_investigating(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack() as slack, ScriptedLLMServer(responder=stalling) as llm:
+        config = config_for(tmp_path, llm, slack, [route(to=[f"slack:{CHANNEL}"])])
+        async with running(tmp_path / "first", config) as first:
+            await accepted(first, payload("firing"))
+            await until(slack, lambda: STILL_LOOKING in the_slack_card(slack), lambda: the_slack_card(slack), 60)
+            assert INVESTIGATING in the_slack_card(slack)  # while it runs, the alert's section says so
+            await first.kill()  # no drain: the card is left open, as after a crash
+
+        config["http"]["port"] = free_port()
+        async with running(tmp_path / "second", config) as second:  # the same database and instance id
+            # Start-up recovery closes the card it finds open, with the alert kept above its note.
+            await until(slack, lambda: slack_final(slack, "restarted"), lambda: the_slack_card(slack), 30)
+            closed = the_slack_card(slack)
+            # The next notification draws the card from its record, which says the investigation was interrupted.
+            await accepted(second, payload("resolved"))
+            await until(slack, lambda: "✅" in first_line(the_slack_card(slack)), lambda: the_slack_card(slack), 30)
+            await stopped(second)
+            no_crash(second)
+
+    assert "🔥" in first_line(closed) and "HostDown" in closed and INVESTIGATING not in closed, closed
+    resolved = the_slack_card(slack)
+    assert INVESTIGATING not in resolved and "restarted" in resolved and not slack_cards(slack)[0].buttons(), resolved
+    assert len(slack_cards(slack)) == 1 and len(investigations(llm)) == 1
 
 
 # --- across replicas -----------------------------------------------------------------------------------------
@@ -419,15 +560,23 @@ async def capped(tmp_path: Path, services: Services) -> AsyncIterator[tuple[Gate
         yield process, tmp_path / "config.yaml"
 
 
-async def _early_in_a_minute(room_s: float = 30.0) -> None:
-    """Wait, if need be, until at least ``room_s`` of the current UTC minute are left.
+async def spend_the_routes_next_minutes(config_path: Path) -> None:
+    """Spend :data:`ROUTE`'s one turn of this UTC minute and of the next two, in the running gateway's Store.
 
-    The limit counts turns per UTC minute: two alerts admitted on both sides of a minute's end would both
-    be let through. There is no event to await for that; the windows are the wall clock's.
+    The limit counts turns per fixed UTC minute: a second alert admitted on the other side of a minute's end than
+    the first would be let through. With this minute and the next two spent (a counter lives two minutes from its
+    first count), the next alert is refused wherever the clock is, for longer than the test may run.
     """
-    into = time.time() % 60
-    if into > 60 - room_s:
-        await asyncio.sleep(60 - into)
+    store = SqliteStore(yaml.safe_load(config_path.read_text())["memory"]["sqlite_path"])
+    await store.open()
+    try:
+        minute = int(time.time() // 60)
+        counted = [await store.add_to_counter(f"turns:alerts:{ROUTE}:{m}", 0, 120) for m in range(minute - 2, minute + 1)]
+        assert any(counted)  # the first investigation's turn is on one of them: these are the limit's own counters
+        for m in range(minute, minute + 3):
+            await store.add_to_counter(f"turns:alerts:{ROUTE}:{m}", 1, 120)
+    finally:
+        await store.close()
 
 
 async def test_an_investigation_the_routes_limit_refuses_leaves_the_alert_on_its_card_saying_so(
@@ -435,9 +584,9 @@ async def test_an_investigation_the_routes_limit_refuses_leaves_the_alert_on_its
 ) -> None:
     slack, llm = services.slack, services.llm
     process, config_path = capped
-    await _early_in_a_minute()  # both alerts within one of the limit's minutes
     await accepted(process, payload("firing"))
     await until(slack, lambda: slack_final(slack, FINDINGS), lambda: the_slack_card(slack), 60)
+    await spend_the_routes_next_minutes(config_path)
 
     await accepted(process, other_group(group_key=SECOND_GROUP, alertname="DiskFull", instance="10.0.1.101:9100"))
 

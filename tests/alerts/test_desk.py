@@ -115,3 +115,20 @@ async def test_a_group_whose_first_post_failed_is_investigated_once_its_card_is_
     assert card.investigation.answer == FINDINGS and len(investigations(env.llm)) == 1
     [message] = cards(env)
     assert FINDINGS in message.text and "10.0.1.101" in message.text and not message.buttons()
+
+
+async def test_a_finished_investigation_leaves_its_card_finished_and_a_repeat_redraws_it_so(
+    env: Env, desk: AlertDesk,
+) -> None:
+    firing = notification("firing")
+    await desk.deliver(ROUTE, DEST, firing)
+    await desk.aclose()  # the investigation has ended; nothing was notified since its final
+
+    [settled] = cards(env)
+    assert FINDINGS in settled.text and "Investigating" not in settled.text  # its final was drawn as finished
+    edits = len(env.fake.calls_of("chat.update"))
+
+    await desk.deliver(ROUTE, DEST, firing)  # the same again: Alertmanager's repeat_interval, hours later
+    [redrawn] = cards(env)
+    assert len(env.fake.calls_of("chat.update")) == edits + 1 and "repeated ×1" in redrawn.text
+    assert FINDINGS in redrawn.text and "Investigating" not in redrawn.text and not redrawn.buttons()
