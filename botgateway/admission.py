@@ -6,7 +6,9 @@ is recorded (:mod:`botgateway.feedback`), a refresh word becomes the conversatio
 newest question again (:mod:`botgateway.refresh`), the access hook and then the
 configured policy decide (an ``approve 4821`` reply is counted as a vote,
 ``/whoami`` answered), and a question too long or over its asker's limits is
-refused. Refusals are audited. What passes is :class:`Admitted`: the message
+refused. Every refusal of a question is audited before its asker is told: by
+the access hook or the policy, for its size, by a closing process, or by a
+limit. What passes is :class:`Admitted`: the message
 with its access decision, counted against its asker's limits under a new turn
 id, for the scheduler (:mod:`botgateway.scheduler`), its card marked as a typed
 question's (:func:`botgateway.answers.as_question`: its answer offers Refresh and 👍 / 👎).
@@ -153,7 +155,9 @@ class Admission:
             return await self._clear_from_message(msg, sink)
 
         if self._closing:
-            return self._replies.refuse(msg, sink, t(locale, "shutting_down"))
+            note = t(locale, "shutting_down")
+            await self._audit(msg, outcome="refused:shutting_down", note=note)
+            return self._replies.refuse(msg, sink, note)
 
         if self._feedback is not None and not msg.ctx.fresh:
             noted = await self._feedback.typed_reason(msg)  # "reason …" after a 👎 that waits for one
@@ -176,7 +180,9 @@ class Admission:
         if len(msg.text) > limit:
             # One huge question would be sent again with every later turn of the conversation.
             log.info("gateway.too_long", platform=msg.platform, user=msg.ctx.user_id, chars=len(msg.text), limit=limit)
-            return self._replies.refuse(msg, sink, t(locale, "question_too_long", length=len(msg.text), limit=limit))
+            note = t(locale, "question_too_long", length=len(msg.text), limit=limit)
+            await self._audit(msg, outcome="refused:too_long", note=note)
+            return self._replies.refuse(msg, sink, note)
 
         turn_id = uuid.uuid4().hex[:16]
         limited = await self._over_limit(msg, sink, turn_id)
@@ -199,7 +205,7 @@ class Admission:
                         age_s=round(age_s, 1), moved_by=moved.moved_by)
             note = t(locale, "moved_expired")
             await self._limits.turn_ended(asker_of(msg), moved.turn_id, 0)
-            await write_refusal(self._store, msg, turn_id=moved.turn_id, outcome="expired", note=note)
+            await self._audit(msg, turn_id=moved.turn_id, outcome="expired", note=note)
             return self._replies.refuse(msg, sink, note)
         if not await self._first_take(moved):
             log.info("gateway.moved_duplicate", turn_id=moved.turn_id, conversation=msg.conversation_id)
@@ -227,7 +233,7 @@ class Admission:
             refusal = "the access check failed; please try again later"
         if refusal is not None:
             log.info("gateway.refused", platform=msg.platform, user=msg.ctx.user_id, reason=refusal)
-            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome="refused", note=refusal)
+            await self._audit(msg, outcome="refused", note=refusal)
             return self._replies.refuse(msg, sink, t(locale, "refused", reason=refusal))
 
         command = parse_command(msg.text)
@@ -246,7 +252,7 @@ class Admission:
         if not decision.allowed:
             log.info("gateway.refused", platform=msg.platform, principal=decision.principal.id, reason=decision.refusal)
             note = refusal_note(decision, locale)
-            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome=f"refused:{decision.refusal}", note=note)
+            await self._audit(msg, outcome=f"refused:{decision.refusal}", note=note)
             return self._replies.refuse(msg, sink, t(locale, "refused", reason=note))
         return with_decision(msg, decision)
 
@@ -262,14 +268,16 @@ class Admission:
         """
         locale = msg.target.locale
         if self._closing:
-            return Submission(status="refused", turn_id="", message=t(locale, "shutting_down"))
+            note = t(locale, "shutting_down")
+            await self._audit(msg, outcome="refused:shutting_down", note=note)
+            return Submission(status="refused", turn_id="", message=note)
         names = [n for n in self._tool_names() if tools is None or n in tools]
         decision = decide_as_role(self._policy, msg.asker, place_of(msg), names, role,
                                   limits=self._limit_defaults, always_approve=self._always_approve())
         if not decision.allowed:
             note = refusal_note(decision, locale)
             log.warning("gateway.unprompted_refused", principal=msg.asker.id, role=role, reason=decision.refusal)
-            await write_refusal(self._store, msg, turn_id=uuid.uuid4().hex[:16], outcome=f"refused:{decision.refusal}", note=note)
+            await self._audit(msg, outcome=f"refused:{decision.refusal}", note=note)
             return Submission(status="refused", turn_id="", message=note)
         msg = with_decision(msg, decision)
         turn_id = uuid.uuid4().hex[:16]
@@ -277,6 +285,12 @@ class Admission:
         if note is not None:
             return Submission(status="refused", turn_id=turn_id, message=note)
         return Admitted(msg=msg, turn_id=turn_id)
+
+    async def _audit(self, msg: InboundMessage, *, outcome: str, note: str, turn_id: str = "") -> None:
+        """Record ``msg`` as turned away (``outcome``, and ``note``, what its asker is told), under ``turn_id`` or a
+        new id; the question is kept up to ``gateway.max_question_chars``, the most a turn would have kept."""
+        await write_refusal(self._store, msg, turn_id=turn_id or uuid.uuid4().hex[:16], outcome=outcome, note=note,
+                            question_chars=self._config.gateway.max_question_chars)
 
     async def _over_limit(self, msg: InboundMessage, sink: CardSink, turn_id: str) -> Submission | None:
         """Count ``msg`` against its asker's limits; the refusal when one is reached (audited, and told), else None."""
@@ -294,7 +308,7 @@ class Admission:
             return None
         note = hit.note(msg.target.locale, self._limits.clock())
         log.info("gateway.limit_hit", platform=msg.platform, user=msg.ctx.user_id, limit=hit.limit)
-        await write_refusal(self._store, msg, turn_id=turn_id, outcome=f"limit:{hit.limit}", note=note)
+        await self._audit(msg, turn_id=turn_id, outcome=f"limit:{hit.limit}", note=note)
         return note
 
     async def _stop_from_message(self, msg: InboundMessage, sink: CardSink) -> Submission:

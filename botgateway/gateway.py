@@ -173,13 +173,13 @@ class Gateway:
         admitted = await self._admission.admit(msg, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._schedule(admitted, sink, policy, events)
+        return await self._schedule(admitted, sink, policy, events)
 
-    def _schedule(
+    async def _schedule(
         self, admitted: Admitted, sink: CardSink, policy: BufferPolicy, events: EventListener | None = None
     ) -> Submission:
         """Schedule an asked question; its answer is kept on record when it ends (its Refresh, its votes)."""
-        submission = self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id, events=events)
+        submission = await self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id, events=events)
         if submission.status in ("started", "queued"):
             self._answers.expect(admitted.msg, submission.turn_id)
         return submission
@@ -196,7 +196,7 @@ class Gateway:
         admitted = await self._admission.admit_unprompted(msg, role, tools=tools)
         if isinstance(admitted, Submission):
             return admitted
-        return self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
+        return await self._scheduler.schedule(admitted.msg, sink, policy, admitted.turn_id)
 
     async def decide_approval(
         self, code: str, principal: Principal, *, approved: bool, locale: str, channel: str | None = None,
@@ -292,7 +292,7 @@ class Gateway:
         admitted = await self._admission.admit_moved(moved, sink)
         if isinstance(admitted, Submission):
             return admitted
-        return self._schedule(admitted, sink, policy)
+        return await self._schedule(admitted, sink, policy)
 
 
 def _names_of(loop: ToolLoop) -> Callable[[], list[str]]:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from botgateway.audit_trail import write_refusal
 from botgateway.background import BackgroundTasks
 from botgateway.cards.factory import CardFactory
 from botgateway.cards.policy import BufferPolicy
@@ -57,7 +58,7 @@ class TurnScheduler:
         background: The cards' own background work (closing a card after a fallback delivery); cancelled at shutdown
             after the turns (recovery closes such cards at the next start).
         side: The gateway's side tasks (notes, queue refreshes), waited for at shutdown like the turns.
-        replies: How a question refused for a full line is answered.
+        replies: How a question refused for a full line is answered (it is audited in ``store`` first).
         limits: The askers' limits: a turn's place in them ends when it ends, or at once when it never runs.
         fleet: The other processes on the store (``None``: this process is the only one).
         observers: Told of each turn's audit record (metrics).
@@ -81,6 +82,7 @@ class TurnScheduler:
         is_admin: Callable[[str], bool],
     ) -> None:
         self._config = config
+        self._store = store
         self._queues = queues
         self._cards = cards
         self._background = background
@@ -111,11 +113,12 @@ class TurnScheduler:
             return None
         return await asyncio.shield(turn.done)
 
-    def schedule(
+    async def schedule(
         self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, turn_id: str, *,
         events: EventListener | None = None,
     ) -> Submission:
-        """Put an admitted question in its conversation's line and start its task (or refuse it: the line is full).
+        """Put an admitted question in its conversation's line and start its task (or refuse it, audited: the line
+        is full).
 
         ``events`` is told of each of the turn's events (:attr:`ScheduledTurn.listener`)."""
         turns = self._queues.line(msg.conversation_id)
@@ -123,7 +126,10 @@ class TurnScheduler:
         if turns and waiting >= self._config.gateway.max_queued_per_conversation:
             log.info("gateway.queue_full", conversation=msg.conversation_id, waiting=waiting)
             self._side.spawn(self._limits.turn_ended(asker_of(msg), turn_id, 0))  # it never ran: end its lease
-            return self._replies.refuse(msg, sink, t(msg.target.locale, "queue_full", n=len(turns)))
+            note = t(msg.target.locale, "queue_full", n=len(turns))
+            await write_refusal(self._store, msg, turn_id=turn_id, outcome="refused:queue_full", note=note,
+                                question_chars=self._config.gateway.max_question_chars)
+            return self._replies.refuse(msg, sink, note)
 
         turn = self._new_turn(msg, sink, policy, turn_id)
         turn.listener = events

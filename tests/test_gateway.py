@@ -7,6 +7,7 @@ the real CardStreamer, and a recording CardSink.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.strings import t
 from botgateway.tooling import ToolContext, ToolRegistry, tool
+from botgateway.unprompted import gateway_principal
 from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
 from tools.demo.script import Pause, Script, empty_chunk, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
@@ -209,6 +211,8 @@ async def test_queue_beyond_the_limit_is_refused_politely(tmp_path) -> None:
         three = await h.submit("q3")
         assert (one.status, two.status, three.status) == ("started", "queued", "refused")
         assert "still answering" in three.message
+        [refused] = await h.store.audit_records()  # audited before the asker is told
+        assert (refused.outcome, refused.question, refused.answer) == ("refused:queue_full", "q3", three.message)
         await asyncio.wait_for(three.done, 10)
         assert any("still answering" in s.error for s in h.sink.fallbacks())
         gate.set()
@@ -319,6 +323,28 @@ async def test_access_hook_refusal_is_shown_and_no_turn_runs(tmp_path) -> None:
         assert (await asyncio.wait_for(allowed.done, 10)).outcome == "done"
 
 
+async def test_a_principal_the_policy_gives_no_role_is_refused_audited_and_costs_no_model_request(tmp_path) -> None:
+    # Every front door goes through this admission: whoever the policy leaves without a role gets a note, not a turn.
+    access = {"roles": {"oncall": {"members": ["test:alice"], "tools": ["*"]}}, "default_role": "none"}
+    async for h in _harness(tmp_path, ScriptedLLMServer(), sections={"access": access}):
+        sub = await h.submit("which server is 10.0.1.100?", user="eve")
+        assert sub.status == "refused"
+        await asyncio.wait_for(sub.done, 5)
+        note = t("en", "access_no_role", principal="test:eve")
+        assert sub.message == t("en", "refused", reason=note)
+        [shown] = h.sink.fallbacks()
+        assert shown.error == sub.message and "test:eve" in shown.error  # the asker learns the id to give an admin
+        assert h.server.requests == []
+        [refused] = await h.store.audit_records()  # the refusal is audited, with who, where and why
+        assert (refused.outcome, refused.principal, refused.channel) == ("refused:no_role", "test:eve", "chat-1")
+        assert refused.answer == note and refused.question == "which server is 10.0.1.100?"
+        # The policy refuses the roleless asker only: a member of a role is answered.
+        h.server.enqueue(Script.text("web-1."))
+        allowed = await h.submit("which server is 10.0.1.100?", user="alice")
+        assert (await asyncio.wait_for(allowed.done, 10)).outcome == "done"
+        assert len(h.server.requests) == 1
+
+
 async def test_the_audit_record_masks_secrets_pasted_into_the_question(h: Harness) -> None:
     h.server.enqueue(Script.text("Please rotate that token."))
     sub = await h.submit("why does xoxb-1234-5678-abcdefgh fail? password=hunter2")
@@ -373,6 +399,20 @@ async def test_shutdown_stops_running_turns_and_finalizes_their_cards(h: Harness
     assert await h.store.open_cards() == []
     late = await h.submit("anyone there?")
     assert late.status == "refused" and "restarting" in late.message
+    [refused] = [r for r in await h.store.audit_records() if r.question == "anyone there?"]  # audited too
+    assert (refused.outcome, refused.answer) == ("refused:shutting_down", late.message)
+
+
+async def test_a_turn_nobody_typed_refused_by_a_closing_gateway_is_audited(h: Harness) -> None:
+    await h.gateway.aclose()
+    nightly = gateway_principal("schedule", "nightly")
+    report = dataclasses.replace(h.message("the nightly cost report"), principal=nightly)
+    sub = await h.gateway.submit_unprompted(report, h.sink, h.policy, role="viewer")
+    assert sub.status == "refused" and "restarting" in sub.message
+    [refused] = await h.store.audit_records()
+    assert (refused.outcome, refused.principal, refused.answer) == ("refused:shutting_down", "schedule:nightly",
+                                                                    sub.message)
+    assert h.server.requests == []
 
 
 async def test_the_turn_does_not_run_in_the_callers_task(h: Harness) -> None:
@@ -647,6 +687,11 @@ async def test_a_question_over_the_size_cap_is_refused_with_the_limit_and_never_
     assert "shorter" in note.error or "shorten" in note.error
     assert h.server.requests == []
     assert await h.memory.history("conv-a") == []
+    # Audited like every refusal: who, why, what they were told, and no more of the question than a turn keeps.
+    [refused] = await h.store.audit_records()
+    assert (refused.outcome, refused.principal, refused.channel) == ("refused:too_long", "test:alice", "chat-1")
+    assert refused.answer == note.error
+    assert refused.question == "x" * 20_000 + "…"
 
     h.server.enqueue(Script.text("fits"))
     fits = await h.submit("y" * 20_000)

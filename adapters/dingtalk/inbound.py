@@ -26,8 +26,7 @@ if TYPE_CHECKING:  # the sink's card sink imports this module's neighbours: anno
     from adapters.dingtalk.throttle import ThrottleMonitor
 
 __all__ = [
-    "PLATFORM", "card_mode", "card_presser", "dingtalk_principal", "inbound_message", "message_target", "note_key",
-]
+    "PLATFORM", "card_mode", "card_presser", "dingtalk_principal", "inbound_message", "message_target", "note_key",]
 
 log = structlog.get_logger(__name__)
 
@@ -35,12 +34,24 @@ PLATFORM = "dingtalk"
 """The adapter's name: the platform of its principals, conversations and cards."""
 
 
+def _sender_corp(message: BotMessage) -> str:
+    """The asker's own organisation: ``senderCorpId``, else the bot's when a ``senderStaffId`` came (DingTalk gives
+    staff ids only of the bot's own organisation), else unknown (empty)."""
+    if message.sender_corp_id:
+        return message.sender_corp_id
+    return message.corp_id if message.staff_id else ""
+
+
 def dingtalk_principal(message: BotMessage) -> Principal:
-    """The asker as ``dingtalk:<staffId>`` (else the opaque sender id); external when of another organisation."""
-    # senderCorpId is the asker's own organisation; a missing staff id alone also happens inside one org.
-    sender_corp = message.sender_corp_id or message.corp_id
-    external = bool(message.corp_id) and sender_corp != message.corp_id
-    return Principal.of(PLATFORM, message.user_id, team=sender_corp, external=external, name=message.user_name)
+    """The asker as ``dingtalk:<staffId>`` (else the opaque sender id); external when of another organisation.
+
+    Fail closed: an asker whose organisation cannot be established (neither ``senderCorpId`` nor
+    ``senderStaffId``), or a message that does not name the bot's (``chatbotCorpId``), is from outside.
+    """
+    # A missing staff id alone also happens inside one org: senderCorpId then says whose member the asker is.
+    corp = _sender_corp(message)
+    external = not corp or not message.corp_id or corp != message.corp_id
+    return Principal.of(PLATFORM, message.user_id, team=corp, external=external, name=message.user_name)
 
 
 def card_presser(user_id: str, corp_id: str, bot_corp: str) -> Principal:

@@ -194,7 +194,8 @@ class BotMessage:
     text: ParsedText
     """The question and whether media was dropped."""
     sender_corp_id: str = ""
-    """``senderCorpId``: the asker's own organisation; another than :attr:`corp_id` makes them external."""
+    """``senderCorpId``: the asker's own organisation; another than :attr:`corp_id` makes them external, and so does
+    its absence without a :attr:`staff_id` (:func:`adapters.dingtalk.inbound.dingtalk_principal`)."""
     quote: Quote | None = None
     """The message it quotes (replies to), if any."""
 

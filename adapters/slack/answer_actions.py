@@ -99,7 +99,8 @@ class AnswerActions:
             adapter.report_action("ignored", "refresh without a turn, channel or user")
             return
         name = await adapter.names.of(user_id, None)
-        event = {"user": user_id, "user_team": user.get("team_id") or team, "channel": channel, "ts": ts, "team": team}
+        # The presser's own team comes with the press; without it they cannot be shown to be ours (external).
+        event = {"user": user_id, "user_team": str(user.get("team_id") or ""), "channel": channel, "ts": ts}
         msg = inbound_message(event, team=team, thread_ts=thread_ts, direct=channel.startswith("D"), text="",
                               user_name=name, config=adapter.config)
         # Each press is its own request (a second press refreshes again); a redelivered press is the same one.

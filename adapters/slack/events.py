@@ -91,7 +91,7 @@ def inbound_message(
     channel = str(event.get("channel") or "")
     ts = str(event.get("ts") or "")
     user = str(event.get("user") or "")
-    user_team = str(event.get("user_team") or event.get("team") or team)
+    user_team = _sender_team(event)
     conversation = conversation_key("slack", config.session_scope, workspace=team, chat=channel,
                                     thread=thread_ts, user=user)
     target = CardTarget(
@@ -113,12 +113,19 @@ def inbound_message(
                           text=text, target=target, ctx=ctx, principal=principal)
 
 
+def _sender_team(event: Mapping[str, Any]) -> str:
+    """The workspace the sender of ``event`` belongs to (``user_team``, else ``team``); empty when it says neither."""
+    return str(event.get("user_team") or event.get("team") or "")
+
+
 def slack_principal(event: Mapping[str, Any], *, team: str, user_name: str = "") -> Principal:
     """The asker of ``event`` as ``slack:U…``; external when their own team is not ``team`` (the installing one).
 
     In a Slack Connect channel the event carries the asker's home workspace as
-    ``user_team``; it differs from the workspace the bot is installed in.
+    ``user_team``; it differs from the workspace the bot is installed in. Fail
+    closed: when the event names no workspace of the sender's (or the installing
+    one is not known), nothing shows the sender is one of ours, so they are external.
     """
-    user_team = str(event.get("user_team") or event.get("team") or team)
-    external = bool(team) and user_team != team
+    user_team = _sender_team(event)
+    external = not team or not user_team or user_team != team
     return Principal.of("slack", str(event.get("user") or ""), team=user_team, external=external, name=user_name)

@@ -8,7 +8,9 @@ from aiohttp import web
 
 from adapters.web.auth import ApiKeys, SessionCheck, auth_middleware
 from adapters.web.body import BadRequest
+from adapters.web.client_addr import TrustedProxies
 from adapters.web.cors import cors_middleware
+from adapters.web.failed_logins import FailedLogins
 from adapters.web.front import WebFront
 from adapters.web.openai_compat import chat_completions_route
 from adapters.web.routes import api_routes
@@ -40,9 +42,10 @@ async def _preflight(request: web.Request) -> web.Response:
 def api_app(front: WebFront, session: SessionCheck) -> web.Application:
     """The API as an aiohttp sub-application, to mount at :data:`API_PREFIX`."""
     web_config = front.config.web
-    app = web.Application(middlewares=[
-        cors_middleware(web_config.cors_origins), _bad_requests, auth_middleware(ApiKeys(web_config.api_keys), session),
-    ])
+    # Wrong keys count per client address in the Store, with the console's failed logins.
+    auth = auth_middleware(ApiKeys(web_config.api_keys), session, failures=FailedLogins(front.store),
+                           proxies=TrustedProxies(web_config.trusted_proxies))
+    app = web.Application(middlewares=[cors_middleware(web_config.cors_origins), _bad_requests, auth])
     routes = [*api_routes(front), chat_completions_route(front)]
     app.add_routes(routes)
     paths = sorted({route.path for route in routes})

@@ -3,21 +3,31 @@
 Each configured key is the principal ``api:<name>`` of the access policy. A
 presented key is compared with every configured key in constant time (no early
 exit), so the timing of a refusal tells nothing about how close a guess was.
-Keys never reach a log or an answer.
+Wrong keys are counted per client address with the console's failed logins
+(:mod:`adapters.web.failed_logins`): past the limit every key from that
+address, the right one too, is answered 429 with ``Retry-After`` until the
+window ends. Keys never reach a log or an answer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from collections.abc import Awaitable, Callable, Sequence
 
+import structlog
 from aiohttp import web
 
+from adapters.web.body import BadRequest
+from adapters.web.client_addr import TrustedProxies
+from adapters.web.failed_logins import FailedLogins
 from botgateway.config.web import ApiKeyConfig
 from botgateway.principal import Principal
 
 __all__ = ["API_PLATFORM", "ApiKeys", "SessionCheck", "auth_middleware", "principal_of"]
+
+log = structlog.get_logger(__name__)
 
 API_PLATFORM = "api"
 """The platform of an API key's principal (``api:<name>``)."""
@@ -79,25 +89,57 @@ def _unauthorized(message: str) -> web.Response:
     return web.json_response({"error": message}, status=401, headers={"WWW-Authenticate": 'Bearer realm="botgateway"'})
 
 
+def _throttled(wait_s: float) -> web.Response:
+    # Another try within seconds (the OpenAI SDKs' own retries) would only be refused again.
+    return web.json_response(
+        {"error": f"too many wrong API keys from this address; wait {math.ceil(wait_s / 60)} minutes",
+         "code": "throttled"}, status=429,
+        headers={"Retry-After": str(int(wait_s)), "x-should-retry": "false"},
+    )
+
+
+async def _key_principal(keys: ApiKeys, token: str, failures: FailedLogins, client: str) -> Principal | web.Response:
+    """The principal of the key ``token`` sent from ``client``, or the answer refusing it (401, or 429 past the
+    limit of failures: then the right key waits too, and the answer tells a guesser nothing)."""
+    principal = keys.principal(token)  # checked first: it costs nothing, and a right key must not count
+    try:
+        if principal is None:
+            within = await failures.attempt(client)
+        else:
+            within = not await failures.locked(client)
+    except Exception as exc:
+        # Right and wrong keys alike: an answer that differed would let guesses through uncounted.
+        log.warning("web.failed_keys_unavailable", error=type(exc).__name__)
+        raise BadRequest("the gateway cannot check API keys right now; try again shortly", 503) from None
+    if not within:
+        return _throttled(failures.window_s)
+    if principal is None:
+        return _unauthorized("the API key is not valid; send a key configured under web.api_keys")
+    return principal
+
+
 def auth_middleware(
-    keys: ApiKeys, session: SessionCheck
+    keys: ApiKeys, session: SessionCheck, *, failures: FailedLogins, proxies: TrustedProxies
 ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-    """A middleware that lets a request through only with a valid key or session; the principal goes on the request."""
+    """A middleware that lets a request through only with a valid key or session; the principal goes on the request.
+
+    ``failures`` counts wrong keys per client address, as ``proxies`` (the trusted reverse proxies) report it."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method == "OPTIONS":
             return await handler(request)  # a CORS preflight carries no credentials
         token = _bearer(request)
+        found: Principal | web.Response | None
         if token is not None:
-            principal = keys.principal(token)
-            if principal is None:
-                return _unauthorized("the API key is not valid; send a key configured under web.api_keys")
+            found = await _key_principal(keys, token, failures, proxies.client(request))
         else:
-            principal = await session(request)
-            if principal is None:
-                return _unauthorized("authentication required: send 'Authorization: Bearer <API key>'")
-        request[_REQUEST_PRINCIPAL] = principal
+            found = await session(request)
+        if found is None:
+            return _unauthorized("authentication required: send 'Authorization: Bearer <API key>'")
+        if isinstance(found, web.Response):
+            return found
+        request[_REQUEST_PRINCIPAL] = found
         return await handler(request)
 
     return middleware

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from adapters.web.console_reports import BadFilter, Report, audit_report, feedback_report, report_response, usage_report
 from adapters.web.console_status import StatusParts, console_status
+from adapters.web.failed_logins import FAILED_LOGIN_WINDOW_S
 from adapters.web.session import SESSION_COOKIE, SESSIONS, SessionBook, WebSession, csrf_ok, request_session
 from botgateway.stores.base import Store
 
@@ -69,8 +70,8 @@ def _files() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in (*_PAGES, *STATIC_FILES)}
 
 
-def _error(status: int, message: str, code: str = "") -> web.Response:
-    return web.json_response({"error": message, **({"code": code} if code else {})}, status=status)
+def _error(status: int, message: str, code: str = "", headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message, **({"code": code} if code else {})}, status=status, headers=headers)
 
 
 class _Console:
@@ -112,7 +113,9 @@ class _Console:
                                                               client=self._book.client(request))
         if session is None:
             status, message = _LOGIN_ERRORS[outcome]
-            return _error(status, message, outcome)
+            # The longest wait left: the window of the address's failures (as a throttled API key is told).
+            wait = {"Retry-After": str(int(FAILED_LOGIN_WINDOW_S))} if outcome == "throttled" else None
+            return _error(status, message, outcome, wait)
         response = web.json_response(_session_json(session))
         self._book.set_cookie(response, request, session_id)
         return response

@@ -15,8 +15,10 @@ Login attempts are counted per client address in the Store (shared by every
 replica) before they are checked, so concurrent guesses cannot all slip under
 the limit; a success takes its count back. Past :data:`MAX_FAILED_LOGINS` in
 :data:`FAILED_LOGIN_WINDOW_S` the next ones are refused unchecked until the
-window ends. The address is the peer's, or the client's as the trusted reverse
-proxies report it (:class:`~adapters.web.client_addr.TrustedProxies`). The
+window ends; failed API keys of the HTTP API count in the same window
+(:mod:`adapters.web.failed_logins`). The address is the peer's, or the client's
+as the trusted reverse proxies report it
+(:class:`~adapters.web.client_addr.TrustedProxies`). The
 password's scrypt runs in a thread, at most :data:`PASSWORD_CHECKS` at a time
 per process: it costs tens of milliseconds and 16 MiB, and the event loop serves
 every card meanwhile.
@@ -40,6 +42,7 @@ from typing import Any, Literal, Protocol
 from aiohttp import web
 
 from adapters.web.client_addr import TrustedProxies
+from adapters.web.failed_logins import FAILED_LOGIN_WINDOW_S, MAX_FAILED_LOGINS, FailedLogins
 from botgateway.password_hash import verify_password
 from botgateway.principal import Principal
 
@@ -61,12 +64,6 @@ ADMIN_PRINCIPAL = "web:admin"
 SESSION_TTL_S = 8 * 3600.0
 """How long a session lasts after its login (a working day); then the console asks to log in again."""
 
-MAX_FAILED_LOGINS = 10
-"""Failed logins from one address within :data:`FAILED_LOGIN_WINDOW_S` before the next ones are refused unchecked."""
-
-FAILED_LOGIN_WINDOW_S = 900.0
-"""The window failed logins are counted in (15 minutes)."""
-
 PASSWORD_CHECKS = 2
 """Password checks (scrypt, in threads) one process runs at a time; more wait their turn."""
 
@@ -74,7 +71,6 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing, so need no CSRF token."""
 
 _KEY_PREFIX = "web:session:"
-_FAILURES_PREFIX = "web:login-failures:"
 
 LoginOutcome = Literal["ok", "bad_credentials", "throttled", "no_login"]
 """``ok``; a wrong key or password; too many failures from this address; no login configured at all."""
@@ -179,6 +175,7 @@ class SessionBook:
         self._ttl_s = ttl_s
         self._secure = secure
         self._proxies = proxies or TrustedProxies()
+        self._failures = FailedLogins(store)
         self._clock = clock
         self._password_checks = asyncio.Semaphore(PASSWORD_CHECKS)
 
@@ -214,14 +211,13 @@ class SessionBook:
         """
         if not self.can_login:
             return "no_login", "", None
-        failures = _FAILURES_PREFIX + client
         # Counted before the check: concurrent attempts each see the others', so at most the limit are checked.
-        if await self._store.add_to_counter(failures, 1, FAILED_LOGIN_WINDOW_S) > MAX_FAILED_LOGINS:
+        if not await self._failures.attempt(client):
             return "throttled", "", None
         principal_id = await self._check(key, password)
         if principal_id is None:
             return "bad_credentials", "", None
-        await self._store.add_to_counter(failures, -1, FAILED_LOGIN_WINDOW_S)  # a success is no failure
+        await self._failures.succeeded(client)
         session_id = secrets.token_urlsafe(32)
         session = WebSession(principal_id=principal_id, csrf=secrets.token_urlsafe(32),
                              expires_at=self._clock() + self._ttl_s)

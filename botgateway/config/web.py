@@ -71,7 +71,7 @@ class WebConfig(Section):
     trusted_proxies: list[str] = Field(default_factory=list)
     """Reverse proxies (addresses or CIDR networks, ``127.0.0.1``, ``10.0.0.0/8``) whose ``X-Forwarded-For`` names
     the client: a connection from one counts as the last address of the header that is no trusted proxy (the
-    console's failed logins are counted per client). Empty: the connection's own address, whatever it sends."""
+    console's failed logins and the API's wrong keys are counted per client). Empty: the connection's own address, whatever it sends."""
     keepalive_s: float = Field(15.0, gt=0, le=300)
     """Seconds of silence after which an event stream sends a comment (``: ping``), so that proxies and load
     balancers do not close it while a tool runs."""

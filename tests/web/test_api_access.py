@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 from openai import AsyncOpenAI, AuthenticationError
 
+from adapters.web.failed_logins import FAILED_LOGIN_WINDOW_S, MAX_FAILED_LOGINS
 from tests.web.api_harness import ADMIN_KEY, VIEWER_KEY, api_config, api_gateway, bearer, sse_events
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer
@@ -51,6 +52,45 @@ async def test_bad_keys_bodies_and_sizes_get_plain_answers(tmp_path: Path, llm: 
             async with http.post(url, json=big, headers=bearer(ADMIN_KEY)) as response:
                 assert response.status == 413 and "larger than" in (await response.json())["error"]
     assert llm.request_count == 0  # none of them reached the model
+
+
+async def get_tools(url: str, key: str, *, source: str = "127.0.0.1", forwarded: str | None = None,
+                    ) -> tuple[int, dict[str, str]]:
+    """``GET /v1/tools`` with ``key`` from the loopback address ``source`` (claiming ``forwarded`` as the client)."""
+    headers = {**bearer(key), **({"X-Forwarded-For": forwarded} if forwarded is not None else {})}
+    connector = aiohttp.TCPConnector(local_addr=(source, 0))
+    async with aiohttp.ClientSession(connector=connector) as http, http.get(f"{url}/v1/tools", headers=headers) as got:
+        return got.status, dict(got.headers)
+
+
+async def test_wrong_api_keys_lock_their_address_out_like_failed_logins(tmp_path: Path, llm: ScriptedLLMServer) -> None:
+    config = api_config(tmp_path, llm.base_url, web={"trusted_proxies": ["127.0.0.2"]})  # 127.0.0.1 is no proxy
+    wrong = "not-a-key-0123456789"
+    async with api_gateway(tmp_path, config) as gateway:
+        url = gateway.probe_url
+        for _ in range(MAX_FAILED_LOGINS):
+            assert (await get_tools(url, wrong))[0] == 401
+        status, headers = await get_tools(url, wrong)  # the 11th from this address
+        assert status == 429 and int(headers["Retry-After"]) == FAILED_LOGIN_WINDOW_S
+        # An untrusted peer naming another client is still the peer: its count goes on, the new address is not used.
+        assert (await get_tools(url, wrong, forwarded="203.0.113.50"))[0] == 429
+        assert (await get_tools(url, ADMIN_KEY, forwarded="203.0.113.50"))[0] == 429
+        assert (await get_tools(url, ADMIN_KEY))[0] == 429  # the right key waits too, as a right password does
+        async with aiohttp.ClientSession() as http:  # one count with the console's logins, which wait too
+            async with http.post(f"{url}/login", json={"key": ADMIN_KEY}) as response:
+                assert response.status == 429 and "Retry-After" in response.headers
+        # Another address is not held back, and its own wrong keys are only wrong.
+        assert (await get_tools(url, ADMIN_KEY, source="127.0.0.3"))[0] == 200
+        assert (await get_tools(url, wrong, source="127.0.0.3"))[0] == 401
+
+        # Behind a trusted proxy each client counts on its own, and cannot escape by writing its own header.
+        for _ in range(MAX_FAILED_LOGINS):
+            assert (await get_tools(url, wrong, source="127.0.0.2", forwarded="198.51.100.7"))[0] == 401
+        assert (await get_tools(url, ADMIN_KEY, source="127.0.0.2", forwarded="198.51.100.7"))[0] == 429
+        spoofed = "203.0.113.77, 198.51.100.7"
+        assert (await get_tools(url, ADMIN_KEY, source="127.0.0.2", forwarded=spoofed))[0] == 429
+        assert (await get_tools(url, ADMIN_KEY, source="127.0.0.2", forwarded="198.51.100.8"))[0] == 200
+    assert llm.request_count == 0
 
 
 async def test_cors_headers_only_for_a_configured_origin(tmp_path: Path, llm: ScriptedLLMServer) -> None:

@@ -139,6 +139,20 @@ async def test_a_refresh_pressed_by_someone_who_may_not_ask_there_is_refused(tmp
         assert len(env.llm.requests) == requests  # nothing was asked
 
 
+async def test_a_refresh_pressed_by_someone_whose_workspace_the_press_does_not_name_is_refused(tmp_path: Path) -> None:
+    async for env in slack_env(tmp_path):  # the default policy: anyone of the workspace, no one from outside
+        env.llm.enqueue(Script.text("web-1 is fine."))
+        event, first = await ask(env, "is web-1 fine?")
+        card = card_of(env, event["ts"], first.turn_id)
+        payload = env.fake.block_action(user="U1", channel="C1", message_ts=card.ts, action_id=REFRESH_ACTION_ID,
+                                        value=first.turn_id, thread_ts=event["ts"], block_id=ANSWER_BLOCK)
+        del payload["user"]["team_id"]  # the presser's own workspace is not named: not shown to be one of ours
+        await env.fake.wait_ack(await env.fake.push(payload, type="interactive"))
+        delivery = await env.next_delivery()
+        assert delivery.submission.status == "refused" and "another organisation" in delivery.submission.message
+        assert env.llm.request_count == 1  # only the first answer's
+
+
 async def test_votes_are_kept_once_per_user_and_a_thumbs_down_reason_comes_from_the_modal(
     tmp_path: Path, cloud: tuple[FakeAliyun, list[Any]]
 ) -> None:
