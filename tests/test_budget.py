@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import random
 
-from botgateway.budget import RateBudget, RateLimit
+import pytest
+
+from botgateway.budget import RateBudget, RateLimit, WouldWait
 from botgateway.ledgers.local import LocalLedger
+from tests.parked import parked
+from tests.watched_ledger import WatchedLedger
 
 KEY = "slack:T1:chat.update"
 
@@ -26,20 +30,20 @@ class Clock:
         return self.now
 
 
-async def _settle() -> None:
-    """Let every ready task run (the budget's dispatcher included)."""
-    for _ in range(20):
-        await asyncio.sleep(0)
+def watched() -> tuple[Clock, WatchedLedger, RateBudget]:
+    """A budget on a clock the test moves, whose ledger tells the test what it refused."""
+    clock = Clock()
+    ledger = WatchedLedger(clock=clock)
+    return clock, ledger, RateBudget(clock=clock, ledger=ledger)
 
 
 async def test_a_window_may_be_spent_in_a_burst_but_never_past_its_count() -> None:
-    clock = Clock()
-    budget = RateBudget(clock=clock)
+    clock, ledger, budget = watched()
     limit = RateLimit.window(5, 60.0)
     waits = [await budget.acquire(KEY, limit, f"card-{i}") for i in range(5)]
     assert waits == [0.0] * 5  # the whole window's allowance at once
-    sixth = asyncio.create_task(budget.acquire(KEY, limit, "card-5"))
-    await _settle()
+    sixth = await parked(budget.acquire(KEY, limit, "card-5"))
+    await ledger.refused(1)  # the dispatcher asked for the sixth call and was told to wait
     assert not sixth.done() and budget.available(KEY, limit) == 0
     clock.now += 59.0
     assert budget.available(KEY, limit) == 0  # still the same window
@@ -50,18 +54,18 @@ async def test_a_window_may_be_spent_in_a_burst_but_never_past_its_count() -> No
 
 
 async def test_finals_are_never_starved_by_live_updates() -> None:
-    clock = Clock()
-    budget = RateBudget(clock=clock)
+    clock, ledger, budget = watched()
     limit = RateLimit.window(4, 60.0)
     for card in ("a", "b", "c"):
         budget.reserve(KEY, limit, card)  # three open cards, each will need its final call
     assert await budget.acquire(KEY, limit, "x") == 0.0  # 4 - 3 reserved: one call is free for live updates
-    live = asyncio.create_task(budget.acquire(KEY, limit, "y"))
-    await _settle()
+    live = await parked(budget.acquire(KEY, limit, "y"))
+    await ledger.refused(1)
     assert not live.done()  # a second live update would take a final's call
     for card in ("a", "b", "c"):
         assert await budget.acquire(KEY, limit, card, priority=True) == 0.0  # each final goes at once
         budget.unreserve(KEY, card)  # …and landed
+    await ledger.refused(2)  # woken by the landed finals, the dispatcher asked again
     assert budget.reserved(KEY) == 0 and not live.done()  # the window is spent now
     clock.now += 60.0
     budget.release(KEY, "a")
@@ -69,12 +73,12 @@ async def test_finals_are_never_starved_by_live_updates() -> None:
 
 
 async def test_a_released_reservation_frees_its_call_for_live_updates_at_once() -> None:
-    budget = RateBudget(clock=Clock())
+    _, ledger, budget = watched()
     limit = RateLimit.window(2, 60.0)
     budget.reserve(KEY, limit, "a")
     budget.reserve(KEY, limit, "b")
-    live = asyncio.create_task(budget.acquire(KEY, limit, "x"))
-    await _settle()
+    live = await parked(budget.acquire(KEY, limit, "x"))
+    await ledger.refused(1)
     assert not live.done()
     budget.release(KEY, "a")  # card a ended another way (a fallback, a stop)
     await asyncio.wait_for(live, 5)
@@ -107,22 +111,21 @@ async def test_the_reserved_budget_never_goes_negative() -> None:
 
 
 async def test_live_updates_go_least_served_first() -> None:
-    clock = Clock()
-    budget = RateBudget(clock=clock)
+    clock, ledger, budget = watched()
     limit = RateLimit.window(3, 60.0)
     for _ in range(2):
         await budget.acquire(KEY, limit, "chatty")  # already showed two updates
     await budget.acquire(KEY, limit, "other")
-    first = asyncio.create_task(budget.acquire(KEY, limit, "chatty"))
-    await _settle()
-    second = asyncio.create_task(budget.acquire(KEY, limit, "quiet"))  # shows nothing yet
-    await _settle()
+    first = await parked(budget.acquire(KEY, limit, "chatty"))
+    await ledger.refused(1)  # the window is spent
+    second = await parked(budget.acquire(KEY, limit, "quiet"))  # shows nothing yet
+    assert budget.waiting(KEY) == 2 and not first.done() and not second.done()
     budget.reserve(KEY, limit, "r1")
     budget.reserve(KEY, limit, "r2")
     clock.now += 60.0  # a new window: 3 calls, 2 of them reserved, so one live update may go
     budget.release(KEY, "other")
     await asyncio.wait_for(second, 5)  # the card showing nothing yet goes first, though it came later
-    await _settle()
+    await ledger.refused(2)  # then the dispatcher asked for the chatty card's call: the rest is reserved
     assert not first.done()
     budget.release(KEY, "r1")
     await asyncio.wait_for(first, 5)
@@ -201,3 +204,39 @@ def test_a_limit_on_arrivals_counts_a_call_until_a_second_after_its_answer() -> 
     ledger.give_back(key)  # granted, never sent
     assert ledger.available(key, qps) == 1
     assert qps.share(2).arrivals_per_s == 1 and RateLimit(rate_per_s=20.0).share(2).arrivals_per_s == 0
+
+
+async def test_a_patient_caller_hears_at_once_when_a_spent_window_frees_no_call_in_time() -> None:
+    clock, ledger, budget = watched()
+    limit = RateLimit.window(2, 60.0)
+    for card in ("a", "b"):
+        await budget.acquire(KEY, limit, card)  # the window is spent (by another replica, in a fleet)
+    clock.now += 10.0
+    patient = await parked(budget.acquire(KEY, limit, "c", priority=True, patience_s=1.0))
+    stubborn = await parked(budget.acquire(KEY, limit, "d", priority=True))
+    await ledger.refused(1)
+    with pytest.raises(WouldWait) as said:
+        await patient
+    assert said.value.free_in_s == pytest.approx(50.0)  # the first grant leaves the window in 50 s
+    assert not stubborn.done() and budget.waiting(KEY) == 1  # a caller without patience waits on
+    # The refusal is remembered: the next patient caller is told without asking the ledger again.
+    with pytest.raises(WouldWait):
+        await budget.acquire(KEY, limit, "e", priority=True, patience_s=1.0)
+    assert ledger.refusals == 1
+    clock.now += 50.0
+    budget.release(KEY, "nobody")
+    await asyncio.wait_for(stubborn, 5)
+    assert budget.granted(KEY) == 3  # nothing was taken for the callers that left
+
+
+async def test_a_patient_caller_waits_for_a_call_that_comes_within_its_patience() -> None:
+    clock, ledger, budget = watched()
+    limit = RateLimit.window(1, 60.0)
+    await budget.acquire(KEY, limit, "a")
+    clock.now += 59.5
+    waiting = await parked(budget.acquire(KEY, limit, "b", priority=True, patience_s=1.0))
+    await ledger.refused(1)
+    assert not waiting.done()  # free in 0.5 s: worth waiting for
+    clock.now += 0.5
+    budget.release(KEY, "nobody")
+    await asyncio.wait_for(waiting, 5)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 
 import pytest
 
 from botgateway.idle_watch import IdleWatch
+from tests.parked import parked
 from tests.timer_loop import TimerCountingLoop
+from tests.virtual_time import advance, in_virtual_time
 
 
 async def items(gaps: list[asyncio.Event]) -> AsyncIterator[int]:
@@ -19,33 +20,41 @@ async def items(gaps: list[asyncio.Event]) -> AsyncIterator[int]:
         yield number
 
 
-async def test_a_wait_that_lasts_idle_s_raises_timeout() -> None:
-    never = asyncio.Event()
-    watch = IdleWatch(0.05)
-    with pytest.raises(TimeoutError):
-        await watch.next(items([never]))
-    watch.close()
+def test_a_wait_that_lasts_idle_s_raises_timeout() -> None:
+    async def scenario() -> float:
+        never = asyncio.Event()
+        watch = IdleWatch(0.05)
+        with pytest.raises(TimeoutError):
+            await watch.next(items([never]))
+        watch.close()
+        return asyncio.get_running_loop().time()
+
+    assert in_virtual_time(scenario) == pytest.approx(0.05)  # raised when the wait had lasted idle_s, not later
 
 
-async def test_items_that_keep_coming_pass_and_time_between_waits_does_not_count() -> None:
-    ready = [asyncio.Event() for _ in range(3)]
-    for event in ready:
-        event.set()
-    stream = items(ready)
-    watch = IdleWatch(0.05)
-    assert await watch.next(stream) == 0
-    time.sleep(0.1)  # the consumer is slow (the loop is held): not the model's silence
-    assert await watch.next(stream) == 1
-    await asyncio.sleep(0.1)  # the timer fires between waits: nothing to bound then
-    assert await watch.next(stream) == 2
-    watch.close()
+def test_items_that_keep_coming_pass_and_time_between_waits_does_not_count() -> None:
+    async def scenario() -> None:
+        ready = [asyncio.Event() for _ in range(4)]
+        for event in ready[:3]:
+            event.set()
+        stream = items(ready)
+        watch = IdleWatch(0.05)
+        assert await watch.next(stream) == 0
+        advance(0.1)  # the consumer is slow (the loop is held): not the model's silence
+        assert await watch.next(stream) == 1
+        await asyncio.sleep(0.1)  # the timer fires between waits: nothing to bound then
+        assert await watch.next(stream) == 2
+        asyncio.get_running_loop().call_later(0.04, ready[3].set)  # within idle_s of the wait, however late
+        assert await watch.next(stream) == 3
+        watch.close()
+
+    in_virtual_time(scenario)
 
 
 async def test_a_stop_of_the_task_stays_a_cancellation() -> None:
     never = asyncio.Event()
     watch = IdleWatch(30)
-    waiting = asyncio.create_task(watch.next(items([never])))
-    await asyncio.sleep(0)  # the task is inside its wait
+    waiting = await parked(watch.next(items([never])))  # inside its wait
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

@@ -41,6 +41,7 @@ from tests.adapters.log_lines import captured_log
 from tests.fakes.llm import llm_config
 from tests.fakes.stores import unique_prefix
 from tests.timer_loop import TimerCountingLoop
+from tests.virtual_time import in_virtual_time
 from tools.demo.script import Pause, Script, chunk, empty_chunk, finish_chunk, reasoning_chunks, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
@@ -622,28 +623,34 @@ async def test_a_stream_kept_alive_forever_ends_at_the_turn_deadline(harness: Ha
     ]
 
 
-async def test_the_turn_deadline_does_not_count_a_pause_and_ends_with_disarm() -> None:
-    released = asyncio.Event()
+def test_the_turn_deadline_does_not_count_a_pause_and_ends_with_disarm() -> None:
+    async def scenario() -> None:
+        released = asyncio.Event()
+        loop = asyncio.get_running_loop()
 
-    async def wait_for_a_person() -> str:
-        with deadline.paused():
-            await released.wait()  # longer than the deadline, but paused
-        return "approved"
+        async def wait_for_a_person() -> str:
+            with deadline.paused():
+                await released.wait()  # longer than the deadline, but paused
+            return "approved"
 
-    deadline = TurnDeadline(0.2)
-    deadline.start()
-    waiting = asyncio.create_task(deadline.run(wait_for_a_person()))
-    asyncio.get_running_loop().call_later(0.5, released.set)
-    assert await waiting == "approved"
+        deadline = TurnDeadline(0.2)
+        deadline.start()
+        waiting = asyncio.create_task(deadline.run(wait_for_a_person()))
+        loop.call_later(0.5, released.set)
+        assert await waiting == "approved"
 
-    with pytest.raises(TurnTimedOut):
-        await deadline.run(asyncio.Event().wait())
-    assert deadline.expired
+        resumed_at = loop.time()
+        with pytest.raises(TurnTimedOut):
+            await deadline.run(asyncio.Event().wait())
+        assert deadline.expired
+        assert loop.time() - resumed_at == pytest.approx(0.2)  # the whole bound was left after the pause
 
-    finished = TurnDeadline(0.01)
-    finished.start()
-    finished.disarm()  # the answer is complete: its commit is never cut
-    assert await finished.run(_after(0.05, "committed")) == "committed"
+        finished = TurnDeadline(0.01)
+        finished.start()
+        finished.disarm()  # the answer is complete: its commit is never cut
+        assert await finished.run(_after(0.05, "committed")) == "committed"
+
+    in_virtual_time(scenario)
 
 
 def test_the_turn_deadline_is_one_timer_however_many_steps() -> None:
@@ -660,14 +667,17 @@ def test_the_turn_deadline_is_one_timer_however_many_steps() -> None:
     assert loop.timers <= 2  # the deadline's, and asyncio.sleep(0) arms none; a timeout per step: 500
 
 
-async def test_a_deadline_passing_between_steps_ends_the_next_step() -> None:
-    deadline = TurnDeadline(0.05)
-    deadline.start()
-    assert await deadline.run(_after(0, "first")) == "first"
-    await asyncio.sleep(0.1)  # the consumer is busy past the deadline: no step runs to cancel
-    with pytest.raises(TurnTimedOut):
-        await deadline.run(asyncio.Event().wait())
-    assert deadline.expired
+def test_a_deadline_passing_between_steps_ends_the_next_step() -> None:
+    async def scenario() -> None:
+        deadline = TurnDeadline(0.05)
+        deadline.start()
+        assert await deadline.run(_after(0, "first")) == "first"
+        await asyncio.sleep(0.1)  # the consumer is busy past the deadline: no step runs to cancel
+        with pytest.raises(TurnTimedOut):
+            await deadline.run(asyncio.Event().wait())
+        assert deadline.expired
+
+    in_virtual_time(scenario)
 
 
 async def _after(seconds: float, value: str) -> str:

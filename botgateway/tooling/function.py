@@ -11,6 +11,7 @@ import functools
 import inspect
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, get_type_hints
@@ -94,6 +95,7 @@ class FunctionTool:
         cache_ttl_s: float | None = None,
         summarize: Callable[[Any], str] | None = None,
         read_only: bool = False,
+        cache_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -103,7 +105,7 @@ class FunctionTool:
         self.read_only = read_only
         """Only looks things up, changes nothing (see :class:`~botgateway.tooling.contract.Tool`)."""
         self._summarize = summarize
-        self._cache = TTLCache(cache_ttl_s) if cache_ttl_s else None
+        self._cache = TTLCache(cache_ttl_s, clock=cache_clock) if cache_ttl_s else None
         self._context_param: str | None = None
 
         hints = get_type_hints(fn, include_extras=True)
@@ -193,6 +195,7 @@ def tool(
     cache_ttl_s: float | None = None,
     summarize: Callable[[Any], str] | None = None,
     read_only: bool = False,
+    cache_clock: Callable[[], float] = time.monotonic,
 ) -> Any:
     """Turn a function into a :class:`Tool`.
 
@@ -206,6 +209,8 @@ def tool(
     ``read_only``: the function only looks things up and changes nothing; an
     unattended turn (an alert's investigation) is offered only such tools.
 
+    ``cache_clock``: the clock the ``cache_ttl_s`` cache expires on (seconds; a test moves its own).
+
     Usable bare (``@tool``) or with options (``@tool(timeout_s=5, cache_ttl_s=60)``).
     """
 
@@ -218,6 +223,7 @@ def tool(
             cache_ttl_s=cache_ttl_s,
             summarize=summarize,
             read_only=read_only,
+            cache_clock=cache_clock,
         )
 
     return wrap(fn) if fn is not None else wrap

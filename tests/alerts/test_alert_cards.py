@@ -141,6 +141,11 @@ async def test_the_receiver_refuses_bad_credentials_and_malformed_bodies(
     status, body = await post(process, payload("firing"), headers={"Authorization": "Bearer wrong"})
     assert status == 401 and TOKEN not in json.dumps(body)
     assert (await post(process, payload("firing"), headers={}))[0] == 401
+    # Basic auth needs both halves right: the right user with a wrong password, or the reverse, is refused.
+    for wrong in (b"alertmanager:not-the-secret", b"intruder:am-basic-secret"):
+        basic = base64.b64encode(wrong).decode()
+        status, body = await post(process, payload("firing"), headers={"Authorization": f"Basic {basic}"})
+        assert status == 401 and "am-basic-secret" not in json.dumps(body), wrong
     basic = base64.b64encode(b"alertmanager:am-basic-secret").decode()
     status, body = await post(process, b'{"version": "4", "groupKey": ', headers={"Authorization": f"Basic {basic}"})
     assert status == 400 and "error" in body

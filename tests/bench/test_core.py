@@ -366,7 +366,8 @@ def test_the_probes_time_history_reads_and_loop_stalls() -> None:
         assert memory.committed == ("c1", "t1", [])
         lag = LoopLag(interval_s=0.001)
         lag.start()
-        await asyncio.sleep(0)  # the sampler is asleep now
+        await lag.sampled.wait()  # a first sample taken: the sampler is asleep again
+        lag.sampled.clear()
         time.sleep(0.05)  # holds the event loop: the sampler's next wake-up is at least this late
         await lag.sampled.wait()
         return loaded, await lag.stop()

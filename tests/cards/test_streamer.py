@@ -29,6 +29,7 @@ from botgateway.sink import CardTarget
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.card_api import FakeCardAPI, HttpCardSink
 from tests.fakes.gateway import RecordingSink
+from tests.parked import parked
 
 FAST = RateLimit(rate_per_s=1000.0, burst=100)
 """A budget that never gets in the way (for tests about something else)."""
@@ -534,8 +535,7 @@ async def test_finish_after_cancellation_shows_stopped_with_partial_answer() -> 
             await task
         state.mark_stopped()
         # A cancelled finish() does not stop the delivery of the final card.
-        first = asyncio.create_task(card.finish())
-        await asyncio.sleep(0)
+        first = await parked(card.finish())  # waiting for the final card to be delivered
         first.cancel()
         await api.wait_for(lambda a: any(c.finalized for c in a.cards.values()))
         metrics = await card.finish()
@@ -763,3 +763,11 @@ async def test_a_live_update_refused_as_too_long_aims_below_what_was_sent_not_wh
         metrics = await card.finish()
     assert metrics.delivered
     assert api.delivered_answer("t1") == LONG_ANSWER  # every character reached the user, in order
+    # The 600 characters refused aim the part at 0.75 × 600 = 450: cut cleanly at 448, refused once more (over
+    # 400), then 336 fits. Aiming below the whole answer (880) instead would cost two more refused calls.
+    refused = [(c.op, c.answer_len) for c in api.calls if c.status == 413]
+    assert refused == [("update", 600), ("finalize", 448)], refused
+    assert [(c.op, c.answer_len) for c in api.calls if c.status == 200] == [
+        ("create", 0), ("finalize", 336), ("create", 336), ("finalize", 336), ("create", 208), ("finalize", 208),
+    ]
+    assert len(api.calls) == 8

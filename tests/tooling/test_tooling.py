@@ -91,8 +91,9 @@ async def test_sync_tools_run_off_the_event_loop_and_results_are_normalized() ->
 
 async def test_cache_is_keyed_on_normalized_arguments_and_expires() -> None:
     calls: list[str] = []
+    now = [1000.0]  # the cache's clock, moved by hand
 
-    @tool(cache_ttl_s=0.3)
+    @tool(cache_ttl_s=30, cache_clock=lambda: now[0])
     async def describe(ip: str, verbose: bool = False) -> str:
         """Describe a host.
 
@@ -112,9 +113,12 @@ async def test_cache_is_keyed_on_normalized_arguments_and_expires() -> None:
     assert other.content == "10.0.0.2 #2"
     assert calls == ["10.0.0.1", "10.0.0.2"]
 
-    await asyncio.sleep(0.4)  # let the TTL itself run out (the behaviour under test is time-based)
+    now[0] += 30  # the last moment of the TTL: still served from the cache
+    assert (await registry.execute("describe", '{"ip": "10.0.0.1"}', CTX)).content == "10.0.0.1 #1"
+    now[0] += 0.5  # past it: asked again
     expired = await registry.execute("describe", '{"ip": "10.0.0.1"}', CTX)
     assert expired.content == "10.0.0.1 #3"
+    assert calls == ["10.0.0.1", "10.0.0.2", "10.0.0.1"]
 
 
 async def test_failures_are_not_cached() -> None:

@@ -13,6 +13,7 @@ from adapters.web.sse import SseStream
 from botgateway.sink import CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.web import HttpServer
+from tests.parked import parked
 
 
 class Clock:
@@ -69,9 +70,8 @@ async def test_a_watcher_of_a_card_the_sink_lets_go_is_woken_and_told() -> None:
     await sink.create(target("t1"), snapshot("running"))
     board = sink.board("t1")
     assert board is not None
-    waiting = asyncio.ensure_future(board.changed_since(board.version))
-    await asyncio.sleep(0)
-    assert not waiting.done()
+    waiting = await parked(board.changed_since(board.version))
+    assert not waiting.done()  # inside its wait for a change
     await sink.create(target("t2"), snapshot("another"))  # pushes t1 out
     await asyncio.wait_for(waiting, 5)  # woken, not left hanging
     assert board.dropped
@@ -79,9 +79,8 @@ async def test_a_watcher_of_a_card_the_sink_lets_go_is_woken_and_told() -> None:
 
 async def test_a_watcher_waits_for_a_queued_turn_to_open_its_card() -> None:
     sink = WebSink()
-    found = asyncio.ensure_future(sink.wait_board("t9"))
-    await asyncio.sleep(0)
-    assert not found.done()
+    found = await parked(sink.wait_board("t9"))
+    assert not found.done()  # inside its wait for the card
     await sink.create(target("t9"), snapshot("started"))
     board = await asyncio.wait_for(found, 5)
     assert board.snapshot.answer == "started"

@@ -22,6 +22,8 @@ from botgateway.config import SlackConfig
 from botgateway.sink import CardTarget
 from botgateway.snapshot import CardSnapshot
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
+from tests.parked import parked
+from tests.watched_ledger import WatchedLedger
 
 DELETE = "slack:T0001:chat.delete"
 THREAD = "100.000001"
@@ -62,14 +64,10 @@ def snap(status: str, answer: str = "") -> CardSnapshot:
     return CardSnapshot(status=status, answer=answer)  # type: ignore[arg-type]
 
 
-async def _settle() -> None:
-    """Let every ready task run (the budget's dispatcher included)."""
-    for _ in range(20):
-        await asyncio.sleep(0)
-
-
 async def test_a_flood_of_live_calls_cannot_starve_a_controls_delete(fake: FakeSlack) -> None:
-    budget = RateBudget(clock=Clock())
+    clock = Clock()
+    ledger = WatchedLedger(clock=clock)
+    budget = RateBudget(clock=clock, ledger=ledger)
     sink, buckets = _sink(fake, budget)
     key, limit = buckets.delete_bucket(_target())
     assert key == DELETE and limit.burst == 45  # Tier 3, planned at 90 % per minute
@@ -82,14 +80,14 @@ async def test_a_flood_of_live_calls_cannot_starve_a_controls_delete(fake: FakeS
         return None
 
     # Other cards' calls on chat.delete, none of them urgent: they may spend all but the reserved call.
-    flood = [asyncio.create_task(BudgetPacer(budget).call(DELETE, limit, other_call, owner=f"live-{i}"))
-             for i in range(60)]
-    await _settle()
+    flood = [await parked(BudgetPacer(budget).call(DELETE, limit, other_call, owner=f"live-{i}")) for i in range(60)]
+    await ledger.refused(1)  # the 45th was asked for, and refused: the last call is the delete's
     assert sum(task.done() for task in flood) == 44 and budget.waiting(DELETE) == 16
 
     await sink.finalize(handle, snap("done", "Answered."))
     assert [m.ts for m in fake.deleted] == [control.ts]  # at once: the clock never moved, the window never slid
     assert budget.reserved(DELETE) == 0 and budget.available(DELETE, limit) == 0
+    await ledger.refused(2)  # woken as the reservation was spent, the dispatcher asked again
     assert budget.waiting(DELETE) == 16  # the delete took its own call, nobody else's
     for task in flood:
         task.cancel()

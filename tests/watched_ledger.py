@@ -1,0 +1,50 @@
+"""A real in-memory ledger that tells a test each call it refuses the budget's dispatcher.
+
+A refusal is the moment a waiting call is known not to go: the dispatcher
+asked the accounts for it, was told no, and sleeps until a release, a pause
+or the time the ledger named. A test that asserts "not granted" waits for
+that moment instead of yielding a guessed number of times and asserting on
+a dispatcher that may not have asked yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from botgateway.ledgers.base import Verdict
+from botgateway.ledgers.local import LocalLedger
+from botgateway.rate_limit import RateLimit
+
+__all__ = ["WatchedLedger"]
+
+
+class WatchedLedger(LocalLedger):
+    """:class:`LocalLedger` counting the calls it refuses (:attr:`refusals`), awaitable with :meth:`refused`."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock=clock)
+        self.refusals = 0
+        """Calls refused so far."""
+        self._change = asyncio.Event()
+
+    async def take(self, key: str, limit: RateLimit, **kwargs: Any) -> Verdict:
+        """The in-memory ledger's answer, counted when it refuses."""
+        verdict = await super().take(key, limit, **kwargs)
+        if not verdict.granted:
+            self.refusals += 1
+            change, self._change = self._change, asyncio.Event()
+            change.set()
+        return verdict
+
+    async def refused(self, count: int, timeout_s: float = 10.0) -> None:
+        """Wait until ``count`` calls in all were refused; an assertion fails when they never are (the call that
+        was to wait went instead)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while self.refusals < count:
+                    await self._change.wait()
+        except TimeoutError:
+            raise AssertionError(f"{self.refusals} calls refused, not {count}: a call that was to wait went") from None
