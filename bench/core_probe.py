@@ -2,7 +2,7 @@
 
 - :class:`TimedHistory` stands in for the runtime's memory in front of the
   tool loop (the loop's ``memory`` is the only thing swapped). It delegates to
-  the real :class:`~botgateway.memory.Memory` and notes when each turn asked
+  the real :class:`~botgateway.history.memory.Memory` and notes when each turn asked
   for its history and when it had it. The product is not changed for the
   measurement.
 - :class:`LoopLag` is a task that sleeps ``interval_s`` again and again and
@@ -23,7 +23,7 @@ __all__ = ["LoopLag", "TimedHistory"]
 
 
 class TimedHistory:
-    """A :class:`~botgateway.loop.HistoryStore` that times ``history()`` of the memory it wraps.
+    """A :class:`~botgateway.loop.tool_loop.HistoryStore` that times ``history()`` of the memory it wraps.
 
     ``on_loaded(conversation_id, started_at, loaded_at)`` is called after every
     successful read (``time.monotonic()`` stamps).

@@ -42,7 +42,7 @@ from bench.model import WARMUP_TEXT, user_text
 from bench.process_stats import cpu_s, peak_rss_bytes, rss_bytes
 from bench.settings import BenchSettings
 from bench.worker import wait_for_line
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cli.collector import settle_after_startup
 from botgateway.config import Config
 from botgateway.gateway import Gateway

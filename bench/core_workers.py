@@ -6,7 +6,7 @@ process, the SQLite store in the scenario's folder. With ``--workers K`` above
 builds its workers (:func:`botgateway.cli.runtime.build_runtime` with
 ``worker_index=i``): the Redis store on the machine's Redis
 (:data:`REDIS_URL`) under a key prefix of this scenario alone, so they share
-the fleet's state and its rate budget (:mod:`botgateway.ledgers`), with
+the fleet's state and its rate budget (:mod:`botgateway.budget.ledgers`), with
 ``gateway.workers: K`` and each its own instance id (``…-w<i>``). Turn *i*
 goes to worker ``i % K``. Every worker is started and warmed up first; then
 all are told ``go`` at the same moment and run their turns at once. The

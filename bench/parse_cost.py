@@ -6,10 +6,10 @@ holds more), then fold every chunk with ``StreamAssembler.feed``:
 
 - **sdk**: ``openai.AsyncStream`` (its SSE decoder, ``json``, a
   ``ChatCompletionChunk`` per chunk), what ``LLMClient`` used before;
-- **dict**: :class:`botgateway.sse.ChunkStream` (bytes SSE decoder, ``orjson``).
+- **dict**: :class:`botgateway.model.sse.ChunkStream` (bytes SSE decoder, ``orjson``).
 
 The current assembler takes dicts only. To fold the SDK's objects too, pass
-the assembler from before (``git show <commit>:botgateway/assembly.py >
+the assembler from before (``git show <commit>:botgateway/model/assembly.py >
 /tmp/old_assembly.py``) with ``--old-assembly``; without it the sdk line
 counts the parsing alone.
 
@@ -31,8 +31,8 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from botgateway.assembly import StreamAssembler
-from botgateway.sse import ChunkStream
+from botgateway.model import StreamAssembler
+from botgateway.model import ChunkStream
 
 URL = "http://model.test/v1/chat/completions"
 CHUNK = {

@@ -187,7 +187,7 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalRequested:
-    """A call needs a human's approval and waits for it before it runs (:mod:`botgateway.approvals`)."""
+    """A call needs a human's approval and waits for it before it runs (:mod:`botgateway.approvals.desk`)."""
 
     call_id: str
     """The waiting call (its :class:`ToolCallStarted` came first)."""

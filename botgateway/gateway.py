@@ -5,25 +5,25 @@ returns at once (platforms want an ack within seconds). The gateway is the
 small façade the adapters and the composition root call; the work is done by
 one module per idea:
 
-- :mod:`botgateway.admission`: dedupe, stop and clear words, access, the
-  asker's limits, and the refusals (:mod:`botgateway.replies` sends the notes);
-- :mod:`botgateway.scheduler`: one turn at a time per conversation, later
+- :mod:`botgateway.turns.admission`: dedupe, stop and clear words, access, the
+  asker's limits, and the refusals (:mod:`botgateway.turns.replies` sends the notes);
+- :mod:`botgateway.turns.scheduler`: one turn at a time per conversation, later
   questions waiting in a short line, each turn run in a task the gateway owns
   (never the caller's: DingTalk's SDK cancels its handler tasks when its socket
   drops) so that whatever happens to it, its card is finished;
-- :mod:`botgateway.turn_control`: stops and approval votes, applied here or, in
+- :mod:`botgateway.turns.control`: stops and approval votes, applied here or, in
   a fleet, in the process that holds the turn or the approval;
-- :mod:`botgateway.drain`: a stopping process's turns waited for, or its waiting
-  questions moved to the fleet (:mod:`botgateway.turn_moves`), which takes them
+- :mod:`botgateway.turns.drain`: a stopping process's turns waited for, or its waiting
+  questions moved to the fleet (:mod:`botgateway.turns.moves`), which takes them
   with :meth:`Gateway.take_over`;
-- :mod:`botgateway.answers`, :mod:`botgateway.refresh`, :mod:`botgateway.feedback`:
+- :mod:`botgateway.answers.book`, :mod:`botgateway.answers.refresh`, :mod:`botgateway.answers.feedback`:
   the finished answers on record, their Refresh (:meth:`Gateway.refresh`) and the
   votes on them (:meth:`Gateway.vote`, :meth:`Gateway.feedback_reason`).
 
 Several processes on one Redis (a ``fleet``) behave as one: a turn also takes
 its conversation's lease before it runs, so one turn per conversation holds
 across processes. If the whole process dies, its cards stay on record as open,
-owned by its instance id, and :mod:`botgateway.recovery` closes them (from this
+owned by its instance id, and :mod:`botgateway.cards.recovery` closes them (from this
 process's heartbeats, other replicas know it is gone).
 """
 
@@ -33,34 +33,34 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from botgateway.access import AccessHook, allow_all
-from botgateway.admission import Admission, Admitted
+from botgateway.turns import Admission, Admitted
 from botgateway.answers import Answer, AnswerBook
 from botgateway.approvals import ApprovalDesk
-from botgateway.approvers import Approvers, VoteResult
+from botgateway.approvals import Approvers, VoteResult
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.cards.factory import CardFactory
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config
-from botgateway.drain import Drain
+from botgateway.turns import Drain
 from botgateway.events import EventListener
-from botgateway.feedback import FeedbackDesk, Vote
+from botgateway.answers import FeedbackDesk, Vote
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
-from botgateway.limits import PrincipalLimits, limits_from_config
+from botgateway.access import PrincipalLimits, limits_from_config
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
-from botgateway.policy import effective_policy
+from botgateway.access import effective_policy
 from botgateway.principal import Principal
-from botgateway.queues import ConversationQueues
-from botgateway.recovery import Recovery
-from botgateway.refresh import Refresher
-from botgateway.replies import Replies
-from botgateway.scheduler import TurnScheduler
+from botgateway.turns import ConversationQueues
+from botgateway.cards.recovery import Recovery
+from botgateway.answers import Refresher
+from botgateway.turns import Replies
+from botgateway.turns import TurnScheduler
 from botgateway.sink import CardSink
 from botgateway.stores.base import Store
 from botgateway.telemetry import TurnObserver
-from botgateway.turn_control import TurnControl
+from botgateway.turns import TurnControl
 
 __all__ = ["Gateway"]
 
@@ -121,7 +121,7 @@ class Gateway:
         self.recovery = Recovery(
             store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
         )
-        """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.recovery`)."""
+        """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.cards.recovery`)."""
 
     def _turn_scheduler(
         self, loop: ToolLoop, store: Store, budget: RateBudget, *, side: BackgroundTasks, limits: PrincipalLimits,

@@ -1,6 +1,6 @@
 """What one asker may do in one place: the tools offered, resource scopes, approvals and limits.
 
-The access policy (:mod:`botgateway.policy`) decides a :class:`Grant` per
+The access policy (:mod:`botgateway.access.policy`) decides a :class:`Grant` per
 principal and channel; the gateway puts it on the turn's
 :class:`~botgateway.tooling.ToolContext`, so the loop offers the model only
 :attr:`Grant.tools`, the registry refuses any other call, and the lookup tools
@@ -32,14 +32,15 @@ class Scope:
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
-    """Per-principal limits; 0 is no limit (as in the ``limits:`` section). Enforced by the scheduler, not here."""
+    """What one asker may use; 0 is no limit (as in the ``limits:`` section). Kept by
+    :mod:`botgateway.access.asker_limits`, not here."""
 
     turns_per_minute: int = 0
-    """Questions started per minute."""
+    """Questions started per UTC minute."""
     concurrent_turns: int = 0
-    """Questions in progress at once."""
+    """Questions in progress at once (running or waiting), over all replicas."""
     tokens_per_day: int = 0
-    """Model tokens (prompt + completion) per day."""
+    """Model tokens (prompt + completion) per UTC day."""
 
 
 NO_LIMITS = Limits()
@@ -57,7 +58,7 @@ class Grant:
     scopes: tuple[Scope, ...] = ()
     """Resources the tools may touch: the union of the roles' scopes; empty means unrestricted."""
     approval: frozenset[str] = frozenset()
-    """Offered tools whose calls wait for an approver's decision before they run (:mod:`botgateway.approval_gate`)."""
+    """Offered tools whose calls wait for an approver's decision before they run (:mod:`botgateway.approvals.gate`)."""
     approver: bool = False
     """Whether the asker may approve others' calls (a role with ``approve: true``)."""
     limits: Limits = NO_LIMITS

@@ -1,6 +1,6 @@
 """Which gateway process this is: an instance id that outlives a restart, never held by two live processes.
 
-The instance id owns the process's open cards (:mod:`botgateway.recovery`). When
+The instance id owns the process's open cards (:mod:`botgateway.cards.recovery`). When
 it survives a restart, the restarted process closes what its predecessor left
 open at once, instead of waiting for the dead process's heartbeat to expire.
 

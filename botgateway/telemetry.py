@@ -4,8 +4,8 @@ The gateway reports each finished turn to its :class:`TurnObserver`\\ s;
 :class:`PrometheusTelemetry` turns those reports into counters and histograms
 on a registry of its own (never the process-global one, so two runtimes in one
 process, as in tests, do not collide), which the gateway's HTTP server serves
-on ``/metrics`` (:mod:`botgateway.web.metrics`). Tokens and cost are counted per
-model call as the :class:`~botgateway.usage_recorder.UsageRecorder` records it
+on ``/metrics`` (:mod:`botgateway.http.metrics`). Tokens and cost are counted per
+model call as the :class:`~botgateway.usage.recorder.UsageRecorder` records it
 (turns and the gateway's own summaries alike).
 
 Every metric is a counter or a histogram: under ``botgateway run --workers`` each

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.messages import InboundMessage, Submission
 from botgateway.principal import Principal
 from botgateway.sink import CardSink, CardTarget, ChannelCards

@@ -1,7 +1,7 @@
 """The writer of a write-behind queue: items kept in order, written from the head in groups by one background task.
 
-What :class:`~botgateway.commit_queue.CommitQueue` (history changes) and
-:class:`~botgateway.usage_writer.UsageWriter` (usage rows) share; each adds
+What :class:`~botgateway.history.commit_queue.CommitQueue` (history changes) and
+:class:`~botgateway.usage.writer.UsageWriter` (usage rows) share; each adds
 what its items need (fencing and readers, dropping when full):
 
 - **Order.** One FIFO; the writer always takes up to ``max_batch`` items from

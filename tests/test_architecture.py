@@ -55,10 +55,12 @@ def test_the_tree_keeps_every_contract() -> None:
     [
         ("botgateway/gateway.py", "from adapters.base import CardSink", "The core owns its contracts"),
         ("botgateway/cards/streamer.py", "import tools.catalog", "The core owns its contracts"),
-        ("botgateway/budget.py", "import slack_sdk", "Only the adapters talk to a chat platform's SDK"),
+        ("botgateway/budget/rate_budget.py", "import slack_sdk", "Only the adapters talk to a chat platform's SDK"),
         ("adapters/terminal/chat.py", "from botgateway.cli.runtime import Runtime", "Adapters import neither"),
         ("tools/catalog.py", "import adapters.slack", "Tools import neither"),
         ("botgateway/sink.py", "import botgateway.gateway", "No import cycles inside botgateway"),
+        ("botgateway/model/client.py", "import botgateway.turns.scheduler", "The core's spine"),
+        ("botgateway/stores/base.py", "from botgateway.history import memory", "The core's spine"),
     ],
 )
 def test_a_layering_mistake_breaks_a_contract(tree: Path, module: str, line: str, contract: str) -> None:

@@ -1,6 +1,6 @@
 """Stream assembly over chunk sequences in the style real providers send.
 
-Chunks go through JSON text and ``orjson`` the way :mod:`botgateway.sse` parses
+Chunks go through JSON text and ``orjson`` the way :mod:`botgateway.model.sse` parses
 SSE data, so each quirk reaches the assembler exactly as it would in
 production. The same quirks run end to end through the client and the
 scripted server in ``test_llm.py``.
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from botgateway.assembly import (
+from botgateway.model import (
     AssembledRound,
     ReasoningPart,
     StreamAssembler,

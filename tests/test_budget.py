@@ -13,7 +13,7 @@ import random
 import pytest
 
 from botgateway.budget import RateBudget, RateLimit, WouldWait
-from botgateway.ledgers.local import LocalLedger
+from botgateway.budget import LocalLedger
 from tests.parked import parked
 from tests.watched_ledger import WatchedLedger
 

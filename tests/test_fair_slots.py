@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from botgateway.fair_slots import FairSlots, fair_share
+from botgateway.turns import FairSlots, fair_share
 from tests.parked import parked
 
 

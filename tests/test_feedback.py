@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from botgateway.feedback import MAX_REASON_CHARS, one_line, parse_reason, parse_vote
+from botgateway.answers import MAX_REASON_CHARS, one_line, parse_reason, parse_vote
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ import structlog.testing
 
 from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config, parse_config
 from botgateway.fleet.control import ControlChannel
 from botgateway.fleet.directory import FleetDirectory
@@ -33,10 +33,10 @@ from botgateway.fleet.handoff import MovedQuestion
 from botgateway.fleet.redis_fleet import RedisFleet, fleet_client
 from botgateway.fleet.redis_handoff import RedisHandoff
 from botgateway.gateway import Gateway
-from botgateway.limits import PrincipalLimits, limits_from_config
-from botgateway.llm import LLMClient
+from botgateway.access import PrincipalLimits, limits_from_config
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.messages import InboundMessage, Submission
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config, parse_config
 from botgateway.gateway import Gateway
-from botgateway.limits import PrincipalLimits, limits_from_config
-from botgateway.llm import LLMClient
+from botgateway.access import PrincipalLimits, limits_from_config
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.messages import InboundMessage, conversation_key
 from botgateway.sink import CardTarget
 from botgateway.stores.base import OpenCard

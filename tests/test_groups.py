@@ -8,7 +8,7 @@ import pytest
 import structlog
 
 from botgateway.config import AccessConfig
-from botgateway.groups import (
+from botgateway.access import (
     DINGTALK_DEPT_PREFIX,
     NO_GROUPS,
     SLACK_GROUP_PREFIX,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from botgateway.idle_watch import IdleWatch
+from botgateway.model import IdleWatch
 from tests.parked import parked
 from tests.timer_loop import TimerCountingLoop
 from tests.virtual_time import advance, in_virtual_time

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from botgateway.least_served import LeastServed
+from botgateway.budget import LeastServed
 
 
 def test_the_least_served_goes_first_and_equals_take_turns() -> None:

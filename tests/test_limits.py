@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from botgateway.limits import LimitHit
+from botgateway.access import LimitHit
 from botgateway.stores.base import AuditRecord
 from tests.test_gateway import Harness, _harness
 from tools.demo.script import Script

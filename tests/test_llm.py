@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment
+from botgateway.model import AssembledRound, ReasoningPart, TextPart, ToolCallFragment
 from botgateway.events import Usage
-from botgateway.llm import LLMClient, LLMContextTooLong, LLMInterrupted, LLMRefused, LLMUnavailable
+from botgateway.model import LLMClient, LLMContextTooLong, LLMInterrupted, LLMRefused, LLMUnavailable
 from tests.fakes.llm import TEST_API_KEY, llm_config
 from tools.demo.script import (
     Pause,

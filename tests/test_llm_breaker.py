@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from botgateway.llm_breaker import Attempt, CircuitBreaker
+from botgateway.model import Attempt, CircuitBreaker
 from tests.adapters.log_lines import captured_log
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from botgateway.assembly import AssembledRound, ReasoningPart, TextPart, ToolCallFragment, merge_parts
+from botgateway.model import AssembledRound, ReasoningPart, TextPart, ToolCallFragment, merge_parts
 from botgateway.events import Usage
-from botgateway.llm import LLMClient, LLMInterrupted, LLMUnavailable
-from botgateway.llm_transport import AiohttpTransport, sdk_http
-from botgateway.sse import BODY_READER
+from botgateway.model import LLMClient, LLMInterrupted, LLMUnavailable
+from botgateway.model import AiohttpTransport, sdk_http
+from botgateway.model import BODY_READER
 from tests.fakes.llm import llm_config
 from tools.demo.script import Script, chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from tools.demo.server import ScriptedLLMServer

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from botgateway.assembly import AssembledRound
-from botgateway.llm import LLMClient
+from botgateway.model import AssembledRound
+from botgateway.model import LLMClient
 from tests.fakes.llm import llm_config
 from tests.timer_loop import TimerCountingLoop
 from tools.demo.script import Script

@@ -124,7 +124,7 @@ def test_exception_text_is_redacted_for_structlog_loggers_too() -> None:
 def test_turn_context_is_bound_nested_and_restored() -> None:
     out = io.StringIO()
     configure_logging(LogConfig(format="json"), stream=out)
-    log = structlog.get_logger("botgateway.loop")
+    log = structlog.get_logger("botgateway.loop.tool_loop")
 
     with bind_turn(conversation="C1:170.0", user="U1", platform="slack", turn_id="t-1"):
         log.info("turn.start")

@@ -19,7 +19,7 @@ import structlog
 import structlog.testing
 
 from botgateway.backoff import Backoff
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.stores.base import HistorySnapshot, HistoryWrite, StoredTurn, StoreError, VersionStep
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.redis_history import conversation_keys

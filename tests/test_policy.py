@@ -7,7 +7,7 @@ import pytest
 from botgateway.config import ConfigError, parse_config
 from botgateway.config.access import DEFAULT_ACCESS, AccessConfig
 from botgateway.grant import Limits, Scope
-from botgateway.policy import LOCAL_ADMIN_ROLE, Place, decide
+from botgateway.access import LOCAL_ADMIN_ROLE, Place, decide
 from botgateway.principal import Principal
 
 TOOLS = ["find_server", "list_servers", "search_logs", "ip_lookup", "k8s__get_pods", "k8s__delete_pod", "k8s__restart_deploy"]

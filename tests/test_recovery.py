@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import parse_config
 from botgateway.gateway import Gateway
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.messages import InboundMessage, Submission
 from botgateway.sink import CardTarget, target_to_dict
 from botgateway.stores.base import OpenCard

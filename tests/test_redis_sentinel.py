@@ -27,8 +27,8 @@ import redis.asyncio as aioredis
 from botgateway.fleet.control import ControlChannel
 from botgateway.fleet.lease import ConversationLeases
 from botgateway.fleet.redis_fleet import fleet_client
-from botgateway.ledgers.redis import RedisLedger
-from botgateway.rate_limit import RateLimit
+from botgateway.budget import RedisLedger
+from botgateway.budget import RateLimit
 from botgateway.stores import StoredTurn, StoreError
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.redis_history import conversation_keys

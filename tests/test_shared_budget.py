@@ -15,9 +15,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from botgateway.budget import RateBudget, RateLimit
-from botgateway.ledgers.leases import LEASE_MOST
-from botgateway.ledgers.redis import FLIGHT_S, RedisLedger
-from botgateway.ledgers.shared import SharedLedger
+from botgateway.budget import LEASE_MOST
+from botgateway.budget import FLIGHT_S, RedisLedger
+from botgateway.budget import SharedLedger
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 
 KEY = "slack:T1:chat.update"

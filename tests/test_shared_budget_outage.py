@@ -19,8 +19,8 @@ import structlog
 
 from botgateway.backoff import Backoff
 from botgateway.budget import RateBudget, RateLimit
-from botgateway.ledgers.redis import RedisLedger
-from botgateway.ledgers.shared import SharedLedger
+from botgateway.budget import RedisLedger
+from botgateway.budget import SharedLedger
 from tests.fakes.redis_server import RedisServer, closed_port
 
 KEY = "slack:T1:chat.update"

@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 
-from botgateway.sse import BODY_READER, ChunkStream, ServerSentEvent, SSEDecoder
+from botgateway.model import BODY_READER, ChunkStream, ServerSentEvent, SSEDecoder
 
 STREAM = (
     b": keep-alive\r\n"

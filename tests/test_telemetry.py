@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cli.runtime import build_runtime
 from botgateway.config import parse_config
 from botgateway.messages import InboundMessage

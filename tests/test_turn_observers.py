@@ -17,20 +17,20 @@ import aiosqlite
 import pytest
 
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import parse_config
 from botgateway.gateway import Gateway
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.messages import InboundMessage
-from botgateway.pricing import Pricing
+from botgateway.usage import Pricing
 from botgateway.sink import CardTarget
 from botgateway.stores.base import UsageRow
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry
-from botgateway.usage_recorder import UsageRecorder
-from botgateway.usage_writer import UsageWriter
+from botgateway.usage import UsageRecorder
+from botgateway.usage import UsageWriter
 from tests.fakes.gateway import GatedFinalizeSink
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer

@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 import pytest
 
-from botgateway.assembly import StreamAssembler
+from botgateway.model import StreamAssembler
 from botgateway.events import TurnDone, Usage, UsageReported
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.llm import llm_config
@@ -31,7 +31,7 @@ from tools.demo.server import ScriptedLLMServer
 def assemble(chunks: list[dict[str, Any]]) -> Any:
     assembler = StreamAssembler()
     for raw in chunks:
-        assembler.feed(orjson.loads(json.dumps(raw)))  # as botgateway.sse parses the wire
+        assembler.feed(orjson.loads(json.dumps(raw)))  # as botgateway.model.sse parses the wire
     return assembler.finish()
 
 

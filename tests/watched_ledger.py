@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from botgateway.ledgers.base import Verdict
-from botgateway.ledgers.local import LocalLedger
-from botgateway.rate_limit import RateLimit
+from botgateway.budget import Verdict
+from botgateway.budget import LocalLedger
+from botgateway.budget import RateLimit
 
 __all__ = ["WatchedLedger"]
 

@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError, core_schema
 from botgateway.grant import Scope
 from botgateway.tooling import Tool, ToolContext, ToolError, tool
 from tools.providers.base import Provider, ServerQuery, ip_query
-from tools.server import STATUSES, ProviderFailure, SearchResult, provider_label
+from tools.server_record import STATUSES, ProviderFailure, SearchResult, provider_label
 
 
 def _parse_ip(value: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address:

@@ -44,9 +44,9 @@ from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
 from botgateway.background import BackgroundTasks
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import DingTalkConfig
-from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
+from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.messages import Submission
 from botgateway.principal import Principal
 from botgateway.sink import CardHandle, CardTarget

@@ -29,7 +29,7 @@ import structlog
 
 from adapters.dingtalk.inbound import PLATFORM, card_mode, card_presser
 from botgateway.answers import Answer, is_question
-from botgateway.feedback import Vote
+from botgateway.answers import Vote
 from botgateway.config import SessionScope
 from botgateway.messages import InboundMessage, conversation_key
 from botgateway.principal import Principal
@@ -102,7 +102,7 @@ def parse_answer_press(data: Mapping[str, Any]) -> AnswerPress | None:
 
 def answer_params(target: CardTarget) -> dict[str, str]:
     """The card variables a card for ``target`` is created with so that, once finished, it shows the buttons: the
-    turn id of a typed question (:func:`~botgateway.answers.is_question`); none for anything else."""
+    turn id of a typed question (:func:`~botgateway.answers.book.is_question`); none for anything else."""
     return {TURN_PARAM: target.turn_id} if is_question(target) else {}
 
 

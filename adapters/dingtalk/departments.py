@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 from adapters.dingtalk.openapi import DingTalkOpenAPI
-from botgateway.groups import DINGTALK_DEPT_PREFIX, CachedLookup, GroupLookupFailed
+from botgateway.access import DINGTALK_DEPT_PREFIX, CachedLookup, GroupLookupFailed
 from botgateway.principal import Principal
 from botgateway.sink import RateLimited, SinkError
 

@@ -54,7 +54,7 @@ from adapters.slack.presses import Presses
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads
 from botgateway.background import BackgroundTasks
-from botgateway.groups import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
+from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.messages import Submission, conversation_key
 from botgateway.principal import Principal
 from botgateway.sink import CardHandle, CardTarget
@@ -63,7 +63,7 @@ from botgateway.strings import t
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from botgateway.cards.policy import BufferPolicy
+    from botgateway.cards.buffer_policy import BufferPolicy
     from botgateway.config import SlackConfig
     from botgateway.gateway import Gateway
     from botgateway.sink import CallPacer
@@ -157,7 +157,7 @@ class SlackAdapter:
         if gateway is not None:  # Stop controls are on record like the gateway's cards, with the same owner
             self.sink.keep_controls_on_record(self._store, gateway.instance_id)
         if self._policy is None:
-            from botgateway.cards.policy import BufferPolicy
+            from botgateway.cards.buffer_policy import BufferPolicy
 
             self._policy = BufferPolicy.from_config(self.config.policy)
         self._authorized = await check_bot_token(self.client, self.config)

@@ -3,7 +3,7 @@
 The buttons (:func:`~adapters.slack.render.answer_buttons`,
 :func:`~adapters.slack.render.stream_answer_blocks`) carry the answer's turn
 id; only a typed question's final answer has them
-(:func:`~botgateway.answers.offers_answer_controls`). Like Stop and Approve
+(:func:`~botgateway.answers.book.offers_answer_controls`). Like Stop and Approve
 (:mod:`adapters.slack.presses`), each press is acknowledged at once and handed
 to the gateway:
 
@@ -36,8 +36,8 @@ from adapters.slack.render import (
     REFRESH_ACTION_ID,
     feedback_modal,
 )
-from botgateway.feedback import parse_vote
-from botgateway.groups import resolve_message
+from botgateway.answers import parse_vote
+from botgateway.access import resolve_message
 
 if TYPE_CHECKING:
     from slack_bolt.app.async_app import AsyncApp

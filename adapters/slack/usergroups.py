@@ -20,7 +20,7 @@ from collections.abc import Callable
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.errors import classify, slack_error_code
-from botgateway.groups import SLACK_GROUP_PREFIX, CachedLookup, GroupLookupFailed
+from botgateway.access import SLACK_GROUP_PREFIX, CachedLookup, GroupLookupFailed
 from botgateway.principal import Principal
 from botgateway.sink import RateLimited, TransientError
 
@@ -38,7 +38,7 @@ class SlackUserGroups:
 
     def __init__(self, client: AsyncWebClient, groups: frozenset[str], ttl_s: float, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        """``groups``: the qualified group ids to resolve (see :func:`botgateway.groups.policy_groups`);
+        """``groups``: the qualified group ids to resolve (see :func:`botgateway.access.groups.policy_groups`);
         ``ttl_s``: how long a group's members are trusted before they are listed again."""
         self.groups = frozenset(g for g in groups if g.startswith(SLACK_GROUP_PREFIX))
         """The qualified ids of the groups looked up."""

@@ -28,7 +28,7 @@ async def render_ask(
 
     Ctrl-C stops the turn: the card ends as stopped and the status is 130.
     """
-    from botgateway.cards.policy import BufferPolicy
+    from botgateway.cards.buffer_policy import BufferPolicy
 
     sink = TerminalSink(console or Console())
     user = local_user()

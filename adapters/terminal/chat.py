@@ -27,7 +27,7 @@ from botgateway.tooling import local_user
 
 if TYPE_CHECKING:
     from botgateway.gateway import Gateway
-    from botgateway.memory import Memory
+    from botgateway.history import Memory
 
 __all__ = ["HELP_ROWS", "TerminalAdapter"]
 
@@ -56,7 +56,7 @@ class TerminalAdapter:
         console: Console | None = None,
         stdin: TextIO | None = None,
     ) -> None:
-        from botgateway.cards.policy import BufferPolicy
+        from botgateway.cards.buffer_policy import BufferPolicy
 
         self.config = config
         self.memory = memory

@@ -14,7 +14,7 @@ from typing import Any
 
 from botgateway.budget import RateBudget
 from botgateway.stores.base import Store
-from botgateway.web.probes import Readiness
+from botgateway.http.probes import Readiness
 
 __all__ = ["STATUS_TIMEOUT_S", "StatusParts", "console_status"]
 

@@ -27,11 +27,11 @@ from adapters.web.body import BadRequest
 from adapters.web.sink import PLATFORM, WebSink
 from adapters.web.tap import EventTap
 from botgateway.access import decide_message
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.fleet import StopAnswer
 from botgateway.messages import InboundMessage, Submission
-from botgateway.policy import Decision, effective_policy
+from botgateway.access import Decision, effective_policy
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.stores.base import AuditRecord, Store

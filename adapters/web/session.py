@@ -262,7 +262,7 @@ class SessionBook:
         response.del_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict", secure=self.secure(request))
 
 
-SESSIONS = web.AppKey("botgateway.web.sessions", SessionBook)
+SESSIONS = web.AppKey("botgateway.http.sessions", SessionBook)
 """Where the root application keeps its :class:`SessionBook` (set by
 :func:`~adapters.web.console_routes.mount_console`)."""
 

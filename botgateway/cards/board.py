@@ -8,19 +8,25 @@ was decided ("✅ approved by @alice").
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from botgateway.approval_gate import shown_arguments
 from botgateway.cards import render
 from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted
 from botgateway.snapshot import ApprovalPrompt, Block, Narration, ToolLine
 from botgateway.strings import t
 
-__all__ = ["SUMMARY_CHARS", "StatusBoard"]
+__all__ = ["SUMMARY_CHARS", "StatusBoard", "shown_arguments"]
 
 SUMMARY_CHARS = 120
 """A tool line's summary is cut to this length: the card is a status board, not a log."""
+
+
+def shown_arguments(arguments: Mapping[str, Any]) -> str:
+    """The whole arguments as JSON, as an approver sees them (backticks escaped, so they cannot end a code block)."""
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str).replace("`", "\\u0060")
 
 
 def _short(text: str, limit: int) -> str:

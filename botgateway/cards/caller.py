@@ -5,7 +5,7 @@ live update, final, fallback), start-up recovery closes a card a crashed
 process left open, or a sink pays for a call of its own (:class:`BudgetPacer`):
 
 - the call draws one token of its bucket from the shared
-  :class:`~botgateway.budget.RateBudget` (``None``: unpaced, the benchmark's
+  :class:`~botgateway.budget.rate_budget.RateBudget` (``None``: unpaced, the benchmark's
   baseline only);
 - a throttle answer pauses the whole bucket (every card would be throttled
   too), for the platform's ``Retry-After`` or, without one, a backoff that

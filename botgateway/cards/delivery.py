@@ -81,14 +81,14 @@ class FinalDelivery:
                     if self._cursor.shrink(cut):
                         continue
                     # Even a minimal part is refused (huge tool lines?): send it as plain messages.
-                    outcome = await self.fall_back(snapshot)
+                    outcome = await self.give_up_card(snapshot)
                 delivered = delivered and outcome != "lost"
                 if last:
                     break
                 self._next_part(cut)
         except Exception:
             log.exception("card.final_crashed", platform=self._target.platform)
-            delivered = await self.fallback(self._cursor.view()) and delivered
+            delivered = await self.send_as_messages(self._cursor.view()) and delivered
         self._metrics.delivered = delivered
         self._metrics.final_delivery_s = time.monotonic() - started
         log.info(
@@ -131,20 +131,20 @@ class FinalDelivery:
             # The card vanished during live updates: nothing left to finalize.
             await self._records.forget(handle)
             handle = None
-        sent = await self.fallback(snapshot)
+        sent = await self.send_as_messages(snapshot)
         if handle is not None:
             # The answer went out another way, but the card still shows its live state: close it later.
             self._late.close_later(handle, snapshot, delivered=sent)
         return "fallback" if sent else "lost"
 
-    async def fall_back(self, snapshot: CardSnapshot) -> PartOutcome:
+    async def give_up_card(self, snapshot: CardSnapshot) -> PartOutcome:
         """The card refuses even a minimal part: send ``snapshot`` as message(s) and close the card later."""
-        sent = await self.fallback(snapshot)
+        sent = await self.send_as_messages(snapshot)
         if not self._card.vanished and self._card.handle is not None:
             self._late.close_later(self._card.handle, snapshot, delivered=sent)
         return "fallback" if sent else "lost"
 
-    async def fallback(self, snapshot: CardSnapshot) -> bool:
+    async def send_as_messages(self, snapshot: CardSnapshot) -> bool:
         """Send ``snapshot`` as plain message(s), split to fit; True when all of it went out."""
         self._metrics.fallback_used = True
         deadline = time.monotonic() + self._final_deadline_s

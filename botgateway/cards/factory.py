@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import AdaptersConfig, CardConfig

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from botgateway.cards.metrics import CardMetrics
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.snapshot import Phase
 
 __all__ = ["Pacing"]

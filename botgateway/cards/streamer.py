@@ -4,7 +4,7 @@
 :class:`~botgateway.sink.CardSink`. It decides *when* the card changes, never
 *what* it says (that is :class:`~botgateway.cards.state.CardState`):
 
-- pending text is flushed per :class:`~botgateway.cards.policy.BufferPolicy`
+- pending text is flushed per :class:`~botgateway.cards.buffer_policy.BufferPolicy`
   of the current phase, by a timer too, so a stalled stream still shows what it has;
 - one update is in flight per card; while it is, only the newest snapshot is
   kept (latest wins) — the next update simply carries everything;
@@ -35,7 +35,7 @@ from botgateway.cards.live import LiveCard
 from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cards.records import OpenCardRecords
 from botgateway.cards.state import CardState
 from botgateway.events import (
@@ -355,7 +355,7 @@ class CardStreamer:
         if outcome == "too_long":
             if self._cursor.shrink(cut):
                 return  # the platform refused this much: close the card at a smaller cut on the next flush
-            await self._delivery.fall_back(closing)  # even a minimal part is refused: the message below has it
+            await self._delivery.give_up_card(closing)  # even a minimal part is refused: the message below has it
         self._cursor.advance(cut)
         self._card.next_part()
         if not self._finishing.is_set():

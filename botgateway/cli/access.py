@@ -1,6 +1,6 @@
 """``botgateway access explain PRINCIPAL [--channel CHANNEL]``: what the policy grants someone, somewhere.
 
-The same decision the gateway takes for a question (:func:`botgateway.policy.decide`),
+The same decision the gateway takes for a question (:func:`botgateway.access.policy.decide`),
 over the tools this config offers, printed for an admin: the roles, the tools
 offered in that channel, the resources, which calls need an approval, and the
 limits; or why the principal is refused there.
@@ -14,9 +14,9 @@ from rich.text import Text
 
 from botgateway.config import Config
 from botgateway.grant import Limits
-from botgateway.policy import Decision, Place, decide, effective_policy
+from botgateway.access import Decision, Place, decide, effective_policy
 from botgateway.principal import Principal
-from botgateway.whoami import refusal_note, scope_text
+from botgateway.access import refusal_note, scope_text
 
 __all__ = ["explain", "parse_principal"]
 

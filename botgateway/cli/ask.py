@@ -170,8 +170,8 @@ def _context(config: Config, runtime: Runtime, conversation_id: str, as_principa
         return ToolContext(user_id=user, user_name=user, platform="cli", conversation_id=conversation_id, chat_id=conversation_id)
     from botgateway.cli.access import parse_principal
     from botgateway.grant import Limits
-    from botgateway.policy import Place, decide, effective_policy
-    from botgateway.whoami import refusal_note
+    from botgateway.access import Place, decide, effective_policy
+    from botgateway.access import refusal_note
 
     try:
         principal = parse_principal(as_principal)

@@ -201,7 +201,7 @@ def _check_config(config: Config, source: str) -> int:
     if problems:
         _print_config_problems(ConfigError(problems, source))
         return EXIT_FAILED
-    from botgateway.access_warnings import access_warnings
+    from botgateway.access import access_warnings
 
     warnings = [*access_warnings(config), *worker_warnings(config, config.gateway.workers), *staleness_warnings(config)]
     for warning in warnings:

@@ -104,8 +104,8 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
 def attach_group_resolver(adapter: Any, config: Config) -> None:
     """Give a Slack or DingTalk ``adapter`` a resolver for the groups ``config``'s policy names on its platform
     (Slack user groups, DingTalk departments); when it names none, nothing is ever looked up."""
-    from botgateway.groups import DINGTALK_DEPT_PREFIX, SLACK_GROUP_PREFIX, policy_groups
-    from botgateway.policy import effective_policy
+    from botgateway.access import DINGTALK_DEPT_PREFIX, SLACK_GROUP_PREFIX, policy_groups
+    from botgateway.access import effective_policy
 
     access = config.access
     ttl_s = effective_policy(access).group_cache_s
@@ -173,7 +173,7 @@ def _take_moved(runtime: Runtime, adapters: list[Adapter]) -> None:
     """In a fleet, take the questions draining processes moved, answering each through its platform's sink."""
     if runtime.handoff is None:
         return
-    from botgateway.cards.policy import BufferPolicy
+    from botgateway.cards.buffer_policy import BufferPolicy
 
     gateway = runtime.gateway
     # The policy each adapter gives its own questions: build_adapter leaves them their config section's.

@@ -30,14 +30,14 @@ if TYPE_CHECKING:
     from botgateway.fleet.redis_fleet import RedisFleet
     from botgateway.fleet.redis_handoff import RedisHandoff
     from botgateway.gateway import Gateway
-    from botgateway.llm_chain import ModelChain
+    from botgateway.model import ModelChain
     from botgateway.loop import ToolLoop
-    from botgateway.memory import Memory, Summarizer
+    from botgateway.history import Memory, Summarizer
     from botgateway.schedules.runner import ScheduleRunner
     from botgateway.stores.base import Store
     from botgateway.telemetry import PrometheusTelemetry
-    from botgateway.usage_recorder import UsageRecorder
-    from botgateway.web import HttpServer, Readiness
+    from botgateway.usage import UsageRecorder
+    from botgateway.http import HttpServer, Readiness
 
 __all__ = ["LateParts", "Runtime", "build_runtime", "tool_registry"]
 
@@ -160,8 +160,8 @@ def _budget(stack: AsyncExitStack, config: Config, instance_id: str) -> RateBudg
 
     if config.memory.store != "redis":
         return RateBudget()
-    from botgateway.ledgers.redis import RedisLedger
-    from botgateway.ledgers.shared import SharedLedger
+    from botgateway.budget import RedisLedger
+    from botgateway.budget import SharedLedger
 
     gateway = config.gateway
     redis = RedisLedger.connect(config.memory.redis_url.get_secret_value(), prefix=config.memory.redis_prefix,
@@ -224,8 +224,8 @@ def _loop(
 ) -> tuple[Memory, ToolLoop]:
     """The conversation memory (its writes fenced by ``leases`` in a fleet) and the tool loop over it, as configured."""
     from botgateway.loop import ToolLoop
-    from botgateway.memory import Memory
-    from botgateway.policy import effective_policy
+    from botgateway.history import Memory
+    from botgateway.access import effective_policy
 
     memory = Memory(
         store,
@@ -251,7 +251,7 @@ def _loop(
 async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, toolset: Any) -> tuple[ModelChain, str]:
     """The model (the primary, its fallbacks, the routes) and its footer label; the offline demo model is started
     when no model is configured."""
-    from botgateway.llm_chain import build_chain
+    from botgateway.model import build_chain
 
     base_url: str | None = None
     model_label = config.llm.resolved_model
@@ -269,9 +269,9 @@ async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, 
 def _usage(stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None) -> UsageRecorder:
     """The recorder of every model call's usage (priced by ``usage.prices``, counted by ``telemetry``), written
     behind the answers."""
-    from botgateway.pricing import Pricing
-    from botgateway.usage_recorder import UsageRecorder
-    from botgateway.usage_writer import UsageWriter
+    from botgateway.usage import Pricing
+    from botgateway.usage import UsageRecorder
+    from botgateway.usage import UsageWriter
 
     recorder = UsageRecorder(UsageWriter(store), Pricing.from_config(config.usage),
                              listeners=[telemetry] if telemetry is not None else [])
@@ -296,18 +296,18 @@ def _http(
     served; started by ``run``."""
     if not (config.http.enabled or telemetry is not None or config.alerts.enabled):
         return None, None
-    from botgateway.web import HttpServer, Readiness, metrics_routes, probe_routes
+    from botgateway.http import HttpServer, Readiness, metrics_routes, probe_routes
 
     server = HttpServer(config.http.host, config.http.port, reuse_port=reuse_port)
     stack.push_async_callback(server.aclose)
     readiness = Readiness(store)
     server.add_routes(probe_routes(readiness))
     if telemetry is not None:
-        # Set by the supervisor of --workers for its workers only (see botgateway.web.metrics).
+        # Set by the supervisor of --workers for its workers only (see botgateway.http.metrics).
         shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR") if reuse_port else None
         server.add_routes(metrics_routes(telemetry.registry, multiprocess_dir=shared or None))
     if config.alerts.enabled:
-        from botgateway.web.alerts import alert_routes
+        from botgateway.http.alerts import alert_routes
 
         server.add_routes(alert_routes(config.alerts, lambda: late.alert_desk))
     return server, readiness

@@ -175,7 +175,7 @@ async def _posting_adapters(runtime: Runtime, schedule: ScheduleConfig, err: Tex
 
 async def _run_report(runtime: Runtime, adapters: list[Adapter], schedule: ScheduleConfig) -> list[TurnOutcome]:
     from botgateway.cli.unprompted import channels_of
-    from botgateway.reports import post_report
+    from botgateway.schedules.report import post_report
 
     slot = datetime.now(UTC).replace(microsecond=0)
     submissions: list[Submission] = await post_report(channels_of(runtime, adapters), schedule, slot,

@@ -17,7 +17,7 @@ platform keeps it from starting: the supervisor stops the others and exits 1.
 
 With ``metrics.enabled`` the workers count into files of one directory the
 supervisor makes (``PROMETHEUS_MULTIPROC_DIR``), so a scrape of the shared
-port sums every worker (see :mod:`botgateway.web.metrics`); the directory is
+port sums every worker (see :mod:`botgateway.http.metrics`); the directory is
 removed when the supervisor ends.
 """
 

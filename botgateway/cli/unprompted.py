@@ -23,7 +23,7 @@ log = structlog.get_logger(__name__)
 
 def channels_of(runtime: Runtime, adapters: Sequence[Adapter]) -> Channels:
     """The running adapters that can post a card into a channel, with their sinks and buffer policies."""
-    from botgateway.cards.policy import BufferPolicy
+    from botgateway.cards.buffer_policy import BufferPolicy
     from botgateway.unprompted import Channels
 
     posting = {a.name: a for a in adapters if a.name != "terminal" and isinstance(a, ChannelCards)}
@@ -48,7 +48,7 @@ async def start_unprompted(runtime: Runtime, adapters: Sequence[Adapter]) -> Non
         )
         log.info("alerts.receiving", routes=[r.name for r in config.alerts.routes])
     if config.schedules:
-        from botgateway.reports import post_report
+        from botgateway.schedules.report import post_report
         from botgateway.schedules.runner import ScheduleRunner, SystemClock
 
         async def run_report(schedule: ScheduleConfig, slot: datetime) -> None:

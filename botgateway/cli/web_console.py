@@ -14,7 +14,7 @@ from botgateway.config import Config
 if TYPE_CHECKING:
     from botgateway.budget import RateBudget
     from botgateway.stores.base import Store
-    from botgateway.web import HttpServer, Readiness
+    from botgateway.http import HttpServer, Readiness
 
 __all__ = ["mount_web_console"]
 

@@ -1,6 +1,6 @@
 """The ``access:`` section: who may ask, where, with which tools, over which resources.
 
-Evaluated by :mod:`botgateway.policy`. Ids are platform-qualified
+Evaluated by :mod:`botgateway.access.policy`. Ids are platform-qualified
 (``slack:U0123``, ``slack:S0ONCALL`` for a user group, ``dingtalk:<staffId>``,
 ``local:<login>``); a member may end in ``*`` (``slack:*``: every Slack user).
 Tool patterns are globs (``search_*``); a pattern starting with ``!`` removes

@@ -82,7 +82,7 @@ def _dotted(loc: tuple[str | int, ...]) -> str:
 def _cross_problems(config: Config) -> list[InitErrorDetails]:
     """Alert routes, schedules and model routes against the rest of the file: unique names, known roles, adapters
     not disabled."""
-    # The policy's roles as botgateway.policy.effective_policy reads them (imported here it would make a cycle).
+    # The policy's roles as botgateway.access.policy.effective_policy reads them (imported here it would make a cycle).
     roles = (config.access if config.access is not None else DEFAULT_ACCESS).roles
     known = ", ".join(sorted(roles)) or "none is defined"
     problems: list[InitErrorDetails] = []

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
 
-from botgateway.approvers import VoteResult
+from botgateway.approvals import VoteResult
 from botgateway.principal import Principal
 
 __all__ = ["Ballot", "Fleet", "LocalControl", "StopAnswer", "StopTally"]

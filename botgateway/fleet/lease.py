@@ -10,7 +10,7 @@ turn runs, a background task renews the lease every ``renew_s``; a process that
 stops renewing (killed, or paused past the TTL) loses it after ``ttl_s``.
 
 Every history change made while the lease is held carries its token
-(:meth:`ConversationLeases.token`, read by :class:`~botgateway.memory.Memory`),
+(:meth:`ConversationLeases.token`, read by :class:`~botgateway.history.memory.Memory`),
 and the store refuses a change whose token is older than the conversation's:
 a process that lost its lease cannot commit any more.
 

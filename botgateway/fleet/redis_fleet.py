@@ -26,7 +26,7 @@ from typing import Any
 import redis.asyncio as aioredis
 import structlog
 
-from botgateway.approvers import VoteResult
+from botgateway.approvals import VoteResult
 from botgateway.background import BackgroundTasks
 from botgateway.fleet.base import Ballot, LocalControl, StopAnswer, StopTally
 from botgateway.fleet.control import ControlChannel
@@ -73,7 +73,7 @@ class RedisFleet:
     Args:
         control: This process's end of the control channel.
         directory: Who holds which turn, conversation and approval code.
-        leases: The conversation leases (the same object :class:`~botgateway.memory.Memory` reads tokens from).
+        leases: The conversation leases (the same object :class:`~botgateway.history.memory.Memory` reads tokens from).
         settle: Waits for a conversation's history to reach the store (:meth:`Memory.settle`).
     """
 

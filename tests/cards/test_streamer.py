@@ -12,7 +12,7 @@ import pytest
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.budget import RateBudget, RateLimit
-from botgateway.cards.policy import BufferPolicy, PhaseRule
+from botgateway.cards.buffer_policy import BufferPolicy, PhaseRule
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import BufferPolicyConfig, PhasePolicy

@@ -16,9 +16,9 @@ from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
 from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolRegistry, tool
 from tests.fakes.restart import restart_tool

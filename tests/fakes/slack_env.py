@@ -20,9 +20,9 @@ from botgateway.budget import RateBudget
 from botgateway.cards.caller import BudgetPacer
 from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.messages import TurnOutcome
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolError, ToolRegistry, tool

@@ -7,10 +7,10 @@ from typing import Any
 from botgateway.config import parse_config
 from botgateway.config.access import DEFAULT_ACCESS
 from botgateway.events import TurnDone
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
-from botgateway.policy import Place, decide
+from botgateway.history import Memory
+from botgateway.access import Place, decide
 from botgateway.principal import Principal
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry, tool

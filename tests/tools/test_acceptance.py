@@ -14,7 +14,7 @@ from typing import Any
 
 from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, ToolsConfig
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
 from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.clouds import FakeAliyun, FakeTencent, Rendezvous, aliyun_instance, tencent_instance

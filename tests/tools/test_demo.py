@@ -9,13 +9,13 @@ from typing import Any
 import yaml
 
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import ToolsConfig, parse_config
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
 from botgateway.gateway import Gateway
-from botgateway.llm import LLMClient
+from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
-from botgateway.memory import Memory
+from botgateway.history import Memory
 from botgateway.messages import InboundMessage
 from botgateway.sink import CardTarget
 from botgateway.snapshot import ToolLine
@@ -28,7 +28,7 @@ from tools.demo.model import start_demo_model
 from tools.demo.question import analyze_question
 from tools.demo.responder import DemoResponder
 from tools.demo.server import ScriptedLLMServer
-from tools.server import SearchResult, Server
+from tools.server_record import SearchResult, Server
 
 SAMPLE = SAMPLE_INVENTORY
 
@@ -301,8 +301,8 @@ def test_question_analysis_finds_ips_ids_and_known_hosts() -> None:
 async def test_demo_model_answers_history_compression_with_a_deterministic_summary(tmp_path) -> None:
     """With no API key the demo model is also the summarizer: it keeps questions and addresses."""
     from botgateway.config import parse_config
-    from botgateway.llm import LLMClient
-    from botgateway.memory import Memory
+    from botgateway.model import LLMClient
+    from botgateway.history import Memory
     from botgateway.stores.sqlite import SqliteStore
     from tools.demo.responder import DemoResponder
     from tools.demo.server import ScriptedLLMServer

@@ -14,7 +14,7 @@ from tests.paths import SAMPLE_INVENTORY
 from tools.catalog import build_toolset
 from tools.providers.base import ServerQuery
 from tools.providers.inventory import InventoryProvider, resolve_path
-from tools.server import STATUSES, SearchResult
+from tools.server_record import STATUSES, SearchResult
 
 SAMPLE = SAMPLE_INVENTORY
 CTX = ToolContext(user_id="U1", platform="cli")

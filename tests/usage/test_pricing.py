@@ -7,7 +7,7 @@ import pytest
 from botgateway.config import ConfigError, parse_config
 from botgateway.config.usage import ModelPrice, UsageConfig
 from botgateway.events import Usage
-from botgateway.pricing import Pricing
+from botgateway.usage import Pricing
 
 
 def pricing(prices: dict[str, dict[str, float]], currency: str = "USD") -> Pricing:

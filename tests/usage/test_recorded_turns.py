@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cli.runtime import build_runtime
 from botgateway.config import parse_config
 from botgateway.messages import InboundMessage

@@ -22,10 +22,10 @@ from adapters.web.session import CSRF_HEADER, MAX_FAILED_LOGINS, SESSION_COOKIE,
 from botgateway.budget import RateBudget
 from botgateway.config.web import ApiKeyConfig
 from botgateway.password_hash import hash_password
-from botgateway.rate_limit import RateLimit
+from botgateway.budget import RateLimit
 from botgateway.stores.base import AuditRecord, FeedbackRecord, UsageRow
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 
 PASSWORD = "correct horse battery staple"
 API_KEY = "ci-key-0123456789abcdef"

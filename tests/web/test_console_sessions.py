@@ -21,7 +21,7 @@ from adapters.web.session import MAX_FAILED_LOGINS, SessionBook
 from botgateway.config.web import ApiKeyConfig, WebConfig
 from botgateway.password_hash import hash_password
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 
 PASSWORD = "correct horse battery staple"
 API_KEY = "ci-key-0123456789abcdef"

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from adapters.web.cors import MAX_REQUEST_HEADERS, allowed_headers, cors_middleware
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 
 ORIGIN = "https://ops.example.com"
 

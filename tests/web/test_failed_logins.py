@@ -21,7 +21,7 @@ from adapters.web.session import SessionBook
 from botgateway.config.web import ApiKeyConfig
 from botgateway.principal import Principal
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 
 API_KEY = "ci-key-0123456789abcdef"
 WRONG_KEY = "not-the-key-0123456789"

@@ -17,7 +17,7 @@ from botgateway.cli.run import run
 from botgateway.config import ConfigError, parse_config
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.web import HttpServer, Readiness, probe_routes
+from botgateway.http import HttpServer, Readiness, probe_routes
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 from tests.ports import closed_port
 

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from adapters.web.sse import PING, SseStream
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 
 
 @pytest.fixture

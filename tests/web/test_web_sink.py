@@ -12,7 +12,7 @@ from adapters.web.sink import WebSink
 from adapters.web.sse import SseStream
 from botgateway.sink import CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 from tests.parked import parked
 
 

@@ -2,7 +2,7 @@
 
 The demo is handed the registry's :class:`~botgateway.tooling.RecentOutcomes`
 and looks each tool message up by its text: a server search gives its
-:class:`~tools.server.SearchResult` back, a failed call its reason. A result
+:class:`~tools.server_record.SearchResult` back, a failed call its reason. A result
 with no data (an MCP tool, a tool returning plain text) is quoted as it is;
 nothing here parses a tool's text. A tool message holds the result inside its
 provenance delimiters (:mod:`botgateway.tooling.provenance`); the registry's
@@ -17,7 +17,7 @@ from typing import Any
 
 from botgateway.tooling import RecentOutcomes, tool_result_body
 from tools.demo.question import message_text, since_last_question
-from tools.server import SearchResult, Server, provider_label
+from tools.server_record import SearchResult, Server, provider_label
 
 __all__ = ["Findings", "HostFacts", "read_findings"]
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from botgateway.memory import SUMMARY_INSTRUCTION
+from botgateway.history import SUMMARY_INSTRUCTION
 from tools.demo.question import IPV4
 
 __all__ = ["compose_summary", "is_summary_request"]
 
 
 def is_summary_request(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """True for the history-compression request :mod:`botgateway.memory` sends."""
+    """True for the history-compression request :mod:`botgateway.history.memory` sends."""
     opening = SUMMARY_INSTRUCTION.split(".", 1)[0]
     return bool(messages) and messages[0].get("role") == "system" and str(messages[0].get("content", "")).startswith(opening)
 

@@ -17,7 +17,7 @@ from botgateway.config import CloudAccount
 from tools.providers.base import ServerQuery
 from tools.providers.cloud import CloudProvider, NoCredentials, Page
 from tools.providers.sdk import as_tuple, credential_chain_configured, first, resolve_keys, short_reason, split_endpoint
-from tools.server import Server
+from tools.server_record import Server
 
 __all__ = ["SDK_MODULES", "AliyunProvider"]
 

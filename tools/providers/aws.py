@@ -19,7 +19,7 @@ from botgateway.config import CloudAccount
 from tools.providers.base import ServerQuery
 from tools.providers.cloud import CloudProvider, Page
 from tools.providers.sdk import as_tuple, short_reason, tag_filter
-from tools.server import Server
+from tools.server_record import Server
 
 __all__ = ["SDK_MODULES", "AwsProvider"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from botgateway.grant import Scope
-from tools.server import SearchResult, Server
+from tools.server_record import SearchResult, Server
 
 __all__ = ["IPAddress", "Provider", "ServerQuery", "ip_query"]
 

@@ -5,7 +5,7 @@ pool (so a slow cloud cannot starve the others of threads) under the
 provider's timeout. The SDK clients are built by :meth:`CloudProvider.start`,
 when the toolset starts, so no request's timeout pays for importing an SDK.
 Successful (account, region) answers are cached for ``cache_ttl_s``; failures
-are not cached and become :class:`~tools.server.ProviderFailure` notes while
+are not cached and become :class:`~tools.server_record.ProviderFailure` notes while
 the other regions and providers still answer. Each answer is reported as a
 :class:`~botgateway.tooling.Source` (account, region, API, when the cloud
 answered); one served from the cache says so and keeps its original time. A
@@ -30,7 +30,7 @@ from botgateway.grant import Scope
 from botgateway.tooling import Source, TTLCache
 from tools.providers.base import ServerQuery
 from tools.providers.scope import UNRESTRICTED, View, shows, view_of
-from tools.server import ProviderFailure, SearchResult, Server, provider_label
+from tools.server_record import ProviderFailure, SearchResult, Server, provider_label
 
 __all__ = [
     "MAX_PAGES",

@@ -41,7 +41,7 @@ from botgateway.grant import Scope
 from botgateway.tooling import Source
 from tools.providers.base import ServerQuery
 from tools.providers.scope import shows, view_of
-from tools.server import STATUSES, SearchResult, Server
+from tools.server_record import STATUSES, SearchResult, Server
 
 __all__ = ["DEFAULT_ACCOUNT", "LABEL", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
 

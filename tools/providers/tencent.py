@@ -25,7 +25,7 @@ from tools.providers.sdk import (
     split_endpoint,
     tag_filter,
 )
-from tools.server import Server
+from tools.server_record import Server
 
 __all__ = ["SDK_MODULES", "TencentProvider"]
 

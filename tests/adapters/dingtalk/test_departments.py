@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapters.dingtalk.departments import DingTalkDepartments
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from botgateway.cli.run import attach_group_resolver
-from botgateway.groups import NoGroups
+from botgateway.access import NoGroups
 from botgateway.principal import Principal
 from tests.adapters.log_lines import captured_log
 from tests.fakes.dingtalk import FakeDingTalk

@@ -2,7 +2,7 @@
 
 Same setup as ``test_adapter.py``. A "kill -9" is a gateway and adapter whose
 state is dropped without ``aclose``: their cards and Stop controls stay on
-record in the Store, and a new process's :class:`~botgateway.recovery.Recovery`
+record in the Store, and a new process's :class:`~botgateway.cards.recovery.Recovery`
 finalizes them through a fresh :class:`~adapters.slack.sink.SlackCardSink`.
 """
 
@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.sink import SlackCardSink
 from botgateway.budget import RateBudget
-from botgateway.recovery import Recovery
+from botgateway.cards.recovery import Recovery
 from tests.fakes.slack import BOT_TOKEN
 from tests.fakes.slack_env import controls, replies, slack_env
 from tools.demo.script import Script

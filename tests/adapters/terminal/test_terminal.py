@@ -21,7 +21,7 @@ from rich.console import Console
 
 from adapters.terminal import TerminalSink, card_renderable
 from botgateway.budget import RateBudget
-from botgateway.cards.policy import BufferPolicy
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import BufferPolicyConfig, PhasePolicy

@@ -17,7 +17,7 @@ from adapters.web.session import SessionBook
 from botgateway.password_hash import hash_password
 from botgateway.stores.base import AuditRecord
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.web import HttpServer
+from botgateway.http import HttpServer
 
 PASSWORD = "correct horse battery staple"
 

@@ -1,0 +1,349 @@
+"""One rate budget for the whole fleet: the accounts in Redis, and a local share of them while Redis is away.
+
+Every process keeps its own fair line in front (:class:`~botgateway.budget.rate_budget.RateBudget`);
+this ledger answers it from Redis (:class:`~botgateway.budget.ledgers.redis.RedisLedger`),
+so all processes together keep every platform limit:
+
+- a call is granted by one atomic script that sees every process's grants;
+- reservations are fleet-wide: each process's total per key is kept in Redis
+  with an expiry it refreshes while it lives (:class:`~botgateway.budget.ledgers.reservations.ReservationBook`),
+  and live updates get only what every live process's reservations leave;
+- a throttle seen by one process pauses the key for all;
+- a limit on arrivals (DingTalk's QPS) counts every process's calls from their
+  grant until a second after their answer, so calls bunched on their way from
+  several processes cannot push a second past the limit either;
+- a large token bucket is leased: calls are taken from it in batches ahead of
+  need (:mod:`~botgateway.budget.ledgers.leases`), so most calls need no round trip.
+
+A Redis round trip cannot be made synchronously, so :meth:`SharedLedger.take_now`
+answers False and the line asks :meth:`SharedLedger.take`. What a sink plans
+by (:meth:`SharedLedger.spare`) is answered from the key's last answer, looked
+up again in the background once it is older than ``poll_s``.
+
+When Redis cannot be reached (refused, timed out, failing over), the process
+says so once and goes on with a :class:`~botgateway.budget.ledgers.local.LocalLedger`
+holding its share of every limit (the limit ÷ ``share``, the processes the
+fleet runs), probing Redis with the core backoff. When Redis answers again,
+this process's reservations and the window grants it made meanwhile are
+written there, and the shared accounts take over (said once too). Callers in
+line are not lost by either switch: they are answered by whichever side is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
+from redis.exceptions import RedisError
+
+from botgateway.background import BackgroundTasks
+from botgateway.backoff import Backoff
+from botgateway.budget.ledgers.base import Verdict
+from botgateway.budget.ledgers.leases import Leases
+from botgateway.budget.ledgers.local import LocalLedger
+from botgateway.budget.ledgers.redis import Answer, RedisLedger
+from botgateway.budget.ledgers.reservations import ReservationBook
+from botgateway.budget.rate_limit import RateLimit
+from botgateway.redaction import redact_text
+
+__all__ = ["PROBE_BACKOFF", "SharedLedger"]
+
+log = structlog.get_logger(__name__)
+
+PROBE_BACKOFF = Backoff(base_s=0.5, max_s=15.0)
+"""How often an unreachable Redis is tried again."""
+
+_LEASED = "leased"
+"""The ticket of calls served from a lease (given back to it, not to Redis)."""
+
+_UNREACHABLE = (RedisError, OSError)
+"""What a Redis call raises when Redis cannot answer (timeouts included); the probe keeps trying past these."""
+
+
+class SharedLedger:
+    """:class:`~botgateway.budget.ledgers.base.Ledger` shared by the fleet through Redis, with a local share as fallback."""
+
+    def __init__(
+        self,
+        redis: RedisLedger,
+        *,
+        share: int,
+        refresh_s: float = 10.0,
+        poll_s: float = 0.5,
+        probe: Backoff = PROBE_BACKOFF,
+    ) -> None:
+        """``share``: processes in the fleet (replicas × workers); ``refresh_s``: how often reservations are
+        refreshed (well within ``redis.reservation_ttl_s``); ``poll_s``: how often a caller held back asks again."""
+        self._redis = redis
+        self._clock: Callable[[], float] = redis.clock
+        self._share = max(int(share), 1)
+        self._poll_s = poll_s
+        self._probe = probe
+        self._tasks = BackgroundTasks()
+        self._local = LocalLedger(clock=self._clock)
+        self._leases = Leases(self._share)
+        self._book = ReservationBook(redis.publish, on_error=self._lost, refresh_s=refresh_s, tasks=self._tasks)
+        self._limits: dict[str, RateLimit] = {}
+        self._seen: dict[str, Answer] = {}
+        self._looking: set[str] = set()
+        self._paused: dict[str, float] = {}
+        self._absorbed: dict[str, float] = {}
+        self._flying: dict[str, deque[str]] = {}  # per key with a limit on arrivals: tickets granted, not landed
+        self._pushes: set[asyncio.Task[Any]] = set()
+        self.shared = True
+        """True while the accounts are Redis's; False while this process spends its local share."""
+
+    # --- calls ----------------------------------------------------------------------------
+
+    def take_now(self, key: str, limit: RateLimit, *, live: bool, later: bool) -> bool:
+        """A call held ahead of need of a large bucket (:mod:`~botgateway.budget.ledgers.leases`), or the local share's
+        answer while Redis is away; otherwise False: the shared accounts are asked by :meth:`take`."""
+        self._limits[key] = limit
+        if self._paused.get(key, 0.0) > self._clock():
+            return False
+        if not self.shared:
+            return self._local.take_now(key, limit.share(self._share), live=live, later=later)
+        taken = self._leases.take(key) > 0
+        self._lease_ahead(key, limit)
+        return taken
+
+    def _lease_ahead(self, key: str, limit: RateLimit) -> None:
+        """Take the next batch of a leased bucket in the background once half the last one is spent."""
+        if self._leases.wants_batch(key, limit):
+            self._leases.refilling(key, True)
+            self._tasks.spawn(self._lease(key, limit), name="rate-budget:lease")
+
+    async def _lease(self, key: str, limit: RateLimit) -> None:
+        """Take the next batch of a leased bucket's calls from Redis."""
+        try:
+            answer = await self._redis.take(key, limit, live=False, later=False, mine=self._book.count(key),
+                                            want=self._leases.size(limit))
+        except Exception as exc:
+            self._lost(exc)
+        else:
+            self._seen[key] = answer
+            if self.shared and self._paused.get(key, 0.0) <= self._clock():
+                self._leases.add(key, answer.count)
+        finally:
+            self._leases.refilling(key, False)
+
+    async def take(self, key: str, limit: RateLimit, *, live: bool, later: bool, want: int = 1) -> Verdict:
+        """Count one call of ``key`` in the fleet's accounts (the local share while Redis is away); a token
+        bucket grants up to ``want`` in one round trip, so a busy line is not served one round trip a call."""
+        self._limits[key] = limit
+        paused = self._paused.get(key, 0.0) - self._clock()
+        if paused > 0:
+            return Verdict(False, retry_in_s=paused)  # this process was throttled: no need to ask
+        if self.shared and (held := self._leases.take(key, want)):
+            self._lease_ahead(key, limit)
+            return Verdict(True, ticket=_LEASED, count=held)  # calls held ahead of need serve the line first
+        if self.shared:
+            batch = self._leases.wants_batch(key, limit)  # the line was served from a leased batch: take the next
+            try:
+                answer = await self._redis.take(key, limit, live=live, later=later, mine=self._book.count(key),
+                                                want=want + (self._leases.size(limit) if batch else 0))
+            except Exception as exc:  # unreachable, or an answer we cannot read: callers in line are served anyway
+                self._lost(exc)
+            else:
+                self._seen[key] = answer
+                self._leases.add(key, answer.count - want)  # a leased bucket's batch: kept for the next calls
+                if answer.granted and limit.arrivals_per_s > 0:
+                    self._flying.setdefault(key, deque()).append(answer.ticket)
+                # Another process's release frees calls without telling us: ask again within poll_s.
+                return Verdict(answer.granted, retry_in_s=min(answer.retry_in_s, self._poll_s), ticket=answer.ticket,
+                               count=min(answer.count, want), free_in_s=answer.retry_in_s)
+        return await self._local.take(key, limit.share(self._share), live=live, later=later)
+
+    def give_back(self, key: str, ticket: str) -> None:
+        """A granted call was not made: give it back where it was granted."""
+        flying = self._flying.get(key)
+        if flying and ticket in flying:
+            flying.remove(ticket)
+        limit = self._limits.get(key)
+        if not ticket or limit is None:
+            self._local.give_back(key, ticket)
+        elif self.shared and self._leases.size(limit):
+            self._leases.add(key, 1)  # a leased bucket's call: kept for the next one, no round trip
+        elif self.shared:
+            self._push(self._redis.give_back(key, limit, ticket), name="rate-budget:give-back")
+
+    # --- reservations ---------------------------------------------------------------------
+
+    def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
+        """Keep one call of ``key`` for ``owner``, fleet-wide (and in the local share)."""
+        self._limits[key] = limit
+        self._book.add(key, owner)
+        self._local.reserve(key, limit.share(self._share), owner)
+
+    def unreserve(self, key: str, owner: str) -> None:
+        """One reserved call of ``owner`` was made and landed."""
+        self._book.remove_one(key, owner)
+        self._local.unreserve(key, owner)
+
+    def release(self, key: str, owner: str) -> None:
+        """Give back every call ``owner`` holds of ``key``."""
+        self._book.drop(key, owner)
+        self._local.release(key, owner)
+
+    def reserved(self, key: str) -> int:
+        """Calls of ``key`` this process's owners hold (the fleet's others are in Redis)."""
+        return self._book.count(key)
+
+    async def settle(self) -> None:
+        """Wait until Redis has what this process told it so far: its reservations, pauses, calls given back.
+
+        Raises what Redis raised (while it is unreachable, nothing is written).
+        """
+        if self._pushes:
+            await asyncio.wait(set(self._pushes))
+        if self.shared:
+            await self._book.flush()
+
+    # --- pauses and what is left ----------------------------------------------------------
+
+    def late(self, key: str, seconds: float) -> None:
+        """A granted call went out late: counted from then by the local share while Redis is away; the shared
+        accounts, which counted it in Redis, are not asked again for it (a round trip per late call)."""
+        if not self.shared:
+            self._local.late(key, seconds)
+
+    def landed(self, key: str) -> None:
+        """A granted call got its answer: with a limit on arrivals it counts a second more, in Redis (any of this
+        process's calls of the key on their way stands for it: they count alike), or in the local share."""
+        flying = self._flying.get(key)
+        if self.shared and flying:
+            self._push(self._redis.landed(key, flying.popleft()), name="rate-budget:landed")
+        else:
+            self._local.landed(key)  # granted by the local share (a call it did not grant is not counted)
+
+    def pause(self, key: str, seconds: float) -> None:
+        """No call of ``key`` for ``seconds``, here at once and for every process through Redis."""
+        until = self._clock() + max(seconds, 0.0)
+        if until > self._paused.get(key, 0.0):
+            self._paused[key] = until
+        self._leases.drop(key)  # calls taken ahead of the throttle must not go now
+        limit = self._limits.get(key)
+        if not self.shared or limit is None:
+            self._local.pause(key, seconds)
+            return
+        log.info("rate_budget.paused", key=key, seconds=round(seconds, 3), fleet=True)
+        self._push(self._redis.pause(key, limit, seconds), name="rate-budget:pause")
+
+    def paused_for(self, key: str) -> float:
+        """Seconds left of the pause on ``key``, as far as this process knows."""
+        seen = self._seen.get(key) if self.shared else None
+        until = max(self._paused.get(key, 0.0), seen.paused_until if seen else 0.0)
+        return max(until - self._clock(), 0.0)
+
+    def available(self, key: str, limit: RateLimit) -> float:
+        """Calls of ``key`` free now before reservations, as last seen (0 while paused)."""
+        if self.paused_for(key) > 0:
+            return 0.0
+        if not self.shared:
+            return self._local.available(key, limit.share(self._share))
+        seen = self._look(key, limit)
+        return max(seen.tokens if seen else float(max(limit.burst, 1)), 0.0)
+
+    def spare(self, key: str, limit: RateLimit) -> float:
+        """Calls of ``key`` free beyond the fleet's reservations, as last seen."""
+        if not self.shared:
+            return self._local.spare(key, limit.share(self._share))
+        available = self.available(key, limit)
+        if not limit.windowed:
+            return available
+        seen = self._seen.get(key)
+        others = seen.reserved - seen.mine if seen else 0
+        return max(available - others - self._book.count(key), 0.0)
+
+    def _look(self, key: str, limit: RateLimit) -> Answer | None:
+        """The key's last answer; a fresh one is asked for in the background once it is ``poll_s`` old."""
+        self._limits[key] = limit
+        seen = self._seen.get(key)
+        if (seen is None or self._clock() - seen.at >= self._poll_s) and key not in self._looking:
+            self._looking.add(key)
+            self._tasks.spawn(self._peek(key, limit), name="rate-budget:peek")
+        return seen
+
+    async def _peek(self, key: str, limit: RateLimit) -> None:
+        try:
+            self._seen[key] = await self._redis.take(key, limit, live=True, later=False, mine=self._book.count(key),
+                                                     peek=True)
+        except Exception as exc:
+            self._lost(exc)
+        finally:
+            self._looking.discard(key)
+
+    # --- losing Redis and getting it back -------------------------------------------------
+
+    def _push(self, call: Coroutine[Any, Any, Any], *, name: str) -> None:
+        """Tell Redis something in the background (an outage turns to the fallback)."""
+        task = self._tasks.spawn(self._quietly(call), name=name)
+        if task is not None:
+            self._pushes.add(task)
+            task.add_done_callback(self._pushes.discard)
+
+    async def _quietly(self, call: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await call
+        except Exception as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: BaseException) -> None:
+        """Redis did not answer: spend the local share from now on, say so once, and probe."""
+        if not self.shared:
+            return
+        self.shared = False
+        self._book.enabled = False
+        self._leases.clear()
+        self._flying.clear()  # Redis forgets them after their longest flight
+        log.warning(
+            "rate_budget.shared_unreachable",
+            redis=self._redis.safe_url,
+            error=redact_text(str(exc)) or type(exc).__name__,
+            share=f"1/{self._share}",
+            note=(f"the fleet's shared rate budget is unreachable: this process now spends 1/{self._share} of every "
+                  "platform rate limit on its own, and returns to the shared budget when Redis answers; check that "
+                  "Redis is running and reachable at memory.redis_url, and that gateway.replicas and gateway.workers "
+                  "say how many processes run"),
+        )
+        self._tasks.spawn(self._probe_until_back(), name="rate-budget:probe")
+
+    async def _probe_until_back(self) -> None:
+        attempt = 0
+        while True:
+            await asyncio.sleep(self._probe.delay(attempt))
+            attempt += 1
+            try:
+                await self._redis.ping()
+                self._book.mark_all()
+                await self._book.flush()
+                await self._absorb()
+            except Exception:  # still away (or answering what we cannot read): try again later
+                continue
+            self._seen.clear()  # what was seen before the outage says nothing now
+            self.shared = True
+            self._book.enabled = True
+            log.info("rate_budget.shared_restored", redis=self._redis.safe_url,
+                     note="Redis answers again: the fleet shares one rate budget again")
+            return
+
+    async def _absorb(self) -> None:
+        """Count in the shared windows the calls this process made on its own share, so none is spent twice."""
+        for key, limit in list(self._limits.items()):
+            times = self._local.recent_grants(key, since=self._absorbed.get(key, float("-inf")))
+            if times:
+                await self._redis.absorb(key, limit, times)
+                self._absorbed[key] = times[-1]
+
+    async def aclose(self, timeout_s: float = 2.0) -> None:
+        """Stop refreshing; tell Redis what this process still holds (nothing, after a clean stop); close."""
+        if self.shared:
+            with contextlib.suppress(*_UNREACHABLE, asyncio.TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._book.flush()
+        await self._tasks.aclose()
+        await self._redis.aclose()
