@@ -240,3 +240,13 @@ async def test_a_patient_caller_waits_for_a_call_that_comes_within_its_patience(
     clock.now += 0.5
     budget.release(KEY, "nobody")
     await asyncio.wait_for(waiting, 5)
+
+
+async def test_a_final_is_promised_only_while_the_window_has_a_call_beyond_the_reservations() -> None:
+    clock, _, budget = watched()
+    limit = RateLimit.window(3, 60.0)
+    await budget.acquire(KEY, limit, "spent")
+    assert await budget.claim(KEY, limit, "card-a") and await budget.claim(KEY, limit, "card-b")
+    assert not await budget.claim(KEY, limit, "card-c") and budget.reserved(KEY) == 2  # nothing kept for c
+    clock.now += 60.0  # the spent call leaves the window
+    assert await budget.claim(KEY, limit, "card-c")

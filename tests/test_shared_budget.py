@@ -136,6 +136,27 @@ async def test_one_processes_reservations_keep_anothers_live_updates_off_them(fl
     assert not (await a.take(KEY, limit, live=False, later=False)).granted  # the window is spent now
 
 
+async def test_processes_planning_at_once_never_promise_more_finals_than_a_window_holds(fleet: Fleet) -> None:
+    limit = RateLimit.window(4, 60.0)
+    a, b = fleet.process("a"), fleet.process("b")
+    assert (await a.take(KEY, limit, live=False, later=False)).granted  # one call of the window is spent
+    # Both processes plan cards at the same moment, each from a view that shows the whole window free.
+    claims = await asyncio.gather(*(ledger.claim(KEY, limit, f"card-{name}-{n}")
+                                    for n in range(3) for name, ledger in (("a", a), ("b", b))))
+    assert sum(claims) == 3  # 4 - 1 spent: never a promise the window cannot keep
+    assert a.reserved(KEY) + b.reserved(KEY) == 3
+    a.reserve(KEY, limit, "card-a-legacy")  # a reservation made without a claim is kept all the same ...
+    await a.settle()
+    assert not await b.claim(KEY, limit, "card-b-late")  # ... and counted against every later claim
+    a.release(KEY, "card-a-legacy")
+    for n in range(3):
+        a.release(KEY, f"card-a-{n}")
+    await a.settle()
+    assert await b.claim(KEY, limit, "card-b-late")  # what a gave back can be promised again
+    bucket = RateLimit(rate_per_s=1.0, burst=1)
+    assert all([await b.claim("slack:T1:post:C1", bucket, f"card-{n}") for n in range(3)])  # a bucket refills
+
+
 async def test_a_processes_reservations_vanish_once_it_stops_refreshing_them(fleet: Fleet) -> None:
     limit = RateLimit.window(3, 60.0)
     a, b = fleet.process("a", reservation_ttl_s=30.0), fleet.process("b")

@@ -153,18 +153,26 @@ class SlackCardSink:
         return "edit"
 
     def replan(self, op: CardOp, target: CardTarget) -> bool:
-        """A stream planned for ``target`` cannot start soon: it starts as an edited message (or deferred) instead.
+        """The call planned for ``op`` cannot be had soon: the answer takes the next strategy down.
 
-        The plan saw spare ``chat.startStream`` calls, but the window was spent meanwhile (by another replica:
-        a fleet's view of the shared budget is a moment old) or paused by a throttle; waiting for the window
-        to slide could take most of a minute. A placeholder draws from the channel's ``chat.postMessage``
-        budget instead. Any other plan has no other way (:class:`~botgateway.sink.Replanning`).
+        The plan read the budgets as this process last saw them, a moment old in a fleet: another replica may
+        have spent the workspace's window meanwhile, or promised its calls to its own cards' finals. A stream
+        whose ``chat.startStream`` cannot start soon, or whose ``chat.stopStream`` cannot be promised, starts as
+        an edited message instead; an edited message whose final ``chat.update`` cannot be promised is deferred
+        (one message once the answer is complete, on the channel's ``chat.postMessage`` budget). A deferred
+        answer has no other way (:class:`~botgateway.sink.Replanning`).
         """
         key = card_key(target)
-        if op != "create" or self._modes.get(key) != "native":
+        mode = self._modes.get(key)
+        if mode == "native" and op in ("create", "finalize"):
+            new: _Mode = self._edit_or_deferred(target)
+        elif mode == "edit" and op == "finalize":
+            new = "deferred"
+        else:
             return False
-        mode = self._modes[key] = self._edit_or_deferred(target)
-        log.info("slack.answer_replanned", team=target.workspace_id, mode=mode, reason="chat.startStream budget spent")
+        self._modes[key] = new
+        log.info("slack.answer_replanned", team=target.workspace_id, mode=new, op=op,
+                 reason="the workspace's budget for that call is spent or promised to other answers")
         return True
 
     def _spare(self, bucket: Bucket) -> float:

@@ -211,6 +211,12 @@ class RateBudget:
         """
         self._ledger.reserve(key, limit, owner)
 
+    async def claim(self, key: str, limit: RateLimit, owner: str) -> bool:
+        """:meth:`reserve` one call of ``key`` for ``owner`` only if the accounts can still promise it: a window's
+        calls left beyond every reservation, the fleet's included, checked and reserved in one step. False:
+        nothing was reserved (a card's final would wait for the window to slide: plan it another way)."""
+        return await self._ledger.claim(key, limit, owner)
+
     def unreserve(self, key: str, owner: str) -> None:
         """One reserved call of ``owner`` was made and landed: it is no longer kept."""
         self._ledger.unreserve(key, owner)

@@ -110,17 +110,27 @@ class CardCaller:
         self._keys: set[str] = set()  # every budget key this card drew from, given back by release()
         self._final_keys: list[str] = []  # keys of finals reserved and not yet made
 
-    def reserve_final(self) -> None:
+    async def reserve_final(self) -> None:
         """Keep one call of the card's final-answer budget for it: other cards' live updates leave it alone.
 
-        Its next priority call there uses it (the final, usually); :meth:`release` gives back what is left.
+        The call is claimed (:meth:`RateBudget.claim`): promised only while the accounts, every process's
+        reservations counted, still have one. Where they do not (another replica planned the same window's calls a
+        moment ago), the sink plans the card another way first, as long as it has one; with none left the call is
+        reserved all the same, and the final waits its turn. Its next priority call there uses it (the final,
+        usually); :meth:`release` gives back what is left.
         """
         if self._budget is None:
             return
-        # The sink plans a new card (its mode, hence its final's budget) when asked for the create's budget.
-        self._rate_key("create")
-        key, limit = self._rate_key("finalize")
-        self._budget.reserve(key, limit, self.owner)
+        while True:
+            # The sink plans a new card (its mode, hence its final's budget) when asked for the create's budget.
+            self._rate_key("create")
+            key, limit = self._rate_key("finalize")
+            if await self._budget.claim(key, limit, self.owner):
+                break
+            if self._replan is None or not self._replan("finalize"):
+                self._budget.reserve(key, limit, self.owner)
+                break
+            log.info("card.replanned", platform=self._platform, op="finalize", key=key)
         self._keys.add(key)
         self._final_keys.append(key)
 
@@ -281,7 +291,7 @@ class CardCaller:
                 try:
                     self.metrics.budget_wait_s += acquire.result()
                 except WouldWait as exc:
-                    if not self._plan_again(op, key, exc):
+                    if not await self._plan_again(op, key, exc):
                         patience = None  # no other way: wait for this one
                     continue
                 return key
@@ -290,7 +300,7 @@ class CardCaller:
                 await acquire
             return None if (stop is not None and stop in done) else False
 
-    def _plan_again(self, op: CardOp, key: str, exc: WouldWait) -> bool:
+    async def _plan_again(self, op: CardOp, key: str, exc: WouldWait) -> bool:
         """The budget cannot grant ``op`` on ``key`` soon: have the sink plan it another way, and keep the card's
         final reserved where the new plan will make it. False when the sink has no other way."""
         assert self._replan is not None and self._budget is not None
@@ -299,7 +309,7 @@ class CardCaller:
         log.info("card.replanned", platform=self._platform, op=op, key=key, free_in_s=round(exc.free_in_s, 1))
         if self._final_keys:
             self._budget.unreserve(self._final_keys.pop(), self.owner)
-            self.reserve_final()
+            await self.reserve_final()
         return True
 
 

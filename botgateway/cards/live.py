@@ -64,7 +64,7 @@ class LiveCard:
         shown: list[CardSnapshot] = []
         if not self._reserved:
             # Reserved before the wait, as the card is planned: cards planned meanwhile see the call taken.
-            self._caller.reserve_final()
+            await self._caller.reserve_final()
             self._reserved = True
 
         async def create() -> None:

@@ -93,6 +93,12 @@ class Ledger(Protocol):
         """Keep one call of ``key`` for ``owner``: live updates leave it alone."""
         ...
 
+    async def claim(self, key: str, limit: RateLimit, owner: str) -> bool:
+        """Reserve one call of ``key`` for ``owner`` only if the accounts can still promise it: a window's calls
+        left beyond every reservation (the fleet's, in one atomic step). False: nothing was reserved. A token
+        bucket refills, so its calls are always promised."""
+        ...
+
     def unreserve(self, key: str, owner: str) -> None:
         """One call reserved by ``owner`` was made and landed: it is no longer kept."""
         ...

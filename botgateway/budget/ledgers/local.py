@@ -224,6 +224,14 @@ class LocalLedger:
         bucket = self._bucket(key, limit)
         bucket.reserved[owner] = bucket.reserved.get(owner, 0) + 1
 
+    async def claim(self, key: str, limit: RateLimit, owner: str) -> bool:
+        """Reserve one call of ``key`` for ``owner`` if a window still has one beyond the reservations (while
+        paused it has none); a token bucket always does."""
+        if limit.windowed and self.spare(key, limit) < 1:
+            return False
+        self.reserve(key, limit, owner)
+        return True
+
     def unreserve(self, key: str, owner: str) -> None:
         """One reserved call of ``owner`` was made and landed."""
         bucket = self._buckets.get(key)

@@ -29,7 +29,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from botgateway.budget.ledgers.scripts import GIVE_BACK, LANDED, PAUSE, PUBLISH, TAKE
+from botgateway.budget.ledgers.scripts import CLAIM, GIVE_BACK, LANDED, PAUSE, PUBLISH, TAKE
 from botgateway.budget.rate_limit import RateLimit
 from botgateway.redis_url import mask_url
 from botgateway.stores.redis_connect import redis_client
@@ -116,6 +116,7 @@ class RedisLedger:
         self._give_back = client.register_script(GIVE_BACK)
         self._landed = client.register_script(LANDED)
         self._publish = client.register_script(PUBLISH)
+        self._claim = client.register_script(CLAIM)
 
     @classmethod
     def connect(
@@ -186,6 +187,18 @@ class RedisLedger:
         expiry = self.clock() + self.reservation_ttl_s
         await self._publish(keys=self._keys(key)[3:4],
                             args=[self.instance_id, int(calls), repr(expiry), math.ceil(self.reservation_ttl_s * 2000)])
+
+    async def claim(self, key: str, limit: RateLimit, calls: int) -> bool:
+        """Tell the fleet this process holds ``calls`` reserved calls of ``key`` (one more than it held), only if the
+        window can still promise that many beyond every other process's reservations; False: nothing written."""
+        now = self.clock()
+        state, grants, _, reserved, _ = self._keys(key)
+        claimed, _, _ = await self._claim(
+            keys=[state, grants, reserved],
+            args=[repr(now), max(int(limit.burst), 1), repr(float(limit.window_s)), self.instance_id, int(calls),
+                  repr(now + self.reservation_ttl_s), math.ceil(self.reservation_ttl_s * 2000)],
+        )
+        return bool(int(claimed))
 
     async def absorb(self, key: str, limit: RateLimit, times: Sequence[float]) -> None:
         """Count in ``key``'s window the calls this process made at ``times`` while it could not reach Redis."""

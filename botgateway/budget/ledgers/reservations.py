@@ -53,6 +53,21 @@ class ReservationBook:
         owners[owner] = owners.get(owner, 0) + 1
         self._changed(key)
 
+    async def claim(self, key: str, owner: str, publish_if_free: Callable[[int], Awaitable[bool]]) -> bool:
+        """``owner`` holds one more call of ``key`` if ``publish_if_free(total)`` writes this process's new total
+        (it does only while the call can be promised); False: nothing changed.
+
+        Taken in turn with :meth:`flush`, so a total written meanwhile can never undo the claim's.
+        """
+        async with self._lock:
+            if not await publish_if_free(self.count(key) + 1):
+                return False
+            owners = self._held.setdefault(key, {})
+            owners[owner] = owners.get(owner, 0) + 1
+            self._dirty.discard(key)  # Redis holds this total now
+            self._keep_refreshed()
+            return True
+
     def remove_one(self, key: str, owner: str) -> None:
         """``owner`` holds one call of ``key`` less (none: nothing changes)."""
         owners = self._held.get(key, {})
@@ -87,10 +102,13 @@ class ReservationBook:
 
     def _changed(self, key: str) -> None:
         self._dirty.add(key)
-        if self._refresher is None:
-            self._refresher = self._tasks.spawn(self._refresh(), name="rate-budget:reservations-refresh")
+        self._keep_refreshed()
         if self.enabled and (self._publisher is None or self._publisher.done()):
             self._publisher = self._tasks.spawn(self._flush_quietly(), name="rate-budget:reservations")
+
+    def _keep_refreshed(self) -> None:
+        if self._refresher is None:
+            self._refresher = self._tasks.spawn(self._refresh(), name="rate-budget:reservations-refresh")
 
     async def _flush_quietly(self) -> None:
         try:

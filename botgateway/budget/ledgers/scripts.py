@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, LEARN_BACK, PACED_SHARE, SLICES
 
-__all__ = ["GIVE_BACK", "LANDED", "PAUSE", "PUBLISH", "TAKE"]
+__all__ = ["CLAIM", "GIVE_BACK", "LANDED", "PAUSE", "PUBLISH", "TAKE"]
 
 _PLAN = f"""
 local SLICES, PACED_SHARE, LEARN_BACK, ARRIVAL_WINDOW = {SLICES}, {PACED_SHARE}, {LEARN_BACK}, {ARRIVAL_WINDOW_S}
@@ -206,6 +206,39 @@ elseif redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HSET', KEYS[1], 'tokens', tostring(math.min(tokens + 1, tonumber(ARGV[2]))))
 end
 return 1
+"""
+
+# KEYS: state, grants, reserved. ARGV: now, size, window_s, instance, calls (that instance's reservations with the
+# one claimed), expiry, keep_ms. A window's call promised to a card's final only while the window, as learned, still
+# has one beyond every live process's reservations (and is not paused): checked and written in one step, so two
+# processes planning at once cannot promise the same call. Returns {1 claimed / 0 not, calls left, others' reservations}.
+CLAIM = """
+local now = tonumber(ARGV[1])
+local size = math.max(tonumber(ARGV[2]), 1)
+local window = tonumber(ARGV[3])
+local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'cap')
+now = math.max(now, tonumber(st[1]) or 0)
+local cap = math.min(tonumber(st[3]) or size, size)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+local tokens = cap - redis.call('ZCARD', KEYS[2])
+local others = 0
+local held = redis.call('HGETALL', KEYS[3])
+for i = 1, #held, 2 do
+  if held[i] ~= ARGV[4] then
+    local calls, expiry = string.match(held[i + 1], '^(%d+) (%S+)$')
+    if calls and tonumber(expiry) > now then
+      others = others + tonumber(calls)
+    else
+      redis.call('HDEL', KEYS[3], held[i])
+    end
+  end
+end
+if now < (tonumber(st[2]) or 0) or tokens - others - tonumber(ARGV[5]) < 0 then
+  return {0, tostring(tokens), others}
+end
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[5] .. ' ' .. ARGV[6])
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
+return {1, tostring(tokens), others}
 """
 
 # KEYS: reserved. ARGV: instance, calls, expiry, keep_ms. One process's reservations of a key, refreshed.

@@ -179,6 +179,27 @@ class SharedLedger:
         self._book.add(key, owner)
         self._local.reserve(key, limit.share(self._share), owner)
 
+    async def claim(self, key: str, limit: RateLimit, owner: str) -> bool:
+        """Reserve one call of ``key`` for ``owner`` if the fleet's window can still promise it, checked and
+        written in Redis in one step (the local share's view while Redis is away); a token bucket always can."""
+        self._limits[key] = limit
+        if not limit.windowed:
+            self.reserve(key, limit, owner)
+            return True
+        if self.shared:
+            try:
+                claimed = await self._book.claim(key, owner, lambda calls: self._redis.claim(key, limit, calls))
+            except Exception as exc:  # unreachable: the local share answers from now on
+                self._lost(exc)
+            else:
+                if claimed:
+                    self._local.reserve(key, limit.share(self._share), owner)
+                return claimed
+        if self._local.spare(key, limit.share(self._share)) < 1:
+            return False
+        self.reserve(key, limit, owner)
+        return True
+
     def unreserve(self, key: str, owner: str) -> None:
         """One reserved call of ``owner`` was made and landed."""
         self._book.remove_one(key, owner)
