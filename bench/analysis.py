@@ -10,7 +10,14 @@ moment it pushed the mention:
   every percentile (shown as ``∞``, ``null`` in the JSON, and listed);
 - **text complete** — every character visible, settled or not (a diagnostic).
 
-Calls are counted per method, accepted and throttled apart.
+Calls are counted per method, accepted and throttled apart. On Slack, a turn
+is **answered twice** when the model was asked for its answer more than once,
+or more than one bot message in its thread shows the answer: what a fleet's
+dedupe of a delivery seen by several replicas must prevent.
+
+The goals: the issue's per scenario (:func:`scenario_goals`), and for a Slack
+fleet :func:`replica_goal`, its complete p95 next to the same scenario's on
+one replica, run before it.
 """
 
 from __future__ import annotations
@@ -71,6 +78,19 @@ def model_numbers(generations: Sequence[Generation], watches: Sequence[TurnWatch
     }
 
 
+def answered_twice(generations: Sequence[Generation], answer_messages: Sequence[int]) -> dict[str, Any]:
+    """The turns answered more than once: more than one answer stream from the model, or more than one bot message
+    in the turn's thread showing the answer (``answer_messages``, per turn)."""
+    streams = [0] * len(answer_messages)
+    for g in generations:
+        if g.answer and g.turn is not None and g.turn < len(streams):
+            streams[g.turn] += 1
+    twice = [turn for turn, (asked, shown) in enumerate(zip(streams, answer_messages, strict=True))
+             if asked > 1 or shown > 1]
+    return {"count": len(twice), "turns": twice[:20],
+            "model_requests_max": max(streams, default=0), "answer_messages_max": max(answer_messages, default=0)}
+
+
 def scenario_floors(settings: BenchSettings, scenario: Scenario) -> list[dict[str, Any]]:
     """The floors of the plans that matter for ``scenario`` (its own strategy first)."""
     offsets = settings.arrival_offsets(scenario)
@@ -129,6 +149,11 @@ def scenario_goals(result: dict[str, Any], gen_s: float, live_check_s: float = 1
         elif n == 100:
             goals += [Goal("every answer exact", result["exact"] == n, f"{result['exact']}/{n}"),
                       _at_most("complete p95 (gen + 4 s)", complete["p95"], gen_s + 4)]
+        if result["scenario"].get("replicas", 1) > 1:  # a fleet, every mention delivered to every replica
+            if n != 100:  # N=100 asks for it already
+                goals.append(Goal("every answer exact", result["exact"] == n, f"{result['exact']}/{n}"))
+            twice = result["answered_twice"]["count"]
+            goals.append(Goal("none answered twice", twice == 0, f"{twice} answered twice"))
         throttled = throttled_total(result["calls"])
         goals.append(Goal("zero 429s on every method", throttled == 0, f"{throttled} throttled"))
     else:
@@ -142,3 +167,34 @@ def scenario_goals(result: dict[str, Any], gen_s: float, live_check_s: float = 1
     live = result["live_left"]["count"]
     goals.append(Goal(f"nothing looks live {live_check_s:g} s after the last answer", live == 0, f"{live} live-looking"))
     return goals
+
+
+REPLICA_P95_MARGIN_S = 0.5
+"""How much later a Slack fleet's answers may complete (p95) than the same scenario's on one replica."""
+
+
+def replica_goal(result: dict[str, Any], earlier: Sequence[dict[str, Any]]) -> Goal | None:
+    """A Slack fleet scenario's (``--replicas`` above 1): complete p95 within :data:`REPLICA_P95_MARGIN_S` of the
+    same mode, N and arrival on one replica, run before it (✗ when that did not run or either p95 is ∞); ``None``
+    for any other scenario."""
+    if result["scenario"]["platform"] != "slack" or _replicas(result) == 1:
+        return None
+    text = f"complete p95 within {REPLICA_P95_MARGIN_S:g} s of one replica's"
+    one = next((r for r in earlier if r["scenario"]["platform"] == "slack" and _replicas(r) == 1
+                and _twin(r) == _twin(result)), None)
+    if one is None:
+        return Goal(text, False, "not measured: the scenario did not run on one replica (--replicas 1,…)")
+    fleet_p95, one_p95 = result["complete_s"]["p95"], one["complete_s"]["p95"]
+    measured = f"{_fmt(fleet_p95)} with {_replicas(result)} replicas, {_fmt(one_p95)} on one"
+    if fleet_p95 is None or one_p95 is None or math.isinf(fleet_p95) or math.isinf(one_p95):
+        return Goal(text, False, measured)
+    return Goal(text, fleet_p95 <= one_p95 + REPLICA_P95_MARGIN_S, f"{measured} ({fleet_p95 - one_p95:+.2f} s)")
+
+
+def _replicas(result: dict[str, Any]) -> int:
+    return int(result["scenario"].get("replicas", 1))
+
+
+def _twin(result: dict[str, Any]) -> tuple[str, int, str]:
+    scenario = result["scenario"]
+    return scenario["mode"], scenario["n"], scenario["arrival"]

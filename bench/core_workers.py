@@ -20,22 +20,17 @@ does not show (the whole server's, so another client's work counts too).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from bench.worker_process import WorkerFailed, WorkerProcess
-from tests.fakes.stores import REDIS_URL, purge_prefix
+from bench.fleet import REDIS_URL, every, scenario_redis
+from bench.worker_process import WorkerProcess
 
 __all__ = ["REDIS_URL", "CoreRun", "run_core_workers", "turns_of"]
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,21 +59,17 @@ async def run_core_workers(job: dict[str, Any], folder: Path, *, workers: int, t
     results."""
     if workers == 1:
         return await _run([(job, WorkerProcess(job, folder))], timeout_s, None)
-    prefix = f"bgbench:{uuid.uuid4().hex}:"
-    async with _redis() as client:
-        try:
-            fleet = []
-            for index in range(workers):
-                mine = folder / f"w{index}"
-                mine.mkdir(parents=True, exist_ok=True)
-                share = {**job, "worker_index": index, "workers": workers, "turns": turns_of(index, workers, job["n"]),
-                         "redis_url": REDIS_URL, "redis_prefix": prefix,
-                         "profile_path": _own(job["profile_path"], index)}
-                # The instance ids' lock files go with the scenario's folder, not the machine's /tmp.
-                fleet.append((share, WorkerProcess(share, mine, env={"TMPDIR": str(folder)})))
-            return await _run(fleet, timeout_s, client, prefix)
-        finally:
-            await purge_prefix(prefix)
+    async with scenario_redis("--workers above 1") as (client, prefix):
+        fleet = []
+        for index in range(workers):
+            mine = folder / f"w{index}"
+            mine.mkdir(parents=True, exist_ok=True)
+            share = {**job, "worker_index": index, "workers": workers, "turns": turns_of(index, workers, job["n"]),
+                     "redis_url": REDIS_URL, "redis_prefix": prefix,
+                     "profile_path": _own(job["profile_path"], index)}
+            # The instance ids' lock files go with the scenario's folder, not the machine's /tmp.
+            fleet.append((share, WorkerProcess(share, mine, env={"TMPDIR": str(folder)})))
+        return await _run(fleet, timeout_s, client, prefix)
 
 
 async def _run(
@@ -86,11 +77,11 @@ async def _run(
 ) -> CoreRun:
     fleet = [worker for _, worker in jobs]
     try:
-        await _every(worker.start() for worker in fleet)
+        await every(worker.start() for worker in fleet)
         cpu_before = await _redis_cpu_s(redis)
         for worker in fleet:  # every worker is ready and warmed up: all start at once
             worker.tell("go")
-        results = await _every(worker.finish(timeout_s) for worker in fleet)
+        results = await every(worker.finish(timeout_s) for worker in fleet)
         cpu_after = await _redis_cpu_s(redis)
     finally:
         await asyncio.gather(*(worker.kill() for worker in fleet))
@@ -100,36 +91,12 @@ async def _run(
     return CoreRun(results, redis_cpu, warnings, profiles, prefix)
 
 
-async def _every(steps: Iterable[Awaitable[T]]) -> list[T]:
-    """Every step's result, in order; the first failure is raised once all have ended (none is left unawaited)."""
-    done = await asyncio.gather(*steps, return_exceptions=True)
-    for outcome in done:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    return list(done)  # type: ignore[arg-type]  # no exception among them: all are T
-
-
 def _own(path: str, index: int) -> str:
     """Worker ``index``'s file of ``path`` (``profile-….txt`` → ``profile-…-w<index>.txt``); empty stays empty."""
     if not path:
         return ""
     file = Path(path)
     return str(file.with_name(f"{file.stem}-w{index}{file.suffix}"))
-
-
-@contextlib.asynccontextmanager
-async def _redis() -> AsyncIterator[aioredis.Redis]:
-    """A client of :data:`REDIS_URL`, after checking that it answers (else a :class:`WorkerFailed` that says so)."""
-    client = aioredis.Redis.from_url(REDIS_URL)
-    try:
-        try:
-            await client.ping()
-        except (RedisError, OSError) as exc:
-            raise WorkerFailed(f"--workers above 1 runs the workers on the Redis store, and the Redis at {REDIS_URL} "
-                               f"does not answer ({type(exc).__name__}: {exc}): start redis-server there") from None
-        yield client
-    finally:
-        await client.aclose()
 
 
 async def _redis_cpu_s(client: aioredis.Redis | None) -> float | None:

@@ -57,9 +57,11 @@ def _distance(result: dict[str, Any]) -> str:
 
 def _latency_table(results: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title, title_justify="left")
+    twice = any("answered_twice" in r for r in results)  # Slack's results count them
     for name, justify in [("scenario", "left"), ("exact", "right"), ("first text p50 / p95", "right"),
                           ("complete p50 / p95 / max", "right"), ("floor p95", "right"), ("p95 − floor", "right"), ("throttled", "right"),
-                          ("live left", "right"), ("mention → model p50", "right"), ("CPU s / RSS MB", "right")]:
+                          ("live left", "right"), *([("answered twice", "right")] if twice else []),
+                          ("mention → model p50", "right"), ("CPU s / RSS MB", "right")]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in results:
         best = best_floor(r)
@@ -72,6 +74,7 @@ def _latency_table(results: list[dict[str, Any]], title: str) -> Table:
             _distance(r),
             str(_throttled(r)),
             str(r["live_left"]["count"]),
+            *([str(r["answered_twice"]["count"]) if "answered_twice" in r else "—"] if twice else []),
             _pct(r["model"]["inbound_to_model_request_s"], "p50"),
             f"{r['process']['cpu_s']:.1f} / {r['process']['peak_rss_bytes'] / 2**20:.0f}",
         )
@@ -105,6 +108,27 @@ def _floor_lines(result: dict[str, Any], gen_s: float) -> list[str]:
             f"  floor {f['plan']} ({f['calls']}): {budget}; best schedule complete p50/p95/max "
             f"{_s(c['p50'])}/{_s(c['p95'])}/{_s(c['max'])} s (gen {gen_s:g} s)"
         )
+    return lines
+
+
+def _fleet_lines(result: dict[str, Any]) -> list[str]:
+    """A Slack fleet's replicas (the table sums their CPU and RSS), and what went wrong delivering to them."""
+    replicas = result["process"].get("replicas")
+    if not replicas:
+        return []
+    each = "; ".join(f"replica {p['index']} CPU {p['cpu_s']:.1f} s, RSS {p['peak_rss_bytes'] / 2**20:.0f} MB"
+                     for p in replicas)
+    lines = [(f"  {len(replicas)} replicas sharing Redis, Slack events over HTTP, every mention posted to each "
+              f"(the table sums their CPU and RSS): {each}")]
+    twice = result["answered_twice"]
+    if twice["count"]:
+        lines.append(f"  [yellow]{twice['count']} turns answered twice[/] (e.g. turns {twice['turns'][:5]}; "
+                     f"at most {twice['model_requests_max']} model requests, {twice['answer_messages_max']} answer "
+                     "messages for one turn)")
+    deliveries = result["deliveries"]
+    if deliveries["failed_count"]:
+        lines.append(f"  [yellow]{deliveries['failed_count']} event posts not answered 200[/], e.g. "
+                     f"{deliveries['failed'][0][:160]}")
     return lines
 
 
@@ -143,7 +167,8 @@ def print_report(report: dict[str, Any], console: Console | None = None, *, path
         console.print(core_table(core, settings))
     for r in results:
         console.print(f"[bold]{r['scenario']['name']}[/]")
-        lines = core_problem_lines(r) if r["scenario"]["platform"] == "core" else _floor_lines(r, gen_s) + _problem_lines(r)
+        lines = (core_problem_lines(r) if r["scenario"]["platform"] == "core"
+                 else _floor_lines(r, gen_s) + _fleet_lines(r) + _problem_lines(r))
         for line in lines:
             console.print(line, soft_wrap=True)
     _print_goals(report, console)

@@ -7,14 +7,17 @@ or :mod:`bench.dingtalk_side`) and a fresh scripted model
 run`` builds them), waits for its socket, pushes the mentions (all at once or
 spread), follows every answer on the platform until all are complete or the
 deadline passes, waits ``live_check_s`` more, counts what still looks live,
-then stops the worker. A ``core`` scenario has no platform and runs through
-:mod:`bench.core_scenario`. Scenarios run one after another, never side by
-side, so the worker's CPU time and RSS are its own.
+then stops the worker. A Slack scenario of K replicas (``--replicas``) starts
+K workers sharing Redis under a key prefix of its own (:mod:`bench.replicas`)
+and posts every mention to each of them. A ``core`` scenario has no platform
+and runs through :mod:`bench.core_scenario`. Scenarios run one after another,
+never side by side, so the worker's CPU time and RSS are its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -22,21 +25,31 @@ import resource
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.analysis import Goal, model_numbers, scenario_floors, scenario_goals, turn_latencies
+from bench.analysis import (
+    Goal,
+    answered_twice,
+    model_numbers,
+    replica_goal,
+    scenario_floors,
+    scenario_goals,
+    turn_latencies,
+)
 from bench.core_analysis import core_goals, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_scenario import run_core_scenario
 from bench.dingtalk_side import DingTalkSide
+from bench.fleet import every, scenario_redis
 from bench.model import BenchModelServer, make_answers, make_responder
 from bench.process_stats import usable_cpus
+from bench.replicas import fleet_process, marked_warnings, replica_workers
 from bench.settings import BenchSettings, Scenario
 from bench.side import PlatformSide
 from bench.slack_side import SlackSide
 from bench.stats import jsonable
-from bench.worker_process import WorkerFailed, WorkerProcess
+from bench.worker_process import WorkerFailed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +80,7 @@ def machine_info() -> dict[str, Any]:
 def make_side(settings: BenchSettings, scenario: Scenario, answers: list[str]) -> PlatformSide:
     """The fake platform of ``scenario``."""
     if scenario.platform == "slack":
-        return SlackSide(settings, answers)
+        return SlackSide(settings, answers, replicas=scenario.replicas)
     return DingTalkSide(settings, answers)
 
 
@@ -93,8 +106,18 @@ async def _follow(side: PlatformSide, settings: BenchSettings, offsets: list[flo
     return ended
 
 
+@contextlib.asynccontextmanager
+async def _store(scenario: Scenario) -> AsyncIterator[str]:
+    """The Redis key prefix a fleet's replicas share (purged afterwards); empty for one worker (SQLite)."""
+    if scenario.replicas == 1:
+        yield ""
+        return
+    async with scenario_redis("--replicas above 1") as (_client, prefix):
+        yield prefix
+
+
 async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: list[str], folder: Path) -> dict[str, Any]:
-    """One scenario on fresh fakes and a fresh worker; its section of the report."""
+    """One scenario on fresh fakes and a fresh worker (or K replicas); its section of the report."""
     answers = answers[: scenario.n]
     side = make_side(settings, scenario, answers)
     model = BenchModelServer(
@@ -102,27 +125,28 @@ async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: lis
         tool_rounds=settings.tool_rounds,
     )
     folder.mkdir(parents=True, exist_ok=True)
-    job = {"settings": settings.to_dict(), "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
-           "tmp": str(folder), "llm_url": await model.start(), **await side.start()}
-    worker = WorkerProcess(job, folder)
-    try:
-        await worker.start()
-        await side.wait_connected(30.0)
-        cpu_before, start = _cpu_s(), time.monotonic()
-        offsets = settings.arrival_offsets(scenario)
-        ended = await asyncio.wait_for(_follow(side, settings, offsets, start), settings.worker_timeout_s)
-        live, calls, timeline = side.live_left(), side.counts(), side.timeline(start)
-        fakes_cpu = _cpu_s() - cpu_before
-        process = await worker.stop()
-    except TimeoutError:
-        raise WorkerFailed(f"the scenario did not finish within {settings.worker_timeout_s:g} s") from None
-    finally:
-        await worker.kill()
-        await model.stop()
-        await side.stop()
-    return {
+    async with _store(scenario) as prefix:
+        job = {"settings": settings.to_dict(), "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
+               "tmp": str(folder), "llm_url": await model.start(), **await side.start()}
+        workers = replica_workers(job, folder, replicas=scenario.replicas, prefix=prefix)
+        try:
+            await every(worker.start() for worker in workers)
+            await side.wait_connected(30.0)
+            cpu_before, start = _cpu_s(), time.monotonic()
+            offsets = settings.arrival_offsets(scenario)
+            ended = await asyncio.wait_for(_follow(side, settings, offsets, start), settings.worker_timeout_s)
+            live, calls, timeline = side.live_left(), side.counts(), side.timeline(start)
+            fakes_cpu = _cpu_s() - cpu_before
+            process = fleet_process(await every(worker.stop() for worker in workers))
+        except TimeoutError:
+            raise WorkerFailed(f"the scenario did not finish within {settings.worker_timeout_s:g} s") from None
+        finally:
+            await asyncio.gather(*(worker.kill() for worker in workers))
+            await model.stop()
+            await side.stop()
+    result = {
         "scenario": {"name": scenario.name, "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
-                     "arrival": scenario.arrival},
+                     "arrival": scenario.arrival, "replicas": scenario.replicas},
         **turn_latencies(side.watches),
         "model": model_numbers(model.generations, side.watches, settings.gen_s),
         "calls": calls,
@@ -133,8 +157,14 @@ async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: lis
         "answers_ended_after_s": ended - start,
         "process": process,
         "fakes_cpu_s": fakes_cpu,
-        "worker_warnings": worker.warnings(),
+        "worker_warnings": marked_warnings(workers),
     }
+    if isinstance(side, SlackSide):
+        result["answered_twice"] = answered_twice(model.generations, side.answer_messages())
+        result["deliveries"] = {"replicas": side.replicas, "posted": side.delivered,
+                                "failed_count": len(side.delivery_failures), "failed": side.delivery_failures[:10]}
+        result["redis_prefix"] = prefix
+    return result
 
 
 async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -157,6 +187,9 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
                 else:
                     result = await run_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
                     goals = scenario_goals(result, settings.gen_s, settings.live_check_s)
+                    # A fleet next to the same scenario on one replica, which ran before it.
+                    if (beside := replica_goal(result, results)) is not None:
+                        goals.append(beside)
             except WorkerFailed as exc:
                 failures[scenario.name] = str(exc)
                 say(f"{scenario.name} FAILED: {exc}")
@@ -170,7 +203,7 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
     run_goals = [goal.to_dict() for goal in (throughput_goal(core), fleet_goal(core)) if goal is not None]
     argv = settings.to_argv()
     return jsonable({
-        "schema": 4,
+        "schema": 5,
         "started_at": started.isoformat(timespec="seconds"),
         "duration_s": (dt.datetime.now(dt.timezone.utc) - started).total_seconds(),
         "machine": machine,
@@ -189,5 +222,6 @@ def _progress_line(result: dict[str, Any], took: float) -> str:
                 f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s, "
                 f"{cpu_cores_text(result)}")
     throttled = sum(c.get("throttled", 0) for c in result["calls"].values())
+    twice = f", {result['answered_twice']['count']} answered twice" if "answered_twice" in result else ""
     return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
-            f"{throttled} throttled, {result['live_left']['count']} live-looking left")
+            f"{throttled} throttled, {result['live_left']['count']} live-looking left{twice}")

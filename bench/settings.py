@@ -5,7 +5,9 @@ A run is a set of *scenarios*: platform (Slack with ``streaming: auto`` or
 ``spread``: evenly over ``spread_s``), then the ``core`` platform: N
 concurrent turns (``core_turns``) submitted at once through the Gateway into
 an in-process sink, the model offering ``core_chunks_per_s`` in all, in one
-worker process or split over ``workers`` of them sharing Redis. Every
+worker process or split over ``workers`` of them sharing Redis. Each Slack
+scenario runs once per count of ``replicas``: above 1, that many botgateway
+processes sharing Redis, each mention delivered to every one of them. Every
 scenario uses the same seeded answers, so turn *i* asks and gets the same
 thing everywhere.
 :meth:`BenchSettings.to_argv` gives back the exact flags, so the report can
@@ -49,18 +51,23 @@ class Scenario:
     """``burst`` or ``spread``."""
     workers: int = 1
     """``core``: the worker processes the turns are split over (above 1 they share the Redis store)."""
+    replicas: int = 1
+    """``slack``: botgateway processes (replicas) behind a load balancer; above 1 they share the Redis store, take
+    Slack's events over HTTP, and every mention is delivered to each of them (Slack's retries, a balancer's)."""
 
     @property
     def name(self) -> str:
-        """``slack/edit N=50 burst``; ``core N=200 burst``; ``core N=1000 burst, 2 workers``."""
+        """``slack/edit N=50 burst``; ``slack/auto N=50 burst, 2 replicas``; ``core N=1000 burst, 2 workers``."""
         kind = f"{self.platform}/{self.mode}" if self.mode else self.platform
         fleet = f", {self.workers} workers" if self.workers > 1 else ""
+        fleet += f", {self.replicas} replicas" if self.replicas > 1 else ""
         return f"{kind} N={self.n} {self.arrival}{fleet}"
 
     @property
     def key(self) -> str:
-        """A file-name-safe id: ``slack-edit-50-burst``; ``core-200-burst``; ``core-1000-burst-w2``."""
+        """A file-name-safe id: ``slack-edit-50-burst``; ``slack-auto-50-burst-r2``; ``core-1000-burst-w2``."""
         fleet = f"w{self.workers}" if self.workers > 1 else ""
+        fleet += f"r{self.replicas}" if self.replicas > 1 else ""
         return "-".join(part for part in (self.platform, self.mode, str(self.n), self.arrival, fleet) if part)
 
 
@@ -82,6 +89,10 @@ class BenchSettings:
     workers: int = 1
     """``core``: worker processes, built as ``botgateway run --workers`` builds them (the Redis store on
     127.0.0.1:6379 above 1); turn *i* goes to worker ``i % workers``. The chat platforms run one worker."""
+    replicas: tuple[int, ...] = (1,)
+    """``slack``: each scenario runs once per count, one replica first. Above 1, that many worker processes,
+    each a replica of its own (``gateway.replicas``, its own instance id) with Slack in HTTP Events mode, sharing
+    the Redis on 127.0.0.1:6379; mention *i* is posted to replica ``i % K`` first, then to every other one."""
     arrivals: tuple[str, ...] = ARRIVALS
     """Arrival patterns."""
     spread_s: float = 60.0
@@ -126,9 +137,11 @@ class BenchSettings:
                 out.extend(Scenario("core", "", n, "burst", self.workers) for n in self.core_turns)
                 continue
             modes = self.slack_modes if platform == "slack" else ("card",)
+            fleets = sorted(self.replicas) if platform == "slack" else [1]
             for mode in modes:
                 for n in self.ns:
-                    out.extend(Scenario(platform, mode, n, arrival) for arrival in self.arrivals)
+                    for arrival in self.arrivals:
+                        out.extend(Scenario(platform, mode, n, arrival, replicas=k) for k in fleets)
         return out
 
     def arrival_offsets(self, scenario: Scenario) -> list[float]:
@@ -166,6 +179,7 @@ class BenchSettings:
             "--core-turns", ",".join(str(n) for n in self.core_turns),
             "--core-chunks-per-s", num(self.core_chunks_per_s),
             "--workers", str(self.workers),
+            "--replicas", ",".join(str(k) for k in self.replicas),
             "--arrivals", ",".join(self.arrivals),
             "--spread-s", num(self.spread_s),
             "--gen-s", num(self.gen_s),
@@ -266,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--workers", type=_number("--workers", int), default=d.workers,
         help="core: worker processes sharing the Redis on 127.0.0.1:6379, as botgateway run --workers starts them "
              "(default 1: one process with SQLite)")
+    add("--replicas", type=_counts("--replicas", "1,2,3"), default=d.replicas,
+        help="slack: comma-separated numbers of replicas each scenario runs on, one replica first; above 1 they share "
+             "the Redis on 127.0.0.1:6379, take events over HTTP, and every mention is delivered to each (default 1)")
     add("--arrivals", type=_choices("--arrivals", ARRIVALS), default=d.arrivals, help="burst, spread or both (default both)")
     add("--spread-s", type=_number("--spread-s", float), default=d.spread_s, help="spread arrivals over this many seconds (default 60)")
     add("--gen-s", type=_number("--gen-s", float), default=d.gen_s, help="model generation time per answer (default 6.4)")
@@ -300,6 +317,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> BenchSettings:
         parser.error(f"--config {ns.config}: no such file")
     if ns.workers > MAX_WORKERS:
         parser.error(f"--workers {ns.workers}: botgateway runs at most {MAX_WORKERS} worker processes")
+    if max(ns.replicas) > MAX_WORKERS:
+        parser.error(f"--replicas {max(ns.replicas)}: at most {MAX_WORKERS} replicas")
     if "core" in ns.platforms and ns.workers > min(ns.core_turns):
         parser.error(f"--workers {ns.workers} is more than the {min(ns.core_turns)} turns of a core scenario: "
                      "every worker needs a turn")

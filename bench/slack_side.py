@@ -9,12 +9,23 @@ channel with short bursts (``post_burst`` per ``post_burst`` seconds).
 Mention *i* is an ``app_mention`` from user ``U000i`` (display name
 ``user<i>``) in channel ``settings.channel_of(i)``; the bot answers in its
 thread, so the thread identifies the turn.
+
+With one replica the mention goes over Socket Mode. A fleet of K replicas
+takes Slack's events over HTTP, each replica on its own port: the side, as
+Slack behind a load balancer, posts mention *i* signed to replica ``i % K``
+and then the same event (the same ``event_id``) to every other replica, as
+Slack's retries and a balancer spreading them would deliver it. The
+mention's moment is noted before the first post.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from typing import Any
+
+import aiohttp
 
 from adapters.slack.render import STOP_ACTION_ID
 from bench.floor import slack_limits
@@ -25,10 +36,15 @@ from bench.side import PlatformSide, per_second
 from botgateway.cards.render import CURSOR
 from botgateway.strings import t
 from tests.fakes.slack import FakeSlack, Message, Window
+from tests.ports import free_port
 
 LOCALE = "en"
 PLACEHOLDERS = tuple(t(LOCALE, key) for key in ("thinking", "working", "queued", "control_working"))
 """Texts that only a message still at work shows."""
+ANSWER_HEAD = 24
+"""Characters of an answer's beginning (``**web-<i>** (10.0.…``, the turn's own) that make a message an answer."""
+POST_TIMEOUT_S = 30.0
+"""How long one event post to a replica may take before it counts as undelivered."""
 
 
 def _shown_text(msg: Message) -> str:
@@ -51,9 +67,19 @@ class SlackSide(PlatformSide):
     platform = "slack"
     methods = ("chat.postMessage", "chat.update", "chat.delete", "chat.startStream", "chat.appendStream", "chat.stopStream")
 
-    def __init__(self, settings: BenchSettings, answers: list[str]) -> None:
+    def __init__(self, settings: BenchSettings, answers: list[str], *, replicas: int = 1) -> None:
         super().__init__(answers)
         self.settings = settings
+        self.replicas = replicas
+        """Replicas the events go to over HTTP (1: Socket Mode)."""
+        self.events_urls: list[str] = []
+        """Each replica's Events API URL, in replica order (empty: Socket Mode)."""
+        self.delivered = 0
+        """Event posts a replica answered 200."""
+        self.delivery_failures: list[str] = []
+        """Event posts a replica did not answer 200 (what answered, or the error)."""
+        self._posts: set[asyncio.Task[None]] = set()
+        self._http: aiohttp.ClientSession | None = None
         windows = {
             method: Window(limit.calls, limit.seconds, "channel" if limit.per_channel else "workspace")
             for method, limit in slack_limits(settings.post_burst).items()
@@ -77,20 +103,64 @@ class SlackSide(PlatformSide):
         return f"C{self.settings.channel_of(turn):04d}"
 
     async def start(self) -> dict[str, Any]:
-        """Serve the Web API and Socket Mode; the worker's adapter points its ``api_base_url`` here."""
-        return {"platform_url": await self.fake.start()}
+        """Serve the Web API and Socket Mode; the worker's adapter points its ``api_base_url`` here.
+
+        A fleet's replicas get ``http_ports``, one each, where they take the events this side posts.
+        """
+        started: dict[str, Any] = {"platform_url": await self.fake.start()}
+        if self.replicas > 1:
+            ports = [free_port() for _ in range(self.replicas)]
+            self.events_urls = [f"http://127.0.0.1:{port}/slack/events" for port in ports]
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=POST_TIMEOUT_S))
+            started["http_ports"] = ports
+        return started
 
     async def wait_connected(self, timeout: float) -> None:
-        """Until the adapter's Socket Mode client is connected."""
-        await self.fake.wait_connected(timeout)
+        """Until the adapter's Socket Mode client is connected (a fleet's replicas listen once they said ready)."""
+        if self.replicas == 1:
+            await self.fake.wait_connected(timeout)
 
     async def push(self, turn: int) -> None:
-        """An ``app_mention`` envelope over the socket; the moment is the mention's inbound time."""
+        """An ``app_mention`` envelope over the socket, or posted to every replica; the moment is the mention's
+        inbound time."""
         event = self.fake.mention(user_text(turn), user=self.user(turn), channel=self.channel(turn))
         self._threads[(event["channel"], event["ts"])] = turn
         payload = self.fake.event_payload(event)
         self.watches[turn].inbound_at = time.monotonic()
-        await self.fake.push(payload)
+        if self.replicas == 1:
+            await self.fake.push(payload)
+            return
+        # The posts go on in the background: a burst's mentions all arrive at once, as from Slack.
+        task = asyncio.create_task(self._deliver(turn, json.dumps(payload)))
+        self._posts.add(task)
+        task.add_done_callback(self._posts.discard)
+
+    async def _deliver(self, turn: int, body: str) -> None:
+        """Mention ``turn`` to replica ``turn % K`` first, then the same event to every other replica."""
+        first = turn % self.replicas
+        await self._post(self.events_urls[first], body)
+        await asyncio.gather(*(self._post(url, body) for i, url in enumerate(self.events_urls) if i != first))
+
+    async def _post(self, url: str, body: str) -> None:
+        assert self._http is not None
+        try:
+            async with self._http.post(url, data=body, headers=self.fake.sign(body)) as response:
+                if response.status == 200:
+                    self.delivered += 1
+                else:
+                    self.delivery_failures.append(f"{url}: {response.status} {(await response.text())[:120]!r}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self.delivery_failures.append(f"{url}: {type(exc).__name__}: {exc}")
+
+    def answer_messages(self) -> list[int]:
+        """Per turn, the bot messages in its thread that show the start of its answer (more than one: answered
+        twice)."""
+        counts = [0] * len(self.watches)
+        for msg in self.fake.messages.values():
+            turn = self._threads.get((msg.channel, msg.thread_ts or ""))
+            if turn is not None and self.watches[turn].answer[:ANSWER_HEAD] in msg.markdown():
+                counts[turn] += 1
+        return counts
 
     def _on_change(self, msg: Message, change: str, at: float) -> None:
         turn = self._threads.get((msg.channel, msg.thread_ts or ""))
@@ -117,5 +187,8 @@ class SlackSide(PlatformSide):
         return per_second(calls, since)
 
     async def stop(self) -> None:
-        """Close the socket and the server."""
+        """Close the socket and the server (after the event posts still under way, if any)."""
+        await asyncio.gather(*self._posts, return_exceptions=True)
+        if self._http is not None:
+            await self._http.close()
         await self.fake.stop()

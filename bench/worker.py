@@ -11,6 +11,11 @@ order and writes its CPU time and RSS. It measures nothing about answers:
 the orchestrator watches the fake platform for that. Only botgateway runs
 here, so the CPU and memory numbers are its own.
 
+A replica of a Slack fleet (``--replicas K``: ``job["replicas"]`` above 1) is
+one of K such processes: Slack in HTTP Events mode on its own port, the Redis
+store under the scenario's prefix, ``gateway.replicas: K`` and an instance id
+of its own, as each replica of a deployment is configured.
+
 A ``core`` job has no platform: :mod:`bench.core_worker` builds the same
 runtime, submits the turns itself into the bench's own sink after ``go``, and
 writes what it measured.
@@ -45,10 +50,14 @@ INVENTORY = REPO_ROOT / "tools" / "sample_inventory.yaml"
 def _platform_section(job: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     """The adapter section pointing at the fake platform of ``job``."""
     if job["platform"] == "slack":
-        from tests.fakes.slack import APP_TOKEN, BOT_TOKEN
+        from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET
 
-        return {"enabled": True, "mode": "socket", "bot_token": BOT_TOKEN, "app_token": APP_TOKEN,
-                "api_base_url": job["platform_url"], "streaming": job["mode"], "locale": "en"}
+        section = {"enabled": True, "mode": "socket", "bot_token": BOT_TOKEN, "app_token": APP_TOKEN,
+                   "api_base_url": job["platform_url"], "streaming": job["mode"], "locale": "en"}
+        if job.get("http_port"):  # a replica of a fleet: events come over HTTP, from the bench as a load balancer
+            section.update({"mode": "http", "signing_secret": SIGNING_SECRET, "http_host": "127.0.0.1",
+                            "http_port": int(job["http_port"])})
+        return section
     return {"enabled": True, "mode": "stream", "client_id": job["client_id"], "client_secret": job["client_secret"],
             "card_template_id": "botgateway-ai-card.schema", "api_base_url": job["platform_url"],
             "oapi_base_url": job["platform_url"], "locale": "zh-CN", "qps": settings.dingtalk_qps}
@@ -70,7 +79,9 @@ def bench_config(job: dict[str, Any]) -> Config:
     the ``card`` section, the adapter's ``policy`` and ``gateway.event_loop``. A ``core`` job enables no
     adapter: the worker submits the turns itself. A job of one of several core
     workers (``redis_prefix`` set) has the config ``botgateway run --workers``
-    needs: the Redis store under the scenario's key prefix and ``gateway.workers``.
+    needs: the Redis store under the scenario's key prefix and ``gateway.workers``;
+    a replica of a Slack fleet has the Redis store, ``gateway.replicas`` and its
+    own ``gateway.instance_id``, with Slack in HTTP mode.
     """
     settings = BenchSettings.from_dict(job["settings"])
     platform = job["platform"]
@@ -93,6 +104,7 @@ def bench_config(job: dict[str, Any]) -> Config:
                     "max_rounds": settings.tool_rounds + 2},
             "memory": _memory_section(job),
             "gateway": {"max_concurrent_turns": max(64, int(job["n"])), "workers": int(job.get("workers", 1)),
+                        "replicas": int(job.get("replicas", 1)), "instance_id": job.get("instance_id", ""),
                         "event_loop": event_loop},
             "card": card,
             "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}},

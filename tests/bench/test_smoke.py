@@ -4,6 +4,8 @@ The smoke run goes end to end as ``make bench`` does: worker processes running
 the real Gateway and adapters, the fake Slack (Socket Mode, rate limits) and
 DingTalk (Stream mode, QPS limit), the scripted model. It asserts correctness
 and the report's shape, never a latency: it must pass on a busy 2-core machine.
+The fleet run does the same with three Slack replicas on the real Redis, every
+mention posted to each of them over HTTP.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 from rich.console import Console
 
-from bench.analysis import scenario_goals, turn_latencies
+from bench.analysis import Goal, answered_twice, replica_goal, scenario_goals, turn_latencies
 from bench.floor import SLACK_PLANS, Limit, Plan, PlanCall, floor, schedule, slack_limits
-from bench.model import make_answer, make_answers
+from bench.model import Generation, make_answer, make_answers
 from bench.observe import TurnWatch, View, carriers, longest_piece
 from bench.report import print_report, write_chart, write_json
 from bench.scenario import run_benchmark
@@ -28,8 +31,10 @@ from bench.settings import BenchSettings, Scenario, parse_settings
 from bench.slack_side import looks_live
 from bench.stats import INF, jsonable, percentile, summarize
 from tests.fakes.slack import Message
+from tests.fakes.stores import REDIS_URL
 
 N = 3
+REPLICAS = 3
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +192,8 @@ def test_scenarios_and_arrivals() -> None:
         (["--n", "0"], "every N must be >= 1"),
         (["--gen-s", "fast"], "--gen-s takes a number"),
         (["--answer-chars", "300-100"], "--answer-chars needs"),
+        (["--replicas", "0,2"], "every N must be >= 1"),
+        (["--replicas", "two"], "--replicas takes comma-separated numbers"),
     ],
 )
 def test_bad_flags_are_explained(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,3 +219,104 @@ def test_goals_judge_against_generation_time() -> None:
                      "zero 429s on every method": False, "nothing looks live 10 s after the last answer": True}
     failed = {**result, "complete_s": {**summary, "p95": None, "failed": 1}}
     assert not scenario_goals(failed, gen_s=6.4)[0].passed
+
+
+@pytest.fixture(scope="module")
+def fleet_settings(tmp_path_factory: pytest.TempPathFactory) -> BenchSettings:
+    # Three replicas without their one-replica twin: the run stays short; the comparison has its own test below.
+    return BenchSettings(platforms=("slack",), slack_modes=("auto",), ns=(N,), arrivals=("burst",), replicas=(REPLICAS,),
+                         gen_s=0.6, answer_chars=(120, 200), live_check_s=0.5, settle_s=30,
+                         out=str(tmp_path_factory.mktemp("bench-fleet-out")), worker_timeout_s=90)
+
+
+@pytest.fixture(scope="module")
+def fleet_report(fleet_settings: BenchSettings) -> dict[str, Any]:
+    return asyncio.run(run_benchmark(fleet_settings))
+
+
+def test_a_fleet_answers_every_mention_once_though_every_replica_receives_it(fleet_report: dict[str, Any]) -> None:
+    assert fleet_report["failures"] == {}
+    [r] = fleet_report["scenarios"]
+    assert r["scenario"]["name"] == f"slack/auto N={N} burst, {REPLICAS} replicas" and r["scenario"]["replicas"] == REPLICAS
+    assert r["exact"] == N and r["failures"] == [], r["failures"]
+    # Each mention was posted, signed, to every replica, and every replica took it.
+    assert r["deliveries"] == {"replicas": REPLICAS, "posted": N * REPLICAS, "failed_count": 0, "failed": []}
+    # Yet the model was asked once per turn and each thread shows one answer.
+    assert r["answered_twice"] == {"count": 0, "turns": [], "model_requests_max": 1, "answer_messages_max": 1}
+    assert r["calls"]["chat.startStream"]["accepted"] + r["calls"]["chat.postMessage"]["accepted"] >= N
+    # Three processes, each its own replica; the table's CPU and RSS are theirs together.
+    replicas = r["process"]["replicas"]
+    assert [p["index"] for p in replicas] == list(range(REPLICAS)) and len({p["pid"] for p in replicas}) == REPLICAS
+    assert r["process"]["cpu_s"] == pytest.approx(sum(p["cpu_s"] for p in replicas))
+    assert r["process"]["peak_rss_bytes"] == sum(p["peak_rss_bytes"] for p in replicas)
+    goals = {g["goal"]: g for g in r["goals"]}
+    assert goals["every answer exact"]["passed"] and goals["none answered twice"]["passed"]
+    # No one-replica twin ran: the comparison is not measured, and says how to measure it.
+    beside = goals["complete p95 within 0.5 s of one replica's"]
+    assert beside["passed"] is False and "--replicas 1," in beside["measured"]
+
+
+def test_the_fleet_scenario_leaves_nothing_in_redis(fleet_report: dict[str, Any]) -> None:
+    prefix = fleet_report["scenarios"][0]["redis_prefix"]
+    assert prefix.startswith("bgbench:")
+
+    async def left() -> list[bytes]:
+        client = aioredis.Redis.from_url(REDIS_URL)
+        try:
+            return [key async for key in client.scan_iter(match=f"{prefix}*", count=500)]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(left()) == []
+
+
+def test_the_fleet_report_names_the_replicas_and_the_reproducing_flag(fleet_report: dict[str, Any]) -> None:
+    buffer = io.StringIO()
+    print_report(fleet_report, Console(file=buffer, width=250))
+    text = buffer.getvalue()
+    for needle in (f"slack/auto N={N} burst, {REPLICAS} replicas", "answered twice", f"{REPLICAS} replicas sharing Redis",
+                   "replica 2 CPU", "none answered twice", f"--replicas {REPLICAS}"):
+        assert needle in text, needle
+
+
+def _generation(turn: int, *, answer: bool = True) -> Generation:
+    return Generation(turn, answer, 0.0, completed=True)
+
+
+def test_a_turn_asked_twice_or_shown_twice_counts_as_answered_twice() -> None:
+    # Turn 0: a tool round and its answer (one answer); turn 1: two answer streams; turn 2: two answer messages.
+    generations = [_generation(0, answer=False), _generation(0), _generation(1), _generation(1), _generation(2)]
+    twice = answered_twice(generations, [1, 1, 2])
+    assert twice == {"count": 2, "turns": [1, 2], "model_requests_max": 2, "answer_messages_max": 2}
+    assert answered_twice([_generation(0), _generation(1)], [1, 1])["count"] == 0
+
+
+def _slack_result(replicas: int, p95: float, *, mode: str = "auto", n: int = 50) -> dict[str, Any]:
+    return {"scenario": {"platform": "slack", "mode": mode, "n": n, "arrival": "burst", "replicas": replicas},
+            "complete_s": {"p95": p95}}
+
+
+def test_a_fleet_is_judged_against_the_same_scenario_on_one_replica() -> None:
+    one = _slack_result(1, 8.1)
+    assert replica_goal(one, []) is None  # one replica: nothing to compare
+    near = replica_goal(_slack_result(2, 8.55), [one])
+    assert near == Goal("complete p95 within 0.5 s of one replica's", True, "8.55 s with 2 replicas, 8.10 s on one (+0.45 s)")
+    far = replica_goal(_slack_result(3, 8.7), [one])
+    assert far is not None and not far.passed and "(+0.60 s)" in far.measured
+    # Only the same mode, N and arrival is the twin; a failed answer (∞) fails the comparison.
+    other = replica_goal(_slack_result(2, 8.2), [_slack_result(1, 8.1, mode="edit"), _slack_result(1, 8.1, n=10)])
+    assert other is not None and not other.passed and other.measured.startswith("not measured")
+    lost = replica_goal(_slack_result(2, INF), [one])
+    assert lost is not None and not lost.passed and "∞ with 2 replicas" in lost.measured
+
+
+def test_replicas_run_each_slack_scenario_one_replica_first() -> None:
+    settings = parse_settings(["--platform", "slack,dingtalk", "--slack-modes", "edit", "--n", "10", "--arrivals", "burst",
+                               "--replicas", "3,1,2"])
+    assert [s.name for s in settings.scenarios()] == [
+        "slack/edit N=10 burst", "slack/edit N=10 burst, 2 replicas", "slack/edit N=10 burst, 3 replicas",
+        "dingtalk/card N=10 burst"]  # DingTalk runs one worker whatever --replicas says
+    assert [s.key for s in settings.scenarios()][:2] == ["slack-edit-10-burst", "slack-edit-10-burst-r2"]
+    again = parse_settings(settings.to_argv())
+    assert again.replicas == (3, 1, 2) and again.to_dict() == {**settings.to_dict(), "out": again.out}
+    assert parse_settings([]).replicas == (1,) and "--replicas" in parse_settings([]).to_argv()
