@@ -1,7 +1,9 @@
 """DingTalk-safe model text and display names.
 
 DingTalk draws remote images in markdown (robot messages and AI cards), so an
-image is an exfiltration path: images become text (:mod:`botgateway.cards.inert`).
+image is an exfiltration path: images become text, and links, masked links and
+the HTML the card markdown honours follow the rule every platform shares
+(:func:`~botgateway.cards.inert.inert_markup`).
 A message notifies everyone only through its ``at.isAtAll`` field, which the
 sinks never set; the text ``@所有人`` / ``@all`` (or an ``@mobile``) still gets
 a zero-width space after the ``@`` so no client or forwarding bot reads it as
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from botgateway.cards.inert import inert_images, sub_outside_code
+from botgateway.cards.inert import inert_markup, sub_outside_code
 
 __all__ = ["dingtalk_inert", "escape_name"]
 
@@ -27,8 +29,9 @@ _NAME_MARKUP = str.maketrans({
 
 
 def dingtalk_inert(text: str, locale: str) -> str:
-    """``text`` safe to draw in DingTalk markdown: images as text, ``@所有人``, ``@all`` and ``@mobile`` inert."""
-    text = inert_images(text, locale)
+    """``text`` safe to draw in DingTalk markdown: images as text, only safe links, no HTML, ``@所有人``, ``@all``
+    and ``@mobile`` inert."""
+    text = inert_markup(text, locale)
     return sub_outside_code(_AT_ALL, text, lambda m: "@\u200b") if "@" in text else text
 
 

@@ -6,9 +6,10 @@ on every streaming update) and the one-shot robot markdown message
 the fallback. DingTalk's robot markdown is a small dialect (no colours, single
 newlines collapse), so blocks are separated by blank lines. A card's preamble
 (an alert's status, outside data) comes first, above everything else, a blank
-line below it. Everything but the header is made inert once, on its way out (:func:`dingtalk_inert`: remote
-images become text, ``@所有人`` cannot notify); the header's display name is
-escaped (:func:`escape_name`) so a crafted name cannot break the bold. Shared
+line below it. Every piece of model, tool and outside text is made inert once, on its way out
+(:func:`dingtalk_inert`: remote images become text, only http(s) links stay and show their host, HTML and masked
+links are text, ``@所有人`` cannot notify), before the card's own markup (the muted ``<font>``) goes around it;
+the header's display name is escaped (:func:`escape_name`) so a crafted name cannot break the bold. Shared
 strings and the tool line come from :mod:`botgateway.cards.render` and
 :mod:`botgateway.strings`.
 """
@@ -89,38 +90,38 @@ def render_card(snapshot: CardSnapshot, *, is_group: bool = False, asker: str = 
 
 
 def _with_header(snapshot: CardSnapshot, header: str, sections: list[str]) -> str:
-    """The preamble, then the header (ours, escaped already) above the sections; the preamble and the sections
-    are made inert here, once."""
-    locale = snapshot.locale
-    preamble = dingtalk_inert(core.preamble_text(snapshot), locale)
-    body = dingtalk_inert("\n\n".join(sections), locale)
-    return "\n\n".join(part for part in (preamble, header, body) if part)
+    """The preamble (made inert here), then the header (ours, escaped already) above the sections (inert
+    already)."""
+    preamble = dingtalk_inert(core.preamble_text(snapshot), snapshot.locale)
+    return "\n\n".join(part for part in (preamble, header, *sections) if part)
 
 
 def _card_sections(snapshot: CardSnapshot) -> list[str]:
-    """The AI card's sections below the header, as the model and the tools wrote them."""
+    """The AI card's sections below the header, each made inert; the thought and the footer in the card's muted
+    colour, whose tag is ours and so goes around the inert text."""
     locale = snapshot.locale
-    sections: list[str] = []
     if snapshot.status == "queued":
-        return [snapshot.error or core.t(locale, "queued")]
+        return [dingtalk_inert(snapshot.error or core.t(locale, "queued"), locale)]
+    sections: list[tuple[str, bool]] = []  # (text, muted)
     if snapshot.part == 1:
-        sections.extend(_blocks(snapshot))
+        sections.extend((block, False) for block in _blocks(snapshot))
     # The card cannot carry buttons: each waiting approval says how to decide by reply.
-    sections.extend(core.approval_text(prompt, locale) for prompt in snapshot.approvals)
+    sections.extend((core.approval_text(prompt, locale), False) for prompt in snapshot.approvals)
     if snapshot.thought and not snapshot.final:
-        sections.append(MUTED.format(" ".join(snapshot.thought.split())))
+        sections.append((" ".join(snapshot.thought.split()), True))
     answer = _answer(snapshot, cursor=True)
     if answer.strip():
-        sections.append(answer)
+        sections.append((answer, False))
     elif snapshot.status == "working" and not snapshot.thought:
-        sections.append(core.t(locale, "working") if snapshot.blocks else core.t(locale, "thinking"))
+        sections.append((core.t(locale, "working") if snapshot.blocks else core.t(locale, "thinking"), False))
     if snapshot.continued:
-        sections.append(core.t(locale, "continued"))
+        sections.append((core.t(locale, "continued"), False))
     if snapshot.final and snapshot.error:
-        sections.append(snapshot.error)
+        sections.append((snapshot.error, False))
     if snapshot.footer:
-        sections.append(MUTED.format(snapshot.footer))
-    return sections
+        sections.append((snapshot.footer, True))
+    return [MUTED.format(dingtalk_inert(text, locale)) if muted else dingtalk_inert(text, locale)
+            for text, muted in sections]
 
 
 def tool_summary(snapshot: CardSnapshot) -> str:
@@ -153,7 +154,8 @@ def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str
         sections.append(snapshot.error)
     if snapshot.footer:
         sections.append(f"> {snapshot.footer}")
-    return reply_title(snapshot), _with_header(snapshot, _header(snapshot, is_group, mention, asker), sections)
+    shown = [dingtalk_inert(section, snapshot.locale) for section in sections]
+    return reply_title(snapshot), _with_header(snapshot, _header(snapshot, is_group, mention, asker), shown)
 
 
 def reply_title(snapshot: CardSnapshot) -> str:

@@ -1,4 +1,4 @@
-"""Slack-safe model text: no remote images, no broadcast or user pings the asker did not write.
+"""Slack-safe model text: no remote images or unsafe links, no broadcast or user pings the asker did not write.
 
 Slack turns ``<!channel>``, ``<!here>``, ``<!everyone>``, ``<!subteam^S…>``
 and ``<@U…>`` into notifications wherever it parses text (the ``text`` field,
@@ -8,7 +8,11 @@ reads the same (``@channel``, with a zero-width space after the ``@``), except
 user mentions the asker wrote in the question (:data:`ASKER_MENTIONS`). The
 HTML-escaped forms (``&lt;!here&gt;``) are treated alike, since a Markdown
 renderer decodes them. Inside code the text keeps its look; only a zero-width
-space after the ``<`` stops Slack from parsing it.
+space after the ``<`` stops Slack from parsing it, masked links
+(``<http://evil|innocent>``) included. Mentions go first; then the rules every
+platform shares (:func:`~botgateway.cards.inert.inert_markup`: images as text,
+only http(s) links, each showing its host, masked links and HTML as text),
+which leave the mentions alone.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from botgateway.cards.inert import inert_images, sub_outside_code
+from botgateway.cards.inert import inert_markup, sub_outside_code
 from botgateway.sink import CardTarget
 
 __all__ = ["ASKER_MENTIONS", "allowed_mentions", "mentions_in", "slack_inert"]
@@ -38,6 +42,8 @@ _SPECIAL = re.compile(
 _USER = re.compile(_LT + r"\s*@(?P<id>[UW][A-Z0-9]{2,})(?:\|(?P<label>[^>&]*?))?\s*" + _GT, re.IGNORECASE)
 _BARE = re.compile(r"(?<![\w@])@(?P<name>channel|here|everyone)\b", re.IGNORECASE)
 _QUESTION_MENTION = re.compile(r"<@([UW][A-Z0-9]{2,})(?:\|[^>]*)?>")
+_ANGLE_LINK = re.compile(r"<(?![@!#\s])(?:[A-Za-z][A-Za-z0-9+.-]*:[^<>\n]*|[^<>\n|]*\|[^<>\n]*)>")
+"""A ``<url>`` or ``<url|text>`` Slack reads as a link, in code too (``<pod>`` is left alone)."""
 
 
 def mentions_in(question: str) -> str:
@@ -84,10 +90,11 @@ def _user_in_code(allowed: frozenset[str]) -> Callable[[re.Match[str]], str]:
 
 
 def slack_inert(text: str, locale: str, allowed: frozenset[str] = frozenset()) -> str:
-    """``text`` safe to send to Slack: images as text, broadcasts and unasked user mentions defused."""
-    text = inert_images(text, locale)
-    if "@" not in text and "!" not in text:
-        return text
-    text = sub_outside_code(_SPECIAL, text, _special, _in_code)
-    text = sub_outside_code(_USER, text, _user(allowed), _user_in_code(allowed))
-    return sub_outside_code(_BARE, text, lambda m: f"@{_ZWSP}{m.group('name')}")
+    """``text`` safe to send to Slack: broadcasts and unasked user mentions defused, then images as text and links
+    by the shared rule; a ``<…>`` link inside code is kept from being parsed."""
+    if "@" in text or "!" in text:
+        text = sub_outside_code(_SPECIAL, text, _special, _in_code)
+        text = sub_outside_code(_USER, text, _user(allowed), _user_in_code(allowed))
+        text = sub_outside_code(_BARE, text, lambda m: f"@{_ZWSP}{m.group('name')}")
+    text = inert_markup(text, locale)
+    return sub_outside_code(_ANGLE_LINK, text, lambda m: m.group(), _in_code) if "<" in text else text

@@ -1,7 +1,7 @@
 """A card as ``rich`` draws it: preamble, status lines, muted thought, Markdown answer, footer.
 
-Model text passes :func:`~botgateway.cards.inert.inert_images` like on every
-platform: a terminal fetches nothing, but a copied answer should not carry a live image either.
+Model text passes :func:`~botgateway.cards.inert.inert_markup` like on every
+platform: a terminal fetches nothing, but a copied answer should not carry a live image or a hidden link either.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from botgateway.cards.inert import inert_images
+from botgateway.cards.inert import inert_markup
 from botgateway.cards.render import CURSOR, close_open_fence, preamble_text, tool_line_text
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.strings import t
@@ -39,7 +39,7 @@ def card_renderable(snapshot: CardSnapshot, *, title: str = "") -> RenderableTyp
     rows = _rows(snapshot)
     preamble = preamble_text(snapshot)
     if preamble:
-        rows[:0] = [Markdown(inert_images(preamble, snapshot.locale)), *([Rule(style="dim")] if rows else [])]
+        rows[:0] = [Markdown(inert_markup(preamble, snapshot.locale)), *([Rule(style="dim")] if rows else [])]
     return Panel(
         Group(*rows),
         title=title or None,
@@ -67,7 +67,7 @@ def _rows(snapshot: CardSnapshot) -> list[RenderableType]:
         for block in snapshot.blocks:
             if isinstance(block, Narration):
                 if block.text.strip():
-                    rows.append(Markdown(inert_images(close_open_fence(block.text.strip()), locale)))
+                    rows.append(Markdown(inert_markup(close_open_fence(block.text.strip()), locale)))
             else:
                 rows.append(Text(tool_line_text(block, locale), style=_TOOL_STYLE.get(block.status, "")))
         if snapshot.thought:
@@ -77,7 +77,7 @@ def _rows(snapshot: CardSnapshot) -> list[RenderableType]:
             answer = close_open_fence(answer)
             answer += ("\n" if answer.endswith("```") else "") + CURSOR
         if answer.strip():
-            rows.append(Markdown(inert_images(answer, locale)))
+            rows.append(Markdown(inert_markup(answer, locale)))
         elif snapshot.status == "working" and not snapshot.thought:
             label = t(locale, "working") if snapshot.blocks else t(locale, "thinking")
             rows.append(Spinner("dots", text=Text(label, style="cyan")))

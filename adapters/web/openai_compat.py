@@ -9,6 +9,9 @@ text the model writes before calling tools is content too. Usage comes in a
 last chunk with ``stream_options.include_usage``. A failed turn is an
 ``error`` object (in the stream, or as a 4xx/5xx answer: 429 when the asker
 reached a limit); closing the connection stops the turn, as "stop" does.
+Content and reasoning go out inert (:mod:`adapters.web.inert`); streamed, each
+joins into its inert whole, a construct still open at the end held back until
+it is complete.
 
 The OpenAI SDKs retry an answer of 409, 429 or 5xx by themselves (twice by
 default), which would ask the model the whole question again each time, or
@@ -29,9 +32,11 @@ from adapters.web.auth import principal_of
 from adapters.web.body import BadRequest, read_json, text_field
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import WebFront
+from adapters.web.inert import web_inert
 from adapters.web.routes import locale_of, note_final
 from adapters.web.sse import SseStream
 from adapters.web.tap import EventTap
+from botgateway.cards.inert_stream import InertStream
 from botgateway.events import (
     AnswerDelta,
     ThoughtDelta,
@@ -149,9 +154,10 @@ class _Completion:
         if isinstance(final, TurnFailed):
             status = 429 if submission.limited else _STATUS.get(final.reason, 502)
             return web.json_response(_error(final), status=status, headers=NO_RETRY)
-        message = {"role": "assistant", "content": final.result.answer}
+        inert = web_inert(msg.target.locale)
+        message = {"role": "assistant", "content": inert(final.result.answer)}
         if "".join(reasoning).strip():
-            message["reasoning_content"] = "".join(reasoning).strip()
+            message["reasoning_content"] = inert("".join(reasoning).strip())
         return web.json_response({
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
@@ -167,12 +173,16 @@ class _Completion:
             text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
             await stream.write(f"data: {text}\n\n".encode())
 
+        inert = web_inert(msg.target.locale)
+        content, reasoning = InertStream(inert), InertStream(inert)
+
         async def write(event: TurnEvent, t: float) -> None:
-            if isinstance(event, AnswerDelta) and event.text:
-                await send(self.chunk({"content": event.text}))
+            if isinstance(event, AnswerDelta):
+                if text := content.push(event.text):
+                    await send(self.chunk({"content": text}))
             elif isinstance(event, TurnDone | TurnFailed):
                 return  # the ending is sent below, once
-            elif text := progress_text(event):
+            elif text := reasoning.push(progress_text(event)):
                 await send(self.chunk({"reasoning_content": text}))
 
         async with stream:
@@ -184,8 +194,12 @@ class _Completion:
                     return response
             else:
                 final = await note_final(submission, msg.target.locale)
-                if isinstance(final, TurnDone):
-                    await send(self.chunk({"content": final.result.answer}))
+                if isinstance(final, TurnDone) and (text := content.push(final.result.answer)):
+                    await send(self.chunk({"content": text}))
+            if rest := reasoning.close():
+                await send(self.chunk({"reasoning_content": rest}))
+            if rest := content.close():
+                await send(self.chunk({"content": rest}))
             if isinstance(final, TurnFailed):
                 await send(_error(final))
             else:

@@ -17,7 +17,9 @@ whichever replica or worker answers it: the newest snapshot at each change
 after ``done``/``error``; the stream ends once both were sent. ``"locale"``
 (``en``, ``zh-CN``) in the body, else ``Accept-Language``, chooses the language
 of the API's own messages. Every stream sends ``: ping`` comments after
-``web.keepalive_s`` of silence.
+``web.keepalive_s`` of silence. Model and tool text goes out inert (:mod:`adapters.web.inert`): the
+``answer_delta`` and ``thought_delta`` texts join into the inert answer and thought, a construct still open at
+their end held back until it is complete.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from adapters.web.auth import principal_of
 from adapters.web.body import BadRequest, read_json, text_field
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import TurnOwner, WebFront
+from adapters.web.inert import InertEvents, web_inert
 from adapters.web.sink import CardBoard, WebSink
 from adapters.web.snapshots import snapshot_to_dict
 from adapters.web.sse import SseStream, gone
@@ -115,7 +118,8 @@ class _Routes:
                                        "status": submission.status, "position": submission.position})
             if submission.status not in ("started", "queued"):
                 final = await note_final(submission, msg.target.locale)
-                await stream.send(sse_name(final), event_to_dict(final))
+                for shown in InertEvents(msg.target.locale)(final):
+                    await stream.send(sse_name(shown), event_to_dict(shown))
             elif not await _follow_turn(stream, front, msg, submission, tap, request, snapshots=snapshots):
                 return stream.response  # the client left: its turn was stopped
             await stream.close()
@@ -128,7 +132,7 @@ class _Routes:
         if record is None or record.outcome == UNFINISHED:
             return web.json_response({"turn_id": turn_id, "conversation": owner.conversation, "status": "running"},
                                      status=202)
-        return web.json_response(_record_json(record, owner))
+        return web.json_response(_record_json(record, owner, locale_of(request)))
 
     async def stop(self, request: web.Request) -> web.Response:
         """``POST /v1/turns/{id}/stop``: stop a running or queued turn, as "stop" does."""
@@ -194,10 +198,13 @@ async def _follow_turn(
     stream: SseStream, front: WebFront, msg: Any, submission: Submission, tap: EventTap, request: web.Request, *,
     snapshots: bool,
 ) -> bool:
-    """Send the turn's events (and, with ``snapshots``, its card's) until it ended; False when the client left."""
+    """Send the turn's events, inert (and, with ``snapshots``, its card's) until it ended; False when the client
+    left."""
+    inert = InertEvents(msg.target.locale)
 
     async def write(event: TurnEvent, elapsed: float) -> None:
-        await stream.send(sse_name(event), {**event_to_dict(event), "t": elapsed})
+        for shown in inert(event):
+            await stream.send(sse_name(shown), {**event_to_dict(shown), "t": elapsed})
 
     cards = asyncio.ensure_future(_card_of(stream, front.sink, submission.turn_id)) if snapshots else None
     stayed = False
@@ -261,8 +268,8 @@ async def _until_gone(request: web.Request, work: Any) -> bool:
     return True
 
 
-def _record_json(record: AuditRecord, owner: TurnOwner) -> dict[str, Any]:
-    """A finished turn as ``GET /v1/turns/{id}`` answers it."""
+def _record_json(record: AuditRecord, owner: TurnOwner, locale: str) -> dict[str, Any]:
+    """A finished turn as ``GET /v1/turns/{id}`` answers it (the answer inert, in ``locale``)."""
     ok = record.outcome == "done"
     return {
         "turn_id": record.turn_id,
@@ -271,7 +278,7 @@ def _record_json(record: AuditRecord, owner: TurnOwner) -> dict[str, Any]:
         "outcome": record.outcome,
         "ok": ok,
         "question": record.question,
-        "answer": record.answer,
+        "answer": web_inert(locale)(record.answer),
         "tool_calls": [dict(call) for call in record.tool_calls],
         "usage": {"prompt_tokens": record.prompt_tokens, "completion_tokens": record.completion_tokens,
                   "total_tokens": record.prompt_tokens + record.completion_tokens},

