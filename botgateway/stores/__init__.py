@@ -1,4 +1,5 @@
-"""The :class:`Store` contract, its back-ends, and the factory that picks one.
+"""The Store's contracts (one narrow protocol per concern, :class:`Store` their union), its back-ends, and the
+factory that picks one.
 
 SQLite (:mod:`botgateway.stores.sqlite`) is the embedded default for one
 process; Redis (:mod:`botgateway.stores.redis`) is for several replicas that
@@ -13,14 +14,25 @@ from typing import TYPE_CHECKING
 from botgateway.stores.base import (
     UNFINISHED,
     AuditRecord,
+    AuditStore,
+    ClaimStore,
+    ConversationStore,
+    CounterStore,
+    DocumentStore,
+    FeedbackStore,
     HistorySnapshot,
     HistoryWrite,
+    InstanceStore,
+    LeaseStore,
     Message,
     OpenCard,
+    OpenCardStore,
     Store,
     StoredTurn,
     StoreError,
+    StoreLifecycle,
     ToolCallRow,
+    UsageStore,
     VersionStep,
 )
 
@@ -32,14 +44,25 @@ if TYPE_CHECKING:
 __all__ = [
     "UNFINISHED",
     "AuditRecord",
+    "AuditStore",
+    "ClaimStore",
+    "ConversationStore",
+    "CounterStore",
+    "DocumentStore",
+    "FeedbackStore",
     "HistorySnapshot",
     "HistoryWrite",
+    "InstanceStore",
+    "LeaseStore",
     "Message",
     "OpenCard",
+    "OpenCardStore",
     "Store",
     "StoreError",
+    "StoreLifecycle",
     "StoredTurn",
     "ToolCallRow",
+    "UsageStore",
     "VersionStep",
     "open_store",
 ]

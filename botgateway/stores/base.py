@@ -1,10 +1,16 @@
-"""The ``Store`` protocol: everything the gateway must not lose across a restart.
+"""The Store's contracts: one narrow protocol per concern, their union :class:`Store`, and the records they carry.
 
-Conversation history (committed one whole turn at a time), dedupe keys with a
-TTL, open cards (so a restart finalizes them instead of leaving spinners),
-heartbeats of the live gateway processes (whose cards are not orphans) and
-audit records. SQLite (:mod:`botgateway.stores.sqlite`) is the embedded
-default; Redis (:mod:`botgateway.stores.redis`) serves several replicas.
+Conversation history (committed one whole turn at a time, :class:`ConversationStore`),
+dedupe keys with a TTL (:class:`ClaimStore`), open cards, so a restart finalizes
+them instead of leaving spinners (:class:`OpenCardStore`), heartbeats of the live
+gateway processes, whose cards are not orphans (:class:`InstanceStore`), counters
+and leases (:class:`CounterStore`, :class:`LeaseStore`), JSON documents with a TTL
+(:class:`DocumentStore`), audit records (:class:`AuditStore`), model usage
+(:class:`UsageStore`), votes on answers (:class:`FeedbackStore`) and the
+connection's lifecycle (:class:`StoreLifecycle`). A part of the gateway depends
+on the few it uses; only the composition root holds the whole :class:`Store`.
+SQLite (:mod:`botgateway.stores.sqlite`) is the embedded default; Redis
+(:mod:`botgateway.stores.redis`) serves several replicas; both implement every one.
 """
 
 from __future__ import annotations
@@ -16,16 +22,27 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = [
     "UNFINISHED",
     "AuditRecord",
+    "AuditStore",
+    "ClaimStore",
+    "ConversationStore",
+    "CounterStore",
+    "DocumentStore",
     "FeedbackRecord",
+    "FeedbackStore",
     "HistorySnapshot",
     "HistoryWrite",
+    "InstanceStore",
+    "LeaseStore",
     "Message",
     "OpenCard",
+    "OpenCardStore",
     "Store",
     "StoreError",
+    "StoreLifecycle",
     "StoredTurn",
     "ToolCallRow",
     "UsageRow",
+    "UsageStore",
     "VersionStep",
     "apply_write",
 ]
@@ -58,7 +75,7 @@ class StoredTurn:
 
 @dataclass(frozen=True)
 class HistoryWrite:
-    """One change to a conversation's history, as the history writer hands it to :meth:`Store.write_history`.
+    """One change to a conversation's history, as the writer hands it to :meth:`ConversationStore.write_history`.
 
     Every kind is idempotent when the changes before it are applied again in
     order (appending a turn id already there is a no-op, removing an absent one
@@ -84,7 +101,7 @@ class HistoryWrite:
 
 @dataclass(frozen=True)
 class HistorySnapshot:
-    """One conversation as :meth:`Store.load_histories` read it."""
+    """One conversation as :meth:`ConversationStore.load_histories` read it."""
 
     turns: tuple[StoredTurn, ...] | None
     """The turns, oldest first; ``None`` when the caller's version is still current (nothing was read)."""
@@ -139,7 +156,7 @@ class OpenCard:
     owner: str = ""
     """Instance id of the gateway process streaming the card; empty when unknown (then the age rule applies).
 
-    Recovery spares a card whose owner is live (see :meth:`Store.live_instances`)
+    Recovery spares a card whose owner is live (see :meth:`InstanceStore.live_instances`)
     and closes it once that owner stops sending heartbeats.
     """
 
@@ -294,8 +311,8 @@ class FeedbackRecord:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Durable state. Every method is safe to call from concurrent tasks."""
+class ConversationStore(Protocol):
+    """Conversation history, committed one whole turn at a time (a summary turn stands for older ones)."""
 
     history_ttl_s: float | None
     """A conversation idle this long is forgotten (``None``: kept); a copy held in memory must forget it too."""
@@ -344,9 +361,19 @@ class Store(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class ClaimStore(Protocol):
+    """Dedupe: keys claimed once within a TTL (a delivery, a recovery, a schedule's slot), shared by every replica."""
+
     async def claim(self, key: str, ttl_s: float) -> bool:
         """True the first time ``key`` is seen within ``ttl_s`` seconds (dedupe), False after."""
         ...
+
+
+@runtime_checkable
+class OpenCardStore(Protocol):
+    """The records of cards still streaming, so a restart finalizes them instead of leaving spinners."""
 
     async def add_open_card(self, card: OpenCard) -> None:
         """Remember a card that is streaming."""
@@ -360,6 +387,11 @@ class Store(Protocol):
         """Cards still open (all platforms when ``platform`` is None)."""
         ...
 
+
+@runtime_checkable
+class InstanceStore(Protocol):
+    """Heartbeats of the live gateway processes (whose open cards are not orphans)."""
+
     async def heartbeat(self, instance_id: str, ttl_s: float) -> None:
         """Mark the gateway process ``instance_id`` live for the next ``ttl_s`` seconds."""
         ...
@@ -372,6 +404,11 @@ class Store(Protocol):
         """Drop ``instance_id``'s heartbeat at once (a clean shutdown), so its cards count as orphaned."""
         ...
 
+
+@runtime_checkable
+class CounterStore(Protocol):
+    """Counters of fixed windows (per-principal limits, failed logins, marks), shared by every replica."""
+
     async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
         """Atomically add ``amount`` (0 reads) to counter ``key`` and return its new total.
 
@@ -380,6 +417,11 @@ class Store(Protocol):
         per-principal limits, shared by every replica.
         """
         ...
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Leases: one of a limited number of places under a key, each held by a named holder until it lapses."""
 
     async def take_lease(self, key: str, holder: str, limit: int, ttl_s: float) -> bool:
         """Hold one of ``limit`` leases of ``key`` for ``ttl_s`` seconds; False when all are held by others.
@@ -393,6 +435,11 @@ class Store(Protocol):
         """Give back ``holder``'s lease of ``key`` (nothing when it holds none)."""
         ...
 
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """JSON documents under keys, each with a TTL (alert cards, answers, sessions); the last write wins."""
+
     async def get_document(self, key: str) -> dict[str, Any] | None:
         """The JSON document stored under ``key`` (an alert group's card), or None when absent or expired."""
         ...
@@ -400,9 +447,14 @@ class Store(Protocol):
     async def put_document(self, key: str, data: Mapping[str, Any], ttl_s: float) -> None:
         """Store the JSON-ready ``data`` under ``key`` for ``ttl_s`` seconds, replacing what was there.
 
-        The last write wins: writers of one key serialize themselves (with :meth:`take_lease`).
+        The last write wins: writers of one key serialize themselves (with :meth:`LeaseStore.take_lease`).
         """
         ...
+
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """The audit trail: tool calls written as they happen, then one record per turn (or refusal)."""
 
     async def record_tool_call(self, row: ToolCallRow) -> None:
         """Write one tool call's start or end; kept until the turn's :meth:`record_audit`."""
@@ -420,6 +472,11 @@ class Store(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class UsageStore(Protocol):
+    """One usage row per model call: tokens and cost, summed by ``botgateway usage`` and the console."""
+
     async def record_usage(self, rows: Sequence[UsageRow]) -> None:
         """Append model calls' usage rows, all at once (one transaction, one script); a row whose ``row_id`` is
         already stored is skipped, so writing the same rows again (a retry after a lost reply) stores them once."""
@@ -428,6 +485,11 @@ class Store(Protocol):
     async def usage_rows(self, *, since: float | None = None, limit: int = 100_000) -> list[UsageRow]:
         """The newest ``limit`` usage rows recorded from ``since`` (Unix time) on, oldest first."""
         ...
+
+
+@runtime_checkable
+class FeedbackStore(Protocol):
+    """The votes on answers (👍/👎), one per voter and answer."""
 
     async def record_feedback(self, record: FeedbackRecord) -> None:
         """Keep ``record``, replacing the voter's earlier vote on the same answer (one vote per voter and answer)."""
@@ -441,6 +503,11 @@ class Store(Protocol):
         """The newest ``limit`` votes (changed at or after ``since``, when given), oldest first."""
         ...
 
+
+@runtime_checkable
+class StoreLifecycle(Protocol):
+    """Opening, probing and closing the store's connections (the composition root and the probes)."""
+
     async def open(self) -> None:
         """Connect and create what is missing; raises when the store is unusable."""
         ...
@@ -452,3 +519,26 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+@runtime_checkable
+class Store(
+    ConversationStore,
+    ClaimStore,
+    OpenCardStore,
+    InstanceStore,
+    CounterStore,
+    LeaseStore,
+    DocumentStore,
+    AuditStore,
+    UsageStore,
+    FeedbackStore,
+    StoreLifecycle,
+    Protocol,
+):
+    """Durable state: every concern at once, as both back-ends implement it. Every method is safe to call from
+    concurrent tasks.
+
+    Only the composition root (and the back-ends) hold the whole of it: every other part depends on the narrow
+    protocol of the concern(s) it uses.
+    """

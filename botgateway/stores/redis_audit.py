@@ -93,17 +93,21 @@ class RedisAudit:
             if not page:
                 break
             for _, fields in page:
+                if fields is None:  # typed for a group's history, where a deleted entry has none; a range has none such
+                    continue
                 if conversation_id is None or fields.get("conversation_id") == conversation_id:
                     found.append(audit_from_dict(json.loads(fields["record"])))
                     if len(found) == limit:
                         break
-            upper = f"({page[-1][0]}"
+            upper = f"({_id(page[-1][0])}"
         found.reverse()
         return merged(found, unfinished, limit)
 
     async def _unfinished(self, conversation_id: str | None, limit: int) -> list[AuditRecord]:
         """The newest ``limit`` turns (of one conversation, or all) with tool-call rows and no audit record yet."""
-        turn_ids = await self._redis.zrevrange(self._calls_key(), 0, -1)
+        # Without scores the reply is the members alone, as text (the client decodes replies).
+        turn_ids = [turn_id for turn_id in await self._redis.zrevrange(self._calls_key(), 0, -1)
+                    if isinstance(turn_id, str)]
         found: list[AuditRecord] = []
         for start in range(0, len(turn_ids), _PAGE):
             async with self._redis.pipeline(transaction=False) as pipe:
@@ -116,3 +120,8 @@ class RedisAudit:
             if len(found) >= limit:
                 break
         return found[:limit]
+
+
+def _id(entry_id: bytes | str | None) -> str:
+    assert entry_id is not None  # every entry of a range has its id; redis types it optional for other replies
+    return entry_id.decode() if isinstance(entry_id, bytes) else entry_id

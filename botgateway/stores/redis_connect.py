@@ -30,7 +30,8 @@ __all__ = ["CONNECTION_WAIT_S", "MAX_CONNECTIONS", "SentinelMaster", "redis_clie
 class SentinelMaster(aioredis.Redis):
     """A client of the master a Sentinel names; closing it closes its connections to the Sentinels too."""
 
-    sentinel: Sentinel | None = None
+    # Hides the client's SENTINEL command on purpose: that command is for a Sentinel, never sent to a master.
+    sentinel: Sentinel | None = None  # type: ignore[assignment]
     """The Sentinels it asks where the master is (set by :func:`redis_client`)."""
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:

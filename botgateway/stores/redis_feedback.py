@@ -79,7 +79,9 @@ class RedisFeedback:
     async def records(self, *, since: float | None, limit: int) -> list[FeedbackRecord]:
         """The newest ``limit`` votes changed at or after ``since``, oldest first."""
         lowest = "-inf" if since is None else repr(since)
-        fields = await self._redis.zrevrangebyscore(self._at, "+inf", lowest, start=0, num=limit)
+        # Without scores the reply is the members alone.
+        fields = [field for field in await self._redis.zrevrangebyscore(self._at, "+inf", lowest, start=0, num=limit)
+                  if isinstance(field, str | bytes)]
         if not fields:
             return []
         bodies = await self._redis.hmget(self._votes, list(reversed(fields)))

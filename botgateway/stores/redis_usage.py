@@ -94,6 +94,8 @@ class RedisUsage:
             if not page:
                 break
             for _, fields in page:
+                if fields is None:  # typed for a group's history, where a deleted entry has none; a range has none such
+                    continue
                 row = decode_usage(fields[b"row"] if b"row" in fields else fields["row"])
                 if since is None or row.at >= since:
                     found.append(row)
@@ -102,5 +104,6 @@ class RedisUsage:
         return found
 
 
-def _id(entry_id: bytes | str) -> str:
+def _id(entry_id: bytes | str | None) -> str:
+    assert entry_id is not None  # every entry of a range has its id; redis types it optional for other replies
     return entry_id.decode() if isinstance(entry_id, bytes) else entry_id

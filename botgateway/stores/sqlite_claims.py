@@ -16,6 +16,7 @@ as if the claims had been written one after the other.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -69,7 +70,7 @@ class SqliteClaims:
             batch, self._pending = self._pending[:MAX_CLAIM_BATCH], self._pending[MAX_CLAIM_BATCH:]
             now = self._clock()
             try:
-                free = await self._transaction(lambda db: _upsert(db, batch, now))
+                free = await self._transaction(functools.partial(_upsert, batch=batch, now=now))
             except Exception as exc:
                 self._fail(batch, exc)
                 continue
@@ -95,7 +96,7 @@ async def _upsert(db: aiosqlite.Connection, batch: list[tuple[str, float, asynci
     rows = ", ".join("(?, ?)" for _ in batch)
     params: list[Any] = [value for key, ttl_s, _ in batch for value in (key, now + ttl_s)]
     cursor = await db.execute(
-        f"INSERT INTO claims (key, expires_at) VALUES {rows} "  # noqa: S608 - only placeholders are formatted in
+        f"INSERT INTO claims (key, expires_at) VALUES {rows} "  # only placeholders are formatted in
         "ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at WHERE claims.expires_at <= ? "
         "RETURNING key",
         (*params, now),
