@@ -5,8 +5,9 @@ returns at once (platforms want an ack within seconds). The gateway is the
 small façade the adapters and the composition root call; the work is done by
 one module per idea:
 
-- :mod:`botgateway.turns.admission`: dedupe, stop and clear words, access, the
-  asker's limits, and the refusals (:mod:`botgateway.turns.replies` sends the notes);
+- :mod:`botgateway.turns.admission`: a message through its checks in their declared
+  order (:mod:`botgateway.turns.checks`: dedupe, stop and clear words, access, the
+  asker's limits, …), and the refusals (:mod:`botgateway.turns.replies` sends the notes);
 - :mod:`botgateway.turns.scheduler`: one turn at a time per conversation, later
   questions waiting in a short line, each turn run in a task the gateway owns
   (never the caller's: DingTalk's SDK cancels its handler tasks when its socket
@@ -31,38 +32,57 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
-from botgateway.access import AccessHook, allow_all
-from botgateway.turns import Admission, Admitted
-from botgateway.answers import Answer, AnswerBook
-from botgateway.approvals import ApprovalDesk
-from botgateway.approvals import Approvers, VoteResult
+from botgateway.access import AccessHook, PrincipalLimits, allow_all, effective_policy, limits_from_config
+from botgateway.answers import Answer, AnswerBook, FeedbackDesk, Refresher, Vote
+from botgateway.approvals import ApprovalDesk, Approvers, VoteResult
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
-from botgateway.cards.factory import CardFactory
 from botgateway.cards.buffer_policy import BufferPolicy
+from botgateway.cards.factory import CardFactory
+from botgateway.cards.recovery import Recovery
 from botgateway.config import Config
-from botgateway.turns import Drain
 from botgateway.events import EventListener
-from botgateway.answers import FeedbackDesk, Vote
 from botgateway.fleet import Ballot, Fleet, StopAnswer
 from botgateway.fleet.handoff import Handoff, MovedQuestion
-from botgateway.access import PrincipalLimits, limits_from_config
+from botgateway.grant import Limits
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
-from botgateway.access import effective_policy
 from botgateway.principal import Principal
-from botgateway.turns import ConversationQueues
-from botgateway.cards.recovery import Recovery
-from botgateway.answers import Refresher
-from botgateway.turns import Replies
-from botgateway.turns import TurnScheduler
 from botgateway.sink import CardSink
-from botgateway.stores.base import Store
+from botgateway.stores.base import (
+    AuditStore,
+    ClaimStore,
+    CounterStore,
+    DocumentStore,
+    FeedbackStore,
+    InstanceStore,
+    LeaseStore,
+    OpenCardStore,
+)
 from botgateway.telemetry import TurnObserver
-from botgateway.turns import TurnControl
+from botgateway.turns import Admission, Admitted, ConversationQueues, Drain, Replies, TurnControl, TurnScheduler
+from botgateway.turns.checks import (
+    Check,
+    Closing,
+    Decisions,
+    FirstDelivery,
+    default_checks,
+    moved_checks,
+    unprompted_checks,
+)
 
-__all__ = ["Gateway"]
+__all__ = ["Gateway", "GatewayStore"]
+
+
+class GatewayStore(
+    ClaimStore, OpenCardStore, InstanceStore, CounterStore, LeaseStore, DocumentStore, AuditStore, FeedbackStore,
+    Protocol,
+):
+    """The part of the Store the gateway's parts use: dedupe claims, open cards and heartbeats (recovery), the
+    askers' counters and leases, documents (answers, quoted alerts), audit records and votes. Not the history (the
+    memory's), nor usage (its writer's), nor the connection (the composition root's)."""
 
 
 class Gateway:
@@ -72,7 +92,7 @@ class Gateway:
         self,
         *,
         loop: ToolLoop,
-        store: Store,
+        store: GatewayStore,
         budget: RateBudget,
         config: Config,
         access: AccessHook = allow_all,
@@ -84,11 +104,14 @@ class Gateway:
         approvals: ApprovalDesk | None = None,
         fleet: Fleet | None = None,
         handoff: Handoff | None = None,
+        checks: Callable[[tuple[Check, ...]], Sequence[Check]] | None = None,
     ) -> None:
         """``limits`` defaults to the ``limits:`` section's, for everyone (tests inject a clock);
         ``approvals`` is the desk the loop's waiting calls are on (``None``: no call can be approved);
         ``fleet``: the other processes on the same Redis (``None``: this process is the only one);
-        ``handoff``: the fleet's queue its waiting questions move to when it drains (``None``: they wait here)."""
+        ``handoff``: the fleet's queue its waiting questions move to when it drains (``None``: they wait here);
+        ``checks``: given admission's checks of a typed message in their declared order, the order to run (a
+        deployment's own checks inserted where they belong; ``None``: the declared order as it is)."""
         self.instance_id = instance_id or uuid.uuid4().hex
         """This process's id: the owner of its open cards, kept live by :meth:`start`'s heartbeats."""
         self._config = config
@@ -109,11 +132,12 @@ class Gateway:
         approvers = None if approvals is None else Approvers(approvals, policy, _names_of(loop))
         self._control = TurnControl(self._queues, is_admin=self.is_admin, approvers=approvers, fleet=fleet,
                                     cancel=lambda turn, by: self._scheduler.cancel(turn, stopped_by=by))
-        self._admission = Admission(
-            store=store, config=config, access=access, tool_names=_names_of(loop),
-            always_approve=loop.tools.approval_required, votes=approvers is not None, control=self._control,
-            queues=self._queues, limits=limits, replies=self._replies, clear_history=clear_history,
-            refresher=self._refresher, feedback=self._feedback,
+        self._closing = Closing()  # drain and aclose refuse every question from then on
+        self._deliveries = FirstDelivery(store, config.memory.dedupe_ttl_s)
+        self._admission = self._admission_of(
+            store, Decisions(policy, tool_names=_names_of(loop), always_approve=loop.tools.approval_required,
+                             limits=_limit_defaults(config)),
+            access=access, limits=limits, votes=approvers is not None, clear_history=clear_history, checks=checks,
         )
         self._drain = Drain(
             queues=self._queues, scheduler=self._scheduler, handoff=handoff, instance_id=self.instance_id
@@ -123,9 +147,28 @@ class Gateway:
         )
         """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.cards.recovery`)."""
 
+    def _admission_of(
+        self, store: GatewayStore, decisions: Decisions, *, access: AccessHook, limits: PrincipalLimits, votes: bool,
+        clear_history: Callable[[str], Awaitable[None]] | None,
+        checks: Callable[[tuple[Check, ...]], Sequence[Check]] | None,
+    ) -> Admission:
+        """Admission, with its checks in their declared order (``checks`` may reorder or add to a typed message's)."""
+        config = self._config.gateway
+        typed = default_checks(
+            config=config, store=store, deliveries=self._deliveries, closing=self._closing, access=access,
+            decisions=decisions, control=self._control, queues=self._queues, limits=limits, votes=votes,
+            clear_history=clear_history, refresher=self._refresher, feedback=self._feedback,
+        )
+        return Admission(
+            checks=typed if checks is None else checks(typed),
+            unprompted=unprompted_checks(closing=self._closing, decisions=decisions, limits=limits),
+            moved=moved_checks(store=store, turn_ended=limits.turn_ended, max_age_s=config.handoff_max_age_s),
+            replies=self._replies, store=store, question_chars=config.max_question_chars,
+        )
+
     def _turn_scheduler(
-        self, loop: ToolLoop, store: Store, budget: RateBudget, *, side: BackgroundTasks, limits: PrincipalLimits,
-        model_label: str, observers: Sequence[TurnObserver],
+        self, loop: ToolLoop, store: GatewayStore, budget: RateBudget, *, side: BackgroundTasks,
+        limits: PrincipalLimits, model_label: str, observers: Sequence[TurnObserver],
     ) -> TurnScheduler:
         """The scheduler of this gateway's turns, with the factory of their cards; the answers on record observe
         every turn's end."""
@@ -161,7 +204,7 @@ class Gateway:
         Adapters call it for messages they answer themselves (an image-only note)
         so a redelivery is not answered twice; :meth:`submit` calls it for questions.
         """
-        return await self._admission.first_delivery(platform, message_id)
+        return await self._deliveries.first_delivery(platform, message_id)
 
     async def submit(
         self, msg: InboundMessage, sink: CardSink, policy: BufferPolicy, *, events: EventListener | None = None
@@ -266,12 +309,12 @@ class Gateway:
         :meth:`aclose`, its card saying that the bot restarted; cancelling this wait (a second SIGTERM) leaves
         them to it at once.
         """
-        self._admission.close()
+        self._closing.close()
         return await self._drain.run(timeout_s)
 
     async def aclose(self) -> None:
         """Stop accepting questions, stop running turns and finish their cards as stopped."""
-        self._admission.close()
+        self._closing.close()
         await self._drain.stop_serving()
         await self.recovery.stop_watching()
         await self._scheduler.aclose()
@@ -293,6 +336,12 @@ class Gateway:
         if isinstance(admitted, Submission):
             return admitted
         return await self._schedule(admitted, sink, policy)
+
+
+def _limit_defaults(config: Config) -> Limits:
+    """The ``limits:`` section's values, for what an asker's role leaves unset."""
+    return Limits(turns_per_minute=config.limits.turns_per_minute, concurrent_turns=config.limits.concurrent_turns,
+                  tokens_per_day=config.limits.tokens_per_day)
 
 
 def _names_of(loop: ToolLoop) -> Callable[[], list[str]]:

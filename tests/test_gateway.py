@@ -9,26 +9,27 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from botgateway.access import PrincipalLimits, limits_from_config
 from botgateway.budget import RateBudget
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config, parse_config
 from botgateway.gateway import Gateway
-from botgateway.access import PrincipalLimits, limits_from_config
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, conversation_key
+from botgateway.model import LLMClient
 from botgateway.sink import CardTarget
 from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.strings import t
 from botgateway.tooling import ToolContext, ToolRegistry, tool
+from botgateway.turns.checks import AccessPolicy, AskerLimits, Check, Verdict
 from botgateway.unprompted import gateway_principal
 from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
 from tools.demo.script import Pause, Script, empty_chunk, role_chunk, text_chunks
@@ -87,9 +88,11 @@ async def _harness(
     llm: dict[str, Any] | None = None,
     sections: dict[str, Any] | None = None,
     clock: Callable[[], float] | None = None,
+    checks: Callable[[tuple[Check, ...]], Sequence[Check]] | None = None,
     **gateway: Any,
 ) -> AsyncIterator[Harness]:
-    """``sections``: more top-level config sections (``limits``); ``clock``: the wall clock of the per-asker limits."""
+    """``sections``: more top-level config sections (``limits``); ``clock``: the wall clock of the per-asker limits;
+    ``checks``: admission's checks of a typed message, from the declared ones."""
     base_url = await server.start()
     config = _config(base_url, llm=llm, sections=sections, **gateway)
     store = SqliteStore(tmp_path / "gw.db")
@@ -102,6 +105,8 @@ async def _harness(
     extra: dict[str, Any] = {"access": access} if access is not None else {}
     if clock is not None:
         extra["limits"] = PrincipalLimits(store, limits_from_config(config.limits), clock=clock)
+    if checks is not None:
+        extra["checks"] = checks
     gw = Gateway(
         loop=loop, store=store, budget=RateBudget(), config=config, model_label="test model", clear_history=memory.clear, **extra
     )
@@ -696,6 +701,50 @@ async def test_a_question_over_the_size_cap_is_refused_with_the_limit_and_never_
     h.server.enqueue(Script.text("fits"))
     fits = await h.submit("y" * 20_000)
     assert (await asyncio.wait_for(fits.done, 15)).outcome == "done"
+
+
+async def test_a_check_inserted_in_the_declared_order_refuses_with_its_note_and_audit_reason(tmp_path) -> None:
+    """A deployment's own check is one more callable in admission's order: its refusal is told and audited like
+    any other, and the checks after it (here a recording one, the size and the limits) are not asked."""
+    freeze = "Change freeze until Monday: no deploys."
+    seen: list[tuple[str, str]] = []
+    after: list[str] = []
+
+    async def change_freeze(msg: InboundMessage, turn_id: str) -> InboundMessage | Verdict:
+        seen.append((msg.text, msg.ctx.principal.id if msg.ctx.principal else ""))
+        return Verdict.refusal(freeze, audit="refused:change_freeze") if "deploy" in msg.text else msg
+
+    async def recorded(msg: InboundMessage, turn_id: str) -> InboundMessage | Verdict:
+        after.append(msg.text)
+        return msg
+
+    def with_freeze(declared: tuple[Check, ...]) -> tuple[Check, ...]:
+        # Right after the policy's decision, as a deployment's own rule on who may ask what would sit.
+        at = next(i for i, check in enumerate(declared) if isinstance(check, AccessPolicy)) + 1
+        assert isinstance(declared[-1], AskerLimits)  # counted last, under the new turn's id
+        return (*declared[:at], change_freeze, recorded, *declared[at:])
+
+    one_a_minute = {"limits": {"turns_per_minute": 1}}
+    async for h in _harness(tmp_path, ScriptedLLMServer(), sections=one_a_minute, clock=lambda: 1_000_000.0,
+                            checks=with_freeze):
+        refused = await h.submit("deploy web-2 now" + "!" * 30_000)  # over the size cap too: never measured
+        assert (refused.status, refused.message, refused.limited) == ("refused", freeze, False)
+        await asyncio.wait_for(refused.done, 10)
+        (note,) = h.sink.fallbacks()
+        assert note.error == freeze
+        [record] = await h.store.audit_records()
+        assert (record.outcome, record.principal, record.answer) == ("refused:change_freeze", "test:alice", freeze)
+        assert seen == [("deploy web-2 now" + "!" * 30_000, "test:alice")]  # asked after the policy's decision
+        assert after == [] and h.server.requests == []
+
+        # Nor was the refused question counted: the one question a minute is still free, and then taken.
+        h.server.enqueue(Script.text("web-2 is fine."))
+        asked = await h.submit("is web-2 fine?")
+        assert (await asyncio.wait_for(asked.done, 15)).outcome == "done"
+        assert after == ["is web-2 fine?"]
+        over = await h.submit("and web-3?")
+        assert (over.status, over.limited) == ("refused", True)
+        assert after == ["is web-2 fine?", "and web-3?"]
 
 
 async def test_a_400_from_the_model_says_the_provider_refused_the_request_not_that_it_was_unreachable(h: Harness) -> None:

@@ -18,8 +18,8 @@ import structlog
 
 from botgateway.approvals import Approvers, VoteResult
 from botgateway.fleet.base import Ballot, Fleet, StopAnswer, StopTally
-from botgateway.turns.queues import ConversationQueues
 from botgateway.strings import t
+from botgateway.turns.queues import ConversationQueues
 from botgateway.turns.turn import ScheduledTurn
 
 __all__ = ["TurnControl"]

@@ -16,11 +16,11 @@ import asyncio
 import structlog
 
 from botgateway.fleet.handoff import Handoff
+from botgateway.strings import t
+from botgateway.turns.moves import move_waiting
 from botgateway.turns.queues import ConversationQueues
 from botgateway.turns.scheduler import TurnScheduler
-from botgateway.strings import t
 from botgateway.turns.turn import ScheduledTurn
-from botgateway.turns.moves import move_waiting
 
 __all__ = ["Drain"]
 

@@ -15,8 +15,8 @@ import asyncio
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.messages import InboundMessage, Submission, SubmissionStatus, TurnOutcome
-from botgateway.turns.notes import note_snapshot, send_note, send_private
 from botgateway.sink import CardSink
+from botgateway.turns.notes import note_snapshot, send_note, send_private
 
 __all__ = ["Replies"]
 

@@ -1,7 +1,8 @@
 """Running one scheduled turn into its card: whatever happens, the card is finished.
 
 The turn waits for its place in the conversation and a slot of the process
-(slots are shared fairly between askers, :mod:`botgateway.turns.fair_slots`), streams the tool loop's events into its card, and ends done, failed, stopped
+(slots are shared fairly between askers, :mod:`botgateway.turns.fair_slots`),
+streams the tool loop's events into its card, and ends done, failed, stopped
 or crashed; then its card is finalized, the next question of the conversation
 may run, and the turn is audited. Each tool call is also written down as it
 starts and ends, so a turn whose process is killed still has its calls audited.
@@ -22,17 +23,17 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from botgateway.access import PrincipalLimits, asker_of
 from botgateway.background import BackgroundTasks
 from botgateway.cards.metrics import CardMetrics
 from botgateway.events import TurnEvent, TurnFailed
-from botgateway.turns.fair_slots import FairSlots
 from botgateway.fleet.base import Fleet
-from botgateway.access import PrincipalLimits, asker_of
 from botgateway.loop import ToolLoop
 from botgateway.messages import TurnOutcome
-from botgateway.stores.base import AuditRecord, Store, ToolCallRow
+from botgateway.stores.base import AuditRecord, AuditStore, ToolCallRow
 from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
+from botgateway.turns.fair_slots import FairSlots
 from botgateway.turns.turn import ScheduledTurn
 
 __all__ = ["TurnRunner"]
@@ -49,7 +50,7 @@ class TurnRunner:
     def __init__(
         self,
         loop: ToolLoop,
-        store: Store,
+        store: AuditStore,
         *,
         slots: FairSlots,
         observers: Sequence[TurnObserver] = (),
@@ -156,7 +157,8 @@ class TurnRunner:
             self._fleet.hand_over(turn.msg.conversation_id, turn.turn_id)
             self._fleet.withdraw(turn.turn_id, turn.msg.conversation_id)
         snapshot = turn.state.snapshot()
-        outcome = TurnOutcome(turn_id=turn.turn_id, outcome=turn.outcome, answer=turn.answer or snapshot.answer, snapshot=snapshot, metrics=metrics)
+        outcome = TurnOutcome(turn_id=turn.turn_id, outcome=turn.outcome, answer=turn.answer or snapshot.answer,
+                              snapshot=snapshot, metrics=metrics)
         log.info("gateway.turn_ended", outcome=turn.outcome, duration_s=round(time.monotonic() - started, 3))
         # A moved turn goes on in the process that took it, under the same turn id: that one ends its place in the
         # asker's limits and writes its audit record.

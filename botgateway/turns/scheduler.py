@@ -21,25 +21,24 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
-from botgateway.access import write_refusal
+from botgateway.access import PrincipalLimits, asker_of, write_refusal
 from botgateway.background import BackgroundTasks
-from botgateway.cards.factory import CardFactory
 from botgateway.cards.buffer_policy import BufferPolicy
+from botgateway.cards.factory import CardFactory
 from botgateway.config import Config
 from botgateway.events import EventListener
-from botgateway.turns.fair_slots import FairSlots, fair_share
 from botgateway.fleet import Fleet
-from botgateway.access import PrincipalLimits, asker_of
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
-from botgateway.turns.queues import ConversationQueues
-from botgateway.turns.replies import Replies
 from botgateway.sink import CardSink
-from botgateway.stores.base import Store
+from botgateway.stores.base import AuditStore
 from botgateway.strings import t
 from botgateway.telemetry import TurnObserver
-from botgateway.turns.turn import ScheduledTurn
+from botgateway.turns.fair_slots import FairSlots, fair_share
+from botgateway.turns.queues import ConversationQueues
+from botgateway.turns.replies import Replies
 from botgateway.turns.runner import TurnRunner
+from botgateway.turns.turn import ScheduledTurn
 
 __all__ = ["TurnScheduler"]
 
@@ -51,7 +50,7 @@ class TurnScheduler:
 
     Args:
         loop: The tool loop every turn runs through.
-        store: History, tool-call rows and audit records of the turns.
+        store: Tool-call rows and audit records of the turns (and of the questions refused for a full line).
         config: The ``gateway``, ``limits`` and ``card`` sections.
         queues: This process's scheduled turns, one line per conversation.
         cards: Builds each turn's card.
@@ -69,7 +68,7 @@ class TurnScheduler:
         self,
         *,
         loop: ToolLoop,
-        store: Store,
+        store: AuditStore,
         config: Config,
         queues: ConversationQueues,
         cards: CardFactory,
@@ -183,7 +182,8 @@ class TurnScheduler:
         for turn in turns:
             # A task cancelled before its first step never resolved its future: nobody may wait forever.
             if not turn.done.done():
-                turn.done.set_result(TurnOutcome(turn_id=turn.turn_id, outcome="stopped", answer=turn.answer, snapshot=turn.state.snapshot()))
+                turn.done.set_result(TurnOutcome(turn_id=turn.turn_id, outcome="stopped", answer=turn.answer,
+                                                 snapshot=turn.state.snapshot()))
         await self._background.aclose()
         await self._runner.aclose()
 

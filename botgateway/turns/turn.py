@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any
+from typing import Any, TypedDict
 
+from botgateway.access import asker_of
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
 from botgateway.events import (
@@ -27,7 +28,6 @@ from botgateway.events import (
     TurnFailed,
     UsageReported,
 )
-from botgateway.access import asker_of
 from botgateway.messages import InboundMessage, TurnOutcome
 from botgateway.redaction import RedactSecrets, redact_text
 from botgateway.stores.base import AuditRecord, ToolCallRow
@@ -39,6 +39,15 @@ __all__ = ["ScheduledTurn"]
 _REDACT = RedactSecrets()
 """Masks secrets in tool arguments before they are audited (a password typed into a question stays out of the log)."""
 # Questions, answers and tool summaries are masked too: people paste tokens into chat.
+
+
+class _Where(TypedDict):
+    """Who asked where: the fields every audit record and tool call row share."""
+
+    principal: str
+    team: str
+    channel: str
+    role: str
 
 
 class ScheduledTurn:
@@ -148,7 +157,7 @@ class ScheduledTurn:
             approval=str(self.tool_calls.get(event.call_id, {}).get("approval", "")),
         )
 
-    def _where(self) -> dict[str, str]:
+    def _where(self) -> _Where:
         """Who asked where, as audit records name it."""
         msg = self.msg
         return {
