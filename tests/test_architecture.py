@@ -59,6 +59,8 @@ def test_the_tree_keeps_every_contract() -> None:
         ("adapters/terminal/chat.py", "from botgateway.cli.runtime import Runtime", "Adapters import neither"),
         ("tools/catalog.py", "import adapters.slack", "Tools import neither"),
         ("botgateway/sink.py", "import botgateway.gateway", "No import cycles inside botgateway"),
+        ("adapters/dingtalk/card_sink.py", "import adapters.dingtalk.sink", "No import cycles inside an adapter"),
+        ("adapters/slack/presses.py", "import adapters.slack.adapter", "No import cycles inside an adapter"),
         ("botgateway/model/client.py", "import botgateway.turns.scheduler", "The core's spine"),
         ("botgateway/stores/base.py", "from botgateway.history import memory", "The core's spine"),
     ],

@@ -43,10 +43,10 @@ from adapters.dingtalk.message import BotMessage, parse_bot_message
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.sink import DingTalkSink
 from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.background import BackgroundTasks
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import DingTalkConfig
-from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.messages import Submission
 from botgateway.principal import Principal
 from botgateway.sink import CardHandle, CardTarget
@@ -57,7 +57,14 @@ if TYPE_CHECKING:
     from adapters.dingtalk.stream import StreamConnection
     from botgateway.gateway import Gateway
 
-__all__ = ["HANDOFF_TIMEOUT_S", "KEPT_SUBMISSIONS", "DingTalkAdapter", "config_problems", "dingtalk_principal"]
+__all__ = [
+    "HANDOFF_TIMEOUT_S",
+    "KEPT_SUBMISSIONS",
+    "DingTalkAdapter",
+    "config_problems",
+    "dingtalk_principal",
+    "openapi_client",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +73,16 @@ HANDOFF_TIMEOUT_S = 10.0
 
 KEPT_SUBMISSIONS = 200
 """Recent (msgId, submission) pairs kept for diagnostics and tests."""
+
+
+def openapi_client(config: DingTalkConfig, session: aiohttp.ClientSession | None = None) -> DingTalkOpenAPI:
+    """The app's OpenAPI client: cards, messages and contact lookups share it (and its access token)."""
+    return DingTalkOpenAPI(
+        client_id=config.client_id,
+        client_secret=config.client_secret.get_secret_value(),
+        base_url=config.api_base_url,
+        session=session,
+    )
 
 
 def config_problems(config: DingTalkConfig, dedupe_ttl_s: float) -> list[str]:
@@ -101,21 +118,19 @@ class DingTalkAdapter:
         monotonic: Callable[[], float] = time.monotonic,
         groups: GroupResolver | None = None,
         reuse_port: bool = False,
+        api: DingTalkOpenAPI | None = None,
     ) -> None:
-        """``groups`` adds the asker's departments to their principal (default: none are looked up);
-        ``reuse_port`` binds the HTTP callback's port with ``SO_REUSEPORT`` (worker processes share it)."""
+        """``groups`` adds the asker's departments to their principal (default: none are looked up; the
+        composition root builds it over ``api``, see :func:`openapi_client`); ``reuse_port`` binds the HTTP
+        callback's port with ``SO_REUSEPORT`` (worker processes share it); ``api``: the OpenAPI client (default:
+        :func:`openapi_client` over ``session``)."""
         self.config = config
         self.robot_code = config.robot_code or config.client_id
         """The robot code cards and messages are sent as."""
         self._gateway = gateway
         self._clock = clock
         self._reuse_port = reuse_port
-        self.api = DingTalkOpenAPI(
-            client_id=config.client_id,
-            client_secret=config.client_secret.get_secret_value(),
-            base_url=config.api_base_url,
-            session=session,
-        )
+        self.api = api or openapi_client(config, session)
         """The shared OpenAPI client."""
         self.monitor = ThrottleMonitor(
             window_s=config.throttle_window_s,
@@ -133,15 +148,22 @@ class DingTalkAdapter:
         self.submissions: collections.deque[tuple[str, Submission]] = collections.deque(maxlen=KEPT_SUBMISSIONS)
         """Recent (msgId, submission) pairs, oldest first (for diagnostics and tests)."""
         self._handoffs = BackgroundTasks()
-        self._presses = AnswerPresses(self)
         self._corp_id = ""
         self._stream: StreamConnection | None = None
         self._callback: CallbackServer | None = None
         self._api_closer: asyncio.Future[None] | None = None
         self.groups: GroupResolver = groups or NO_GROUPS
-        """Looks up the asker's departments the policy names (set after construction when it needs :attr:`api`)."""
+        """Looks up the asker's departments the policy names (given at construction: the composition root builds
+        it over the ``api`` it gives too)."""
         self.edits_in_place = self.sink.card is not None
         """With a card template an AI card is changed in place; without one, each change is a new robot message."""
+        self._presses = self._answer_presses(gateway) if gateway is not None else None
+
+    def _answer_presses(self, gateway: Gateway) -> AnswerPresses:
+        """The handler of a final answer's buttons, given what it uses (built once the gateway is known)."""
+        return AnswerPresses(gateway, config=self.config, sink=self.sink, monitor=self.monitor, policy=self.policy,
+                             groups=self.groups, bot_corp=lambda: self._corp_id, tell=self.tell_privately,
+                             submissions=self.submissions)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -174,6 +196,7 @@ class DingTalkAdapter:
         """
         if gateway is not None:
             self._gateway = gateway
+            self._presses = self._answer_presses(gateway)
         if self._gateway is None:
             raise RuntimeError("DingTalkAdapter.start needs the gateway")
         problems = config_problems(self.config, self._gateway.config.memory.dedupe_ttl_s)
@@ -282,7 +305,7 @@ class DingTalkAdapter:
         """Approve or Deny pressed: counted when the presser is an approver there, else a private 1:1 note says why.
         A final answer's button goes to :class:`~adapters.dingtalk.answer_buttons.AnswerPresses`."""
         press = parse_answer_press(data)
-        if press is not None and self._gateway is not None:
+        if press is not None and self._presses is not None:
             await self._presses.handle(press)
             return
         action = parse_card_action(data)

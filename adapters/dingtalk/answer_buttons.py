@@ -3,15 +3,17 @@
 The AI card streams one markdown variable; a template built for it may also
 hold three buttons (``adapters.dingtalk.answer_buttons: true``): action ids
 :data:`REFRESH_ACTION`, :data:`FEEDBACK_UP_ACTION` and
-:data:`FEEDBACK_DOWN_ACTION`, each sending the param :data:`TURN_PARAM`, shown
-once the card is finished (its ``flowStatus``) while the card's variable
-:data:`TURN_PARAM` is set. A typed question's card gets that variable in its
-``createAndDeliver`` call (:func:`answer_params`): no call of its own. A failed
-turn's card ends as failed and shows none; a report's or an alert's card gets
-no turn id. Presses call back through Stream mode on the card callback topic,
-as approval cards' do (:func:`parse_answer_press`), and :class:`AnswerPresses`
-answers them. Without such a template, ``refresh`` / ``刷新`` typed in the
-chat still refreshes the newest answer.
+:data:`FEEDBACK_DOWN_ACTION`, each sending the param
+:data:`~adapters.dingtalk.card_sink.TURN_PARAM`, shown once the card is
+finished (its ``flowStatus``) while the card's variable of that name is set.
+The card's owner gives a typed question's card that variable in its
+``createAndDeliver`` call (:func:`~adapters.dingtalk.card_sink.answer_params`):
+no call of its own. A failed turn's card ends as failed and shows none; a
+report's or an alert's card gets no turn id. Presses call back through Stream
+mode on the card callback topic, as approval cards' do
+(:func:`parse_answer_press`), and :class:`AnswerPresses` answers them with the
+collaborators it is given. Without such a template, ``refresh`` / ``刷新``
+typed in the chat still refreshes the newest answer.
 
 A press is from the bot's own organisation only when it says so: a press
 without an organisation, or from another one, is from outside (fail closed,
@@ -21,33 +23,35 @@ for a Refresh as for a vote).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableSequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 
+from adapters.dingtalk.card_sink import TURN_PARAM
 from adapters.dingtalk.inbound import PLATFORM, card_mode, card_presser
-from botgateway.answers import Answer, is_question
-from botgateway.answers import Vote
-from botgateway.config import SessionScope
-from botgateway.messages import InboundMessage, conversation_key
+from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.access import GroupResolver, resolve_safely
+from botgateway.answers import Answer, Vote
+from botgateway.config import DingTalkConfig, SessionScope
+from botgateway.messages import InboundMessage, Submission, conversation_key
 from botgateway.principal import Principal
-from botgateway.sink import CardTarget
+from botgateway.sink import CardSink, CardTarget
 from botgateway.strings import t
 from botgateway.tooling import ToolContext
 
 if TYPE_CHECKING:
-    from adapters.dingtalk.adapter import DingTalkAdapter
+    from adapters.dingtalk.sink import DingTalkSink
+    from botgateway.cards.buffer_policy import BufferPolicy
 
 __all__ = [
     "FEEDBACK_DOWN_ACTION",
     "FEEDBACK_UP_ACTION",
     "REFRESH_ACTION",
-    "TURN_PARAM",
+    "AnswerGateway",
     "AnswerPress",
     "AnswerPresses",
-    "answer_params",
     "parse_answer_press",
     "refresh_message",
 ]
@@ -62,10 +66,6 @@ FEEDBACK_UP_ACTION = "feedback_up"
 
 FEEDBACK_DOWN_ACTION = "feedback_down"
 """Action id of the 👎 button."""
-
-TURN_PARAM = "turn_id"
-"""The card variable that shows the buttons once the card is finished, and the param each button sends: the
-answer's turn id."""
 
 _ACTIONS = {REFRESH_ACTION: "refresh", FEEDBACK_UP_ACTION: "up", FEEDBACK_DOWN_ACTION: "down"}
 
@@ -100,12 +100,6 @@ def parse_answer_press(data: Mapping[str, Any]) -> AnswerPress | None:
                        action=action, turn_id=turn_id)  # type: ignore[arg-type]
 
 
-def answer_params(target: CardTarget) -> dict[str, str]:
-    """The card variables a card for ``target`` is created with so that, once finished, it shows the buttons: the
-    turn id of a typed question (:func:`~botgateway.answers.book.is_question`); none for anything else."""
-    return {TURN_PARAM: target.turn_id} if is_question(target) else {}
-
-
 def refresh_message(press: AnswerPress, answer: Answer, presser: Principal, *, locale: str, session_scope: SessionScope,
                     mode: str, bot_corp: str) -> InboundMessage:
     """A Refresh press as ``presser``'s message in the chat of ``answer``'s card (its text is the gateway's to
@@ -129,46 +123,89 @@ def _stored_corp(answer: Answer) -> str:
     return str(extra.get("corp_id") or "") if isinstance(extra, Mapping) else ""
 
 
-class AnswerPresses:
-    """Answers Refresh, 👍 and 👎 pressed on a final answer's card, for one :class:`DingTalkAdapter`."""
+class AnswerGateway(Protocol):
+    """The gateway's part a final answer's buttons use: the answer on record, its Refresh, and votes."""
 
-    def __init__(self, adapter: DingTalkAdapter) -> None:
-        self._adapter = adapter
+    async def answer(self, turn_id: str) -> Answer | None:
+        """The finished answer of ``turn_id`` on record, if kept."""
+        ...
+
+    async def refresh(self, turn_id: str, msg: InboundMessage, sink: CardSink, policy: BufferPolicy) -> Submission:
+        """The answer of ``turn_id`` asked again as ``msg``'s presser, in a new card."""
+        ...
+
+    async def vote(self, turn_id: str, voter: Principal, vote: Vote, *, locale: str, ask_reason: bool = False) -> str:
+        """A 👍 or 👎 on the answer of ``turn_id``; the note for the voter."""
+        ...
+
+
+class AnswerPresses:
+    """Answers Refresh, 👍 and 👎 pressed on a final answer's card, with what the adapter hands it when it is built.
+
+    Args:
+        gateway: Where answers are on record, asked again and voted on.
+        config: The ``adapters.dingtalk`` section (locale, session scope).
+        sink: The adapter's sink: a Refresh's new card goes through it, as an AI card when it has one.
+        monitor: Whether card calls are throttled now (a Refresh then answers with a markdown reply).
+        policy: Update pacing of the new card.
+        groups: Adds the presser's departments the policy names.
+        bot_corp: The bot's own organisation as learned so far from the messages received (empty before).
+        tell: Sends a 1:1 note to a presser (never raises).
+        submissions: Where a Refresh's submission is kept, beside the adapter's messages'.
+    """
+
+    def __init__(
+        self,
+        gateway: AnswerGateway,
+        *,
+        config: DingTalkConfig,
+        sink: DingTalkSink,
+        monitor: ThrottleMonitor,
+        policy: BufferPolicy,
+        groups: GroupResolver,
+        bot_corp: Callable[[], str],
+        tell: Callable[[str, str], Awaitable[None]],
+        submissions: MutableSequence[tuple[str, Submission]],
+    ) -> None:
+        self._gateway = gateway
+        self._config = config
+        self._sink = sink
+        self._monitor = monitor
+        self._policy = policy
+        self._groups = groups
+        self._bot_corp = bot_corp
+        self._tell = tell
+        self._submissions = submissions
 
     async def handle(self, press: AnswerPress) -> None:
         """A Refresh asks the answer's question again as the presser, in the card's chat; a 👍 or 👎 is stored, and
         a 👎 asks the voter, in a 1:1 message, for a ``reason <text>`` reply. Never raises on a failed note."""
         note = await self._refresh(press) if press.action == "refresh" else await self._vote(press)
         if note:
-            await self._adapter.tell_privately(press.user_id, note)
+            await self._tell(press.user_id, note)
 
     async def _refresh(self, press: AnswerPress) -> str:
         """Refresh pressed: the note for the presser (empty when a new question was submitted, or refused there)."""
-        adapter = self._adapter
-        gateway = adapter.gateway
-        assert gateway is not None
-        answer = await gateway.answer(press.turn_id)
+        answer = await self._gateway.answer(press.turn_id)
         if answer is None:
-            return t(adapter.config.locale, "refresh_unknown")
+            return t(self._config.locale, "refresh_unknown")
         # What the bot's organisation is, learned from a message, or kept with the card (after a restart).
-        bot_corp = adapter.corp_id or _stored_corp(answer)
-        presser = await adapter.resolve_principal(card_presser(press.user_id, press.corp_id, bot_corp))
+        bot_corp = self._bot_corp() or _stored_corp(answer)
+        presser = await resolve_safely(self._groups, card_presser(press.user_id, press.corp_id, bot_corp))
         is_group = bool(answer.target.get("is_group"))
-        mode = card_mode(adapter.sink, adapter.monitor, is_group=is_group, staff_id=press.user_id)
-        msg = refresh_message(press, answer, presser, locale=adapter.config.locale,
-                              session_scope=adapter.config.session_scope, mode=mode, bot_corp=bot_corp)
-        submission = await gateway.refresh(press.turn_id, msg, adapter.sink, adapter.policy)
-        adapter.submissions.append((f"refresh:{press.turn_id}:{press.user_id}", submission))
+        mode = card_mode(self._sink, self._monitor, is_group=is_group, staff_id=press.user_id)
+        msg = refresh_message(press, answer, presser, locale=self._config.locale,
+                              session_scope=self._config.session_scope, mode=mode, bot_corp=bot_corp)
+        submission = await self._gateway.refresh(press.turn_id, msg, self._sink, self._policy)
+        self._submissions.append((f"refresh:{press.turn_id}:{press.user_id}", submission))
         log.info("dingtalk.refresh_pressed", turn_id=press.turn_id, status=submission.status,
                  external=presser.external)
         return ""
 
     async def _vote(self, press: AnswerPress) -> str:
         """👍 or 👎 pressed: stored; the note for the voter (a 👎 asks for its reason; a 👍 needs no answer)."""
-        adapter = self._adapter
-        assert adapter.gateway is not None
-        voter = await adapter.resolve_principal(card_presser(press.user_id, press.corp_id, adapter.corp_id))
+        voter = await resolve_safely(self._groups, card_presser(press.user_id, press.corp_id, self._bot_corp()))
         vote: Vote = "down" if press.action == "down" else "up"
-        reply = await adapter.gateway.vote(press.turn_id, voter, vote, locale=adapter.config.locale,
-                                           ask_reason=vote == "down")
+        reply = await self._gateway.vote(press.turn_id, voter, vote, locale=self._config.locale,
+                                         ask_reason=vote == "down")
         return reply if vote == "down" else ""

@@ -1,35 +1,56 @@
-"""AI card sink: ``createAndDeliver`` once, then full snapshots through ``PUT /v1.0/card/streaming``.
+"""Card delivery: the one owner of the app's DingTalk cards, the answer's AI card and the buttons' cards.
 
+The answer's AI card (:class:`DingTalkCardSink`): ``createAndDeliver`` once, then
+full snapshots through ``PUT /v1.0/card/streaming``, the last one finalizing it.
 Every card call of the app draws from one shared bucket (DingTalk limits each
 app to about 20 QPS per API). Throttle answers are counted by the
 :class:`~adapters.dingtalk.throttle.ThrottleMonitor` so new turns can degrade
 to markdown replies. A card is finalized from its ``outTrackId`` alone, so the
 gateway can close cards left open by a crash using only the stored target.
-A typed question's card is created with its turn id, so that once finished it
-shows its Refresh and 👍 / 👎 buttons when the template has them
-(:mod:`adapters.dingtalk.answer_buttons`): no call of their own.
+
+The buttons' cards: each call waiting for an approval gets a card of its own
+with Approve and Deny (:class:`ApprovalCards`), and a typed question's AI card
+is created with its turn id (:func:`answer_params`), so that once finished it
+shows its Refresh and 👍 / 👎 buttons when the template has them: no call of
+their own. Presses of either call back on :data:`CARD_CALLBACK_TOPIC`; what a
+press means is read by :mod:`adapters.dingtalk.approval_cards` and
+:mod:`adapters.dingtalk.answer_buttons`, which this module never imports. The
+markdown message a card falls back to goes through a :class:`MessageSender`
+(the markdown sink's sender), so no module that sends messages is imported
+here either: the modules around it depend on it, not it on them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
-from adapters.dingtalk.answer_buttons import answer_params
-from adapters.dingtalk.markdown_sink import MarkdownSender
+from adapters.dingtalk.inert import dingtalk_inert
 from adapters.dingtalk.openapi import DingTalkOpenAPI
 from adapters.dingtalk.render import render_card
 from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.answers import is_question
 from botgateway.budget import RateLimit
+from botgateway.cards.render import approval_text
 from botgateway.sink import CardHandle, CardOp, CardTarget, PermanentError, RateLimited
-from botgateway.snapshot import CardSnapshot
+from botgateway.snapshot import ApprovalPrompt, CardSnapshot, ToolLine
 
-if TYPE_CHECKING:
-    from adapters.dingtalk.approval_cards import ApprovalCards
-
-__all__ = ["PACING", "DingTalkCardSink", "carrier_id", "deliver_body", "open_space_id", "undelivered"]
+__all__ = [
+    "CARD_CALLBACK_TOPIC",
+    "PACING",
+    "TURN_PARAM",
+    "ApprovalCards",
+    "DingTalkCardSink",
+    "MessageSender",
+    "answer_params",
+    "carrier_id",
+    "deliver_body",
+    "open_space_id",
+    "undelivered",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -37,9 +58,29 @@ PACING = 0.95
 """Fraction of the configured QPS the bucket spaces calls at; the limit on arrivals (the QPS itself, each call
 counted until a second after its answer) keeps a second under the limit however the network bunches them."""
 
+CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
+"""The Stream-mode topic of card button presses (an approval card's, a final answer's)."""
+
+TURN_PARAM = "turn_id"
+"""The card variable that shows a final answer's buttons once the card is finished, and the param each button
+sends: the answer's turn id."""
+
+
+class MessageSender(Protocol):
+    """What a card falls back to: one markdown message to the card's chat (the markdown sink's sender)."""
+
+    def rate_key(self, target: CardTarget) -> tuple[str, RateLimit]:
+        """The per-chat message budget."""
+        ...
+
+    async def send(self, target: CardTarget, snapshot: CardSnapshot) -> str:
+        """Deliver ``snapshot`` as a markdown message; returns the route used."""
+        ...
+
 
 def undelivered(answer: object) -> str | None:
-    """Why ``createAndDeliver`` did not deliver the card (HTTP 200 with a failed ``deliverResults`` entry), else None."""
+    """Why ``createAndDeliver`` did not deliver the card (HTTP 200 with a failed ``deliverResults`` entry), else
+    None."""
     result = answer.get("result") if isinstance(answer, dict) else None
     results = result.get("deliverResults") if isinstance(result, dict) else None
     for item in results if isinstance(results, list) else ():
@@ -70,7 +111,8 @@ def open_space_id(target: CardTarget) -> str:
 
 
 def deliver_body(
-    target: CardTarget, *, template_id: str, out_track_id: str, params: dict[str, str], robot_code: str, forward: bool = True
+    target: CardTarget, *, template_id: str, out_track_id: str, params: dict[str, str], robot_code: str,
+    forward: bool = True,
 ) -> dict[str, object]:
     """The ``createAndDeliver`` body of a card from ``template_id`` for ``target``'s chat, its button presses
     calling back through Stream mode; ``forward``: whether people may forward the card."""
@@ -91,6 +133,78 @@ def deliver_body(
     return body
 
 
+def answer_params(target: CardTarget) -> dict[str, str]:
+    """The card variables a card for ``target`` is created with so that, once finished, it shows the answer's
+    buttons: the turn id of a typed question (:func:`~botgateway.answers.book.is_question`); none for anything
+    else (a report's or an alert's card, which get no turn id)."""
+    return {TURN_PARAM: target.turn_id} if is_question(target) else {}
+
+
+class ApprovalCards:
+    """Delivers and closes the approval cards of one app: for each call that waits, an interactive card from
+    ``adapters.dingtalk.approval_template_id`` (variables ``prompt``, ``code``, ``token``, ``status``) whose ``status``
+    says how it was decided once it is (the template then hides its buttons).
+
+    Which approval cards a handle has shown travels in its ``data`` (``approvals``), so :meth:`sync` is a pure
+    function of the handle and the snapshot.
+    """
+
+    def __init__(self, api: DingTalkOpenAPI, *, template_id: str, robot_code: str) -> None:
+        """Cards from ``template_id`` (``adapters.dingtalk.approval_template_id``), sent as ``robot_code``."""
+        self._api = api
+        self._template_id = template_id
+        self._robot_code = robot_code
+
+    async def sync(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Deliver a card for each approval new in ``snapshot``; close those no longer waiting (all, once final).
+
+        Cards are kept per call (``handle.data["approvals"]``): a code may be handed out again, a call id not.
+        """
+        shown: tuple[str, ...] = tuple(handle.data.get("approvals", ()))
+        waiting = {} if snapshot.final else {p.call_id: p for p in snapshot.approvals}
+        kept = list(shown)
+        for call_id, prompt in waiting.items():
+            if call_id in shown:
+                continue
+            if await self._deliver(handle.target, prompt, approval_text(prompt, snapshot.locale)):
+                kept.append(call_id)
+        lines = {b.call_id: b for b in snapshot.blocks if isinstance(b, ToolLine)}
+        for call_id in shown:
+            if call_id not in waiting:
+                line = lines.get(call_id)
+                await self._close(handle.target, call_id, (line.approval or line.summary) if line else "")
+                kept.remove(call_id)
+        return dataclasses.replace(handle, data={**handle.data, "approvals": tuple(kept)})
+
+    async def _deliver(self, target: CardTarget, prompt: ApprovalPrompt, text: str) -> bool:
+        params = {"prompt": dingtalk_inert(text, target.locale), "code": prompt.code, "token": prompt.token,
+                  "status": ""}
+        # Not forwardable: a forwarded approval would mislead.
+        body = deliver_body(target, template_id=self._template_id, out_track_id=_track_id(target, prompt.call_id),
+                            params=params, robot_code=self._robot_code, forward=False)
+        try:
+            refused = undelivered(await self._api.create_and_deliver(body))
+        except Exception as exc:  # the answer's own card still says how to decide by reply
+            log.warning("dingtalk.approval_card_failed", code=prompt.code, error=str(exc) or type(exc).__name__)
+            return False
+        if refused is not None:
+            log.warning("dingtalk.approval_card_undelivered", code=prompt.code, error=refused)
+        return refused is None
+
+    async def _close(self, target: CardTarget, call_id: str, outcome: str) -> None:
+        body = {"outTrackId": _track_id(target, call_id),
+                "cardData": {"cardParamMap": {"status": dingtalk_inert(outcome or "—", target.locale)}}}
+        try:
+            await self._api.update_card(body)
+        except Exception as exc:  # a stale button earns its presser a "no approval waiting" note, nothing worse
+            log.warning("dingtalk.approval_card_close_failed", call_id=call_id, error=str(exc) or type(exc).__name__)
+
+
+def _track_id(target: CardTarget, call_id: str) -> str:
+    """One approval card per call of a turn."""
+    return f"bg-approval-{target.turn_id}-{call_id}"
+
+
 class DingTalkCardSink:
     """A :class:`~botgateway.sink.CardSink` streaming into an AI card built from ``template_id``."""
 
@@ -105,7 +219,7 @@ class DingTalkCardSink:
         content_key: str = "content",
         qps: float = 20.0,
         max_chars: int = 3000,
-        sender: MarkdownSender,
+        sender: MessageSender,
         monitor: ThrottleMonitor | None = None,
         approvals: ApprovalCards | None = None,
         answer_buttons: bool = False,

@@ -17,7 +17,6 @@ which permission to add.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -103,7 +102,7 @@ class DingTalkDepartments:
                                                 headers={"Content-Type": "application/json"}, timeout=_TIMEOUT) as resp:
                 text = await resp.text()
                 status = resp.status
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise GroupLookupFailed(f"the contact API could not be reached ({type(exc).__name__})",
                                     reason="unreachable", once_per="unreachable") from None
         try:

@@ -10,28 +10,36 @@ knows it (:mod:`adapters.dingtalk.answer_buttons`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import structlog
 
 from adapters.dingtalk.message import MEDIA_HINT, BotMessage
+from adapters.dingtalk.throttle import ThrottleMonitor
 from botgateway.config import DingTalkConfig
 from botgateway.messages import InboundMessage, conversation_key
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.tooling import ToolContext
 
-if TYPE_CHECKING:  # the sink's card sink imports this module's neighbours: annotations only
-    from adapters.dingtalk.sink import DingTalkSink
-    from adapters.dingtalk.throttle import ThrottleMonitor
-
 __all__ = [
-    "PLATFORM", "card_mode", "card_presser", "dingtalk_principal", "inbound_message", "message_target", "note_key",]
+    "PLATFORM", "CardSinks", "card_mode", "card_presser", "dingtalk_principal", "inbound_message", "message_target",
+    "note_key",
+]
 
 log = structlog.get_logger(__name__)
 
 PLATFORM = "dingtalk"
 """The adapter's name: the platform of its principals, conversations and cards."""
+
+
+class CardSinks(Protocol):
+    """What :func:`card_mode` reads of the adapter's sink (:class:`~adapters.dingtalk.sink.DingTalkSink`)."""
+
+    @property
+    def card(self) -> object | None:
+        """The AI card sink, or None without a card template."""
+        ...
 
 
 def _sender_corp(message: BotMessage) -> str:
@@ -62,7 +70,7 @@ def card_presser(user_id: str, corp_id: str, bot_corp: str) -> Principal:
     return Principal.of(PLATFORM, user_id, team=corp_id, external=external)
 
 
-def card_mode(sink: DingTalkSink, monitor: ThrottleMonitor, *, is_group: bool, staff_id: str, msg_id: str = "",
+def card_mode(sink: CardSinks, monitor: ThrottleMonitor, *, is_group: bool, staff_id: str, msg_id: str = "",
               conversation: str = "") -> Literal["card", "markdown"]:
     """``card`` or ``markdown`` for a turn in a group (or a 1:1 chat with ``staff_id``'s sender)."""
     if sink.card is None or monitor.degraded:

@@ -12,7 +12,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
@@ -24,10 +24,7 @@ from botgateway.cards.render import approval_text
 from botgateway.sink import CardGone, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
 
-if TYPE_CHECKING:
-    from adapters.dingtalk.approval_cards import ApprovalCards
-
-__all__ = ["NO_CALL", "SEND_RATE", "WEBHOOK_MARGIN_MS", "DingTalkMarkdownSink", "MarkdownSender"]
+__all__ = ["NO_CALL", "SEND_RATE", "WEBHOOK_MARGIN_MS", "ApprovalSync", "DingTalkMarkdownSink", "MarkdownSender"]
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +36,14 @@ SEND_RATE = RateLimit(rate_per_s=20 / 60, burst=10)
 
 NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
 """Operations that make no platform call need no pacing."""
+
+
+class ApprovalSync(Protocol):
+    """The cards a reply's calls waiting for an approval get: :class:`~adapters.dingtalk.card_sink.ApprovalCards`."""
+
+    async def sync(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """Deliver a card for each approval new in ``snapshot``; close those no longer waiting."""
+        ...
 
 
 class MarkdownSender:
@@ -97,7 +102,7 @@ class DingTalkMarkdownSink:
     platform = "dingtalk"
 
     def __init__(self, sender: MarkdownSender, *, robot_code: str, max_chars: int,
-                 approvals: ApprovalCards | None = None) -> None:
+                 approvals: ApprovalSync | None = None) -> None:
         """``approvals`` delivers a card with buttons for each call waiting for an approval (None: a text announcement)."""
         self._approvals = approvals
         self.sender = sender

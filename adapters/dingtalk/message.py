@@ -82,7 +82,8 @@ def _read_text(data: dict[str, Any]) -> ParsedText:
     msgtype = data.get("msgtype") or "text"
     if not isinstance(msgtype, str):
         raise _Unreadable(f"msgtype is a {type(msgtype).__name__}")
-    content = data.get("content") if isinstance(data.get("content"), dict) else {}
+    raw_content = data.get("content")
+    content: dict[str, Any] = raw_content if isinstance(raw_content, dict) else {}
     if msgtype == "text":
         return ParsedText(_text_field(data.get("text"), "text").strip(), False)
     if msgtype == "richText":

@@ -103,7 +103,7 @@ class DingTalkOpenAPI:
             async with self.session().post(url, json=body, timeout=self._timeout) as resp:
                 payload = await self._json(resp)
                 status = resp.status
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise transport_error(exc, "token request failed") from None
         error = token_error(status, payload)
         if error is not None:
@@ -157,7 +157,7 @@ class DingTalkOpenAPI:
             ) as resp:
                 # case-insensitive: a proxy or HTTP/2 hop may lower-case "Retry-After"
                 return resp.status, await self._json(resp), CIMultiDict(resp.headers)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise transport_error(exc, what) from None
 
     @staticmethod

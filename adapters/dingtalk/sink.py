@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from adapters.dingtalk.approval_cards import ApprovalCards
-from adapters.dingtalk.card_sink import DingTalkCardSink
+from adapters.dingtalk.card_sink import ApprovalCards, DingTalkCardSink
 from adapters.dingtalk.inert import dingtalk_inert
 from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
 from adapters.dingtalk.openapi import DingTalkOpenAPI

@@ -40,7 +40,7 @@ from dingtalk_stream import (
 )
 from dingtalk_stream.version import VERSION_STRING
 
-from adapters.dingtalk.approval_cards import CARD_CALLBACK_TOPIC
+from adapters.dingtalk.card_sink import CARD_CALLBACK_TOPIC
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 
@@ -128,7 +128,7 @@ class StreamConnection(DingTalkStreamClient):
             async with self._session.post(self.open_url, json=body, timeout=aiohttp.ClientTimeout(total=15)) as resp:
                 text = await resp.text()
                 status = resp.status
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise ConnectionError(f"cannot reach the DingTalk stream gateway: {type(exc).__name__}") from None
         if status in (400, 401, 403):
             raise PermissionError(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
 from slack_bolt.app.async_app import AsyncApp
@@ -52,12 +52,13 @@ from adapters.slack.events import (
 from adapters.slack.names import DisplayNames
 from adapters.slack.presses import Presses
 from adapters.slack.sink import SlackCardSink
-from adapters.slack.threads import BotThreads
-from botgateway.background import BackgroundTasks
+from adapters.slack.threads import BotThreads, ThreadStore
 from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
+from botgateway.background import BackgroundTasks
 from botgateway.messages import Submission, conversation_key
 from botgateway.principal import Principal
 from botgateway.sink import CardHandle, CardTarget
+from botgateway.stores.base import OpenCardStore
 from botgateway.strings import t
 
 if TYPE_CHECKING:
@@ -67,11 +68,20 @@ if TYPE_CHECKING:
     from botgateway.config import SlackConfig
     from botgateway.gateway import Gateway
     from botgateway.sink import CallPacer
-    from botgateway.stores.base import Store
 
-__all__ = ["Delivery", "SlackAdapter", "SlackStartError"]
+__all__ = ["Delivery", "SlackAdapter", "SlackStartError", "SlackStore", "web_client"]
 
 log = structlog.get_logger(__name__)
+
+
+def web_client(config: SlackConfig) -> AsyncWebClient:
+    """The app's Web API client (its bot token, ``config``'s base URL): the sink, display names and the group
+    resolver share it."""
+    return AsyncWebClient(token=config.bot_token.get_secret_value() or None, base_url=config.api_base_url, timeout=15)
+
+
+class SlackStore(ThreadStore, OpenCardStore, Protocol):
+    """The part of the Store the adapter uses: the threads it answers in, and the records of its Stop controls."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,7 @@ class SlackAdapter:
         self,
         config: SlackConfig,
         *,
-        store: Store,
+        store: SlackStore,
         policy: BufferPolicy | None = None,
         http_port: int | None = None,
         client: AsyncWebClient | None = None,
@@ -121,11 +131,7 @@ class SlackAdapter:
         self._policy = policy
         self._http_port = config.http_port if http_port is None else http_port
         self._reuse_port = reuse_port
-        self.client = client or AsyncWebClient(
-            token=config.bot_token.get_secret_value() or None,
-            base_url=config.api_base_url,
-            timeout=15,
-        )
+        self.client = client or web_client(config)
         self.sink = SlackCardSink(self.client, config, pacer=pacer)
         """The card sink every Slack answer is streamed through."""
         self.http_url = ""
@@ -147,7 +153,8 @@ class SlackAdapter:
         self._connect_timeout_s = connect_timeout_s
         self._authorized: AuthorizeResult | None = None
         self.groups: GroupResolver = groups or NO_GROUPS
-        """Looks up the asker's user groups the policy names (set after construction when it needs :attr:`client`)."""
+        """Looks up the asker's user groups the policy names (given at construction: the composition root builds
+        it over the ``client`` it gives too)."""
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -218,13 +225,22 @@ class SlackAdapter:
         app.event("app_mention")(self._on_mention)
         app.event("message")(self._on_message)
         app.event("assistant_thread_started")(self._on_assistant_thread_started)
-        presses = Presses(self)
-        presses.register(app)
-        AnswerActions(self, presses).register(app)
+        self._button_handlers(app)
         # Everything else the app is subscribed to is acknowledged and ignored.
         app.event(re.compile(".*"))(self._ignore)
         app.error(self._on_error)
         return app
+
+    def _button_handlers(self, app: AsyncApp) -> None:
+        """Listen to the cards' buttons, each handler given what it uses (known once started: the gateway, the
+        policy and the workspace)."""
+        assert self._policy is not None
+        presses = Presses(self._gateway, client=self.client, names=self.names, team_id=self.team_id,
+                          groups=self.groups, locale=self.config.locale, report=self.report_action)
+        presses.register(app)
+        AnswerActions(self._gateway, presses, config=self.config, client=self.client, names=self.names,
+                      team_id=self.team_id, groups=self.groups, sink=self.sink, policy=self._policy,
+                      report=self.report_action).register(app)
 
     def _authorizer(self) -> Callable[..., Any]:
         # a plain function: bolt injects arguments by name and trips over a bound method's ``self``
@@ -288,18 +304,7 @@ class SlackAdapter:
         outcome, reason = await self._pane.thread_started(body, event)
         self._report(Delivery("assistant_thread_started", outcome, reason))
 
-    # --- what the handlers of button presses use (adapters.slack.presses, adapters.slack.answer_actions) ------
-
-    @property
-    def gateway(self) -> Gateway | None:
-        """The gateway, once started."""
-        return self._gateway
-
-    @property
-    def policy(self) -> BufferPolicy:
-        """Update pacing of this adapter's cards (known once started)."""
-        assert self._policy is not None
-        return self._policy
+    # --- how the handlers of button presses report (adapters.slack.presses, adapters.slack.answer_actions) -----
 
     def report_action(self, outcome: Literal["submitted", "ignored", "handled"], reason: str,
                       submission: Submission | None = None, *, event_type: str = "block_actions") -> None:

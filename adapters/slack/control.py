@@ -40,8 +40,8 @@ from cachetools import LRUCache
 
 from adapters.slack.errors import call_slack
 from adapters.slack.handles import CardKey, card_key
-from adapters.slack.limits import SlackBuckets, paced, release, reserve
 from adapters.slack.inert import allowed_mentions
+from adapters.slack.limits import SlackBuckets, paced, release, reserve
 from adapters.slack.render import control_blocks, control_done_blocks
 from botgateway.background import BackgroundTasks
 from botgateway.cards.records import OpenCardRecords
@@ -52,7 +52,7 @@ from botgateway.strings import t
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from botgateway.stores.base import Store
+    from botgateway.stores.base import OpenCardStore
 
 __all__ = ["CONTROL_ATTEMPTS", "CONTROL_MARK", "CONTROL_WAIT_S", "Control", "StopControls", "is_control"]
 
@@ -139,10 +139,10 @@ class StopControls:
         self._pacer = pacer
         self._tasks = BackgroundTasks()
         self._controls = _Controls(_MAX_CARDS, self._retire_later)
-        self._store: Store | None = None
+        self._store: OpenCardStore | None = None
         self._owner = ""
 
-    def keep_on_record(self, store: Store, instance_id: str) -> None:
+    def keep_on_record(self, store: OpenCardStore, instance_id: str) -> None:
         """Record every control posted from now on in ``store``, owned by the process ``instance_id`` (as its cards)."""
         self._store = store
         self._owner = instance_id
@@ -294,7 +294,8 @@ class StopControls:
             if not control.ending and posted and posted[-1] != control.prompts:
                 # Approvals changed while the post was on its way; as control.edit, show() waits its turn.
                 control.edit = self._tasks.spawn(self._edit(control), name=f"slack-control-edit:{target.turn_id}")
-                await asyncio.wait({control.edit})
+                if control.edit is not None:  # None: the adapter is closing, and spawns nothing more
+                    await asyncio.wait({control.edit})
             if control.ending:
                 await self._delete(control)
         except asyncio.CancelledError:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from botgateway.config import SlackConfig
-    from botgateway.stores.base import Store
+    from botgateway.stores.base import OpenCardStore
 
 __all__ = ["SlackCardSink"]
 
@@ -91,7 +91,7 @@ class SlackCardSink:
         # Mode per live card, so rate_key names the bucket the next call really uses.
         self._modes: LRUCache[CardKey, _Mode] = LRUCache(_MAX_CARDS)
 
-    def keep_controls_on_record(self, store: Store, instance_id: str) -> None:
+    def keep_controls_on_record(self, store: OpenCardStore, instance_id: str) -> None:
         """Record Stop controls in ``store`` as the cards are (owned by ``instance_id``), for recovery after a crash."""
         self._controls.keep_on_record(store, instance_id)
 

@@ -8,18 +8,16 @@ after a restart a thread with history in the Store still counts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 from cachetools import LRUCache
 
 from botgateway.background import BackgroundTasks
 from botgateway.messages import conversation_key
+from botgateway.stores.base import ConversationStore, CounterStore
 
-if TYPE_CHECKING:
-    from botgateway.stores.base import Store
-
-__all__ = ["BotThreads"]
+__all__ = ["BotThreads", "ThreadStore"]
 
 log = structlog.get_logger(__name__)
 
@@ -34,10 +32,14 @@ _ADOPTED_TTL_S = 7 * 86_400.0
 in its thread for days)."""
 
 
+class ThreadStore(CounterStore, ConversationStore, Protocol):
+    """The part of the Store the threads are found in: the marks (counters) and the conversations' history."""
+
+
 class BotThreads:
     """``remember`` a thread the bot answered in; ``await contains(...)`` asks whether it did."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: ThreadStore) -> None:
         self._store = store
         self._threads: LRUCache[tuple[str, str, str], None] = LRUCache(_MAX_THREADS)
 

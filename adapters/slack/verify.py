@@ -71,6 +71,7 @@ def _check_payload(text: str, content_type: str) -> None:
     if not text:
         return
     # the same choice bolt's parse_body makes (media type compared as sent), so what passes here is what bolt parses
+    document: str | None
     if content_type.split(";")[0] == "application/json" or text.startswith("{"):
         document, where = text, "the body"
     elif "payload" in text:

@@ -177,7 +177,8 @@ class TerminalAdapter:
     async def _banner(self) -> None:
         model = f" · model: [bold]{self.model_label}[/]" if self.model_label else ""
         self.console.print(f"[bold]botgateway chat[/]{model}")
-        self.console.print("[dim]Ask about a server (e.g. “which server is 10.0.1.100?”). /help for commands, Ctrl-C stops an answer, Ctrl-D quits.[/]")
+        self.console.print("[dim]Ask about a server (e.g. “which server is 10.0.1.100?”). "
+                           "/help for commands, Ctrl-C stops an answer, Ctrl-D quits.[/]")
         if self.memory is not None:
             try:
                 earlier = await self.memory.history(self.conversation_id)

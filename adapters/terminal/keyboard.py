@@ -10,6 +10,12 @@ from typing import Any, TextIO
 __all__ = ["LineReader", "QuietInput"]
 
 
+def _wake(ready: asyncio.Future[None]) -> None:
+    """Resolve ``ready`` once: the reader callback may run again before it is removed."""
+    if not ready.done():
+        ready.set_result(None)
+
+
 class LineReader:
     """Reads lines from a terminal without a thread, so the event loop stays free.
 
@@ -28,7 +34,7 @@ class LineReader:
         while b"\n" not in self._buffer and not self._eof:
             ready: asyncio.Future[None] = loop.create_future()
             try:
-                loop.add_reader(self._fd, lambda: ready.done() or ready.set_result(None))
+                loop.add_reader(self._fd, _wake, ready)
             except (PermissionError, OSError, NotImplementedError):
                 pass  # a regular file (``chat < questions.txt``): reads never block
             else:

@@ -107,7 +107,8 @@ class TerminalSink:
             self.close()
             return
         if self._live is None:
-            self._live = Live(self._area(), console=self.console, refresh_per_second=8, transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._live = Live(self._area(), console=self.console, refresh_per_second=8, transient=True,
+                              redirect_stdout=False, redirect_stderr=False)
             self._live.start()
         else:
             self._live.update(self._area(), refresh=True)

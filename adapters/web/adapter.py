@@ -16,10 +16,9 @@ from aiohttp import web
 
 from adapters.web.app import API_PREFIX, api_app
 from adapters.web.auth import SessionCheck
-from adapters.web.front import BusyElsewhere, WebFront
+from adapters.web.front import ApiStore, BusyElsewhere, WebFront
 from adapters.web.sink import WebSink
 from botgateway.config import Config
-from botgateway.stores.base import Store
 from botgateway.tooling import ToolRegistry
 
 __all__ = ["WebAdapter"]
@@ -31,7 +30,7 @@ class WebAdapter:
     name = "web"
 
     def __init__(
-        self, config: Config, *, store: Store, tools: ToolRegistry, clear: Callable[[str], Awaitable[None]],
+        self, config: Config, *, store: ApiStore, tools: ToolRegistry, clear: Callable[[str], Awaitable[None]],
         session: SessionCheck | None = None, busy_elsewhere: BusyElsewhere | None = None,
     ) -> None:
         """``clear`` forgets a conversation's history (the memory's); ``session`` checks a console session's cookie

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from adapters.web.body import BadRequest
 from adapters.web.client_addr import TrustedProxies
@@ -120,7 +121,7 @@ async def _key_principal(keys: ApiKeys, token: str, failures: FailedLogins, clie
 
 def auth_middleware(
     keys: ApiKeys, session: SessionCheck, *, failures: FailedLogins, proxies: TrustedProxies
-) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+) -> Middleware:
     """A middleware that lets a request through only with a valid key or session; the principal goes on the request.
 
     ``failures`` counts wrong keys per client address, as ``proxies`` (the trusted reverse proxies) report it."""

@@ -14,7 +14,7 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -30,12 +30,19 @@ from botgateway.report_rows import (
     usage_totals,
 )
 from botgateway.report_rows.csv_rows import write_csv
-from botgateway.stores.base import Store
+from botgateway.stores.base import AuditStore, FeedbackStore, UsageStore
 
-__all__ = ["MAX_LIMIT", "BadFilter", "Report", "audit_report", "feedback_report", "report_response", "usage_report"]
+__all__ = [
+    "MAX_LIMIT", "BadFilter", "Report", "ReportStore", "audit_report", "feedback_report", "report_response",
+    "usage_report",
+]
 
 MAX_LIMIT = 100_000
 """The most records one page may ask the Store for."""
+
+
+class ReportStore(AuditStore, UsageStore, FeedbackStore, Protocol):
+    """The part of the Store the tables are read from: audit records, usage rows and votes."""
 
 
 class BadFilter(ValueError):
@@ -77,7 +84,7 @@ def _cut(read: int, limit: int) -> int | None:
     return limit if read >= limit else None
 
 
-async def audit_report(store: Store, query: Mapping[str, str]) -> Report:
+async def audit_report(store: AuditStore, query: Mapping[str, str]) -> Report:
     """The audit rows matching ``query`` (``since``, ``user``, ``tool``, ``limit``), as ``botgateway audit``."""
     since, limit = _since(query), _limit(query, 1000)
     records = await store.audit_records(limit=limit)
@@ -85,7 +92,7 @@ async def audit_report(store: Store, query: Mapping[str, str]) -> Report:
     return Report(AUDIT_COLUMNS, rows, _cut(len(records), limit))
 
 
-async def usage_report(store: Store, query: Mapping[str, str]) -> Report:
+async def usage_report(store: UsageStore, query: Mapping[str, str]) -> Report:
     """The usage totals matching ``query`` (``by``, ``since``, ``limit``), as ``botgateway usage``."""
     by = query.get("by", "").strip() or "model"
     if by not in USAGE_GROUPS:
@@ -95,7 +102,7 @@ async def usage_report(store: Store, query: Mapping[str, str]) -> Report:
     return Report((by, *USAGE_COLUMNS), usage_totals(rows, by, since=since), _cut(len(rows), limit))
 
 
-async def feedback_report(store: Store, query: Mapping[str, str]) -> Report:
+async def feedback_report(store: FeedbackStore, query: Mapping[str, str]) -> Report:
     """The votes matching ``query`` (``since``, ``vote``, ``limit``), as ``botgateway feedback``."""
     vote = query.get("vote", "").strip()
     if vote not in ("", "up", "down"):

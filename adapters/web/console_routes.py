@@ -19,11 +19,18 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.web.console_reports import BadFilter, Report, audit_report, feedback_report, report_response, usage_report
+from adapters.web.console_reports import (
+    BadFilter,
+    Report,
+    ReportStore,
+    audit_report,
+    feedback_report,
+    report_response,
+    usage_report,
+)
 from adapters.web.console_status import StatusParts, console_status
 from adapters.web.failed_logins import FAILED_LOGIN_WINDOW_S
 from adapters.web.session import SESSION_COOKIE, SESSIONS, SessionBook, WebSession, csrf_ok, request_session
-from botgateway.stores.base import Store
 
 __all__ = ["STATIC_FILES", "console_routes", "mount_console"]
 
@@ -52,7 +59,7 @@ _HEADERS = {
 }
 """Sent with every console file: the pages load only their own files, are never framed, leak no referrer."""
 
-_REPORTS: dict[str, Callable[[Store, Any], Awaitable[Report]]] = {
+_REPORTS: dict[str, Callable[[ReportStore, Any], Awaitable[Report]]] = {
     "audit": audit_report,
     "usage": usage_report,
     "feedback": feedback_report,

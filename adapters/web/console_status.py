@@ -10,24 +10,30 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from adapters.web.console_reports import ReportStore
 from botgateway.budget import RateBudget
-from botgateway.stores.base import Store
-from botgateway.http.probes import Readiness
+from botgateway.http.probes import Pingable, Readiness
+from botgateway.stores.base import InstanceStore, OpenCardStore
 
-__all__ = ["STATUS_TIMEOUT_S", "StatusParts", "console_status"]
+__all__ = ["STATUS_TIMEOUT_S", "ConsoleStore", "StatusParts", "console_status"]
 
 STATUS_TIMEOUT_S = 3.0
 """Longest wait for the Store's answers: a page that hangs says less than one that says the Store is slow."""
+
+
+class ConsoleStore(Pingable, OpenCardStore, InstanceStore, ReportStore, Protocol):
+    """The part of the Store the console reads: its ping, open cards and live instances (the Status page), and the
+    records of the Audit, Usage and Feedback tables."""
 
 
 @dataclass(frozen=True)
 class StatusParts:
     """What the Status page reads, each found when the page is asked for (they exist only once the gateway runs)."""
 
-    store: Store
-    """The Store: its ping, open cards and live instances."""
+    store: ConsoleStore
+    """The Store: its ping, open cards and live instances, and the records of the tables."""
     readiness: Callable[[], Readiness | None] = lambda: None
     """The readiness checks (the adapters' connections among them)."""
     budget: Callable[[], RateBudget | None] = lambda: None
@@ -54,7 +60,7 @@ def _budgets(budget: RateBudget | None) -> list[dict[str, Any]]:
     return rows
 
 
-async def _store_part(store: Store) -> tuple[str, list[dict[str, Any]], list[str]]:
+async def _store_part(store: ConsoleStore) -> tuple[str, list[dict[str, Any]], list[str]]:
     try:
         async with asyncio.timeout(STATUS_TIMEOUT_S):
             await store.ping()

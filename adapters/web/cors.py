@@ -16,6 +16,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 __all__ = ["MAX_REQUEST_HEADERS", "allowed_headers", "cors_headers", "cors_middleware"]
 
@@ -35,7 +36,7 @@ _ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
 _MAX_AGE_S = "600"
 
 
-def cors_middleware(origins: Sequence[str]) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def cors_middleware(origins: Sequence[str]) -> Middleware:
     """A middleware adding CORS headers for ``origins`` (``*``: any origin) and answering their preflights."""
     allowed = frozenset(origins)
 

@@ -18,9 +18,9 @@ requests in parallel never count against it.
 
 from __future__ import annotations
 
-from typing import Protocol
+from botgateway.stores.base import CounterStore
 
-__all__ = ["FAILED_LOGIN_WINDOW_S", "MAX_FAILED_LOGINS", "CounterStore", "FailedLogins"]
+__all__ = ["FAILED_LOGIN_WINDOW_S", "MAX_FAILED_LOGINS", "FailedLogins"]
 
 MAX_FAILED_LOGINS = 10
 """Failed logins or API keys from one address within :data:`FAILED_LOGIN_WINDOW_S` before the next ones are refused."""
@@ -29,14 +29,6 @@ FAILED_LOGIN_WINDOW_S = 900.0
 """The window failures are counted in (15 minutes); also the ``Retry-After`` of a refusal (the longest wait left)."""
 
 _FAILURES_PREFIX = "web:login-failures:"
-
-
-class CounterStore(Protocol):
-    """The part of the Store failures are counted in."""
-
-    async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
-        """Add ``amount`` to counter ``key`` (0 reads) and return its total; it expires ``ttl_s`` after its creation."""
-        ...
 
 
 class FailedLogins:

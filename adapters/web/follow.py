@@ -21,7 +21,7 @@ from aiohttp import web
 
 from adapters.web.sse import gone
 from adapters.web.tap import EventTap
-from botgateway.events import TurnDone, TurnEvent, TurnFailed, TurnResult
+from botgateway.events import FailureReason, TurnDone, TurnEvent, TurnFailed, TurnResult
 from botgateway.messages import InboundMessage, Submission, TurnOutcome
 from botgateway.strings import t
 
@@ -96,6 +96,6 @@ def final_of(outcome: TurnOutcome, locale: str = "en") -> TurnDone | TurnFailed:
     note = snapshot.error if snapshot is not None else ""
     if outcome.outcome == "done":
         return TurnDone(result=TurnResult(answer=outcome.answer, rounds=0))
-    reason = "cancelled" if outcome.outcome in ("stopped", "moved") else "internal"
+    reason: FailureReason = "cancelled" if outcome.outcome in ("stopped", "moved") else "internal"
     message = note or t(locale, _ENDINGS.get(outcome.outcome, "web_turn_ended"), outcome=outcome.outcome)
     return TurnFailed(reason=reason, message=message, partial_answer=outcome.answer)

@@ -19,22 +19,21 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from adapters.web.body import BadRequest
 from adapters.web.sink import PLATFORM, WebSink
 from adapters.web.tap import EventTap
-from botgateway.access import decide_message
+from botgateway.access import Decision, decide_message, effective_policy
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config
 from botgateway.fleet import StopAnswer
 from botgateway.messages import InboundMessage, Submission
-from botgateway.access import Decision, effective_policy
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
-from botgateway.stores.base import AuditRecord, Store
+from botgateway.stores.base import AuditRecord, AuditStore, CounterStore, DocumentStore
 from botgateway.tooling import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["BusyElsewhere", "TurnOwner", "WebFront", "conversation_key"]
+__all__ = ["ApiStore", "BusyElsewhere", "TurnOwner", "WebFront", "conversation_key"]
 
 BusyElsewhere = Callable[[str], Awaitable[set[str]]]
 """The other live processes holding turns of a conversation (the fleet directory's ``conversation_owners``)."""
@@ -55,6 +54,11 @@ TURN_RECORD_TTL_S = 90 * 86400.0
 
 AUDIT_SEARCH_LIMIT = 500
 """How many of a conversation's newest audit records are searched for a turn's."""
+
+
+class ApiStore(DocumentStore, AuditStore, CounterStore, Protocol):
+    """The part of the Store the API uses: the turns' owners (documents), their audit records, and the counts of
+    wrong keys (counters)."""
 
 
 def conversation_key(principal: Principal, conversation: str) -> str:
@@ -75,7 +79,7 @@ class TurnOwner:
 class WebFront:
     """The gateway, the web sink and the Store, as the API's routes use them (the gateway is set once it runs)."""
 
-    def __init__(self, config: Config, *, sink: WebSink, store: Store, tools: ToolRegistry,
+    def __init__(self, config: Config, *, sink: WebSink, store: ApiStore, tools: ToolRegistry,
                  clear: Callable[[str], Awaitable[None]], busy_elsewhere: BusyElsewhere | None = None) -> None:
         """``busy_elsewhere``: where else a conversation's turns run (None: this process is the only one)."""
         self.config = config
@@ -83,7 +87,7 @@ class WebFront:
         self.sink = sink
         """Where the API's cards go: each turn's newest snapshot."""
         self.store = store
-        """Audit records and the turns' owners."""
+        """Audit records, the turns' owners and the counts of wrong keys."""
         self.tools = tools
         """The tools that exist (the caller is offered its grant of them)."""
         self.gateway: Gateway | None = None

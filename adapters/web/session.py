@@ -35,9 +35,9 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from aiohttp import web
 
@@ -45,6 +45,7 @@ from adapters.web.client_addr import TrustedProxies
 from adapters.web.failed_logins import FAILED_LOGIN_WINDOW_S, MAX_FAILED_LOGINS, FailedLogins
 from botgateway.password_hash import verify_password
 from botgateway.principal import Principal
+from botgateway.stores.base import CounterStore, DocumentStore
 
 __all__ = [
     "ADMIN_PRINCIPAL", "CSRF_HEADER", "FAILED_LOGIN_WINDOW_S", "MAX_FAILED_LOGINS", "PASSWORD_CHECKS", "SAFE_METHODS",
@@ -109,20 +110,8 @@ def fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "replace")).hexdigest()
 
 
-class SessionStore(Protocol):
-    """The part of the Store sessions live in (documents with a TTL, counters)."""
-
-    async def get_document(self, key: str) -> dict[str, Any] | None:
-        """The document under ``key``, or None when absent or expired."""
-        ...
-
-    async def put_document(self, key: str, data: Mapping[str, Any], ttl_s: float) -> None:
-        """Store ``data`` under ``key`` for ``ttl_s`` seconds."""
-        ...
-
-    async def add_to_counter(self, key: str, amount: int, ttl_s: float) -> int:
-        """Add ``amount`` to counter ``key`` (0 reads) and return its total."""
-        ...
+class SessionStore(DocumentStore, CounterStore, Protocol):
+    """The part of the Store sessions live in: documents with a TTL, and the counters of failed logins."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from botgateway.events import TurnEvent
 from botgateway.messages import TurnOutcome
@@ -49,8 +50,9 @@ class EventTap:
                 if done.done():
                     return
                 getter = asyncio.ensure_future(self._queue.get())
+                waiting: list[asyncio.Future[Any]] = [getter, done, overflow]  # futures of three result types
                 try:
-                    await asyncio.wait([getter, done, overflow], return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     if not getter.done():
                         getter.cancel()

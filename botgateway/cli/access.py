@@ -12,11 +12,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from botgateway.access import Decision, Place, decide, effective_policy, refusal_note, scope_text
 from botgateway.config import Config
 from botgateway.grant import Limits
-from botgateway.access import Decision, Place, decide, effective_policy
 from botgateway.principal import Principal
-from botgateway.access import refusal_note, scope_text
 
 __all__ = ["explain", "parse_principal"]
 

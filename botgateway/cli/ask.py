@@ -74,7 +74,9 @@ class _Tally:
                 "round": self.round,
             }
         elif isinstance(event, ToolCallFinished):
-            entry = self.calls.setdefault(event.call_id, {"call_id": event.call_id, "name": event.name, "arguments": {}, "round": self.round})
+            entry = self.calls.setdefault(
+                event.call_id, {"call_id": event.call_id, "name": event.name, "arguments": {}, "round": self.round}
+            )
             entry.update(ok=event.ok, summary=event.summary, duration_s=round(event.duration_s, 3))
         elif isinstance(event, UsageReported):
             self.usage = self.usage + Usage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens)
@@ -149,7 +151,9 @@ async def run_ask(
     except asyncio.CancelledError:
         # Ctrl-C: a script reading --json still gets its result line (and the exit status is 130).
         if json_mode:
-            ending = tally.final or TurnFailed(reason="cancelled", message="interrupted before the turn ended", partial_answer="".join(tally.answer))
+            ending = tally.final or TurnFailed(
+                reason="cancelled", message="interrupted before the turn ended", partial_answer="".join(tally.answer)
+            )
             _emit(out, _result_line(ending, tally, _since(started)))
         raise
     except Exception as exc:  # start-up problems (store, tools, endpoint) in plain words, never a traceback
@@ -168,10 +172,9 @@ def _context(config: Config, runtime: Runtime, conversation_id: str, as_principa
     if not as_principal:
         user = local_user()
         return ToolContext(user_id=user, user_name=user, platform="cli", conversation_id=conversation_id, chat_id=conversation_id)
+    from botgateway.access import Place, decide, effective_policy, refusal_note
     from botgateway.cli.access import parse_principal
     from botgateway.grant import Limits
-    from botgateway.access import Place, decide, effective_policy
-    from botgateway.access import refusal_note
 
     try:
         principal = parse_principal(as_principal)

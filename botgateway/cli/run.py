@@ -39,14 +39,14 @@ from botgateway.config import Config, ConfigError
 from botgateway.sink import Adapter
 
 if TYPE_CHECKING:
+    from botgateway.access import GroupResolver
     from botgateway.cli.runtime import Runtime
     from botgateway.cli.worker_link import WorkerLink
     from botgateway.fleet.handoff import MovedQuestion
     from botgateway.sink import CardSink
 
 __all__ = [
-    "ADAPTER_ORDER", "REDIS_RECOVERY_GRACE_S", "attach_group_resolver", "build_adapter", "chat", "enabled_adapters",
-    "run",
+    "ADAPTER_ORDER", "REDIS_RECOVERY_GRACE_S", "build_adapter", "chat", "enabled_adapters", "group_resolver", "run",
 ]
 
 log = structlog.get_logger(__name__)
@@ -85,43 +85,45 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
     reuse_port = runtime.worker_index is not None
     if name == "slack":
         from adapters.slack import SlackAdapter
+        from adapters.slack.adapter import web_client
         from botgateway.cards.caller import BudgetPacer
 
-        slack = SlackAdapter(adapter_config, store=runtime.store, pacer=BudgetPacer(runtime.budget), reuse_port=reuse_port)
-        attach_group_resolver(slack, runtime.config)
-        return slack
+        client = web_client(adapter_config)  # built first: the group resolver shares it (its token and base URL)
+        return SlackAdapter(adapter_config, store=runtime.store, client=client, pacer=BudgetPacer(runtime.budget),
+                            groups=group_resolver(name, client, adapter_config, runtime.config), reuse_port=reuse_port)
     if name == "dingtalk":
         from adapters.dingtalk import DingTalkAdapter
+        from adapters.dingtalk.adapter import openapi_client
 
-        dingtalk = DingTalkAdapter(adapter_config, gateway=runtime.gateway, reuse_port=reuse_port)
-        attach_group_resolver(dingtalk, runtime.config)
-        return dingtalk
+        api = openapi_client(adapter_config)  # one access token cache for cards and contact lookups
+        return DingTalkAdapter(adapter_config, gateway=runtime.gateway, api=api,
+                               groups=group_resolver(name, api, adapter_config, runtime.config), reuse_port=reuse_port)
     if name == "web" and runtime.web is not None:
         return runtime.web  # built with the HTTP server, its routes mounted before the server started
     raise ValueError(f"unknown adapter {name!r}")
 
 
-def attach_group_resolver(adapter: Any, config: Config) -> None:
-    """Give a Slack or DingTalk ``adapter`` a resolver for the groups ``config``'s policy names on its platform
-    (Slack user groups, DingTalk departments); when it names none, nothing is ever looked up."""
-    from botgateway.access import DINGTALK_DEPT_PREFIX, SLACK_GROUP_PREFIX, policy_groups
-    from botgateway.access import effective_policy
+def group_resolver(name: str, client: Any, adapter_config: Any, config: Config) -> GroupResolver | None:
+    """The resolver of the groups ``config``'s policy names on platform ``name``, over the adapter's own API
+    ``client`` (Slack user groups over its Web API client, DingTalk departments over its OpenAPI client); None
+    when it names none there (nothing is ever looked up)."""
+    from botgateway.access import DINGTALK_DEPT_PREFIX, SLACK_GROUP_PREFIX, effective_policy, policy_groups
 
     access = config.access
     ttl_s = effective_policy(access).group_cache_s
-    if adapter.name == "slack" and (groups := policy_groups(access, SLACK_GROUP_PREFIX)):
+    resolver: GroupResolver
+    if name == "slack" and (groups := policy_groups(access, SLACK_GROUP_PREFIX)):
         from adapters.slack.usergroups import SlackUserGroups
 
-        # The resolver shares the adapter's Web API client (its token and base URL).
-        adapter.groups = SlackUserGroups(adapter.client, groups, ttl_s)
-    elif adapter.name == "dingtalk" and (groups := policy_groups(access, DINGTALK_DEPT_PREFIX)):
+        resolver = SlackUserGroups(client, groups, ttl_s)
+    elif name == "dingtalk" and (groups := policy_groups(access, DINGTALK_DEPT_PREFIX)):
         from adapters.dingtalk.departments import DingTalkDepartments
 
-        # The adapter's OpenAPI client: one access token cache for cards and contact lookups.
-        adapter.groups = DingTalkDepartments(adapter.api, groups, ttl_s, oapi_base_url=adapter.config.oapi_base_url)
+        resolver = DingTalkDepartments(client, groups, ttl_s, oapi_base_url=adapter_config.oapi_base_url)
     else:
-        return
-    log.info("access.groups_resolved", adapter=adapter.name, groups=sorted(groups), cache_s=ttl_s)
+        return None
+    log.info("access.groups_resolved", adapter=name, groups=sorted(groups), cache_s=ttl_s)
+    return resolver
 
 
 async def _start_adapters(runtime: Runtime, stdin_is_tty: bool) -> tuple[list[Adapter], list[str]]:
@@ -317,7 +319,8 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None, worker_index
                 if failed:
                     _say("botgateway: no adapter is running; fix the problems above and start again")
                 else:
-                    _say("botgateway: nothing to run: the terminal chat needs a terminal (stdin is not one) and no other adapter is enabled")
+                    _say("botgateway: nothing to run: the terminal chat needs a terminal (stdin is not one) "
+                         "and no other adapter is enabled")
                 return 1
             await _recover(runtime, adapters)
             _take_moved(runtime, adapters)

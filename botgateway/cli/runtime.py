@@ -30,14 +30,14 @@ if TYPE_CHECKING:
     from botgateway.fleet.redis_fleet import RedisFleet
     from botgateway.fleet.redis_handoff import RedisHandoff
     from botgateway.gateway import Gateway
-    from botgateway.model import ModelChain
-    from botgateway.loop import ToolLoop
     from botgateway.history import Memory, Summarizer
+    from botgateway.http import HttpServer, Readiness
+    from botgateway.loop import ToolLoop
+    from botgateway.model import ModelChain
     from botgateway.schedules.runner import ScheduleRunner
     from botgateway.stores.base import Store
     from botgateway.telemetry import PrometheusTelemetry
     from botgateway.usage import UsageRecorder
-    from botgateway.http import HttpServer, Readiness
 
 __all__ = ["LateParts", "Runtime", "build_runtime", "tool_registry"]
 
@@ -160,8 +160,7 @@ def _budget(stack: AsyncExitStack, config: Config, instance_id: str) -> RateBudg
 
     if config.memory.store != "redis":
         return RateBudget()
-    from botgateway.budget import RedisLedger
-    from botgateway.budget import SharedLedger
+    from botgateway.budget import RedisLedger, SharedLedger
 
     gateway = config.gateway
     redis = RedisLedger.connect(config.memory.redis_url.get_secret_value(), prefix=config.memory.redis_prefix,
@@ -223,9 +222,9 @@ def _loop(
     leases: ConversationLeases | None, *, summarizer: Summarizer,
 ) -> tuple[Memory, ToolLoop]:
     """The conversation memory (its writes fenced by ``leases`` in a fleet) and the tool loop over it, as configured."""
-    from botgateway.loop import ToolLoop
-    from botgateway.history import Memory
     from botgateway.access import effective_policy
+    from botgateway.history import Memory
+    from botgateway.loop import ToolLoop
 
     memory = Memory(
         store,
@@ -269,9 +268,7 @@ async def _model(stack: AsyncExitStack, config: Config, registry: ToolRegistry, 
 def _usage(stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None) -> UsageRecorder:
     """The recorder of every model call's usage (priced by ``usage.prices``, counted by ``telemetry``), written
     behind the answers."""
-    from botgateway.usage import Pricing
-    from botgateway.usage import UsageRecorder
-    from botgateway.usage import UsageWriter
+    from botgateway.usage import Pricing, UsageRecorder, UsageWriter
 
     recorder = UsageRecorder(UsageWriter(store), Pricing.from_config(config.usage),
                              listeners=[telemetry] if telemetry is not None else [])

@@ -19,7 +19,7 @@ from botgateway.cli.runtime import tool_registry
 from botgateway.config import Config
 from botgateway.tooling import ToolContext, local_user
 
-__all__ = ["ArgumentSyntaxError", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "parse_args", "tools_call", "tools_list"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "ArgumentSyntaxError", "parse_args", "tools_call", "tools_list"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1

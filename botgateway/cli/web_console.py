@@ -13,8 +13,8 @@ from botgateway.config import Config
 
 if TYPE_CHECKING:
     from botgateway.budget import RateBudget
-    from botgateway.stores.base import Store
     from botgateway.http import HttpServer, Readiness
+    from botgateway.stores.base import Store
 
 __all__ = ["mount_web_console"]
 

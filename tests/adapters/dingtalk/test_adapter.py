@@ -8,8 +8,8 @@ Every assertion is about what the fake platform saw.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
-import socket
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +21,7 @@ from adapters.dingtalk import DingTalkAdapter, sign
 from adapters.dingtalk.message import MEDIA_HINT
 from tests.fakes.dingtalk import FakeCard, bot_message
 from tests.fakes.dingtalk_env import GROUP
+from tests.ports import free_port
 from tools.demo.script import Pause, Script, role_chunk, text_chunks
 
 ANSWER = (
@@ -268,7 +269,7 @@ async def test_a_qps_limit_storm_stays_in_budget_delivers_the_answer_and_then_de
     calls = env.fake.card_calls()
     assert len(calls) <= 4 + 10, f"throttles pause and coalesce instead of hammering: {len(calls)} calls"
     throttled_at = [c.at for c in calls if c.status == 403]
-    assert all(b - a >= 0.9 for a, b in zip(throttled_at, throttled_at[1:])), "each throttle waits for a fresh second"
+    assert all(b - a >= 0.9 for a, b in itertools.pairwise(throttled_at)), "each throttle waits for a fresh second"
     assert env.fake.max_card_calls_per_second() < 20
     assert env.adapter.monitor.degraded
 
@@ -329,14 +330,8 @@ async def test_crash_recovery_finalizes_a_card_left_open(make_env):
 # --- HTTP callback mode ---------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_http_callback_mode_verifies_and_answers(make_env):
-    env = await make_env(mode="http", http_host="127.0.0.1", http_port=_free_port())
+    env = await make_env(mode="http", http_host="127.0.0.1", http_port=free_port())
     env.llm_server.enqueue(Script.text("回调模式的回答。"))
     url = env.adapter.callback_server.url
     data = bot_message("回调问题", msg_id="msgHttp1", webhook=env.fake.session_webhook(GROUP), conversation_id=GROUP)

@@ -7,7 +7,6 @@ import base64
 import hashlib
 import hmac
 import json
-import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ from botgateway.stores.sqlite import SqliteStore
 from tests.adapters.log_lines import captured_log
 from tests.fakes.dingtalk import bot_message
 from tests.fakes.dingtalk_env import GROUP
+from tests.ports import free_port
 from tools.demo.script import Script
 
 SECRET = "callback-app-secret"
@@ -184,11 +184,7 @@ async def test_a_port_in_use_fails_the_start_with_a_plain_reason(server):
 
 async def test_replicas_of_the_adapter_share_the_replay_cache_through_the_store(make_env):
     fake = await make_env.fake()
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
+    ports = [free_port(), free_port()]
     first = await make_env(fake=fake, db="shared.db", card_template_id="", mode="http", http_host="127.0.0.1", http_port=ports[0])
     second = await make_env(fake=fake, db="shared.db", card_template_id="", mode="http", http_host="127.0.0.1", http_port=ports[1])
     first.llm_server.enqueue(Script.text("真的回答。"))
@@ -220,6 +216,6 @@ async def test_a_skew_longer_than_the_replay_cache_remembers_fails_the_start():
         "adapters": {"dingtalk": {"mode": "http", "client_id": "id", "client_secret": "s", "callback_max_skew_s": 400}},
     }, env={})
     adapter = DingTalkAdapter(config.adapters.dingtalk)
-    with pytest.raises(ValueError, match="callback_max_skew_s .* at most half of memory.dedupe_ttl_s"):
+    with pytest.raises(ValueError, match=r"callback_max_skew_s .* at most half of memory.dedupe_ttl_s"):
         await adapter.start(SimpleNamespace(config=config))  # type: ignore[arg-type]
     await adapter.stop()

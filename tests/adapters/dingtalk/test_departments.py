@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from adapters.dingtalk.departments import DingTalkDepartments
 from adapters.dingtalk.openapi import DingTalkOpenAPI
-from botgateway.cli.run import attach_group_resolver
 from botgateway.access import NoGroups
 from botgateway.principal import Principal
+from tests.adapters.groups import attach_group_resolver
 from tests.adapters.log_lines import captured_log
 from tests.fakes.dingtalk import FakeDingTalk
 from tools.demo.script import Script

@@ -7,7 +7,6 @@ msgId, and answered with a short note. No shape ends in a traceback or in silenc
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
@@ -20,6 +19,7 @@ from botgateway.strings import t
 from tests.adapters.log_lines import LogLines, captured_log
 from tests.fakes.dingtalk import bot_message
 from tests.fakes.dingtalk_env import GROUP, Env
+from tests.ports import free_port
 from tools.demo.script import Script
 
 IMAGE_NOTE = t("zh-CN", "images_ignored")
@@ -120,14 +120,8 @@ async def test_an_unreadable_message_is_answered_once_even_when_redelivered(make
     assert env.llm_server.requests == []
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_message_shapes_over_the_http_callback(make_env: Any) -> None:
-    env = await make_env(card_template_id="", mode="http", http_host="127.0.0.1", http_port=_free_port())
+    env = await make_env(card_template_id="", mode="http", http_host="127.0.0.1", http_port=free_port())
     url = env.adapter.callback_server.url
     picks = [s for s in SHAPES if s[0] in {"text as a string", "text is a list", "picture content null", "richText"}]
     questions: list[str] = []

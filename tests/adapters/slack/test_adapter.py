@@ -8,6 +8,7 @@ model server, SQLite in ``tmp_path``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator
@@ -49,7 +50,7 @@ async def test_mention_is_answered_in_its_thread_progressively_with_exact_final_
     placeholder, *live = [answer_of(v) for v in reply.versions]
     assert "Thinking" in placeholder
     assert len(live) >= 4, live  # several live updates, then the final one
-    for before, after in zip(live, live[1:]):
+    for before, after in itertools.pairwise(live):
         # each update extends the last (the last live one, rendered when sent, may already hold it all)
         assert after.startswith(before) and (len(after) > len(before) or after == ANSWER)
     assert live[-1] == ANSWER

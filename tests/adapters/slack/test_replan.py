@@ -21,8 +21,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.limits import SlackBuckets
 from adapters.slack.sink import SlackCardSink
 from botgateway.budget import RateBudget
-from botgateway.cards.caller import BudgetPacer
 from botgateway.cards.buffer_policy import BufferPolicy
+from botgateway.cards.caller import BudgetPacer
 from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer
 from botgateway.config import SlackConfig

@@ -5,6 +5,7 @@ The real slack_sdk ``AsyncWebClient`` talks to the fake over loopback.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -240,7 +241,7 @@ async def test_native_stream_appends_deltas_and_task_updates(fake: FakeSlack) ->
     assert len(fake.calls_of("chat.appendStream")) == 3  # the unchanged snapshot made no call
     assert any("round 2/4" in str(b) for b in message.stop_blocks)
     # each version extends the previous one: progressive, never rewritten
-    for before, after in zip(message.versions, message.versions[1:]):
+    for before, after in itertools.pairwise(message.versions):
         assert after.startswith(before)
     assert fake.calls_of("chat.update") == []
 

@@ -8,8 +8,8 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.usergroups import SlackUserGroups
-from botgateway.cli.run import attach_group_resolver
 from botgateway.principal import Principal
+from tests.adapters.groups import attach_group_resolver
 from tests.adapters.log_lines import captured_log
 from tests.fakes.slack import BOT_TOKEN, FakeSlack
 from tests.fakes.slack_env import slack_env

@@ -179,7 +179,7 @@ class Pty:
                 self.mark = found.end()
                 return seen
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.proc.poll() is not None and not self._pump(0):
+            if remaining <= 0 or (self.proc.poll() is not None and not self._pump(0)):
                 raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.text()[-3000:]}")
             self._pump(min(remaining, 0.2))
 
