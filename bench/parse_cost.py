@@ -31,8 +31,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from botgateway.model import StreamAssembler
-from botgateway.model import ChunkStream
+from botgateway.model import ChunkStream, StreamAssembler
 
 URL = "http://model.test/v1/chat/completions"
 CHUNK = {

@@ -172,7 +172,7 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
     say = progress or (lambda _message: None)
     answers = make_answers(settings.seed, max(s.n for s in settings.scenarios()), settings.answer_chars)
     machine = machine_info()
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     results: list[dict[str, Any]] = []
     failures: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="botgateway-bench-") as tmp:
@@ -205,7 +205,7 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
     return jsonable({
         "schema": 5,
         "started_at": started.isoformat(timespec="seconds"),
-        "duration_s": (dt.datetime.now(dt.timezone.utc) - started).total_seconds(),
+        "duration_s": (dt.datetime.now(dt.UTC) - started).total_seconds(),
         "machine": machine,
         "settings": settings.to_dict(),
         "reproduce": {"python": "python -m bench " + " ".join(argv), "make": "make bench BENCH_ARGS='" + " ".join(argv) + "'"},

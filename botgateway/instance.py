@@ -125,7 +125,7 @@ def _lock(path: Path) -> IO[bytes] | None:
     """The open, exclusively locked ``path``; None when another process holds it (or locks are unavailable)."""
     if fcntl is None:
         return None
-    file = open(path, "ab")  # noqa: SIM115 - held open for the life of the process
+    file = open(path, "ab")  # held open for the life of the process, not in a with block
     try:
         fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

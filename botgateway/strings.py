@@ -77,7 +77,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "whoami_no_limit": "no limit",
         "whoami_approver": "You may approve calls that wait for an approval.",
         "limit_turns_per_minute": "You have asked {limit} questions this minute, the most allowed. Please ask again in {seconds} s.",
-        "limit_concurrent_turns": "You already have {limit} question(s) in progress, the most allowed at once. Please ask again when one of them has finished.",
+        "limit_concurrent_turns": "You already have {limit} question(s) in progress, the most allowed at once. "
+                                  "Please ask again when one of them has finished.",
         "limit_tokens_per_day": "You have used today's quota of {limit:,} model tokens. It resets at {at} UTC.",
         "cleared": "🧹 Started a new conversation: earlier questions here are forgotten.",
         "clear_busy": "An answer is still running here; say \"stop\" or wait for it before starting a new conversation.",
@@ -257,7 +258,8 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "cleared": "🧹 已开始新对话：之前的问题不再作为上下文。",
         "clear_busy": "这里还有回答在进行，请先发送“停止”或等它结束，再开始新对话。",
         "clear_failed": "清空对话失败（{reason}），请重试。",
-        "question_too_long": "你的消息有 {length:,} 个字符，最多只能接收 {limit:,} 个。请发送更短的内容：只发相关部分（例如日志中的关键几行），而不是全文。",
+        "question_too_long": "你的消息有 {length:,} 个字符，最多只能接收 {limit:,} 个。"
+                             "请发送更短的内容：只发相关部分（例如日志中的关键几行），而不是全文。",
         # approvals
         "tool_waiting": "⏸ {name}{args} · 等待审批",
         "approval_pending": "回复 approve {code} 或 deny {code}",

@@ -17,7 +17,7 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic_core import PydanticCustomError, core_schema
@@ -56,7 +56,7 @@ class IpAddress:
 
 
 Status = Literal["running", "stopped", "starting", "stopping", "pending", "rebooting", "terminated", "expired"]
-assert set(Status.__args__) == set(STATUSES)  # type: ignore[attr-defined]
+assert set(get_args(Status)) == set(STATUSES)
 
 IP_TOOLS: Mapping[str, tuple[str, str]] = {
     "inventory": ("search_inventory_by_ip", "on-prem hosts in the static inventory"),
@@ -115,7 +115,8 @@ def ip_lookup_tool(provider: Provider, *, timeout_s: float | None) -> Tool:
     tool_name, what = IP_TOOLS[provider.name]
 
     async def lookup(ip: IpAddress, ctx: ToolContext) -> SearchResult:
-        return await _search([provider], ip_query(ip), _scopes(ctx), fresh=ctx.fresh)
+        # ``ip`` is what the validator returns (an ipaddress object); IpAddress only marks the argument's schema.
+        return await _search([provider], ip_query(str(ip)), _scopes(ctx), fresh=ctx.fresh)
 
     lookup.__doc__ = f"""Find {what} that own an IP address, across every configured account and region.
 
@@ -181,7 +182,7 @@ def list_servers_tool(providers: Sequence[Provider], *, timeout_s: float | None)
         return await _search(chosen, query, _scopes(ctx), limit=limit, fresh=ctx.fresh)
 
     # The provider enum is only known now; pydantic reads the real object, not a string.
-    list_servers.__annotations__["provider"] = Literal[names] | None  # type: ignore[valid-type]
+    list_servers.__annotations__["provider"] = Literal[names] | None
     list_servers.__doc__ = f"""List servers, optionally filtered; filters combine (AND).
 
     Args:

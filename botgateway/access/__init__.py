@@ -5,19 +5,19 @@ from __future__ import annotations
 from botgateway.access.asker_limits import LimitHit, PrincipalLimits, asker_of, limits_from_config
 from botgateway.access.audit_trail import write_refusal
 from botgateway.access.groups import (
-    CachedLookup,
     DINGTALK_DEPT_PREFIX,
+    NO_GROUPS,
+    SLACK_GROUP_PREFIX,
+    CachedLookup,
     GroupLookupFailed,
     GroupResolver,
-    NO_GROUPS,
     NoGroups,
-    SLACK_GROUP_PREFIX,
     policy_groups,
     resolve_message,
     resolve_safely,
 )
 from botgateway.access.hook import AccessHook, allow_all, decide_message, place_of, with_decision
-from botgateway.access.policy import Decision, LOCAL_ADMIN_ROLE, Place, decide, decide_as_role, effective_policy
+from botgateway.access.policy import LOCAL_ADMIN_ROLE, Decision, Place, decide, decide_as_role, effective_policy
 from botgateway.access.warnings import access_warnings
 from botgateway.access.whoami import WHOAMI_WORDS, describe, refusal_note, scope_text
 

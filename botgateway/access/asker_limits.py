@@ -1,8 +1,8 @@
 """Per-principal limits: turns per minute, turns in progress, and model tokens per day.
 
 The counts live in the Store, so every replica sees the same ones: a fixed
-window counter per UTC minute and per UTC day (:meth:`Store.add_to_counter`)
-and one lease per turn in progress (:meth:`Store.take_lease`). The limits of an
+window counter per UTC minute and per UTC day (:meth:`CounterStore.add_to_counter`)
+and one lease per turn in progress (:meth:`LeaseStore.take_lease`). The limits of an
 asker come from :func:`limits_for`; today they are the global ``limits:``
 section, and the access policy's per-role ``limits`` replace them by handing
 the gateway another function.
@@ -21,14 +21,16 @@ from typing import Literal, Protocol
 
 import structlog
 
-from botgateway.grant import Limits
 from botgateway.config import LimitsConfig
+from botgateway.grant import Limits
 from botgateway.messages import InboundMessage
 from botgateway.principal import principal_id
-from botgateway.stores.base import Store
+from botgateway.stores.base import CounterStore, LeaseStore
 from botgateway.strings import t
 
-__all__ = ["LimitHit", "LimitName", "LimitValues", "Limits", "PrincipalLimits", "asker_of", "limits_from_config"]
+__all__ = [
+    "LimitHit", "LimitName", "LimitStore", "LimitValues", "Limits", "PrincipalLimits", "asker_of", "limits_from_config",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +58,10 @@ class LimitValues(Protocol):
     def tokens_per_day(self) -> int:
         """Model tokens per UTC day (0: no limit)."""
         ...
+
+
+class LimitStore(CounterStore, LeaseStore, Protocol):
+    """The part of the Store the limits live in: window counters and the leases of the turns in progress."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +117,7 @@ class PrincipalLimits:
 
     def __init__(
         self,
-        store: Store,
+        store: LimitStore,
         limits_for: Callable[[str], Limits],
         *,
         lease_ttl_s: float = 900.0,

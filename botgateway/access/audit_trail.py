@@ -16,7 +16,7 @@ import structlog
 from botgateway.access.asker_limits import asker_of
 from botgateway.messages import InboundMessage
 from botgateway.redaction import redact_text
-from botgateway.stores.base import AuditRecord, Store
+from botgateway.stores.base import AuditRecord, AuditStore
 
 __all__ = ["REFUSAL_WRITE_TIMEOUT_S", "refusal_record", "write_refusal"]
 
@@ -52,7 +52,7 @@ def refusal_record(
 
 
 async def write_refusal(
-    store: Store, msg: InboundMessage, *, turn_id: str, outcome: str, note: str, question_chars: int | None = None
+    store: AuditStore, msg: InboundMessage, *, turn_id: str, outcome: str, note: str, question_chars: int | None = None
 ) -> None:
     """Write the record of a refusal (the question kept up to ``question_chars`` characters when given); a store
     failure is logged, never raised (the note is what matters)."""

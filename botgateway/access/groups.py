@@ -26,9 +26,9 @@ from typing import Generic, Protocol, TypeVar
 import structlog
 from cachetools import TLRUCache, TTLCache
 
+from botgateway.access.policy import effective_policy
 from botgateway.config.access import AccessConfig
 from botgateway.messages import InboundMessage
-from botgateway.access.policy import effective_policy
 from botgateway.principal import Principal
 
 __all__ = [

@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from botgateway.access.policy import Decision, Place, decide
 from botgateway.config.access import AccessConfig
 from botgateway.grant import NO_LIMITS, Limits
-from botgateway.access.policy import Decision, Place, decide
 from botgateway.principal import principal_id
 
 if TYPE_CHECKING:
@@ -38,7 +38,9 @@ async def allow_all(message: InboundMessage) -> str | None:
     return None
 
 
-def allow_users(user_ids: Iterable[str], *, reason: str = "you are not on this bot's list of users; ask an admin to add you") -> Callable[[InboundMessage], Awaitable[str | None]]:
+def allow_users(
+    user_ids: Iterable[str], *, reason: str = "you are not on this bot's list of users; ask an admin to add you"
+) -> Callable[[InboundMessage], Awaitable[str | None]]:
     """A hook that allows only the listed platform user ids (and refuses others with ``reason``)."""
     allowed = frozenset(user_ids)
 

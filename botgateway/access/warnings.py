@@ -9,8 +9,8 @@ no role may give: each would wait its timeout and then be denied.
 
 from __future__ import annotations
 
-from botgateway.config import Config
 from botgateway.access.policy import Place, decide, effective_policy
+from botgateway.config import Config
 from botgateway.principal import Principal
 
 __all__ = ["CHAT_PLATFORMS", "access_warnings", "approval_warnings", "open_platform_warnings"]

@@ -7,8 +7,8 @@ private (ephemeral) replies need platform work that comes later.
 
 from __future__ import annotations
 
-from botgateway.grant import Limits, Scope
 from botgateway.access.policy import Decision
+from botgateway.grant import Limits, Scope
 from botgateway.strings import t
 
 __all__ = ["WHOAMI_WORDS", "describe", "refusal_note", "scope_text"]
@@ -19,7 +19,8 @@ WHOAMI_WORDS = ("/whoami", "whoami", "我是谁")
 
 def scope_text(scope: Scope) -> str:
     """One scope as ``provider=aliyun account=prod tags.env=!prod``."""
-    parts = [f"{key}={value}" for key, value in (("provider", scope.provider), ("account", scope.account), ("region", scope.region)) if value]
+    named = (("provider", scope.provider), ("account", scope.account), ("region", scope.region))
+    parts = [f"{key}={value}" for key, value in named if value]
     parts += [f"tags.{key}={value}" for key, value in sorted(scope.tags.items())]
     return " ".join(parts) or "*"
 

@@ -22,10 +22,14 @@ from botgateway.alerts.records import AlertCard, Investigation, InvestigationSta
 from botgateway.alerts.render import alert_section
 from botgateway.budget import RateLimit
 from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
-from botgateway.snapshot import CardSnapshot
+from botgateway.snapshot import CardSnapshot, CardStatus
 from botgateway.strings import t
 
 __all__ = ["InvestigationSink", "card_snapshot", "ended"]
+
+
+_ENDED_STATUS: dict[InvestigationStatus, CardStatus] = {"done": "done", "refused": "done", "stopped": "stopped"}
+"""The card's status for an investigation that ended so; any other ending failed."""
 
 
 def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapshot | None = None) -> CardSnapshot:
@@ -41,7 +45,7 @@ def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapsho
         return dataclasses.replace(live, preamble=preamble)
     if running:
         return CardSnapshot(status="working", preamble=preamble, blocks=inv.blocks, locale=locale)
-    status = {"done": "done", "refused": "done", "stopped": "stopped"}.get(inv.status, "failed")
+    status = _ENDED_STATUS.get(inv.status, "failed")
     error = inv.error or (t(locale, "interrupted") if inv.status == "interrupted" else "")
     return CardSnapshot(status=status, preamble=preamble, blocks=inv.blocks, answer=inv.answer, error=error,
                         footer=inv.footer, locale=locale)

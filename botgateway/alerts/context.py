@@ -18,7 +18,7 @@ import re
 import structlog
 
 from botgateway.messages import InboundMessage
-from botgateway.stores.base import Store
+from botgateway.stores.base import DocumentStore
 
 __all__ = ["quote_key_key", "quoted_conversation", "ref_key"]
 
@@ -39,7 +39,7 @@ def quote_key_key(quote_key: str) -> str:
     return f"alertquote:{quote_key}"
 
 
-async def quoted_conversation(store: Store, msg: InboundMessage) -> InboundMessage:
+async def quoted_conversation(store: DocumentStore, msg: InboundMessage) -> InboundMessage:
     """``msg`` moved into the conversation of the alert card it quotes, when it quotes one posted in the same chat."""
     if not msg.quoted and not msg.quoted_key:
         return msg

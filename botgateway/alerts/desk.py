@@ -29,11 +29,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 import structlog
 
-from botgateway.alerts.group import group_ref
 from botgateway.alerts.group import fold as fold_notification
+from botgateway.alerts.group import group_ref
 from botgateway.alerts.investigation import Investigator
 from botgateway.alerts.lock import GroupLocks
 from botgateway.alerts.payload import Notification
@@ -44,10 +45,10 @@ from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.config import AlertRouteConfig, AlertsConfig
 from botgateway.destinations import Destination, parse_destination
-from botgateway.stores.base import Message, Store
+from botgateway.stores.base import DocumentStore, InstanceStore, LeaseStore, Message
 from botgateway.unprompted import Channels
 
-__all__ = ["AlertDesk"]
+__all__ = ["AlertDesk", "AlertStore"]
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +59,11 @@ CLOSE_WAIT_S = 10.0
 """At shutdown, deliveries in progress get this long to finish before they are cancelled."""
 
 
+class AlertStore(DocumentStore, LeaseStore, InstanceStore, Protocol):
+    """The part of the Store the desk uses: the card records (documents), their fleet-wide locks (leases), and the
+    heartbeats that say whether an investigation's process still runs."""
+
+
 class AlertDesk:
     """Folds notifications into their groups' cards (see the module docstring)."""
 
@@ -65,7 +71,7 @@ class AlertDesk:
         self,
         *,
         config: AlertsConfig,
-        store: Store,
+        store: AlertStore,
         budget: RateBudget,
         channels: Channels,
         read_only_tools: Callable[[], frozenset[str]],

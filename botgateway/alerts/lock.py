@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 import structlog
 
 from botgateway.backoff import Backoff
-from botgateway.stores.base import Store
+from botgateway.stores.base import LeaseStore
 
 __all__ = ["GroupLocks"]
 
@@ -32,7 +32,7 @@ _RETRY = Backoff(base_s=0.02, max_s=0.5, jitter=(0.5, 1.0))
 class GroupLocks:
     """Locks of alert card records: in-process, then a Store lease of ``key`` held by ``holder``."""
 
-    def __init__(self, store: Store, holder: str, *, ttl_s: float = 60.0, wait_s: float | None = None) -> None:
+    def __init__(self, store: LeaseStore, holder: str, *, ttl_s: float = 60.0, wait_s: float | None = None) -> None:
         """``ttl_s``: a lease outlives a dead holder this long; ``wait_s``: longest wait for another holder, by default
         a little longer than ``ttl_s`` (a live holder never loses it to a waiter; a dead one's lapses). Past it the
         work goes ahead unlocked, logged: an alert shown twice beats an alert lost."""

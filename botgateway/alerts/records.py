@@ -10,9 +10,9 @@ from typing import Any, Literal, TypeAlias
 
 from botgateway.alerts.group import AlertGroup, group_from_dict, group_to_dict
 from botgateway.alerts.lock import GroupLocks
-from botgateway.stores.base import Store
 from botgateway.sink import CardHandle, target_from_dict, target_to_dict
 from botgateway.snapshot import Block, Narration, ToolLine
+from botgateway.stores.base import DocumentStore
 
 __all__ = [
     "AlertCard", "CardRecords", "Investigation", "InvestigationStatus", "card_from_dict", "card_key", "card_to_dict",
@@ -95,7 +95,7 @@ def _block_from_dict(data: Mapping[str, Any]) -> Block | None:
 
 
 def card_to_dict(card: AlertCard) -> dict[str, Any]:
-    """A JSON-ready copy of ``card`` for :meth:`~botgateway.stores.base.Store.put_document`."""
+    """A JSON-ready copy of ``card`` for :meth:`~botgateway.stores.base.DocumentStore.put_document`."""
     handle = card.handle
     inv = card.investigation
     return {
@@ -143,7 +143,7 @@ def card_from_dict(data: Mapping[str, Any]) -> AlertCard:
 class CardRecords:
     """The card records in the Store, each read-modify-write under its record's fleet-wide lock."""
 
-    def __init__(self, store: Store, locks: GroupLocks, *, keep_s: float) -> None:
+    def __init__(self, store: DocumentStore, locks: GroupLocks, *, keep_s: float) -> None:
         """``keep_s``: a record (and what names its conversation) lives this long after its last write."""
         self.store = store
         """The Store the records live in."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from botgateway.answers.book import ANSWERABLE, Answer, AnswerBook, as_question, is_question, offers_answer_controls
-from botgateway.answers.feedback import FeedbackDesk, MAX_REASON_CHARS, Vote, one_line, parse_reason, parse_vote
+from botgateway.answers.feedback import MAX_REASON_CHARS, FeedbackDesk, Vote, one_line, parse_reason, parse_vote
 from botgateway.answers.refresh import REFRESH_WORDS, Refresher
 
 __all__ = [

@@ -32,7 +32,7 @@ from botgateway.cards.metrics import CardMetrics
 from botgateway.messages import InboundMessage
 from botgateway.sink import CardTarget, target_to_dict
 from botgateway.snapshot import CardSnapshot
-from botgateway.stores.base import AuditRecord, Store
+from botgateway.stores.base import AuditRecord, DocumentStore
 
 __all__ = [
     "ANSWERABLE", "ANSWER_TTL_S", "Answer", "AnswerBook", "as_question", "is_question", "offers_answer_controls",
@@ -162,7 +162,7 @@ class AnswerBook:
         clock: Wall clock in Unix seconds.
     """
 
-    def __init__(self, store: Store, *, model_label: str = "", ttl_s: float = ANSWER_TTL_S,
+    def __init__(self, store: DocumentStore, *, model_label: str = "", ttl_s: float = ANSWER_TTL_S,
                  clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._model_label = model_label

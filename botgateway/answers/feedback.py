@@ -19,7 +19,7 @@ import dataclasses
 import re
 import time
 from collections.abc import Callable
-from typing import Literal, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 import structlog
 
@@ -27,10 +27,12 @@ from botgateway.answers.book import Answer, AnswerBook
 from botgateway.messages import InboundMessage
 from botgateway.principal import Principal
 from botgateway.redaction import redact_text
-from botgateway.stores.base import FeedbackRecord, Store
+from botgateway.stores.base import DocumentStore, FeedbackRecord, FeedbackStore
 from botgateway.strings import t
 
-__all__ = ["MAX_REASON_CHARS", "REASON_WINDOW_S", "FeedbackDesk", "Vote", "parse_reason", "parse_vote"]
+__all__ = [
+    "MAX_REASON_CHARS", "REASON_WINDOW_S", "FeedbackDesk", "Vote", "VoteStore", "parse_reason", "parse_vote",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -79,6 +81,10 @@ def _in_direct_chat(msg: InboundMessage, platform: str) -> bool:
     return msg.platform == platform and not msg.target.is_group and not msg.ctx.is_group
 
 
+class VoteStore(FeedbackStore, DocumentStore, Protocol):
+    """The part of the Store the votes live in: the votes, and the documents a 👎 waits for its reason in."""
+
+
 class FeedbackDesk:
     """Records votes and reasons in the Store, with what the answer used.
 
@@ -88,7 +94,7 @@ class FeedbackDesk:
         clock: Wall clock in Unix seconds.
     """
 
-    def __init__(self, store: Store, answers: AnswerBook, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: VoteStore, answers: AnswerBook, *, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._answers = answers
         self._clock = clock

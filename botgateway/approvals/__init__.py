@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from botgateway.approvals.approvers import Approvers, VoteResult, parse_command
-from botgateway.approvals.desk import ApprovalDesk, ApprovalVote, CODE_QUARANTINE_S, DeskAnswer, MAX_PENDING
-from botgateway.approvals.gate import ApprovalGate, MAX_SHOWN_ARGUMENTS, not_run_reason
+from botgateway.approvals.desk import CODE_QUARANTINE_S, MAX_PENDING, ApprovalDesk, ApprovalVote, DeskAnswer
+from botgateway.approvals.gate import MAX_SHOWN_ARGUMENTS, ApprovalGate, not_run_reason
 
 __all__ = [
     "CODE_QUARANTINE_S",

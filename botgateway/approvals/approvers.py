@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from botgateway.access import Place, decide
 from botgateway.approvals.desk import ApprovalDesk, ApprovalVote, DeskAnswer
 from botgateway.config.access import AccessConfig
-from botgateway.access import Place, decide
 from botgateway.principal import Principal
 from botgateway.strings import t
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 
 import structlog

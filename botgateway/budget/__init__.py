@@ -1,4 +1,7 @@
-"""Rate budgets for platform calls: the fair line, the shape of a limit, and the ledgers behind them (in memory, or in Redis for a fleet)."""
+"""Rate budgets for platform calls: the fair line, the shape of a limit, and the ledgers behind them.
+
+The ledgers live in memory, or in Redis for a fleet.
+"""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import contextlib
 import enum
 import time
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 
@@ -30,7 +30,7 @@ from botgateway.budget import RateBudget, RateLimit, WouldWait
 from botgateway.cards.metrics import CardMetrics
 from botgateway.sink import CardGone, CardOp, PermanentError, RateLimited, TooLong, TransientError
 
-__all__ = ["BudgetPacer", "CREATE_PATIENCE_S", "CallOutcome", "CardCaller", "LIVE_BACKOFF"]
+__all__ = ["CREATE_PATIENCE_S", "LIVE_BACKOFF", "BudgetPacer", "CallOutcome", "CardCaller"]
 
 log = structlog.get_logger(__name__)
 
@@ -277,10 +277,9 @@ class CardCaller:
             acquire = asyncio.ensure_future(
                 self._budget.acquire(key, limit, self.owner, priority=priority, patience_s=patience)
             )
-            waiters: set[asyncio.Future[object]] = {acquire}  # type: ignore[arg-type]
-            stop: asyncio.Future[object] | None = None
-            if interrupt is not None:
-                stop = asyncio.ensure_future(interrupt.wait())
+            waiters: set[asyncio.Future[Any]] = {acquire}  # futures of two result types, as asyncio.wait takes them
+            stop = asyncio.ensure_future(interrupt.wait()) if interrupt is not None else None
+            if stop is not None:
                 waiters.add(stop)
             try:
                 done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)

@@ -11,7 +11,7 @@ from botgateway.cards.state import CardState
 from botgateway.cards.streamer import CardStreamer, StreamerTiming
 from botgateway.config import AdaptersConfig, CardConfig
 from botgateway.sink import CardSink, CardTarget
-from botgateway.stores.base import Store
+from botgateway.stores.base import OpenCardStore
 from botgateway.strings import t
 
 __all__ = ["CardFactory"]
@@ -19,13 +19,13 @@ __all__ = ["CardFactory"]
 
 @dataclass(frozen=True, kw_only=True)
 class CardFactory:
-    """What every card of a gateway shares: settings, the rate budget, the Store, the background tasks."""
+    """What every card of a gateway shares: settings, the rate budget, the open-card records, the background tasks."""
 
     config: CardConfig
     """The ``card:`` section (thought, footer, deadlines)."""
     budget: RateBudget
     """The process's rate budgets, shared by every card."""
-    store: Store
+    store: OpenCardStore
     """Where open cards are recorded."""
     background: BackgroundTasks
     """Owner of the cards' background closing."""

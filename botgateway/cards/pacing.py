@@ -13,8 +13,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.buffer_policy import BufferPolicy
+from botgateway.cards.metrics import CardMetrics
 from botgateway.snapshot import Phase
 
 __all__ = ["Pacing"]

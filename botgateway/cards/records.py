@@ -25,7 +25,7 @@ import structlog
 
 from botgateway.background import BackgroundTasks
 from botgateway.sink import CardHandle, CardTarget, target_to_dict
-from botgateway.stores.base import OpenCard, Store
+from botgateway.stores.base import OpenCard, OpenCardStore
 
 __all__ = ["OpenCardRecords"]
 
@@ -35,7 +35,7 @@ log = structlog.get_logger(__name__)
 class OpenCardRecords:
     """The open-card records of one turn's cards (every part), kept in ``store`` (None: none kept)."""
 
-    def __init__(self, store: Store | None, target: CardTarget, *, instance_id: str = "") -> None:
+    def __init__(self, store: OpenCardStore | None, target: CardTarget, *, instance_id: str = "") -> None:
         self._store = store
         self._target = target
         self._instance_id = instance_id
@@ -75,7 +75,7 @@ class OpenCardRecords:
         if self._last is not None:
             await asyncio.wait([self._last])
 
-    def _queue(self, write: Callable[[Store], Awaitable[object]], failure: str) -> asyncio.Task[None] | None:
+    def _queue(self, write: Callable[[OpenCardStore], Awaitable[object]], failure: str) -> asyncio.Task[None] | None:
         """Run ``write`` after this turn's earlier record writes; its task (None once the writes were closed)."""
         store, before = self._store, self._last
         assert store is not None

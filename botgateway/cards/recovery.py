@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -29,10 +29,10 @@ from botgateway.cards.caller import CallOutcome, CardCaller
 from botgateway.config import GatewayConfig
 from botgateway.sink import CardHandle, CardSink, CardTarget, target_from_dict
 from botgateway.snapshot import CardSnapshot
-from botgateway.stores.base import OpenCard, Store
+from botgateway.stores.base import ClaimStore, InstanceStore, OpenCard, OpenCardStore
 from botgateway.strings import t
 
-__all__ = ["Recovery", "target_from_open_card"]
+__all__ = ["Recovery", "RecoveryStore", "target_from_open_card"]
 
 log = structlog.get_logger(__name__)
 
@@ -52,12 +52,17 @@ def target_from_open_card(card: OpenCard) -> CardTarget:
     return target_from_dict(data if isinstance(data, Mapping) else {}, platform=card.platform, turn_id=card.turn_id)
 
 
+class RecoveryStore(OpenCardStore, InstanceStore, ClaimStore, Protocol):
+    """The part of the Store recovery uses: the open cards, the heartbeats of their owners, and the claim one
+    replica makes on an orphan before closing it."""
+
+
 class Recovery:
     """This process's heartbeats, and the closing of other processes' orphaned cards."""
 
     def __init__(
         self,
-        store: Store,
+        store: RecoveryStore,
         budget: RateBudget,
         config: GatewayConfig,
         *,

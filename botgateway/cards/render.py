@@ -49,7 +49,7 @@ def format_duration(seconds: float, locale: str = DEFAULT_LOCALE) -> str:
     """``1.2 s`` below a minute, ``2 min 5 s`` above (localized)."""
     if seconds < 60:
         return t(locale, "seconds", value=max(seconds, 0.0))
-    minutes, rest = divmod(int(round(seconds)), 60)
+    minutes, rest = divmod(round(seconds), 60)
     return t(locale, "minutes", minutes=minutes, seconds=rest)
 
 

@@ -18,6 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from botgateway.cards import render
+from botgateway.cards.board import StatusBoard
+from botgateway.cards.footer import CardFooter, FooterOptions
 from botgateway.events import (
     AnswerDelta,
     ApprovalDecided,
@@ -32,8 +34,6 @@ from botgateway.events import (
     TurnFailed,
     UsageReported,
 )
-from botgateway.cards.board import StatusBoard
-from botgateway.cards.footer import CardFooter, FooterOptions
 from botgateway.snapshot import CardSnapshot, CardStatus, Phase
 from botgateway.strings import normalize_locale, t
 

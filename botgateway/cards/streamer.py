@@ -28,6 +28,7 @@ import structlog
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.budget import RateBudget
+from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cards.caller import LIVE_BACKOFF, CallOutcome, CardCaller
 from botgateway.cards.delivery import FinalDelivery
 from botgateway.cards.late_close import LateCloser
@@ -35,7 +36,6 @@ from botgateway.cards.live import LiveCard
 from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
-from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cards.records import OpenCardRecords
 from botgateway.cards.state import CardState
 from botgateway.events import (
@@ -49,7 +49,7 @@ from botgateway.events import (
 )
 from botgateway.sink import CardHandle, CardSink, CardTarget, Replanning
 from botgateway.snapshot import CardSnapshot, Narration
-from botgateway.stores.base import Store
+from botgateway.stores.base import OpenCardStore
 
 __all__ = ["CardStreamer", "StreamerTiming"]
 
@@ -107,7 +107,7 @@ class CardStreamer:
         budget: RateBudget | None,
         state: CardState,
         timing: StreamerTiming = StreamerTiming(),
-        store: Store | None = None,
+        store: OpenCardStore | None = None,
         background: BackgroundTasks | None = None,
         instance_id: str = "",
     ) -> None:
@@ -360,10 +360,10 @@ class CardStreamer:
         self._card.next_part()
         if not self._finishing.is_set():
             created = self._cursor.capped_view()
-            outcome = await self._card.create(
+            made = await self._card.create(
                 created, deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
             )
-            if outcome is CallOutcome.TOO_LONG:
+            if made is CallOutcome.TOO_LONG:
                 self._cursor.shrink(len(created.answer))
 
     def _first_text_waits(self) -> bool:

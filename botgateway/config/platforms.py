@@ -184,7 +184,8 @@ class DingTalkConfig(AdapterBase):
     @model_validator(mode="after")
     def _enabled_needs_credentials(self) -> DingTalkConfig:
         if self.enabled is True and not self.has_credentials():
-            missing = [name for name, value in (("client_id", self.client_id), ("client_secret", self.client_secret.get_secret_value())) if not value]
+            fields = (("client_id", self.client_id), ("client_secret", self.client_secret.get_secret_value()))
+            missing = [name for name, value in fields if not value]
             raise ValueError(
                 f"enabled: true but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} empty; "
                 f"set {'it' if len(missing) == 1 else 'them'} with ${{ENV_VAR}}, or use enabled: auto"

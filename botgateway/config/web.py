@@ -115,13 +115,34 @@ class WebConfig(Section):
         return origins
 
 
+class _Switched(Protocol):
+    """A section that can be turned on (read only: the config's sections are frozen)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+
+class _Listener(_Switched, Protocol):
+    """The HTTP server's section: whether it runs, and where it listens."""
+
+    @property
+    def host(self) -> str: ...
+
+
 class _Served(Protocol):
     """The parts of the whole config the rules below read (the config schema imports this module)."""
 
-    web: WebConfig
-    http: Any
-    metrics: Any
-    alerts: Any
+    @property
+    def web(self) -> WebConfig: ...
+
+    @property
+    def http(self) -> _Listener: ...
+
+    @property
+    def metrics(self) -> _Switched: ...
+
+    @property
+    def alerts(self) -> _Switched: ...
 
 
 def http_served(config: _Served) -> bool:

@@ -130,7 +130,9 @@ class FleetDirectory:
 
     async def conversation_owners(self, conversation_id: str) -> set[str]:
         """The other live processes holding turns of ``conversation_id``."""
-        owners = set(await self._redis.hvals(self._conversation_key(conversation_id)))
+        # Text replies (the client decodes them); anything else could match no live process's id anyway.
+        owners = {owner for owner in await self._redis.hvals(self._conversation_key(conversation_id))
+                  if isinstance(owner, str)}
         owners.discard(self.instance_id)
         if not owners:
             return set()

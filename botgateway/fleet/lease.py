@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 import structlog
 
-from botgateway.backoff import Backoff
 from botgateway.background import BackgroundTasks
+from botgateway.backoff import Backoff
 from botgateway.fleet.control import control_channel, notice
 from botgateway.stores.redis_history import SEED_FROM_CLOCK, conversation_keys
 
@@ -215,7 +215,7 @@ class ConversationLeases:
         """One attempt: the new token (0: Redis unreachable, run unfenced), or ``None`` when another holds it."""
         keys = conversation_keys(self._prefix, conversation_id)
         try:
-            args = [holder, self._ttl_ms, int(FENCE_TTL_S * 1000)]
+            args: list[str | int] = [holder, self._ttl_ms, int(FENCE_TTL_S * 1000)]
             token = int(await self._take(keys=[keys.lease, keys.fence], args=args))
         except Exception as exc:
             if self._reachable:

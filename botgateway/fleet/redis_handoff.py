@@ -39,6 +39,7 @@ from typing import Any
 import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import ResponseError
+from redis.typing import EncodableT, FieldT
 
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
@@ -285,7 +286,9 @@ class RedisHandoff:
             for _stream, entry_id, fields in _entries(reply):
                 async with self._redis.pipeline(transaction=True) as pipe:
                     if fields:
-                        pipe.xadd(stream, dict(fields), maxlen=MAX_ENTRIES, approximate=True)
+                        # Built under redis's own key type: its dict is invariant, so a dict of str keys is refused.
+                        entry: dict[FieldT, EncodableT] = {field: value for field, value in fields.items()}
+                        pipe.xadd(stream, entry, maxlen=MAX_ENTRIES, approximate=True)
                     pipe.xack(stream, GROUP, entry_id)
                     pipe.xdel(stream, entry_id)
                     await pipe.execute()

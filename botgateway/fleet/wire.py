@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, get_args
 
-from botgateway.approvals import DeskAnswer
-from botgateway.approvals import VoteResult
+from botgateway.approvals import DeskAnswer, VoteResult
 from botgateway.fleet.base import Ballot, StopAnswer, StopTally
 from botgateway.fleet.handoff import MovedQuestion
 from botgateway.grant import Grant, Limits, Scope

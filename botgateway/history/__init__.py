@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from botgateway.history.memory import (
-    Memory,
     SUMMARY_ACK,
     SUMMARY_HEADER,
     SUMMARY_INSTRUCTION,
+    Memory,
     Summarizer,
     estimate_text_tokens,
     summary_text,

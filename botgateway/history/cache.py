@@ -28,7 +28,7 @@ version check costs the same round trip and skips the transfer and decoding.)
 **New conversations.** Most questions open a conversation (a new thread), and
 reading a history only to find none costs a turn the same round trip. A store
 that only this process writes (SQLite) lists the conversations that have
-history (:meth:`~botgateway.stores.base.Store.history_index`), read once in the
+history (:meth:`~botgateway.stores.base.ConversationStore.history_index`), read once in the
 background; from then on, a conversation neither listed nor written by this
 process since is known to be empty without asking. Every conversation this
 process writes joins the list, so it never vouches for a conversation that has
@@ -55,9 +55,9 @@ from cachetools import LRUCache
 from botgateway.background import BackgroundTasks
 from botgateway.history.commit_queue import CommitQueue
 from botgateway.stores.base import (
+    ConversationStore,
     HistorySnapshot,
     HistoryWrite,
-    Store,
     StoredTurn,
     StoreError,
     VersionStep,
@@ -102,7 +102,7 @@ class HistoryCache:
 
     def __init__(
         self,
-        store: Store,
+        store: ConversationStore,
         queue: CommitQueue,
         *,
         max_conversations: int = DEFAULT_CACHED_CONVERSATIONS,

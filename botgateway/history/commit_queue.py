@@ -7,7 +7,7 @@ changes its in-memory copy of the history at once and hands the change to
 - **Order.** One FIFO for every conversation, and the writer always takes from
   its head: a conversation's changes reach the store in the order they were
   made, and what is written is always a prefix of what was submitted.
-- **Groups.** Each :meth:`~botgateway.stores.base.Store.write_history` call
+- **Groups.** Each :meth:`~botgateway.stores.base.ConversationStore.write_history` call
   takes up to ``max_batch`` changes from the head (one SQLite transaction, one
   Redis pipeline), so under load many turns share one write.
 - **Retries.** A failed write is tried again after the project's
@@ -49,7 +49,7 @@ import structlog
 
 from botgateway.backoff import Backoff
 from botgateway.incidents import report_incident
-from botgateway.stores.base import HistoryWrite, Store, StoreError, VersionStep
+from botgateway.stores.base import ConversationStore, HistoryWrite, StoreError, VersionStep
 from botgateway.write_behind import WriteBehind
 
 __all__ = ["WRITE_BACKOFF", "CommitQueue", "WrittenCallback"]
@@ -77,7 +77,7 @@ class CommitQueue:
 
     def __init__(
         self,
-        store: Store,
+        store: ConversationStore,
         *,
         on_written: WrittenCallback | None = None,
         backoff: Backoff = WRITE_BACKOFF,

@@ -56,8 +56,8 @@ from typing import Any
 import structlog
 
 from botgateway.backoff import Backoff
-from botgateway.history.commit_queue import WRITE_BACKOFF, CommitQueue
 from botgateway.history.cache import DEFAULT_CACHED_CONVERSATIONS, HistoryCache
+from botgateway.history.commit_queue import WRITE_BACKOFF, CommitQueue
 from botgateway.history.summary import (
     SUMMARY_ACK,
     SUMMARY_HEADER,
@@ -68,7 +68,6 @@ from botgateway.history.summary import (
     summary_text,
     summary_turn,
 )
-from botgateway.stores.base import HistoryWrite, Message, Store, StoredTurn, VersionStep
 from botgateway.history.tokens import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
@@ -79,6 +78,7 @@ from botgateway.history.tokens import (
     fit_to_tokens,
     truncate_to_tokens,
 )
+from botgateway.stores.base import ConversationStore, HistoryWrite, Message, StoredTurn, VersionStep
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -162,7 +162,7 @@ class Memory:
 
     def __init__(
         self,
-        store: Store,
+        store: ConversationStore,
         *,
         max_history_tokens: int,
         keep_recent_turns: int,

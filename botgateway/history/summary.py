@@ -13,8 +13,8 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from botgateway.stores.base import Message, StoredTurn
 from botgateway.history.tokens import content_text
+from botgateway.stores.base import Message, StoredTurn
 
 __all__ = [
     "MESSAGE_CHARS",

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from botgateway.incidents import report_incident
 
@@ -32,7 +33,7 @@ MAX_BODY_BYTES = 1 << 20
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _plain_errors(max_body_bytes: int) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def _plain_errors(max_body_bytes: int) -> Middleware:
     """A middleware answering aiohttp's own errors, and any crash of a handler, as one JSON object that says what to do."""
 
     @web.middleware

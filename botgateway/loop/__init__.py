@@ -5,8 +5,8 @@ from __future__ import annotations
 from botgateway.loop.deadline import TurnDeadline, TurnTimedOut
 from botgateway.loop.tool_loop import (
     CLOSING_INSTRUCTION,
-    HistoryStore,
     REFRESH_NOTE,
+    HistoryStore,
     ToolLoop,
     max_rounds_note,
     system_prompt,

@@ -23,16 +23,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import ExitStack, aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
-from botgateway.approvals import ApprovalGate
-from botgateway.approvals import ApprovalDesk
-from botgateway.model import AssembledRound, ReasoningPart, TextPart
+from botgateway.approvals import ApprovalDesk, ApprovalGate
 from botgateway.events import (
     AnswerDelta,
     FailureReason,
@@ -47,15 +45,24 @@ from botgateway.events import (
     Usage,
     UsageReported,
 )
+from botgateway.history import estimate_tokens, trim_history
 from botgateway.incidents import report_incident
-from botgateway.model import ChatModel, LLMContextTooLong, LLMError, LLMInterrupted, LLMRefused, ModelItem
-from botgateway.model import asking
 from botgateway.logs import bind_turn
-from botgateway.history import trim_history
-from botgateway.history import estimate_tokens
-from botgateway.loop.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
-from botgateway.tooling import DATA_NOT_INSTRUCTIONS, ToolContext, ToolRegistry
 from botgateway.loop.deadline import TurnDeadline, TurnTimedOut, turn_timeout_message
+from botgateway.loop.tool_round import ToolRoundResult, run_tool_round, unique_call_ids
+from botgateway.model import (
+    AssembledRound,
+    ChatModel,
+    LLMContextTooLong,
+    LLMError,
+    LLMInterrupted,
+    LLMRefused,
+    ModelItem,
+    ReasoningPart,
+    TextPart,
+    asking,
+)
+from botgateway.tooling import DATA_NOT_INSTRUCTIONS, ToolContext, ToolRegistry
 
 __all__ = ["CLOSING_INSTRUCTION", "REFRESH_NOTE", "HistoryStore", "ToolLoop", "max_rounds_note", "system_prompt"]
 
@@ -167,7 +174,7 @@ class ToolLoop:
         *,
         turn_id: str | None = None,
         approvals: bool = True,
-    ) -> AsyncIterator[TurnEvent]:
+    ) -> AsyncGenerator[TurnEvent, None]:
         """Answer ``user_text``; the stream ends with exactly one :class:`TurnDone` or :class:`TurnFailed`.
 
         ``approvals`` False: nobody can approve calls of this turn (a command line), so those that need an
@@ -226,7 +233,7 @@ class ToolLoop:
     async def _turn(
         self, conversation_id: str, user_text: str, ctx: ToolContext, turn_id: str, deadline: TurnDeadline,
         desk: ApprovalDesk | None,
-    ) -> AsyncIterator[TurnEvent]:
+    ) -> AsyncGenerator[TurnEvent, None]:
         """The rounds of one turn, until an answer, a failure, or the last allowed round."""
         started = time.monotonic()
         history = await self._load_history(conversation_id)
@@ -262,13 +269,14 @@ class ToolLoop:
                     async for event in events:
                         yield event
                 return
-            async with aclosing(run_tool_round(self.tools, calls, ctx, text=assembled.text, round_no=round_no, gate=gate)) as items:
-                async for item in items:
-                    if isinstance(item, ToolRoundResult):
-                        turn.messages.extend(item.messages)
-                        turn.records.extend(item.records)
+            tool_round = run_tool_round(self.tools, calls, ctx, text=assembled.text, round_no=round_no, gate=gate)
+            async with aclosing(tool_round) as tool_items:
+                async for tool_item in tool_items:
+                    if isinstance(tool_item, ToolRoundResult):
+                        turn.messages.extend(tool_item.messages)
+                        turn.records.extend(tool_item.records)
                     else:
-                        yield item
+                        yield tool_item
 
         raise AssertionError("unreachable: the last round always returns")  # pragma: no cover
 
@@ -290,7 +298,7 @@ class ToolLoop:
         """
         return round_no == self.max_rounds and round_no > 1 and bool(turn.specs)
 
-    async def _stream_round(self, turn: _Turn, round_no: int) -> AsyncIterator[TurnEvent | AssembledRound]:
+    async def _stream_round(self, turn: _Turn, round_no: int) -> AsyncGenerator[TurnEvent | AssembledRound, None]:
         """One streamed completion: :class:`RoundStarted`, text and thought as they arrive, then the assembled round.
 
         A request the provider refuses as too long for the model is sent once more
@@ -325,7 +333,7 @@ class ToolLoop:
             assembled = AssembledRound("", "", (), None, None)
         yield assembled
 
-    def _completion(self, turn: _Turn, round_no: int) -> AsyncIterator[ModelItem]:
+    def _completion(self, turn: _Turn, round_no: int) -> AsyncGenerator[ModelItem, None]:
         """The model's streamed completion for ``round_no`` of ``turn``."""
         # The last allowed round still sees the tool definitions (history holds tool
         # calls, and some providers insist on matching definitions) but may not call them.
@@ -334,7 +342,7 @@ class ToolLoop:
         request = [{"role": "system", "content": system}, *turn.history, *turn.messages]
         return self.llm.stream(request, tools=turn.specs or None, tool_choice="none" if no_tools else None, round=round_no)
 
-    async def _close(self, turn: _Turn, assembled: AssembledRound, round_no: int, *, wants_tools: bool) -> AsyncIterator[TurnEvent]:
+    async def _close(self, turn: _Turn, assembled: AssembledRound, round_no: int, *, wants_tools: bool) -> AsyncGenerator[TurnEvent, None]:
         """The round that ends the turn: its answer, or a plain-words note when the model still wanted tools."""
         if wants_tools:
             # Out of rounds and the model still wants tools: close in plain words.

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
 from botgateway.approvals import ApprovalGate, not_run_reason
-from botgateway.model import AssembledToolCall
 from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallRecord, ToolCallStarted
 from botgateway.incidents import report_incident
+from botgateway.model import AssembledToolCall
 from botgateway.tooling import SOURCE_GATEWAY, ToolContext, ToolOutcome, ToolRegistry
 
 __all__ = ["TOOL_CANCEL_GRACE_S", "ToolRoundResult", "run_calls", "run_tool_round", "unique_call_ids"]
@@ -56,7 +56,7 @@ async def run_tool_round(
     text: str,
     round_no: int,
     gate: ApprovalGate | None = None,
-) -> AsyncIterator[ToolCallStarted | ToolCallFinished | ApprovalEvent | ToolRoundResult]:
+) -> AsyncGenerator[ToolCallStarted | ToolCallFinished | ApprovalEvent | ToolRoundResult, None]:
     """Run the round's ``calls``: started events, approval and finished events as they happen, then the result.
 
     ``text`` is the narration the model streamed before its calls; it travels
@@ -79,7 +79,7 @@ async def run_tool_round(
     yield ToolRoundResult(
         messages=(
             _assistant_message(text, calls),
-            *(_tool_message(tools, call, outcome) for call, outcome in zip(calls, ordered)),
+            *(_tool_message(tools, call, outcome) for call, outcome in zip(calls, ordered, strict=True)),
         ),
         records=tuple(
             ToolCallRecord(
@@ -91,7 +91,7 @@ async def run_tool_round(
                 duration_s=outcome.duration_s,
                 round=round_no,
             )
-            for call, outcome in zip(calls, ordered)
+            for call, outcome in zip(calls, ordered, strict=True)
         ),
     )
 
@@ -127,7 +127,7 @@ ApprovalEvent = ApprovalRequested | ApprovalDecided
 
 async def run_calls(
     tools: ToolRegistry, calls: Sequence[AssembledToolCall], ctx: ToolContext, gate: ApprovalGate | None = None
-) -> AsyncIterator[tuple[int, ToolOutcome] | ApprovalEvent]:
+) -> AsyncGenerator[tuple[int, ToolOutcome] | ApprovalEvent, None]:
     """Run the calls concurrently; yields ``(position, outcome)`` as each finishes, and approval events as they happen.
 
     Only the first ``tools.max_calls_per_round`` calls run; the others are
@@ -151,13 +151,13 @@ async def run_calls(
         for position in range(cap, len(calls)):
             yield position, tools.over_cap(calls[position].arguments)
         while remaining:
-            task = await finished.get()
-            if not isinstance(task, asyncio.Task):
-                yield task
+            done = await finished.get()
+            if not isinstance(done, asyncio.Task):
+                yield done
                 continue
             remaining -= 1
-            position = tasks[task]
-            outcome = _outcome_of(task, calls[position])
+            position = tasks[done]
+            outcome = _outcome_of(done, calls[position])
             log.info(
                 "tool_finished",
                 tool=calls[position].name,
@@ -198,7 +198,8 @@ def _outcome_of(task: asyncio.Task[ToolOutcome], call: AssembledToolCall) -> Too
     except Exception as exc:  # execute() never raises; a broken registry must not end the turn
         incident = report_incident(log, "tool_execute_crashed", exc, reason="the tool failed unexpectedly", tool=call.name)
         return ToolOutcome(
-            ok=False, content=f"Error: {incident.reason}", summary=incident.reason, duration_s=0.0, error=incident.reason, source=SOURCE_GATEWAY
+            ok=False, content=f"Error: {incident.reason}", summary=incident.reason, duration_s=0.0, error=incident.reason,
+            source=SOURCE_GATEWAY,
         )
 
 

@@ -1,4 +1,7 @@
-"""The model: an OpenAI-compatible streaming client, its transport and SSE reader, tool-call assembly, and the chain of endpoints with breakers and routes."""
+"""The model: an OpenAI-compatible streaming client and the chain of endpoints, with breakers and routes.
+
+Also its transport and SSE reader, and the assembly of streamed tool calls.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from botgateway.model.client import (
 from botgateway.model.errors import LLMError
 from botgateway.model.idle_watch import IdleWatch
 from botgateway.model.routes import asking
-from botgateway.model.sse import BODY_READER, ChunkStream, SSEDecoder, ServerSentEvent
+from botgateway.model.sse import BODY_READER, ChunkStream, ServerSentEvent, SSEDecoder
 from botgateway.model.transport import AiohttpTransport, sdk_http
 
 __all__ = [

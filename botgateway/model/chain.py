@@ -26,19 +26,19 @@ from a doubtful endpoint beats none.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import structlog
 
-from botgateway.model.assembly import AssembledRound
 from botgateway.config import LLMConfig
 from botgateway.config.llm import PRIMARY, EndpointConfig, EndpointFields
 from botgateway.events import ModelAnswering
-from botgateway.model.client import LLMClient, ModelItem, RoundItem
+from botgateway.model.assembly import AssembledRound
 from botgateway.model.breaker import Attempt, CircuitBreaker
+from botgateway.model.client import LLMClient, ModelItem, RoundItem
 from botgateway.model.errors import LLMError, LLMInterrupted, LLMRefused, LLMUnavailable
 from botgateway.model.routes import Route, choose_route, current_asker
 
@@ -69,7 +69,7 @@ class EndpointModel(Protocol):
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
         round: int = 1,
-    ) -> AsyncIterator[RoundItem]:
+    ) -> AsyncGenerator[RoundItem, None]:
         """Stream one completion: parts as they arrive, then the assembled round."""
         ...
 
@@ -128,7 +128,7 @@ class ModelChain:
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
         round: int = 1,
-    ) -> AsyncIterator[ModelItem]:
+    ) -> AsyncGenerator[ModelItem, None]:
         """Stream one completion from the first endpoint that starts answering: :class:`ModelAnswering`, then its
         parts, then the :class:`AssembledRound`.
 
@@ -196,9 +196,7 @@ async def _start(
     Its breaker learns the outcome of ``attempt``; any other error (a refusal, a stop) is raised, and teaches it
     nothing.
     """
-    inner = cast(AsyncGenerator[RoundItem, None], link.client.stream(
-        messages, tools=tools, tool_choice=tool_choice, round=round,
-    ))
+    inner = link.client.stream(messages, tools=tools, tool_choice=tool_choice, round=round)
     try:
         first = await anext(inner)
     except LLMError as exc:
@@ -245,7 +243,7 @@ def build_chain(
 
     factory = client or make
     links: dict[str, Link] = {}
-    endpoints: dict[str, EndpointFields | None] = {PRIMARY: None, **dict(zip(config.fallback_names(), config.fallbacks))}
+    endpoints: dict[str, EndpointFields | None] = {PRIMARY: None, **dict(zip(config.fallback_names(), config.fallbacks, strict=True))}
 
     def link(name: str, endpoint: EndpointFields | None, model: str = "") -> str:
         settings = config.endpoint_settings(endpoint, model=model)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -33,12 +33,11 @@ from typing import Any, Protocol
 import openai
 import structlog
 
-from botgateway.model.assembly import AssembledRound, StreamAssembler, StreamPart, merge_parts
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.config import LLMConfig
 from botgateway.events import ModelAnswering
-from botgateway.model.idle_watch import IdleWatch
+from botgateway.model.assembly import AssembledRound, StreamAssembler, StreamPart, merge_parts
 from botgateway.model.errors import (
     LLMContextTooLong,
     LLMError,
@@ -50,8 +49,9 @@ from botgateway.model.errors import (
     provider_message,
     retry_after,
 )
-from botgateway.model.transport import AiohttpTransport, sdk_http
+from botgateway.model.idle_watch import IdleWatch
 from botgateway.model.sse import ChunkStream
+from botgateway.model.transport import AiohttpTransport, sdk_http
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -93,7 +93,7 @@ class ChatModel(Protocol):
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
         round: int = 1,
-    ) -> AsyncIterator[ModelItem]:
+    ) -> AsyncGenerator[ModelItem, None]:
         """Stream one completion: which model answers (optional), parts as they arrive, then the :class:`AssembledRound`."""
         ...
 
@@ -170,7 +170,7 @@ class LLMClient:
         tools: Sequence[dict[str, Any]] | None = None,
         tool_choice: str | None = None,
         round: int = 1,
-    ) -> AsyncIterator[RoundItem]:
+    ) -> AsyncGenerator[RoundItem, None]:
         """Stream one completion: :class:`TextPart`/``ReasoningPart``/``ToolCallFragment`` as they arrive, then the :class:`AssembledRound`.
 
         Raises :class:`LLMUnavailable` when nothing streamed (after retries) and

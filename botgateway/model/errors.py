@@ -107,7 +107,8 @@ def describe_failure(exc: BaseException, *, attempts: int, base_url: str, model:
     if status == 401:
         return "The model service rejected the API key (HTTP 401); check llm.api_key"
     if status == 403:
-        return f"The model service refused access (HTTP 403): {provider_message(exc, secret)}; check llm.api_key's permissions for model {model!r}"
+        return (f"The model service refused access (HTTP 403): {provider_message(exc, secret)}; "
+                f"check llm.api_key's permissions for model {model!r}")
     if status == 404:
         return f"The model service does not know model {model!r} or the URL is wrong (HTTP 404); check llm.model and llm.base_url"
     if status == 429:

@@ -108,7 +108,7 @@ class SSEDecoder:
         The spec drops an unterminated event, but a body that ended cleanly is
         complete (a cut connection fails instead of ending), so its last chunk is real.
         """
-        lines = b"".join(self._pending).splitlines() + [b""]
+        lines = [*b"".join(self._pending).splitlines(), b""]
         self._pending = []
         return self._lines(lines)
 

@@ -69,7 +69,8 @@ def _mapped(exc: BaseException, *, reading: bool) -> Exception:
     return http.ConnectError(message)
 
 
-class _Body(http.AsyncByteStream):  # type: ignore[misc,name-defined]
+# The SDK's HTTP library is found at run time (httpx2 or httpx), so its classes are no names mypy can resolve.
+class _Body(http.AsyncByteStream):  # type: ignore[name-defined]
     """A response body as httpx reads it: the bytes as they arrive."""
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
@@ -93,7 +94,7 @@ class _Body(http.AsyncByteStream):  # type: ignore[misc,name-defined]
             self._response.close()  # hung up mid-answer: the provider stops generating
 
 
-class AiohttpTransport(http.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+class AiohttpTransport(http.AsyncBaseTransport):  # type: ignore[name-defined]  # found at run time, as _Body's base
     """An httpx transport over one ``aiohttp`` session (opened on first use, in the running loop).
 
     Args:

@@ -24,7 +24,7 @@ from botgateway.schedules.slots import next_runs, next_slot, previous_slot, slot
 
 if TYPE_CHECKING:
     from botgateway.config.schedules import ScheduleConfig
-    from botgateway.stores.base import Store
+    from botgateway.stores.base import ClaimStore
 
 __all__ = ["CLAIM_TTL_MIN_S", "ON_TIME_S", "ScheduleRunner", "SystemClock", "WallClock"]
 
@@ -62,7 +62,7 @@ class SystemClock:
 
     async def sleep_until(self, when: datetime) -> None:
         """Sleep until ``when`` by the wall clock (not the monotonic one: NTP steps and suspends move it)."""
-        while (left := (when - self.now()).total_seconds()) > 0:
+        while (left := (when - self.now()).total_seconds()) > 0:  # noqa: ASYNC110 - a wait for a time: no event
             await asyncio.sleep(min(left, _NAP_S))
 
 
@@ -83,7 +83,7 @@ class ScheduleRunner:
         self,
         schedules: Sequence[ScheduleConfig],
         *,
-        store: Store,
+        store: ClaimStore,
         run_report: Callable[[ScheduleConfig, datetime], Awaitable[None]],
         clock: WallClock,
         background: BackgroundTasks | None = None,

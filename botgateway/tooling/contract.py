@@ -13,11 +13,11 @@ from botgateway.principal import Principal
 __all__ = [
     "PermissionHook",
     "RecentOutcomes",
+    "Source",
     "Tool",
     "ToolArgumentError",
     "ToolContext",
     "ToolError",
-    "Source",
     "ToolOutcome",
     "ToolOutput",
     "local_user",

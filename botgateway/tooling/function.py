@@ -117,7 +117,7 @@ class FunctionTool:
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
-        self.arguments_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        self.arguments_model: type[BaseModel] = create_model(
             f"{self.name}_arguments",
             __config__=ConfigDict(extra="forbid"),
             **fields,

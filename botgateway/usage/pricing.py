@@ -8,9 +8,9 @@ without a price has no cost (``None``), which is not the same as free.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-import re
 from fnmatch import fnmatchcase
 
 from botgateway.config.usage import ModelPrice, UsageConfig

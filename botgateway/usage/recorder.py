@@ -24,14 +24,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from botgateway.model import AssembledRound
 from botgateway.cards.metrics import CardMetrics
 from botgateway.events import ModelAnswering, Usage, UsageReported
-from botgateway.model import ChatModel
-from botgateway.model import LLMError
-from botgateway.usage.pricing import Pricing
+from botgateway.model import AssembledRound, ChatModel, LLMError
 from botgateway.principal import principal_id
 from botgateway.stores.base import AuditRecord, UsageRow
+from botgateway.usage.pricing import Pricing
 from botgateway.usage.writer import UsageWriter
 
 __all__ = ["GATEWAY_PRINCIPAL", "USAGE_KEY", "UsageListener", "UsageRecorder", "usage_entry", "usage_rows_of"]

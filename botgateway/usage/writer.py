@@ -4,7 +4,7 @@ A model call's usage must never hold up an answer, and must not be lost when
 the process stops cleanly. :meth:`UsageWriter.submit` queues rows and returns at
 once; one writer task (owned by a :class:`~botgateway.background.BackgroundTasks`,
 alive only while there is something to write) takes up to ``max_batch`` rows at
-a time into one :meth:`~botgateway.stores.base.Store.record_usage` call. A
+a time into one :meth:`~botgateway.stores.base.UsageStore.record_usage` call. A
 failed write is retried after the project's :class:`~botgateway.backoff.Backoff`,
 the rows kept at the head of the queue. :meth:`UsageWriter.aclose` refuses new
 rows and drains the queue for up to ``drain_timeout_s``; rows still unwritten
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import structlog
 
 from botgateway.backoff import Backoff
-from botgateway.stores.base import Store, UsageRow
+from botgateway.stores.base import UsageRow, UsageStore
 from botgateway.write_behind import WriteBehind
 
 __all__ = ["UsageWriter"]
@@ -37,13 +37,13 @@ class UsageWriter:
 
     Args:
         store: Where the rows go.
-        max_batch: Rows per :meth:`~botgateway.stores.base.Store.record_usage` call, at most.
+        max_batch: Rows per :meth:`~botgateway.stores.base.UsageStore.record_usage` call, at most.
         max_queued: Rows waiting at most; more are dropped (and counted) while the store is down.
         drain_timeout_s: How long :meth:`aclose` keeps writing what is queued.
     """
 
     def __init__(
-        self, store: Store, *, max_batch: int = 500, max_queued: int = 100_000, drain_timeout_s: float = 5.0
+        self, store: UsageStore, *, max_batch: int = 500, max_queued: int = 100_000, drain_timeout_s: float = 5.0
     ) -> None:
         self._max_queued = max(1, max_queued)
         self._rows: WriteBehind[UsageRow, None] = WriteBehind(

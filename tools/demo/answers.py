@@ -34,7 +34,8 @@ def widen_thought(zh: bool) -> str:
     """The reasoning before widening a search that found nothing to ``find_server``."""
     if zh:
         return "按 IP 没查到，我再用 find_server 在所有来源（包括静态清单）里找一下。"
-    return "The per-provider lookups found nothing; I'll widen the search with find_server, which covers every source including the static inventory."
+    return ("The per-provider lookups found nothing; I'll widen the search with find_server, "
+            "which covers every source including the static inventory.")
 
 
 def results_thought(zh: bool) -> str:
@@ -73,9 +74,11 @@ def compose_answer(question: str, findings: Findings, zh: bool) -> str:
 def _one_host(subject: str, h: HostFacts, zh: bool) -> list[str]:
     ident = f" (`{h.instance_id}`)" if h.instance_id else ""
     if zh:
-        head = f"**{subject or h.name}** 是 **{h.name}**{ident}，位于 {h.where}。" if subject else f"找到 **{h.name}**{ident}，位于 {h.where}。"
+        head = (f"**{subject or h.name}** 是 **{h.name}**{ident}，位于 {h.where}。" if subject
+                else f"找到 **{h.name}**{ident}，位于 {h.where}。")
     else:
-        head = f"**{subject}** is **{h.name}**{ident}, in {h.where}." if subject and subject != h.name else f"**{h.name}**{ident} is in {h.where}."
+        head = (f"**{subject}** is **{h.name}**{ident}, in {h.where}." if subject and subject != h.name
+                else f"**{h.name}**{ident} is in {h.where}.")
     return [head, "", *_fact_bullets(h, zh)]
 
 

@@ -1,4 +1,4 @@
-"""Scripts for the scripted OpenAI-compatible server: what one chat-completions request is answered with.
+r"""Scripts for the scripted OpenAI-compatible server: what one chat-completions request is answered with.
 
 A :class:`Script` is a list of ``chat.completion.chunk`` dicts played as SSE
 (with delays, :class:`Pause`\ s, a mid-stream disconnect), or an HTTP error.
@@ -78,7 +78,13 @@ def text_chunks(text: str, size: int = 4, *, field: str = "content") -> list[Chu
     return [chunk({field: piece}) for piece in split_text(text, size)]
 
 
-def reasoning_chunks(text: str, size: int = 4, *, field: Literal["reasoning_content", "reasoning"] = "reasoning_content", content_null: bool = True) -> list[Chunk]:
+def reasoning_chunks(
+    text: str,
+    size: int = 4,
+    *,
+    field: Literal["reasoning_content", "reasoning"] = "reasoning_content",
+    content_null: bool = True,
+) -> list[Chunk]:
     """Reasoning streamed like DeepSeek/Doubao/Qwen (``reasoning_content``) or Ollama/vLLM/OpenRouter (``reasoning``).
 
     With ``content_null`` each delta also carries ``"content": null``, as DeepSeek sends.

@@ -103,8 +103,8 @@ class ScriptedLLMServer:
         await self._runner.setup()
         self._site = web.TCPSite(self._runner, self._host, self._port, backlog=1024)
         await self._site.start()
-        server = self._site._server  # aiohttp exposes the bound socket only here
-        port = server.sockets[0].getsockname()[1] if server and server.sockets else self._port
+        addresses = self._runner.addresses  # the bound address of each listening socket (port 0 picks one)
+        port = addresses[0][1] if addresses else self._port
         self.base_url = f"http://{self._host}:{port}/v1"
         return self.base_url
 
@@ -176,7 +176,9 @@ class ScriptedLLMServer:
         if script.status != 200:
             if script.delay_s:
                 await asyncio.sleep(script.delay_s)
-            error_body = script.error_body or {"error": {"message": f"scripted error {script.status}", "type": "server_error", "param": None, "code": None}}
+            error_body = script.error_body or {
+                "error": {"message": f"scripted error {script.status}", "type": "server_error", "param": None, "code": None}
+            }
             return web.json_response(dict(error_body), status=script.status, headers=dict(script.headers))
 
         if body.get("stream"):
@@ -218,7 +220,9 @@ class ScriptedLLMServer:
                     return response
                 if script.delay_s:
                     await asyncio.sleep(script.delay_s)
-                payload = item if isinstance(item, str) else json.dumps(self._envelope(item, completion_id, created, model), ensure_ascii=False)
+                payload = item if isinstance(item, str) else json.dumps(
+                    self._envelope(item, completion_id, created, model), ensure_ascii=False
+                )
                 await response.write(f"data: {payload}\n\n".encode())
                 sent += 1
             if script.disconnect_after is not None:
@@ -255,7 +259,8 @@ class ScriptedLLMServer:
                     key = fragment.get("id") or (f"#{fragment['index']}" if "index" in fragment else None)
                     call = by_key.get(key) if key else (calls[-1] if calls else None)
                     if call is None:
-                        call = {"id": fragment.get("id") or f"call_{len(calls) + 1}", "type": "function", "function": {"name": "", "arguments": ""}}
+                        call = {"id": fragment.get("id") or f"call_{len(calls) + 1}", "type": "function",
+                                "function": {"name": "", "arguments": ""}}
                         calls.append(call)
                     for alias in (fragment.get("id"), f"#{fragment['index']}" if "index" in fragment else None):
                         if alias:

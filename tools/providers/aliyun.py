@@ -27,7 +27,9 @@ _STATUS = {"running": "running", "stopped": "stopped", "starting": "starting", "
 _API_STATUS = {"running": "Running", "stopped": "Stopped", "starting": "Starting", "stopping": "Stopping", "pending": "Pending"}
 
 _PERMISSION = re.compile(r"^(Forbidden|NoPermission|Unauthorized|InvalidOperation\.NotAuthorized)", re.I)
-_CREDENTIALS = re.compile(r"^(InvalidAccessKeyId|SignatureDoesNotMatch|IncompleteSignature|InvalidSecurityToken|InvalidAccessKeySecret)", re.I)
+_CREDENTIALS = re.compile(
+    r"^(InvalidAccessKeyId|SignatureDoesNotMatch|IncompleteSignature|InvalidSecurityToken|InvalidAccessKeySecret)", re.I
+)
 
 
 class AliyunProvider(CloudProvider):

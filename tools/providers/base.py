@@ -71,8 +71,10 @@ def ip_query(ip: IPAddress | str) -> ServerQuery:
 class Provider(Protocol):
     """A source of servers: a cloud (all its accounts and regions) or the static inventory."""
 
-    name: str
-    """Provider key (``aliyun``, ``tencent``, ``aws``, ``inventory``)."""
+    @property
+    def name(self) -> str:
+        """Provider key (``aliyun``, ``tencent``, ``aws``, ``inventory``): read only, so a class's constant fits."""
+        ...
 
     def owns_id(self, instance_id: str) -> bool:
         """Whether ``instance_id`` looks like one of this provider's ids."""

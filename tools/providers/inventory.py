@@ -224,7 +224,8 @@ class InventoryProvider:
     def __init__(self, config: InventoryConfig) -> None:
         self.path = resolve_path(config.path)
         self._mtime = -1.0
-        self.account, self._servers = DEFAULT_ACCOUNT, []
+        self.account = DEFAULT_ACCOUNT
+        self._servers: list[Server] = []
         self._reload()
 
     @property

@@ -76,7 +76,7 @@ class TencentProvider(CloudProvider):
         http = HttpProfile(
             protocol=scheme or "https",
             endpoint=host or "cvm.tencentcloudapi.com",
-            reqTimeout=max(1, int(round(self.timeout_s))),
+            reqTimeout=max(1, round(self.timeout_s)),
         )
         return cvm_client.CvmClient(cred, region, ClientProfile(httpProfile=http))
 
@@ -139,7 +139,7 @@ class TencentProvider(CloudProvider):
         """A short reason for a CVM SDK error (``TencentCloudSDKException`` codes such as ``AuthFailure.*``)."""
         code = ""
         message = ""
-        if hasattr(exc, "get_code"):
+        if hasattr(exc, "get_code") and hasattr(exc, "get_message"):  # the SDK's exception has both
             code = str(exc.get_code() or "")
             message = str(exc.get_message() or "")
         if code in ("AuthFailure.UnauthorizedOperation", "UnauthorizedOperation") or code.startswith("UnauthorizedOperation"):
