@@ -26,7 +26,9 @@ check-config: $(VENV)/.run-installed
 
 test: $(VENV)/.test-installed
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/mypy botgateway adapters tools
+	$(BIN)/ruff check botgateway adapters tools tests bench
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)

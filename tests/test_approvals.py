@@ -15,17 +15,23 @@ from typing import Any
 
 import pytest
 
-from botgateway.approvals import CODE_QUARANTINE_S, MAX_PENDING, ApprovalDesk, ApprovalVote
-from botgateway.approvals import MAX_SHOWN_ARGUMENTS
-from botgateway.approvals import Approvers, parse_command
+from botgateway.approvals import (
+    CODE_QUARANTINE_S,
+    MAX_PENDING,
+    MAX_SHOWN_ARGUMENTS,
+    ApprovalDesk,
+    ApprovalVote,
+    Approvers,
+    parse_command,
+)
 from botgateway.cards.render import render_markdown
 from botgateway.cards.state import CardState
 from botgateway.config.access import AccessConfig
 from botgateway.events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallStarted, TurnDone, TurnEvent
 from botgateway.grant import Grant
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
+from botgateway.model import LLMClient
 from botgateway.principal import Principal
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry, tool

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from botgateway.events import Usage
 from botgateway.model import (
     AssembledRound,
     ReasoningPart,
@@ -22,7 +23,6 @@ from botgateway.model import (
     ThinkTagSplitter,
     ToolCallFragment,
 )
-from botgateway.events import Usage
 
 
 def wire_chunk(data: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def test_ollama_vllm_reasoning_field() -> None:
         delta({"content": "", "reasoning": " briefly."}),
         delta({"content": "Done."}, finish="stop"),
     ]
-    parts, result = run(chunks)
+    _parts, result = run(chunks)
     assert result.reasoning == "Let me think briefly."
     assert result.text == "Done."
 

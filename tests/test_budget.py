@@ -12,8 +12,7 @@ import random
 
 import pytest
 
-from botgateway.budget import RateBudget, RateLimit, WouldWait
-from botgateway.budget import LocalLedger
+from botgateway.budget import LocalLedger, RateBudget, RateLimit, WouldWait
 from tests.parked import parked
 from tests.watched_ledger import WatchedLedger
 

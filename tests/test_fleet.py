@@ -22,22 +22,22 @@ from typing import Any
 import redis.asyncio as aioredis
 import structlog.testing
 
+from botgateway.access import PrincipalLimits, limits_from_config
 from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import Config, parse_config
 from botgateway.fleet.control import ControlChannel
 from botgateway.fleet.directory import FleetDirectory
-from botgateway.fleet.lease import RECHECK_S, ConversationLeases
 from botgateway.fleet.handoff import MovedQuestion
+from botgateway.fleet.lease import RECHECK_S, ConversationLeases
 from botgateway.fleet.redis_fleet import RedisFleet, fleet_client
 from botgateway.fleet.redis_handoff import RedisHandoff
 from botgateway.gateway import Gateway
-from botgateway.access import PrincipalLimits, limits_from_config
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission
+from botgateway.model import LLMClient
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
 from botgateway.stores.redis import RedisStore

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 import structlog
 
-from botgateway.config import AccessConfig
 from botgateway.access import (
     DINGTALK_DEPT_PREFIX,
     NO_GROUPS,
@@ -17,6 +16,7 @@ from botgateway.access import (
     policy_groups,
     resolve_message,
 )
+from botgateway.config import AccessConfig
 from botgateway.messages import InboundMessage
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget

@@ -16,9 +16,18 @@ from typing import Any
 
 import pytest
 
-from botgateway.model import AssembledRound, ReasoningPart, TextPart, ToolCallFragment
 from botgateway.events import Usage
-from botgateway.model import LLMClient, LLMContextTooLong, LLMInterrupted, LLMRefused, LLMUnavailable
+from botgateway.model import (
+    AssembledRound,
+    LLMClient,
+    LLMContextTooLong,
+    LLMInterrupted,
+    LLMRefused,
+    LLMUnavailable,
+    ReasoningPart,
+    TextPart,
+    ToolCallFragment,
+)
 from tests.fakes.llm import TEST_API_KEY, llm_config
 from tools.demo.script import (
     Pause,
@@ -357,7 +366,7 @@ async def test_complete_returns_the_answer_without_thought(server: ScriptedLLMSe
 
 async def test_complete_raises_plain_error(server: ScriptedLLMServer, client: LLMClient) -> None:
     server.enqueue(Script.error(401, "bad key"))
-    with pytest.raises(LLMUnavailable, match="llm.api_key"):
+    with pytest.raises(LLMUnavailable, match=r"llm.api_key"):
         await client.complete([{"role": "user", "content": "x"}])
 
 

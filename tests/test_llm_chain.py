@@ -22,10 +22,9 @@ from botgateway.cards.render import render_plain
 from botgateway.cards.state import CardState
 from botgateway.events import AnswerDelta, ModelAnswering, RoundStarted, TurnDone, TurnFailed
 from botgateway.grant import Grant
-from botgateway.model import ModelChain, build_chain
-from botgateway.model import asking
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
+from botgateway.model import ModelChain, asking, build_chain
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.llm import TEST_API_KEY, llm_config

@@ -15,11 +15,20 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from botgateway.model import AssembledRound, ReasoningPart, TextPart, ToolCallFragment, merge_parts
 from botgateway.events import Usage
-from botgateway.model import LLMClient, LLMInterrupted, LLMUnavailable
-from botgateway.model import AiohttpTransport, sdk_http
-from botgateway.model import BODY_READER
+from botgateway.model import (
+    BODY_READER,
+    AiohttpTransport,
+    AssembledRound,
+    LLMClient,
+    LLMInterrupted,
+    LLMUnavailable,
+    ReasoningPart,
+    TextPart,
+    ToolCallFragment,
+    merge_parts,
+    sdk_http,
+)
 from tests.fakes.llm import llm_config
 from tools.demo.script import Script, chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from tools.demo.server import ScriptedLLMServer

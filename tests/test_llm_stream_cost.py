@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from botgateway.model import AssembledRound
-from botgateway.model import LLMClient
+from botgateway.model import AssembledRound, LLMClient
 from tests.fakes.llm import llm_config
 from tests.timer_loop import TimerCountingLoop
 from tools.demo.script import Script

@@ -29,14 +29,21 @@ from botgateway.events import (
     Usage,
     UsageReported,
 )
-from botgateway.model import LLMClient
-from botgateway.loop import CLOSING_INSTRUCTION, REFRESH_NOTE, ToolLoop, max_rounds_note, system_prompt
 from botgateway.history import Memory, estimate_tokens
+from botgateway.loop import (
+    CLOSING_INSTRUCTION,
+    REFRESH_NOTE,
+    ToolLoop,
+    TurnDeadline,
+    TurnTimedOut,
+    max_rounds_note,
+    system_prompt,
+)
+from botgateway.model import LLMClient
 from botgateway.stores.base import StoredTurn
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import DATA_NOT_INSTRUCTIONS, ToolContext, ToolError, ToolRegistry, tool, tool_result_body
-from botgateway.loop import TurnDeadline, TurnTimedOut
 from tests.adapters.log_lines import captured_log
 from tests.fakes.llm import llm_config
 from tests.fakes.stores import unique_prefix

@@ -15,9 +15,16 @@ from typing import Any
 import pytest
 
 from botgateway.config import LLMConfig
-from botgateway.history import MESSAGE_CHARS
+from botgateway.history import (
+    MESSAGE_CHARS,
+    SUMMARY_ACK,
+    SUMMARY_HEADER,
+    Memory,
+    estimate_text_tokens,
+    estimate_tokens,
+    summary_text,
+)
 from botgateway.model import LLMClient
-from botgateway.history import SUMMARY_ACK, SUMMARY_HEADER, Memory, estimate_text_tokens, estimate_tokens, summary_text
 from botgateway.stores.base import Store, StoredTurn
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore

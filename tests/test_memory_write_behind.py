@@ -455,7 +455,7 @@ async def test_sqlite_lists_its_conversations_so_a_new_one_needs_no_read(tmp_pat
         assert len(store.reads) == reads  # known empty: no read
 
         # A conversation with history is on the list: read, never taken for empty.
-        assert [m["content"] for m in await memory.history("old")][0].startswith("question 1")
+        assert next(m["content"] for m in await memory.history("old")).startswith("question 1")
         assert len(store.reads) == reads + 1
 
         # What this process writes joins the list: evicted from the cache (it holds one), it is read again.
@@ -463,7 +463,7 @@ async def test_sqlite_lists_its_conversations_so_a_new_one_needs_no_read(tmp_pat
         await memory.flush()
         await memory.history("old")  # evicts "new"
         reads = len(store.reads)
-        assert [m["content"] for m in await memory.history("new")][0].startswith("question 2")
+        assert next(m["content"] for m in await memory.history("new")).startswith("question 2")
         assert len(store.reads) == reads + 1
         await memory.aclose()
     finally:

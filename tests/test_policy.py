@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from botgateway.access import LOCAL_ADMIN_ROLE, Place, decide
 from botgateway.config import ConfigError, parse_config
 from botgateway.config.access import DEFAULT_ACCESS, AccessConfig
 from botgateway.grant import Limits, Scope
-from botgateway.access import LOCAL_ADMIN_ROLE, Place, decide
 from botgateway.principal import Principal
 
 TOOLS = ["find_server", "list_servers", "search_logs", "ip_lookup", "k8s__get_pods", "k8s__delete_pod", "k8s__restart_deploy"]

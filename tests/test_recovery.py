@@ -20,10 +20,10 @@ from botgateway.budget import RateBudget
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import parse_config
 from botgateway.gateway import Gateway
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission
+from botgateway.model import LLMClient
 from botgateway.sink import CardTarget, target_to_dict
 from botgateway.stores.base import OpenCard
 from botgateway.stores.sqlite import SqliteStore

@@ -24,11 +24,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from botgateway.budget import RateLimit, RedisLedger
 from botgateway.fleet.control import ControlChannel
 from botgateway.fleet.lease import ConversationLeases
 from botgateway.fleet.redis_fleet import fleet_client
-from botgateway.budget import RedisLedger
-from botgateway.budget import RateLimit
 from botgateway.stores import StoredTurn, StoreError
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.redis_history import conversation_keys

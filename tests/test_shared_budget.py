@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
-from botgateway.budget import RateBudget, RateLimit
-from botgateway.budget import LEASE_MOST
-from botgateway.budget import FLIGHT_S, RedisLedger
-from botgateway.budget import SharedLedger
+from botgateway.budget import FLIGHT_S, LEASE_MOST, RateBudget, RateLimit, RedisLedger, SharedLedger
+from tests.fakes.redis_server import RedisServer
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 
 KEY = "slack:T1:chat.update"
@@ -34,16 +33,17 @@ class Clock:
 
 
 class Fleet:
-    """Ledgers standing for processes sharing one Redis under the test's own key prefix."""
+    """Ledgers standing for processes sharing one Redis (``url``) under the test's own key prefix."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, url: str = REDIS_URL) -> None:
         self.prefix = prefix
+        self.url = url
         self.clock = Clock()
         self.ledgers: list[SharedLedger] = []
 
     def process(self, name: str, *, share: int = 3, reservation_ttl_s: float = 30.0) -> SharedLedger:
         """A process called ``name``; it refreshes its reservations only when the test says (never by itself)."""
-        redis = RedisLedger.connect(REDIS_URL, prefix=self.prefix, instance_id=name, clock=self.clock,
+        redis = RedisLedger.connect(self.url, prefix=self.prefix, instance_id=name, clock=self.clock,
                                     reservation_ttl_s=reservation_ttl_s)
         ledger = SharedLedger(redis, share=share, refresh_s=3600.0)
         self.ledgers.append(ledger)
@@ -51,11 +51,16 @@ class Fleet:
 
     async def redis(self, command: Callable[[aioredis.Redis], object]) -> object:
         """Run one command on the test's Redis (to look at what the scripts keep)."""
-        client = aioredis.Redis.from_url(REDIS_URL, decode_responses=True)
+        client = aioredis.Redis.from_url(self.url, decode_responses=True)
         try:
             return await command(client)  # type: ignore[misc]
         finally:
             await client.aclose()
+
+    async def aclose(self) -> None:
+        """Close every process's ledger."""
+        for ledger in self.ledgers:
+            await ledger.aclose()
 
 
 @pytest.fixture
@@ -64,9 +69,22 @@ async def fleet() -> AsyncIterator[Fleet]:
     try:
         yield fleet
     finally:
-        for ledger in fleet.ledgers:
-            await ledger.aclose()
+        await fleet.aclose()
         await purge_prefix(fleet.prefix)
+
+
+@pytest.fixture
+async def own_fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
+    """A fleet on a Redis of the test's own, for a test that counts the server's commands: on the shared one, the
+    tests of other pytest-xdist workers (and other test runs) run scripts at the same time."""
+    server = RedisServer(tmp_path)
+    await server.start()
+    fleet = Fleet(unique_prefix(), server.url)
+    try:
+        yield fleet
+    finally:
+        await fleet.aclose()
+        server.kill()
 
 
 async def _until_done(tasks: list[asyncio.Task[float]], count: int) -> None:
@@ -216,27 +234,27 @@ async def _script_calls(fleet: Fleet) -> int:
     return sum(int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval"))
 
 
-async def test_a_bucket_serves_a_busy_line_in_a_few_round_trips(fleet: Fleet) -> None:
+async def test_a_bucket_serves_a_busy_line_in_a_few_round_trips(own_fleet: Fleet) -> None:
     """Many callers in line for a token bucket are granted together: one round trip to Redis serves the line,
     not one per call, so a busy process is not held back by its own round trips."""
-    ledger = fleet.process("a", share=1)
-    budget = RateBudget(clock=fleet.clock, ledger=ledger)
+    ledger = own_fleet.process("a", share=1)
+    budget = RateBudget(clock=own_fleet.clock, ledger=ledger)
     bucket = RateLimit(rate_per_s=1.0, burst=60)
-    before = await _script_calls(fleet)
+    before = await _script_calls(own_fleet)
     waits = [asyncio.create_task(budget.acquire("bench:update", bucket, f"card-{i}")) for i in range(60)]
     await asyncio.gather(*waits)
-    assert await _script_calls(fleet) - before < 10  # one per call would be 60
+    assert await _script_calls(own_fleet) - before < 10  # one per call would be 60
     assert budget.granted("bench:update") == 60
     assert not (await ledger.take("bench:update", bucket, live=False, later=False)).granted  # spent fleet-wide
 
 
-async def test_a_large_bucket_is_leased_so_most_calls_need_no_round_trip(fleet: Fleet) -> None:
+async def test_a_large_bucket_is_leased_so_most_calls_need_no_round_trip(own_fleet: Fleet) -> None:
     """Calls of a bucket far larger than the cards need are taken from Redis in batches ahead of need: most
     calls go at once, on the budget's synchronous path; all of them are counted in the shared bucket."""
-    a, b = fleet.process("a", share=2), fleet.process("b", share=2)
-    budget = RateBudget(clock=fleet.clock, ledger=a)
+    a, b = own_fleet.process("a", share=2), own_fleet.process("b", share=2)
+    budget = RateBudget(clock=own_fleet.clock, ledger=a)
     large = RateLimit(rate_per_s=0.001, burst=1000)  # 500 a process: leased 64 at a time; no refill to speak of
-    before = await _script_calls(fleet)
+    before = await _script_calls(own_fleet)
     at_once = 0
     for i in range(200):
         if budget.try_acquire("web:console", large, f"card-{i % 7}"):
@@ -244,10 +262,10 @@ async def test_a_large_bucket_is_leased_so_most_calls_need_no_round_trip(fleet: 
         else:
             await budget.acquire("web:console", large, f"card-{i % 7}")
     assert at_once > 150  # the rest waited for a batch
-    assert await _script_calls(fleet) - before < 15  # one per call would be 200
+    assert await _script_calls(own_fleet) - before < 15  # one per call would be 200
     # Counted in the shared bucket when taken: the calls made, and a's batch held ahead of need, no more.
-    state = f"{fleet.prefix}budget:{{web:console}}:state"
-    left = float(await fleet.redis(lambda r: r.hget(state, "tokens")))  # type: ignore[arg-type]
+    state = f"{own_fleet.prefix}budget:{{web:console}}:state"
+    left = float(await own_fleet.redis(lambda r: r.hget(state, "tokens")))  # type: ignore[arg-type]
     assert 200 <= 1000 - left <= 200 + 2 * LEASE_MOST  # at most a batch and what was left of the one before
     assert (await b.take("web:console", large, live=False, later=False)).granted  # b takes from what is left
     a.pause("web:console", 1.0)  # a throttle: what a holds ahead must not go

@@ -18,9 +18,7 @@ import redis.asyncio as aioredis
 import structlog
 
 from botgateway.backoff import Backoff
-from botgateway.budget import RateBudget, RateLimit
-from botgateway.budget import RedisLedger
-from botgateway.budget import SharedLedger
+from botgateway.budget import RateBudget, RateLimit, RedisLedger, SharedLedger
 from tests.fakes.redis_server import RedisServer, closed_port
 
 KEY = "slack:T1:chat.update"

@@ -20,17 +20,15 @@ from botgateway.budget import RateBudget
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import parse_config
 from botgateway.gateway import Gateway
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage
-from botgateway.usage import Pricing
+from botgateway.model import LLMClient
 from botgateway.sink import CardTarget
 from botgateway.stores.base import UsageRow
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry
-from botgateway.usage import UsageRecorder
-from botgateway.usage import UsageWriter
+from botgateway.usage import Pricing, UsageRecorder, UsageWriter
 from tests.fakes.gateway import GatedFinalizeSink
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer

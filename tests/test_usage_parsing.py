@@ -16,11 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-from botgateway.model import StreamAssembler
 from botgateway.events import TurnDone, Usage, UsageReported
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
+from botgateway.model import LLMClient, StreamAssembler
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.llm import llm_config

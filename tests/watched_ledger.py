@@ -14,9 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from botgateway.budget import Verdict
-from botgateway.budget import LocalLedger
-from botgateway.budget import RateLimit
+from botgateway.budget import LocalLedger, RateLimit, Verdict
 
 __all__ = ["WatchedLedger"]
 

@@ -9,14 +9,7 @@ from typing import Any
 
 import pytest
 
-from botgateway.alerts.group import (
-    MAX_TRACKED_ALERTS,
-    AlertGroup,
-    fold,
-    group_from_dict,
-    group_ref,
-    group_to_dict,
-)
+from botgateway.alerts.group import MAX_TRACKED_ALERTS, AlertGroup, fold, group_from_dict, group_ref, group_to_dict
 from botgateway.alerts.payload import Notification, parse_notification
 
 PAYLOADS = Path(__file__).parent / "payloads"

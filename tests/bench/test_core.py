@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 import math
 import time
@@ -282,7 +283,7 @@ def test_core_streams_keep_one_interval_and_are_out_of_phase() -> None:
     texts = [i for i, item in enumerate(script.chunks) if carries_text(item)]
     assert len(texts) == 10 and script.due_s[0] == 0.0
     text_due = [script.due_s[i] for i in texts]
-    assert [b - a for a, b in zip(text_due, text_due[1:], strict=False)] == pytest.approx([0.01] * 9)
+    assert [b - a for a, b in itertools.pairwise(text_due)] == pytest.approx([0.01] * 9)
     # The finish and usage chunks go out with the last text, as providers send them.
     assert script.due_s[-2:] == (text_due[-1], text_due[-1])
     firsts = {core_script(answer, turn, 0.01, 4).due_s[1] for turn in range(20)}

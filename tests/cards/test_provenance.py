@@ -11,8 +11,8 @@ import pytest
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
 from botgateway.cards import render
-from botgateway.cards.factory import CardFactory
 from botgateway.cards.buffer_policy import BufferPolicy
+from botgateway.cards.factory import CardFactory
 from botgateway.cards.provenance import age_text, cached_note, sources_text
 from botgateway.cards.state import CardState
 from botgateway.config import AdaptersConfig, CardConfig, SlackConfig

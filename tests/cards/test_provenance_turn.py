@@ -19,8 +19,8 @@ from botgateway.cards import render
 from botgateway.cards.state import CardState
 from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, ToolsConfig
 from botgateway.events import ToolCallFinished, TurnDone
-from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
+from botgateway.model import LLMClient
 from botgateway.snapshot import ToolLine
 from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.clouds import FakeAliyun, aliyun_instance

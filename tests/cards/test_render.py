@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from botgateway.cards.inert import inert_images
 from botgateway.cards.render import (
     CURSOR,
     MAX_PREAMBLE_CHARS,
@@ -15,7 +16,6 @@ from botgateway.cards.render import (
     render_plain,
     tool_line_text,
 )
-from botgateway.cards.inert import inert_images
 from botgateway.cards.split import split_parts, split_point
 from botgateway.cards.state import CardState
 from botgateway.events import AnswerDelta, RoundStarted, ToolCallFinished, ToolCallStarted, TurnDone, TurnResult

@@ -63,7 +63,7 @@ def test_tool_lines_go_running_then_done_or_failed_in_call_order() -> None:
     state.apply(ToolCallFinished(call_id="c2", name="aws_find", ok=False, summary="timed out after 10 s", duration_s=10.0))
     state.apply(ToolCallFinished(call_id="c1", name="inventory_lookup", ok=True, summary="1 host found", duration_s=1.23))
     lines = [b for b in state.snapshot().blocks if isinstance(b, ToolLine)]
-    assert [(l.name, l.status) for l in lines] == [("inventory_lookup", "done"), ("aws_find", "failed")]
+    assert [(line.name, line.status) for line in lines] == [("inventory_lookup", "done"), ("aws_find", "failed")]
     assert lines[0].duration_s == 1.23 and lines[0].summary == "1 host found"
     assert lines[1].summary == "timed out after 10 s"
     # Key arguments survive the finish; nested values are left out of the preview.

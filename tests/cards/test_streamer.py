@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Callable
 
@@ -204,7 +205,7 @@ async def test_final_update_throttled_three_times_still_lands_complete() -> None
     finals = api.calls_of("finalize")
     assert [c.status for c in finals] == [429, 429, 429, 200]
     # Retry-After was honoured: no attempt came back before the platform allowed it.
-    gaps = [b.arrived_at - a.arrived_at for a, b in zip(finals, finals[1:], strict=False)]
+    gaps = [b.arrived_at - a.arrived_at for a, b in itertools.pairwise(finals)]
     assert min(gaps) >= 0.045
     shown = api.cards_for("t1")[0]
     assert shown.finalized and shown.answer == LONG_ANSWER[:300] and shown.snapshot["status"] == "done"

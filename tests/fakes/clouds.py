@@ -108,7 +108,7 @@ class FakeCloud:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            def do_POST(self) -> None:  # named as http.server calls it
                 fake._handle(self)
 
             do_GET = do_POST

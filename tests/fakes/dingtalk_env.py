@@ -16,13 +16,13 @@ from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
 from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
+from botgateway.model import LLMClient
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolRegistry, tool
-from tests.fakes.restart import restart_tool
 from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
+from tests.fakes.restart import restart_tool
 from tools.demo.server import ScriptedLLMServer
 
 __all__ = ["GROUP", "Env", "EnvFactory", "dingtalk_config", "find_host"]

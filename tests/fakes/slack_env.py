@@ -20,10 +20,10 @@ from botgateway.budget import RateBudget
 from botgateway.cards.caller import BudgetPacer
 from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
 from botgateway.messages import TurnOutcome
+from botgateway.model import LLMClient
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolError, ToolRegistry, tool
 from tests.fakes.restart import restart_tool

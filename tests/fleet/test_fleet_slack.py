@@ -20,8 +20,8 @@ import pytest
 
 from tests.fakes.slack import FakeSlack, Message, Window
 from tests.fakes.stores import purge_prefix, unique_prefix
-from tests.fleet.model import answer_of, respond
 from tests.fleet.harness import Replica, fleet_config, free_port, post_event, slack_section, start_replica
+from tests.fleet.model import answer_of, respond
 from tools.demo.server import ScriptedLLMServer
 
 pytestmark = pytest.mark.timeout(300)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from botgateway.access import Place, decide
 from botgateway.config import parse_config
 from botgateway.config.access import DEFAULT_ACCESS
 from botgateway.events import TurnDone
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
-from botgateway.access import Place, decide
+from botgateway.loop import ToolLoop
+from botgateway.model import LLMClient
 from botgateway.principal import Principal
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolContext, ToolRegistry, tool

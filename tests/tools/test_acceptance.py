@@ -14,8 +14,8 @@ from typing import Any
 
 from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, ToolsConfig
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
-from botgateway.model import LLMClient
 from botgateway.loop import ToolLoop
+from botgateway.model import LLMClient
 from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.clouds import FakeAliyun, FakeTencent, Rendezvous, aliyun_instance, tencent_instance
 from tests.fakes.llm import llm_config

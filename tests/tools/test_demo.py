@@ -13,10 +13,10 @@ from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import ToolsConfig, parse_config
 from botgateway.events import ToolCallFinished, ToolCallStarted, TurnDone
 from botgateway.gateway import Gateway
-from botgateway.model import LLMClient
-from botgateway.loop import ToolLoop
 from botgateway.history import Memory
+from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage
+from botgateway.model import LLMClient
 from botgateway.sink import CardTarget
 from botgateway.snapshot import ToolLine
 from botgateway.stores.sqlite import SqliteStore
@@ -37,7 +37,7 @@ def _host_with_ip(ip: str) -> str:
     """The sample inventory's host that owns ``ip`` (read from the file, not hard-coded)."""
     data = yaml.safe_load(SAMPLE.read_text())
     for host in data["hosts"]:
-        ips = [host.get("ip")] + list(host.get("ips") or []) + list(host.get("public_ips") or [])
+        ips = [host.get("ip"), *(host.get("ips") or []), *(host.get("public_ips") or [])]
         if ip in ips:
             return host["name"]
     raise AssertionError(f"{ip} not in the sample inventory")
@@ -301,8 +301,8 @@ def test_question_analysis_finds_ips_ids_and_known_hosts() -> None:
 async def test_demo_model_answers_history_compression_with_a_deterministic_summary(tmp_path) -> None:
     """With no API key the demo model is also the summarizer: it keeps questions and addresses."""
     from botgateway.config import parse_config
-    from botgateway.model import LLMClient
     from botgateway.history import Memory
+    from botgateway.model import LLMClient
     from botgateway.stores.sqlite import SqliteStore
     from tools.demo.responder import DemoResponder
     from tools.demo.server import ScriptedLLMServer

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import structlog
 
+from botgateway.access import Place, decide
 from botgateway.backoff import Backoff
 from botgateway.config import ConfigError, InventoryConfig, McpServerConfig, ToolsConfig, parse_config
 from botgateway.config.access import DEFAULT_ACCESS, RoleConfig
 from botgateway.logs import secret_values
-from botgateway.access import Place, decide
 from botgateway.principal import Principal
 from botgateway.tooling import Tool, ToolContext, ToolRegistry
 from tests.paths import FAKES

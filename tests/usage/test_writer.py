@@ -10,13 +10,11 @@ from pathlib import Path
 import pytest
 
 from botgateway.config.usage import UsageConfig
-from botgateway.model import LLMClient
 from botgateway.history import Memory
-from botgateway.usage import Pricing
+from botgateway.model import LLMClient
 from botgateway.stores.base import AuditRecord, StoreError, UsageRow
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.usage import UsageRecorder, usage_rows_of
-from botgateway.usage import UsageWriter
+from botgateway.usage import Pricing, UsageRecorder, UsageWriter, usage_rows_of
 from tests.adapters.log_lines import captured_log
 from tests.fakes.llm import llm_config
 from tools.demo.script import Script, finish_chunk, role_chunk, text_chunks

@@ -19,13 +19,12 @@ from adapters.web.auth import ApiKeys
 from adapters.web.console_routes import mount_console
 from adapters.web.console_status import StatusParts
 from adapters.web.session import CSRF_HEADER, MAX_FAILED_LOGINS, SESSION_COOKIE, SessionBook, session_principal
-from botgateway.budget import RateBudget
+from botgateway.budget import RateBudget, RateLimit
 from botgateway.config.web import ApiKeyConfig
+from botgateway.http import HttpServer
 from botgateway.password_hash import hash_password
-from botgateway.budget import RateLimit
 from botgateway.stores.base import AuditRecord, FeedbackRecord, UsageRow
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.http import HttpServer
 
 PASSWORD = "correct horse battery staple"
 API_KEY = "ci-key-0123456789abcdef"

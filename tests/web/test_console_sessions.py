@@ -19,9 +19,9 @@ from adapters.web.console_routes import mount_console
 from adapters.web.console_status import StatusParts
 from adapters.web.session import MAX_FAILED_LOGINS, SessionBook
 from botgateway.config.web import ApiKeyConfig, WebConfig
+from botgateway.http import HttpServer
 from botgateway.password_hash import hash_password
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.http import HttpServer
 
 PASSWORD = "correct horse battery staple"
 API_KEY = "ci-key-0123456789abcdef"
@@ -111,7 +111,7 @@ def test_the_client_is_the_last_untrusted_forwarded_hop_and_only_a_trusted_peer_
 
 def test_trusted_proxies_must_be_addresses_or_networks() -> None:
     assert WebConfig(trusted_proxies=[" 10.0.0.0/8", "::1"]).trusted_proxies == ["10.0.0.0/8", "::1"]
-    with pytest.raises(ValueError, match="trusted proxy 'proxy.local' must be an IP address or a CIDR network"):
+    with pytest.raises(ValueError, match=r"trusted proxy 'proxy.local' must be an IP address or a CIDR network"):
         WebConfig(trusted_proxies=["proxy.local"])
 
 

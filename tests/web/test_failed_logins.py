@@ -19,9 +19,9 @@ from adapters.web.console_status import StatusParts
 from adapters.web.failed_logins import FAILED_LOGIN_WINDOW_S, MAX_FAILED_LOGINS, FailedLogins
 from adapters.web.session import SessionBook
 from botgateway.config.web import ApiKeyConfig
+from botgateway.http import HttpServer
 from botgateway.principal import Principal
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.http import HttpServer
 
 API_KEY = "ci-key-0123456789abcdef"
 WRONG_KEY = "not-the-key-0123456789"

@@ -15,9 +15,9 @@ from aiohttp import web
 
 from botgateway.cli.run import run
 from botgateway.config import ConfigError, parse_config
+from botgateway.http import HttpServer, Readiness, probe_routes
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.http import HttpServer, Readiness, probe_routes
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 from tests.ports import closed_port
 

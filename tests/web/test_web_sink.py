@@ -10,9 +10,9 @@ from aiohttp import web
 from adapters.web.routes import send_board
 from adapters.web.sink import WebSink
 from adapters.web.sse import SseStream
+from botgateway.http import HttpServer
 from botgateway.sink import CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot
-from botgateway.http import HttpServer
 from tests.parked import parked
 
 

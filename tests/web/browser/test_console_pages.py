@@ -14,10 +14,10 @@ import pytest
 from adapters.web.console_routes import mount_console
 from adapters.web.console_status import StatusParts
 from adapters.web.session import SessionBook
+from botgateway.http import HttpServer
 from botgateway.password_hash import hash_password
 from botgateway.stores.base import AuditRecord
 from botgateway.stores.sqlite import SqliteStore
-from botgateway.http import HttpServer
 
 PASSWORD = "correct horse battery staple"
 
