@@ -10,12 +10,40 @@ them: any worker answers for all of them.
 from __future__ import annotations
 
 import asyncio
+import glob
+import os
+from collections.abc import Iterable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
-__all__ = ["metrics_routes"]
+__all__ = ["WorkerFiles", "metrics_routes"]
+
+
+class WorkerFiles(Collector):
+    """The sum of every worker's metric files in one directory, leaving out a file its worker is still creating.
+
+    A worker creates its file empty and sizes it a moment later: read in between, prometheus_client's own
+    collector fails the whole scrape on it. An empty file holds no sample yet, so it is simply not read.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def collect(self) -> Iterable[Metric]:
+        """The merged samples of the workers' files that hold any."""
+        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _sized(f)]
+        return MultiProcessCollector.merge(files, accumulate=True)
+
+
+def _sized(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:  # removed meanwhile (a worker that ended): nothing to read
+        return False
 
 
 def metrics_routes(registry: CollectorRegistry, *, multiprocess_dir: str | None = None) -> list[web.RouteDef]:
@@ -28,7 +56,7 @@ def metrics_routes(registry: CollectorRegistry, *, multiprocess_dir: str | None 
         if multiprocess_dir is None:
             return generate_latest(registry)
         every_worker = CollectorRegistry()
-        MultiProcessCollector(every_worker, path=multiprocess_dir)
+        every_worker.register(WorkerFiles(multiprocess_dir))
         return generate_latest(every_worker)
 
     async def metrics(request: web.Request) -> web.Response:
