@@ -33,13 +33,33 @@ _PLAN = f"""
 local SLICES, PACED_SHARE, LEARN_BACK, ARRIVAL_WINDOW = {SLICES}, {PACED_SHARE}, {LEARN_BACK}, {ARRIVAL_WINDOW_S}
 """
 
+_RESERVED = """
+-- The calls every live process but ``instance`` holds reserved in the hash ``key``; a field past its expiry is removed
+-- (its process stopped refreshing it: it is gone).
+local function reserved_by_others(key, instance, now)
+  local total = 0
+  local held = redis.call('HGETALL', key)
+  for i = 1, #held, 2 do
+    if held[i] ~= instance then
+      local calls, expiry = string.match(held[i + 1], '^(%d+) (%S+)$')
+      if calls and tonumber(expiry) > now then
+        total = total + tonumber(calls)
+      else
+        redis.call('HDEL', key, held[i])
+      end
+    end
+  end
+  return total
+end
+"""
+
 # KEYS: state, grants, paced, reserved, arriving.
 # ARGV: now, rate_per_s, size, window_s, mode ('take' | 'peek'), live ('1'/'0'), later ('1'/'0'),
 #       instance, calls reserved by that instance now, ticket, keep_ms, calls wanted (a bucket grants up to that many),
 #       arrivals per second (0: no limit on arrivals; then one call is granted at most), longest flight in seconds.
 # Returns {calls granted (0/1; a bucket up to the calls wanted), retry_in, tokens left, calls reserved fleet-wide,
 #          paused until}.
-TAKE = _PLAN + """
+TAKE = _PLAN + _RESERVED + """
 local now = tonumber(ARGV[1])
 local rate = math.max(tonumber(ARGV[2]), 1e-9)
 local size = math.max(tonumber(ARGV[3]), 1)
@@ -53,18 +73,7 @@ now = math.max(now, tonumber(st[1]) or 0)
 local paused = tonumber(st[2]) or 0
 
 -- Reservations of every live process: the caller's own as it counts them now, the others' as last refreshed.
-local reserved = tonumber(ARGV[9])
-local held = redis.call('HGETALL', KEYS[4])
-for i = 1, #held, 2 do
-  if held[i] ~= ARGV[8] then
-    local calls, expiry = string.match(held[i + 1], '^(%d+) (%S+)$')
-    if calls and tonumber(expiry) > now then
-      reserved = reserved + tonumber(calls)
-    else
-      redis.call('HDEL', KEYS[4], held[i])
-    end
-  end
-end
+local reserved = tonumber(ARGV[9]) + reserved_by_others(KEYS[4], ARGV[8], now)
 
 local function reply(granted, retry, tokens)
   redis.call('HSET', KEYS[1], 'clock', tostring(now))
@@ -212,7 +221,7 @@ return 1
 # one claimed), expiry, keep_ms. A window's call promised to a card's final only while the window, as learned, still
 # has one beyond every live process's reservations (and is not paused): checked and written in one step, so two
 # processes planning at once cannot promise the same call. Returns {1 claimed / 0 not, calls left, others' reservations}.
-CLAIM = """
+CLAIM = _RESERVED + """
 local now = tonumber(ARGV[1])
 local size = math.max(tonumber(ARGV[2]), 1)
 local window = tonumber(ARGV[3])
@@ -221,18 +230,7 @@ now = math.max(now, tonumber(st[1]) or 0)
 local cap = math.min(tonumber(st[3]) or size, size)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
 local tokens = cap - redis.call('ZCARD', KEYS[2])
-local others = 0
-local held = redis.call('HGETALL', KEYS[3])
-for i = 1, #held, 2 do
-  if held[i] ~= ARGV[4] then
-    local calls, expiry = string.match(held[i + 1], '^(%d+) (%S+)$')
-    if calls and tonumber(expiry) > now then
-      others = others + tonumber(calls)
-    else
-      redis.call('HDEL', KEYS[3], held[i])
-    end
-  end
-end
+local others = reserved_by_others(KEYS[3], ARGV[4], now)
 if now < (tonumber(st[2]) or 0) or tokens - others - tonumber(ARGV[5]) < 0 then
   return {0, tostring(tokens), others}
 end
