@@ -61,7 +61,8 @@ async def test_group_mention_streams_a_card_with_the_exact_final_answer(make_env
     typed = [typed_chars(u["content"]) for u in answer_updates(card)]
     typed = [n for n in typed if n > 0]
     assert len(typed) >= 2, f"several streaming updates while the answer is typed, got {typed}"
-    assert typed == sorted(typed) and typed[0] < typed[-1] < len(ANSWER), f"the answer grows: {typed}"
+    # The last live update may already hold the whole answer (a busy machine finalizes a moment after it).
+    assert typed == sorted(typed) and typed[0] < typed[-1] <= len(ANSWER), f"the answer grows: {typed}"
 
     final = card.updates[-1]
     assert final["isFinalize"] and not final["isError"] and final["isFull"]
