@@ -80,6 +80,8 @@ class Server:
     """Public addresses, elastic IPs included."""
     vpc: str = ""
     """VPC id (cloud) or network / VLAN (inventory)."""
+    security_groups: tuple[str, ...] = ()
+    """Ids of the security groups filtering its traffic (cloud), empty when unknown."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Tags / labels."""
     created_at: str = ""

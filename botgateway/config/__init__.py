@@ -38,7 +38,16 @@ from botgateway.config.schema import Config
 from botgateway.config.section import Section
 from botgateway.config.service import MAX_WORKERS, GatewayConfig, HttpConfig, LogConfig, MemoryConfig, MetricsConfig
 from botgateway.config.staleness import staleness_warnings
-from botgateway.config.toolset import CloudAccount, CloudProviderConfig, InventoryConfig, McpServerConfig, ToolsConfig
+from botgateway.config.toolset import (
+    TOOLSETS,
+    CloudAccount,
+    CloudProviderConfig,
+    InventoryConfig,
+    KubeContextConfig,
+    KubernetesConfig,
+    McpServerConfig,
+    ToolsConfig,
+)
 from botgateway.config.workers import SLACK_SOCKET_CONNECTIONS, worker_problems, worker_warnings
 
 __all__ = [
@@ -59,6 +68,9 @@ __all__ = [
     "CardConfig",
     "CloudAccount",
     "CloudProviderConfig",
+    "KubeContextConfig",
+    "KubernetesConfig",
+    "TOOLSETS",
     "Config",
     "ConfigError",
     "DingTalkConfig",

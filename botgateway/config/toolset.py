@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from botgateway.config.section import SECRET_BEARING, Section
 
-__all__ = ["CloudAccount", "CloudProviderConfig", "InventoryConfig", "McpServerConfig", "ToolsConfig"]
+__all__ = [
+    "TOOLSETS",
+    "CloudAccount",
+    "CloudProviderConfig",
+    "InventoryConfig",
+    "KubeContextConfig",
+    "KubernetesConfig",
+    "McpServerConfig",
+    "ToolsConfig",
+]
 
 
 class CloudAccount(Section):
@@ -37,6 +46,44 @@ class CloudProviderConfig(Section):
     """Per-request timeout."""
     cache_ttl_s: float = Field(60.0, ge=0)
     """How long results are cached (0 disables)."""
+    endpoints: dict[str, str] = Field(default_factory=dict)
+    """Endpoint overrides per product key (``rds``, ``elbv2``, ``actiontrail``…; private links, tests); an account's
+    ``endpoint`` applies to every product without one here."""
+    api_qps: dict[str, float] = Field(default_factory=dict)
+    """Call rate per API name or product key (``DescribeDBInstances: 5``, ``route53: 5``), per account and region,
+    where the account's quota differs from the documented one the gateway assumes."""
+
+
+class KubeContextConfig(Section):
+    """One kubeconfig context the gateway reads (read-only)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    """Label shown in results and matched by scopes (``account`` of a ``kubernetes`` scope)."""
+    context: str = ""
+    """The kubeconfig context to use; empty: the context named like :attr:`name`."""
+    namespaces: list[str] = Field(default_factory=list)
+    """Namespaces to read; empty: every namespace (cluster-wide list calls)."""
+
+
+class KubernetesConfig(Section):
+    """Kubernetes clusters through kubeconfig contexts (nodes, pods, workloads, services, ingresses, events)."""
+
+    enabled: bool = False
+    """Offer the Kubernetes resources."""
+    kubeconfig: str = ""
+    """Path of the kubeconfig file; empty: ``$KUBECONFIG`` or ``~/.kube/config``."""
+    contexts: list[KubeContextConfig] = Field(default_factory=list)
+    """Contexts to read, concurrently."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Per-request timeout."""
+    cache_ttl_s: float = Field(30.0, ge=0)
+    """How long listings are cached (0 disables)."""
+    api_qps: float = Field(20.0, gt=0)
+    """Calls per second per context (the client's default rate against the API server)."""
+
+
+TOOLSETS = ("servers", "network", "data", "dns", "storage", "kubernetes", "changes")
+"""Every toolset, in the order ``tools list`` shows them."""
 
 
 class InventoryConfig(Section):
@@ -97,5 +144,18 @@ class ToolsConfig(Section):
     """Tencent Cloud CVM."""
     aws: CloudProviderConfig = CloudProviderConfig()
     """AWS EC2."""
+    kubernetes: KubernetesConfig = KubernetesConfig()
+    """Kubernetes contexts."""
+    toolsets: list[str] = Field(default_factory=lambda: list(TOOLSETS))
+    """Toolsets offered (servers, network, data, dns, storage, kubernetes, changes); each works with every enabled
+    provider that has what it needs."""
+
+    @field_validator("toolsets")
+    @classmethod
+    def _known_toolsets(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in TOOLSETS]
+        if unknown:
+            raise ValueError(f"unknown toolset {unknown[0]!r}; choose from {', '.join(TOOLSETS)}")
+        return list(dict.fromkeys(value))
     mcp: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers."""

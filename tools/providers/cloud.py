@@ -210,6 +210,15 @@ class CloudProvider(ABC):
             limit=query.limit,
         )
 
+    async def list_region(
+        self, account_name: str, region: str, *, limit: int, fresh: bool = False
+    ) -> RegionAnswer | ProviderFailure:
+        """Every server of one configured (account, region), up to ``limit`` (the estate's server listing)."""
+        account = next((a for a in self.config.accounts if a.name == account_name), None)
+        if account is None:
+            return ProviderFailure(self.name, f"account {account_name!r} is not configured", region=region, account=account_name)
+        return await self._search_region(account, region, ServerQuery("list", limit=limit), UNRESTRICTED, fresh=fresh)
+
     async def start(self) -> None:
         """Build the client of every account × region now, on the pool, outside any request's timeout.
 

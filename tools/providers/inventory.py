@@ -77,6 +77,7 @@ class InventoryHost(BaseModel):
     status: str = "running"
     owner: str = ""
     vlan: str = ""
+    security_groups: list[str] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)
     created_at: str = ""
     expires_at: str = ""
@@ -129,6 +130,7 @@ class InventoryHost(BaseModel):
             private_ips=tuple(private),
             public_ips=tuple(self.public_ips),
             vpc=self.vlan,
+            security_groups=tuple(self.security_groups),
             tags=tags,
             created_at=self.created_at,
             expires_at=self.expires_at,

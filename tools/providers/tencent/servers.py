@@ -131,6 +131,7 @@ class TencentProvider(CloudProvider):
             public_ips=as_tuple(item.get("PublicIpAddresses")),
             vpc=vpc.get("VpcId") or "",
             tags={t.get("Key", ""): t.get("Value", "") for t in item.get("Tags") or []},
+            security_groups=as_tuple(item.get("SecurityGroupIds") or []),
             created_at=item.get("CreatedTime") or "",
             expires_at=item.get("ExpiredTime") or "",
         )

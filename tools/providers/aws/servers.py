@@ -145,6 +145,7 @@ class AwsProvider(CloudProvider):
             public_ips=as_tuple(public),
             vpc=item.get("VpcId") or "",
             tags=tags,
+            security_groups=as_tuple(g.get("GroupId") for g in item.get("SecurityGroups") or []),
             created_at=launched.isoformat() if isinstance(launched, datetime) else str(launched or ""),
         )
 

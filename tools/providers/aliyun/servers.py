@@ -126,6 +126,7 @@ class AliyunProvider(CloudProvider):
             public_ips=as_tuple(public),
             vpc=vpc.get("VpcId") or "",
             tags=tags,
+            security_groups=as_tuple((item.get("SecurityGroupIds") or {}).get("SecurityGroupId") or []),
             created_at=item.get("CreationTime") or "",
             expires_at=expires,
         )
