@@ -19,14 +19,18 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from botgateway.backoff import Backoff
+from botgateway.budget import RateBudget
 from botgateway.config import ConfigError, ToolsConfig
 from botgateway.config.problems import plain_word
 from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
+from tools.estate.fanout import Estate
 from tools.mcp import RECONNECT_BACKOFF, McpManager, ToolSink
 from tools.providers.base import Provider
 from tools.providers.cloud import CloudProvider
 from tools.providers.sdk import require_sdk
+from tools.toolsets.assembly import build_estate, estate_sources, estate_tools
+from tools.toolsets.readiness import ToolsetStatus, probe_sources, toolset_status
 
 log = structlog.get_logger(__name__)
 
@@ -49,6 +53,17 @@ class Toolset:
     """The provider instances (for closing, and for tests)."""
     mcp: McpManager | None = field(default=None, repr=False)
     """The MCP manager, when servers are configured."""
+    estate: Estate | None = field(default=None, repr=False)
+    """The estate fan-out behind the resource tools (its sources are closed with the toolset)."""
+    config: ToolsConfig | None = field(default=None, repr=False)
+    """The configuration it was built from (for the readiness report)."""
+
+    async def readiness(self, *, probe: bool = False) -> list[ToolsetStatus]:
+        """Every toolset with its prerequisites; ``probe``: also call each source's API once."""
+        if self.config is None:
+            return []
+        probes = await probe_sources(self.estate) if probe and self.estate is not None else []
+        return toolset_status(self.config, self.estate, probes)
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if offered."""
@@ -91,6 +106,11 @@ class Toolset:
         """Close MCP sessions and provider thread pools."""
         if self.mcp is not None:
             await self.mcp.aclose()
+        for source in self.estate.sources if self.estate is not None else ():
+            try:
+                await source.aclose()
+            except Exception:  # closing must finish for every source
+                log.exception("estate_source_close_failed", provider=source.name)
         for provider in self.provider_objects:
             try:
                 await provider.aclose()
@@ -208,7 +228,7 @@ async def build_toolset(
     slowest = max((p.timeout_s for p in providers if isinstance(p, CloudProvider)), default=0.0)
     # Pages are fetched one after another; leave room for a couple before the registry gives up.
     timeout = max(config.default_timeout_s, 2 * slowest + 5) if slowest else None
-    tools, lookups = build_cloud_tools(providers, timeout_s=timeout)
+    tools, lookups = build_cloud_tools(providers, timeout_s=timeout) if "servers" in config.toolsets else ([], [])
     names = [p.name for p in providers]
     toolset = Toolset(
         tools=list(tools),
@@ -216,7 +236,18 @@ async def build_toolset(
         lookup_tools=lookups,
         unavailable=unavailable_reasons(config, names),
         provider_objects=list(providers),
+        config=config,
     )
+    try:
+        sources = estate_sources(config, providers, budget=RateBudget())
+        toolset.estate = estate = build_estate(config, sources)
+        await asyncio.gather(*(source.start() for source in sources))
+    except BaseException:
+        await toolset.aclose()
+        raise
+    slowest_estate = max((estate.settings(s.name).timeout_s for s in sources), default=0.0)
+    for estate_tool in estate_tools(config, estate, timeout_s=max(config.default_timeout_s, slowest_estate + 5)):
+        toolset.add(estate_tool)
     if config.mcp:
         manager = McpManager(config.mcp, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
         try:

@@ -39,7 +39,10 @@ def test_the_sample_inventory_is_realistic() -> None:
 async def test_lookup_by_ip_finds_the_mysql_primary() -> None:
     registry, toolset = await registry_for()
     try:
-        assert registry.names == ["search_inventory_by_ip", "find_server", "list_servers"]
+        assert registry.names == [
+            "search_inventory_by_ip", "find_server", "list_servers",
+            "find_resource", "list_resources", "trace", "exposed_ports", "resource_changes",
+        ]
         # every lookup only reads: an alert's investigation may use them all
         assert registry.read_only_names() == set(registry.names)
         out = await registry.execute("search_inventory_by_ip", {"ip": "10.0.1.100"}, CTX)
