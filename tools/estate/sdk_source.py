@@ -22,6 +22,7 @@ import asyncio
 import builtins
 import importlib.util
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -98,6 +99,7 @@ class SdkSource(ABC):
         pairs = sum(max(1, len(a.regions)) for a in config.accounts)
         self._executor = ThreadPoolExecutor(max_workers=min(32, 2 * pairs + 2), thread_name_prefix=f"bg-estate-{self.name}")
         self._clients: dict[tuple[str, str, str], Any] = {}
+        self._clients_lock = threading.Lock()
         self._accounts = {a.name: a for a in config.accounts}
         self._closed = False
 
@@ -166,13 +168,33 @@ class SdkSource(ABC):
         await self.list(target, kinds[0])
 
     async def start(self) -> None:
-        """Import the installed SDKs on the pool now, outside any request's timeout."""
+        """Import the installed SDKs and build every client now, on the pool, outside any request's timeout.
+
+        A client takes a while to build (the first imports its SDK): calls the budget granted while it was
+        built would otherwise reach the cloud together, past its rate. A client that cannot be built now (no
+        credentials) is built again by each call, which reports why.
+        """
         modules = [m for p in self.products.values() if self.installed(p.key) for m in p.modules]
         loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(loop.run_in_executor(self._executor, _import_all, modules), 60)
         except Exception as exc:  # an SDK that fails to import is reported by each call again
             log.warning("estate_source_start_failed", provider=self.name, error=type(exc).__name__)
+            return
+        wanted = [
+            (product, Target(self.name, account.name, region))
+            for account in self.config.accounts
+            for product in self.products
+            if self.installed(product)
+            for region in (*account.regions, "")
+        ]
+        await asyncio.gather(*(loop.run_in_executor(self._executor, self._prebuild, p, t) for p, t in wanted))
+
+    def _prebuild(self, product: str, target: Target) -> None:
+        try:
+            self._client(product, target)
+        except Exception:  # no credentials yet, or a product with no global endpoint: each call reports it
+            return
 
     async def aclose(self) -> None:
         """Stop the pool (running calls finish in the background)."""
@@ -278,7 +300,10 @@ class SdkSource(ABC):
         key = (product, target.account, target.region)
         client = self._clients.get(key)
         if client is None:
-            client = self._clients[key] = self.make_client(product, self.account(target), target.region)
+            with self._clients_lock:  # two calls of a cold target build one client, not two
+                client = self._clients.get(key)
+                if client is None:
+                    client = self._clients[key] = self.make_client(product, self.account(target), target.region)
         return client
 
     # -- what each cloud implements --------------------------------------------------

@@ -167,26 +167,6 @@ class AwsEstate(SdkSource):
         return ("no credentials: set access_key_id/access_key_secret, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
                 "AWS_PROFILE, or run with an instance/container role")
 
-    async def start(self) -> None:
-        """Import ``boto3`` and build every client now: a client takes a while to build, and calls granted by the
-        budget while the first one is built would otherwise reach AWS together, past its rate."""
-        await super().start()
-        wanted = [
-            (product, Target(self.name, account.name, region))
-            for account in self.config.accounts
-            for product in self.products
-            if self.installed(product)
-            for region in (account.regions if product != "route53" else []) + [""]
-        ]
-        loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(self._executor, self._prebuild, p, t) for p, t in wanted))
-
-    def _prebuild(self, product: str, target: Target) -> None:
-        try:
-            self._client(product, target)
-        except Exception:  # no credentials yet: each call reports it, with the fix
-            return
-
     # -- listings ---------------------------------------------------------------------------
 
     async def list_kind(self, target: Target, kind: str) -> Listing:
