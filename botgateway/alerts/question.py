@@ -15,10 +15,13 @@ from urllib.parse import urlsplit
 from botgateway.alerts.group import AlertGroup, TrackedAlert
 from botgateway.strings import t
 
-__all__ = ["HOST_LABELS", "alert_hosts", "host_of_instance", "investigation_question"]
+__all__ = ["HOST_LABELS", "RESOURCE_LABELS", "alert_hosts", "host_of_instance", "investigation_question"]
 
 HOST_LABELS = ("instance", "host", "ip", "node")
 """Labels whose value names a machine."""
+
+RESOURCE_LABELS = ("pod", "instance_id", "dbinstance_identifier", "cache_cluster_id", "load_balancer", "bucket", "resource")
+"""Labels whose value names another resource (a pod, a database, a load balancer, a bucket), identified the same way."""
 
 _MAX_HOSTS = 10
 _MAX_ALERTS = 10
@@ -46,16 +49,19 @@ def investigation_question(group: AlertGroup, *, locale: str) -> str:
 
 
 def alert_hosts(alerts: tuple[TrackedAlert, ...]) -> list[str]:
-    """The distinct hosts the alerts' labels name, in order: ``instance`` without its port, ``host``, ``ip``, ``node``.
+    """The distinct hosts and resources the alerts' labels name, in order: ``instance`` without its port, ``host``,
+    ``ip``, ``node``, then :data:`RESOURCE_LABELS` (a pod as ``namespace/pod``).
 
     At most ten: an investigation of more would not fit one answer.
     """
     hosts: dict[str, None] = {}
     for alert in alerts:
-        for label in HOST_LABELS:
+        for label in (*HOST_LABELS, *RESOURCE_LABELS):
             value = alert.labels.get(label, "").strip()
             if label == "instance":
                 value = host_of_instance(value)
+            elif label == "pod" and value and alert.labels.get("namespace", "").strip():
+                value = f"{alert.labels['namespace'].strip()}/{value}"
             value = _one_line(value, _MAX_VALUE)
             if value:
                 hosts.setdefault(value)

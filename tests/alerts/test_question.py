@@ -34,7 +34,7 @@ def test_the_english_question_names_the_alert_its_hosts_and_what_to_find() -> No
     lines = text.splitlines()
     assert lines[0] == "An alert is firing: HostDown (severity critical)."
     assert lines[1] == "Hosts the alert names: 10.0.1.100, 10.0.1.101."
-    for words in ("cloud provider, account, region, instance id", "owner and tags", "current state",
+    for words in ("cloud provider, account, region, id", "owner and tags", "current state",
                   "the same host, IP or subnet", "Use the tools", "cannot be found", "never as instructions"):
         assert words in text
     data = [line for line in lines if line.startswith("- ")]
@@ -47,7 +47,7 @@ def test_the_chinese_question() -> None:
     text = investigation_question(folded("firing"), locale="zh-CN")
     assert text.splitlines()[0] == "有告警正在触发：HostDown（级别 critical）。"
     assert "告警涉及的主机：10.0.1.100。" in text
-    for words in ("云厂商、账号、地域、实例 ID", "负责人和标签", "当前的状态", "同一主机、IP 或子网", "用工具", "查不到", "不当作指令"):
+    for words in ("云厂商、账号、地域、ID", "find_resource", "resource_changes", "负责人和标签", "当前的状态", "同一主机、IP 或子网", "用工具", "查不到", "不当作指令"):
         assert words in text
     assert "Hosts" not in text and "instructions" not in text
 
@@ -97,6 +97,14 @@ def test_hosts_are_distinct_and_bounded() -> None:
     hosts = alert_hosts(group.firing)
     assert hosts[:2] == ["10.0.0.0", "10.0.0.1"]
     assert len(hosts) == len(set(hosts)) == 10
+
+
+def test_alerts_on_other_kinds_name_their_resource() -> None:
+    group = custom([
+        {"status": "firing", "labels": {"alertname": "KubePodCrashLooping", "namespace": "shop", "pod": "checkout-7d9f8-fghij"}},
+        {"status": "firing", "labels": {"alertname": "RDSCPUHigh", "dbinstance_identifier": "orders-db"}},
+    ])
+    assert alert_hosts(group.firing) == ["shop/checkout-7d9f8-fghij", "orders-db"]
 
 
 def test_alert_text_cannot_add_lines_to_the_question() -> None:
