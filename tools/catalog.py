@@ -183,6 +183,30 @@ async def check_toolset(config: ToolsConfig) -> list[str]:
     return problems
 
 
+async def toolset_warnings(config: ToolsConfig) -> list[str]:
+    """Each enabled toolset's failed prerequisites (SDKs, credentials, a provider to serve it), with the fix.
+
+    Nothing remote is called; ``botgateway tools list`` also probes each API.
+    """
+    try:
+        providers = build_providers(config)
+    except ConfigError:
+        return []  # reported as problems by check_toolset
+    sources = estate_sources(config, providers, budget=RateBudget())
+    try:
+        statuses = toolset_status(config, build_estate(config, sources))
+    finally:
+        for source in sources:
+            await source.aclose()
+        for provider in providers:
+            await provider.aclose()
+    needed: dict[tuple[str, str], list[str]] = {}
+    for status in statuses:
+        for check in status.failed if status.enabled else ():
+            needed.setdefault((check.what, check.fix), []).append(status.name)
+    return [f"tools.toolsets ({', '.join(names)}): {what}: {fix}" for (what, fix), names in needed.items()]
+
+
 def _not_on_path(where: str, command: str) -> str:
     """Why ``command`` cannot start, naming the program only when its name cannot carry a secret."""
     program = plain_word(command)

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="an argument (repeatable); VALUE is parsed as JSON when it is valid JSON",
     )
     _config_arg(tools_call)
+    from botgateway.cli.eval_cmd import add_eval_parser
+
+    _config_arg(add_eval_parser(sub))
     _audit_parser(sub)
     _usage_parser(sub)
     _feedback_parser(sub)
@@ -188,12 +191,14 @@ def _check_config(config: Config, source: str) -> int:
     (inventory file, cloud SDKs, MCP commands)."""
     from botgateway.logs import configure_logging, secret_values
     from botgateway.redaction import redact_text
-    from tools.catalog import check_toolset
+    from tools.catalog import check_toolset, toolset_warnings
 
     # Only the verdict goes to the terminal; the tools' progress logs would bury it.
     configure_logging(config.log.model_copy(update={"level": "error", "file": None}), secrets=secret_values(config))
+    readiness: list[str] = []
     try:
         problems = asyncio.run(check_toolset(config.tools))
+        readiness = asyncio.run(toolset_warnings(config.tools)) if not problems else []
     except Exception as exc:  # a broken extra must not turn check-config into a traceback
         detail = redact_text(str(exc), secret_values(config))
         problems = [f"tools: could not be checked ({type(exc).__name__}: {detail})"]
@@ -203,7 +208,10 @@ def _check_config(config: Config, source: str) -> int:
         return EXIT_FAILED
     from botgateway.access import access_warnings
 
-    warnings = [*access_warnings(config), *worker_warnings(config, config.gateway.workers), *staleness_warnings(config)]
+    warnings = [
+        *access_warnings(config), *worker_warnings(config, config.gateway.workers), *staleness_warnings(config),
+        *(redact_text(line, secret_values(config)) for line in readiness),
+    ]
     for warning in warnings:
         print(f"{source}: warning: {warning}", file=sys.stderr)
     print("OK")
@@ -243,6 +251,11 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         from botgateway.cli.run import chat
 
         return await chat(config)
+    if command == "eval":
+        from botgateway.cli.eval_cmd import run_eval
+
+        return await run_eval(config, cases=Path(args.cases), model=args.model, tags=args.tag, json_file=args.json_file,
+                              min_pass=args.min_pass, concurrency=args.concurrency)
     if command == "audit":
         from botgateway.cli.audit import run_audit
 
@@ -329,7 +342,7 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "tools", "audit", "usage", "feedback", "access", "schedules") and config.log.level == "info":
+    if command in ("ask", "eval", "tools", "audit", "usage", "feedback", "access", "schedules") and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log

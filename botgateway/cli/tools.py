@@ -67,6 +67,25 @@ def _report_problems(err: Console, toolset: Any) -> None:
         err.print(Text(f"warning: {problem}", style="yellow"), soft_wrap=True)
 
 
+def _print_toolsets(out: Console, statuses: Sequence[Any]) -> None:
+    """The toolsets, whether each is ready, an example question, and every failed check with its fix."""
+    if not statuses:
+        return
+    table = Table(title="Toolsets (tools.toolsets)", show_lines=False)
+    table.add_column("toolset", style="bold", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("providers")
+    table.add_column("try asking")
+    for status in statuses:
+        word = "off" if not status.enabled else ("ready" if status.ready else "needs setup")
+        style = "dim" if not status.enabled else ("green" if status.ready else "yellow")
+        table.add_row(Text(status.name), Text(word, style=style), Text(", ".join(status.providers) or "—"), Text(status.example))
+    out.print(table)
+    for status in statuses:
+        for check in status.failed if status.enabled else ():
+            out.print(Text(f"  ✗ {status.name}: {check.what}: {check.fix}", style="yellow"), soft_wrap=True)
+
+
 async def tools_list(config: Config, *, console: Console | None = None) -> int:
     """Print every tool the model is offered, and the ones that are not and why."""
     out = console or Console(highlight=False)
@@ -85,6 +104,7 @@ async def tools_list(config: Config, *, console: Console | None = None) -> int:
             out.print(Text("No tools are configured (see the tools: section of config.yaml)."))
         providers = getattr(toolset, "providers", [])
         out.print(Text(f"Server providers: {', '.join(providers) if providers else 'none'}"))
+        _print_toolsets(out, await toolset.readiness(probe=True) if hasattr(toolset, "readiness") else [])
         unavailable = getattr(toolset, "unavailable", {}) or {}
         if unavailable:
             out.print(Text("Not offered:", style="dim"))

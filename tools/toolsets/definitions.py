@@ -40,7 +40,7 @@ TOOLSET_SPECS: Mapping[str, ToolsetSpec] = {
         ToolsetSpec("dns", ("dns_record",), ("trace",), "what's behind api.example.com?", ("inventory", "aliyun", "tencent", "aws")),
         ToolsetSpec("storage", ("bucket",), (), "which buckets are public?", ("inventory", "aliyun", "tencent", "aws")),
         ToolsetSpec("kubernetes", ("k8s_node", "pod", "workload", "k8s_service", "ingress"), ("trace",),
-                    "why is the orders deployment degraded?", ("inventory", "kubernetes")),
+                    "why is the checkout deployment degraded?", ("inventory", "kubernetes")),
         ToolsetSpec("changes", (), ("resource_changes",), "who stopped prod-db-03, and when?",
                     ("inventory", "aliyun", "tencent", "aws", "kubernetes")),
     )

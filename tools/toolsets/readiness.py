@@ -49,7 +49,7 @@ class ToolsetStatus:
 def _serves(source: EstateSource, name: str) -> bool:
     spec = TOOLSET_SPECS[name]
     if name == "changes":
-        return bool(source.targets("")) and source.name in spec.providers and source.api_of("changes") != "changes"
+        return bool(source.targets("")) and source.name in spec.providers
     return bool(set(spec.kinds) & source.kinds())
 
 
