@@ -81,9 +81,12 @@ def _print_toolsets(out: Console, statuses: Sequence[Any]) -> None:
         style = "dim" if not status.enabled else ("green" if status.ready else "yellow")
         table.add_row(Text(status.name), Text(word, style=style), Text(", ".join(status.providers) or "—"), Text(status.example))
     out.print(table)
+    needed: dict[tuple[str, str], list[str]] = {}
     for status in statuses:
         for check in status.failed if status.enabled else ():
-            out.print(Text(f"  ✗ {status.name}: {check.what}: {check.fix}", style="yellow"), soft_wrap=True)
+            needed.setdefault((check.what, check.fix), []).append(status.name)
+    for (what, fix), names in needed.items():
+        out.print(Text(f"  ✗ {what} ({', '.join(names)}): {fix}", style="yellow"), soft_wrap=True)
 
 
 async def tools_list(config: Config, *, console: Console | None = None) -> int:

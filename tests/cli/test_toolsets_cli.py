@@ -44,7 +44,7 @@ def test_tools_list_probes_each_source_and_names_the_fix(tmp_path: Path) -> None
     assert "Traceback" not in out
     assert "Toolsets" in out and "who stopped prod-db-03" in out
     flat = " ".join(out.split())
-    assert "✗ network: AWS API of prod/us-east-1:" in flat and "unreachable" in flat.lower()
+    assert "✗ AWS API of prod/us-east-1 (" in flat and "network" in flat and "unreachable" in flat.lower()
     assert "kubeconfig" in flat and "KUBECONFIG" in flat
     assert "needs setup" in flat
     assert "wJalrXUtnFEMI" not in out and "AKIAEXAMPLESECRETID1" not in out
