@@ -32,21 +32,17 @@ from typing import Any, ClassVar, TypeVar
 
 import structlog
 
-from botgateway.backoff import Backoff
 from botgateway.budget import RateBudget, RateLimit
 from botgateway.config import CloudAccount, CloudProviderConfig
+from tools.estate.budgeted import call_within_budget
 from tools.estate.resource import Change
 from tools.estate.source import MAX_PER_LISTING, ChangeQuery, Listing, Prerequisite, SourceError, Target
 
-__all__ = ["THROTTLE_BACKOFF", "Page", "Product", "SdkSource"]
+__all__ = ["Page", "Product", "SdkSource"]
 
 log = structlog.get_logger(__name__)
 
 V = TypeVar("V")
-
-THROTTLE_BACKOFF = Backoff(base_s=0.2, max_s=2.0)
-"""Pacing of retries after a throttle answer (jittered, so concurrent callers spread out)."""
-
 
 @dataclass(frozen=True)
 class Product:
@@ -234,30 +230,10 @@ class SdkSource(ABC):
             raise SourceError("error", "provider is shut down")
         deadline = deadline or time.monotonic() + self.timeout_s
         key = f"{self.name}:{target.account}:{target.region}:{api}"
-        limit = self.limit_of(product, api)
-        attempt = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SourceError("timeout", f"timed out after {self.timeout_s:g} s ({api})")
-            try:
-                await asyncio.wait_for(self.budget.acquire(key, limit, owner=key), remaining)
-            except TimeoutError:
-                raise SourceError("throttled", f"{api}: call budget exhausted for {self.timeout_s:g} s") from None
-            try:
-                return await self._run(target, product, fn, args, deadline)
-            except SourceError as exc:
-                if exc.kind != "throttled":
-                    raise
-                pause = max(exc.retry_after_s or 0.0, THROTTLE_BACKOFF.delay(attempt))
-                self.budget.pause(key, pause)
-                if time.monotonic() + pause >= deadline:
-                    raise SourceError("throttled", f"throttled by {api}; tried {attempt + 1} times, try again shortly") from None
-                log.info("estate_throttled", provider=self.name, api=api, attempt=attempt, pause_s=round(pause, 2))
-                attempt += 1
-                await asyncio.sleep(pause)  # pacing a retry, not waiting for an event
-            finally:
-                self.budget.landed(key)
+        return await call_within_budget(
+            self.budget, key, self.limit_of(product, api), lambda: self._run(target, product, fn, args, deadline),
+            deadline=deadline, api=api, timeout_s=self.timeout_s,
+        )
 
     async def paginate(
         self,

@@ -36,8 +36,8 @@ import structlog
 
 from botgateway.budget import RateBudget, RateLimit
 from botgateway.config import KubeContextConfig, KubernetesConfig
+from tools.estate.budgeted import call_within_budget
 from tools.estate.resource import Change, Resource
-from tools.estate.sdk_source import THROTTLE_BACKOFF
 from tools.estate.source import MAX_PER_LISTING, ChangeQuery, Listing, Prerequisite, SourceError, Target
 from tools.providers.kubernetes import mapping
 
@@ -339,41 +339,10 @@ class KubernetesEstate:
         """Run ``fn(client, timeout_s)`` on the pool within the context's budget; retry throttles until ``deadline``."""
         if self._closed:
             raise SourceError("error", "provider is shut down")
-        key = f"{self.name}:{target.account}"
-        attempt = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SourceError("timeout", f"timed out after {self.timeout_s:g} s ({name})")
-            try:
-                await asyncio.wait_for(self.budget.acquire(key, self.limit, owner=key), remaining)
-            except TimeoutError:
-                raise SourceError("throttled", f"{name}: call budget exhausted for {self.timeout_s:g} s") from None
-            try:
-                return await self._run(target, fn, api, deadline)
-            except SourceError as exc:
-                if exc.kind != "throttled":
-                    raise
-                pause = max(exc.retry_after_s or 0.0, THROTTLE_BACKOFF.delay(attempt))
-                self.budget.pause(key, pause)
-                if time.monotonic() + pause >= deadline:
-                    raise SourceError(
-                        "throttled",
-                        f"throttled by the API server ({name}); tried {attempt + 1} times, try again shortly",
-                        retry_after_s=exc.retry_after_s,
-                    ) from None
-                log.info(
-                    "estate_throttled",
-                    provider=self.name,
-                    context=target.account,
-                    api=name,
-                    attempt=attempt,
-                    pause_s=round(pause, 2),
-                )
-                attempt += 1
-                await asyncio.sleep(pause)  # pacing a retry, not waiting for an event
-            finally:
-                self.budget.landed(key)
+        return await call_within_budget(
+            self.budget, f"{self.name}:{target.account}", self.limit, lambda: self._run(target, fn, api, deadline),
+            deadline=deadline, api=name, timeout_s=self.timeout_s,
+        )
 
     async def _run(self, target: Target, fn: Callable[[Any, float], V], api: KubeApi | None, deadline: float) -> V:
         loop = asyncio.get_running_loop()
