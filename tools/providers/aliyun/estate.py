@@ -28,7 +28,7 @@ from tools.estate.resource import Change, Resource
 from tools.estate.sdk_source import Page, Product, SdkSource, env_has
 from tools.estate.source import MAX_PER_LISTING, ChangeQuery, Listing, SourceError, Target
 from tools.providers.aliyun import mapping
-from tools.providers.aliyun.servers import _CHAIN_ENV, _CHAIN_FILES
+from tools.providers.aliyun.servers import CHAIN_ENV, CHAIN_FILES
 from tools.providers.sdk import credential_chain_configured, resolve_keys, short_reason, split_endpoint
 
 __all__ = ["AliyunEstate", "failure"]
@@ -132,7 +132,7 @@ class AliyunEstate(SdkSource):
     def has_credentials(self, account: CloudAccount) -> bool:
         """Keys in the config or the environment, or something for the SDK's credential chain to find."""
         configured = bool(account.access_key_id.get_secret_value() and account.access_key_secret.get_secret_value())
-        chain = credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES)
+        chain = credential_chain_configured(CHAIN_ENV, CHAIN_FILES)
         return configured or env_has("ALIBABA_CLOUD_ACCESS_KEY_ID") or chain
 
     def credentials_fix(self) -> str:
@@ -388,7 +388,7 @@ def _keys(account: CloudAccount) -> tuple[str, str, str | None]:
     key_id, secret, token = resolve_keys(
         account, "ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_SECURITY_TOKEN"
     )
-    if not (key_id and secret) and not credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES):
+    if not (key_id and secret) and not credential_chain_configured(CHAIN_ENV, CHAIN_FILES):
         raise SourceError("credentials", f"no credentials: {_CREDENTIALS_FIX}")
     return key_id, secret, token
 

@@ -19,7 +19,7 @@ from tools.providers.cloud import CloudProvider, NoCredentials, Page
 from tools.providers.sdk import as_tuple, credential_chain_configured, first, resolve_keys, short_reason, split_endpoint
 from tools.server_record import Server
 
-__all__ = ["SDK_MODULES", "AliyunProvider"]
+__all__ = ["CHAIN_ENV", "CHAIN_FILES", "SDK_MODULES", "AliyunProvider"]
 
 SDK_MODULES = ("alibabacloud_ecs20140526", "alibabacloud_tea_openapi")
 
@@ -60,7 +60,7 @@ class AliyunProvider(CloudProvider):
             options.update(access_key_id=key_id, access_key_secret=secret)
             if token:
                 options["security_token"] = token
-        elif credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES):
+        elif credential_chain_configured(CHAIN_ENV, CHAIN_FILES):
             # The SDK's default chain: credentials file, ECS RAM role, OIDC role.
             from alibabacloud_credentials.client import Client as CredentialClient
 
@@ -152,11 +152,11 @@ class AliyunProvider(CloudProvider):
         return short_reason(code or name, "" if code else message)
 
 
-_CHAIN_ENV = (
+CHAIN_ENV = (
     "ALIBABA_CLOUD_ECS_METADATA", "ALIBABA_CLOUD_ROLE_ARN", "ALIBABA_CLOUD_OIDC_TOKEN_FILE",
     "ALIBABA_CLOUD_CREDENTIALS_FILE", "ALIBABA_CLOUD_PROFILE", "ALIBABA_CLOUD_CREDENTIALS_URI",
 )
 """Environment variables that give the SDK's default credential chain something to find."""
 
-_CHAIN_FILES = ((".alibabacloud", "credentials.ini"), (".alibabacloud", "credentials"), (".aliyun", "config.json"))
+CHAIN_FILES = ((".alibabacloud", "credentials.ini"), (".alibabacloud", "credentials"), (".aliyun", "config.json"))
 """Credential files (under ``~``) the chain reads."""

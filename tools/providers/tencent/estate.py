@@ -21,8 +21,8 @@ from botgateway.config import CloudAccount
 from tools.estate.resource import Change, Resource
 from tools.estate.sdk_source import Page, Product, SdkSource
 from tools.estate.source import ChangeQuery, Listing, SourceError, Target
-from tools.providers.sdk import credential_chain_configured, resolve_keys, short_reason, split_endpoint
-from tools.providers.tencent import mapping
+from tools.providers.sdk import short_reason, split_endpoint
+from tools.providers.tencent import credentials, mapping
 
 __all__ = ["TencentEstate"]
 
@@ -44,8 +44,6 @@ _SDK: Mapping[str, tuple[str, str, str]] = {
 _EMPTY_CODES = ("ResourceNotFound.NoDataOfDomain", "ResourceNotFound.NoDataOfRecord")
 """DNSPod answers an empty list with these errors instead of an empty page."""
 
-_CHAIN_ENV = ("TENCENTCLOUD_CREDENTIALS_FILE", "TKE_ROLE_ARN", "TKE_WEB_IDENTITY_TOKEN_FILE", "TENCENTCLOUD_ROLE_NAME")
-_CHAIN_FILES = ((".tencentcloud", "credentials"),)
 
 
 class _Empty(Exception):
@@ -84,21 +82,14 @@ class TencentEstate(SdkSource):
 
     def make_client(self, product: str, account: CloudAccount, region: str) -> Any:
         """A TC3 client (or a COS client) with the endpoint override and the account's credentials."""
-        secret_id, secret_key, token = resolve_keys(
-            account, "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY", "TENCENTCLOUD_SESSION_TOKEN"
-        )
         scheme, host = split_endpoint(self.endpoint(account, product))
         if product == "cos":
+            secret_id, secret_key, token = credentials.keys(account)
             return self._cos_client(region, scheme, host, secret_id, secret_key, token)
-        from tencentcloud.common import credential
         from tencentcloud.common.profile.client_profile import ClientProfile
         from tencentcloud.common.profile.http_profile import HttpProfile
 
-        cred: Any = None
-        if secret_id and secret_key:
-            cred = credential.Credential(secret_id, secret_key, token)
-        elif credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES):
-            cred = credential.DefaultCredentialProvider().get_credential()
+        cred = credentials.sdk_credential(account)
         if cred is None:
             raise SourceError("credentials", self.credentials_fix())
         package, class_name, real_host = _SDK[product]
@@ -138,15 +129,11 @@ class TencentEstate(SdkSource):
 
     def has_credentials(self, account: CloudAccount) -> bool:
         """Keys in the config or environment, or a credential chain to read."""
-        secret_id, secret_key, _ = resolve_keys(
-            account, "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY", "TENCENTCLOUD_SESSION_TOKEN"
-        )
-        return bool(secret_id and secret_key) or credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES)
+        return credentials.has_credentials(account)
 
     def credentials_fix(self) -> str:
         """Where Tencent Cloud keys go."""
-        return ("no credentials: set access_key_id/access_key_secret, TENCENTCLOUD_SECRET_ID/KEY, "
-                "or a ~/.tencentcloud/credentials profile")
+        return credentials.NO_CREDENTIALS
 
     # -- calling -----------------------------------------------------------------------
 

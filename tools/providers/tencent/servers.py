@@ -16,15 +16,8 @@ from typing import Any
 from botgateway.config import CloudAccount
 from tools.providers.base import ServerQuery
 from tools.providers.cloud import CloudProvider, NoCredentials, Page
-from tools.providers.sdk import (
-    as_tuple,
-    credential_chain_configured,
-    first,
-    resolve_keys,
-    short_reason,
-    split_endpoint,
-    tag_filter,
-)
+from tools.providers.sdk import as_tuple, first, short_reason, split_endpoint, tag_filter
+from tools.providers.tencent.credentials import NO_CREDENTIALS, sdk_credential
 from tools.server_record import Server
 
 __all__ = ["SDK_MODULES", "TencentProvider"]
@@ -53,26 +46,14 @@ class TencentProvider(CloudProvider):
     api = "DescribeInstances (CVM)"
 
     def make_client(self, account: CloudAccount, region: str) -> Any:
-        from tencentcloud.common import credential
         from tencentcloud.common.profile.client_profile import ClientProfile
         from tencentcloud.common.profile.http_profile import HttpProfile
         from tencentcloud.cvm.v20170312 import cvm_client
 
         scheme, host = split_endpoint(account.endpoint)
-        secret_id, secret_key, token = resolve_keys(
-            account, "TENCENTCLOUD_SECRET_ID", "TENCENTCLOUD_SECRET_KEY", "TENCENTCLOUD_SESSION_TOKEN"
-        )
-        cred: Any = None
-        if secret_id and secret_key:
-            cred = credential.Credential(secret_id, secret_key, token)
-        elif credential_chain_configured(_CHAIN_ENV, _CHAIN_FILES):
-            # The SDK's default chain: profile file, CVM role, TKE OIDC.
-            cred = credential.DefaultCredentialProvider().get_credential()
+        cred = sdk_credential(account)
         if cred is None:
-            raise NoCredentials(
-                "no credentials: set access_key_id/access_key_secret, TENCENTCLOUD_SECRET_ID/KEY, "
-                "or a ~/.tencentcloud/credentials profile"
-            )
+            raise NoCredentials(NO_CREDENTIALS)
         http = HttpProfile(
             protocol=scheme or "https",
             endpoint=host or "cvm.tencentcloudapi.com",
@@ -154,10 +135,3 @@ class TencentProvider(CloudProvider):
         if code == "ClientNetworkError" or "Connection" in type(exc).__name__:
             return "API endpoint unreachable"
         return short_reason(code or type(exc).__name__, message if not code else "")
-
-
-_CHAIN_ENV = ("TENCENTCLOUD_CREDENTIALS_FILE", "TKE_ROLE_ARN", "TKE_WEB_IDENTITY_TOKEN_FILE", "TENCENTCLOUD_ROLE_NAME")
-"""Environment variables that give the SDK's default credential chain something to find."""
-
-_CHAIN_FILES = ((".tencentcloud", "credentials"),)
-"""Credential files (under ``~``) the chain reads."""
