@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -218,10 +221,29 @@ class Bucket(_Entry):
                         details={k: v for k, v in details.items() if v})
 
 
-class ChangeEntry(_Entry):
-    """One line of the change log."""
+_AGO = re.compile(r"^-(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?$")
 
-    time: str = Field(min_length=10)
+
+class ChangeEntry(_Entry):
+    """One line of the change log; ``time`` is ISO 8601 UTC, or an age such as ``-2d`` or ``-1d22h`` (a demo that
+    stays current: the age is counted from when the file is read)."""
+
+    time: str = Field(min_length=2)
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, value: str) -> str:
+        text = str(value).strip()
+        match = _AGO.match(text)
+        if match and any(match.groups()):
+            days, hours, minutes = (int(g or 0) for g in match.groups())
+            at = time.time() - days * 86400 - hours * 3600 - minutes * 60
+            return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"time {text!r}: give an ISO 8601 time (2026-11-30T02:14:09Z) or an age (-2d, -1d22h)") from None
+        return text
     resource: str = Field(min_length=1)
     action: str = Field(min_length=1)
     principal: str = ""

@@ -188,6 +188,16 @@ def _exposed_tool(estate: Estate, kinds: Sequence[str], timeout_s: float | None)
     return tool(exposed_ports, timeout_s=timeout_s, read_only=True)
 
 
+def _trails_of(estate: Estate, resource: Resource) -> set[tuple[str, str, str]]:
+    """The trails that record ``resource``'s changes: its provider's, in its account and region when they have one.
+
+    A source whose trail is not per account (the inventory's one change log describes a whole cluster) is read whole.
+    """
+    trails = [t for s in estate.sources if s.name == resource.provider for t in s.targets("")]
+    mine = [t for t in trails if t.account == resource.account and (not resource.region or t.region in ("", resource.region))]
+    return {(t.provider, t.account, t.region) for t in (mine or trails)}
+
+
 def _changes_tool(estate: Estate, kinds: Sequence[str], timeout_s: float | None) -> Tool:
     async def resource_changes(resource: str, since: str = "7d", *, ctx: ToolContext) -> ChangesResult:
         q = _query(resource)
@@ -201,8 +211,7 @@ def _changes_tool(estate: Estate, kinds: Sequence[str], timeout_s: float | None)
                 resolved = best[0].resource
         if resolved is not None:
             query = ChangeQuery(resource_id=resolved.id, resource_name=resolved.name, since=start)
-            where = {(t.provider, t.account, t.region) for s in estate.sources if s.name == resolved.provider
-                     for t in s.targets("") if t.account == resolved.account and (not resolved.region or t.region in ("", resolved.region))}
+            where = _trails_of(estate, resolved)
             changes, failures, sources = await estate.changes(query, scopes, where=where)
         else:
             changes, failures, sources = await estate.changes(ChangeQuery(resource_name=q.text, since=start), scopes)
