@@ -342,7 +342,8 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    if command in ("ask", "eval", "tools", "audit", "usage", "feedback", "access", "schedules") and config.log.level == "info":
+    one_shot = ("ask", "eval", "tools", "audit", "usage", "feedback", "access", "schedules")
+    if command in one_shot and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})
     return config.log
