@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tools.demo.findings import Findings, HostFacts
-from tools.demo.planning import PlannedCall
+from tools.demo.planning import PlannedCall, find_tool
 from tools.demo.question import Lookup, analyze_question
 
 __all__ = ["compose_answer", "compose_help", "compose_thought", "help_thought", "results_thought", "widen_thought"]
@@ -124,6 +124,7 @@ def _fact_bullets(h: HostFacts, zh: bool) -> list[str]:
 def compose_help(tools: Mapping[str, Any], zh: bool) -> str:
     """What the demo can do, given the tools it is offered."""
     names = ", ".join(f"`{name}`" for name in tools) or ("（没有配置工具）" if zh else "(no tools configured)")
+    estate = _estate_examples(tools, zh)
     if zh:
         return (
             "我是 **botgateway 演示模型**，离线运行，用来展示卡片的效果。\n\n"
@@ -131,7 +132,7 @@ def compose_help(tools: Mapping[str, Any], zh: bool) -> str:
             "- *10.0.1.100 是哪台服务器？*\n"
             "- *i-bp1abc 的配置是什么？*\n"
             "- *列出已停止的服务器*\n\n"
-            f"可用工具：{names}。\n\n"
+            f"{estate}可用工具：{names}。\n\n"
             "在 `config.yaml` 里配置 `llm.api_key`（或环境变量）即可换成真正的大模型。"
         )
     return (
@@ -140,6 +141,23 @@ def compose_help(tools: Mapping[str, Any], zh: bool) -> str:
         "- *Which server is 10.0.1.100?*\n"
         "- *What is the spec of i-bp1abc?*\n"
         "- *List the stopped servers*\n\n"
-        f"Tools I can use: {names}.\n\n"
+        f"{estate}Tools I can use: {names}.\n\n"
         "Set `llm.api_key` in `config.yaml` (or its environment variable) to use a real model."
     )
+
+
+def _estate_examples(tools: Mapping[str, Any], zh: bool) -> str:
+    """Estate questions to try, for the estate tools offered (empty when none is)."""
+    examples = (
+        ("find_resource", "*10.0.3.7 是什么？*", "*What is 10.0.3.7?*"),
+        ("trace", "*api.example.com 后面是什么？*", "*What's behind api.example.com?*"),
+        ("resource_changes", "*谁停了 prod-db-03？*", "*Who stopped prod-db-03?*"),
+        ("exposed_ports", "*哪个安全组对公网开放了 22 端口？*", "*Which security group opens 22 to the world?*"),
+    )
+    offered = [zh_text if zh else en_text for name, zh_text, en_text in examples if find_tool(tools, name)]
+    if not offered:
+        return ""
+    head = "也可以问整个资源清单（数据库、负载均衡、安全组、DNS、存储桶、Kubernetes、变更记录）：\n" if zh else (
+        "I can also answer about the rest of the estate (databases, load balancers, security groups, DNS, buckets, "
+        "Kubernetes, changes):\n")
+    return head + "".join(f"- {text}\n" for text in offered) + "\n"

@@ -14,7 +14,12 @@ The modules of the demo: :mod:`~tools.demo.question` (what to look up),
 :mod:`~tools.demo.planning` (which calls), :mod:`~tools.demo.findings` (what
 the calls found), :mod:`~tools.demo.answers` (what to say, in English or
 Chinese), :mod:`~tools.demo.summary` (history compression) and
-:mod:`~tools.demo.responder` (one reply per request).
+:mod:`~tools.demo.responder` (one reply per request). Questions about the
+rest of the estate ("what's behind api.example.com?", "who stopped
+prod-db-03?") have their own: :mod:`~tools.demo.estate_questions`,
+:mod:`~tools.demo.estate_planning`, :mod:`~tools.demo.estate_findings`,
+:mod:`~tools.demo.estate_answers` (with :mod:`~tools.demo.estate_trace_answer`
+and :mod:`~tools.demo.estate_words`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ a history summary when memory asks for one; a widened search when the
 per-provider lookups found nothing; the answer when tool results are in; else
 the first round, which calls the lookup tools for what the question names (or
 explains what the demo can do when it names nothing).
+
+Estate questions ("what's behind api.example.com?", "who stopped prod-db-03?")
+go to the estate tools when the request offers them
+(:mod:`tools.demo.estate_planning`); questions about servers go to the server
+tools first, as they always did.
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ from tools.demo.answers import (
     results_thought,
     widen_thought,
 )
+from tools.demo.estate_answers import compose_estate_answer, estate_results_thought, estate_thought
+from tools.demo.estate_findings import read_estate_findings
+from tools.demo.estate_planning import plan_estate_calls
+from tools.demo.estate_questions import EstateAsk, read_estate_question
 from tools.demo.findings import read_findings
 from tools.demo.planning import PlannedCall, offered_tools, plan_tool_calls, widen_search
-from tools.demo.question import analyze_question, is_chinese, last_user_text, since_last_question
+from tools.demo.question import Lookup, analyze_question, is_chinese, last_user_text, since_last_question
 from tools.demo.summary import compose_summary, is_summary_request
 
 __all__ = ["CHARS_PER_CHUNK", "CHUNK_DELAY_S", "DemoResponder", "HostDirectory"]
@@ -96,18 +105,34 @@ class DemoResponder:
     def _reply(self, messages: Sequence[Mapping[str, Any]], tools: Mapping[str, Mapping[str, Any]]) -> _Round:
         question = last_user_text(messages)
         zh = is_chinese(question)
-        lookup = analyze_question(question, self.hosts.host_names() if self.hosts is not None else ())
+        known = self.hosts.host_names() if self.hosts is not None else ()
+        lookup = analyze_question(question, known)
+        ask = read_estate_question(question, known)
         since_question = since_last_question(messages)
         if not any(m.get("role") == "tool" for m in since_question):
-            calls = plan_tool_calls(lookup, tools) if tools else []
-            if calls:
-                return self._call(compose_thought(lookup, calls, zh), calls)
-            return self._answer(help_thought(zh), compose_help(tools, zh))
+            return self._first_round(lookup, ask, tools, zh)
+        estate = read_estate_findings(messages, self.outcomes)
+        if estate.called:
+            return self._answer(estate_results_thought(zh), compose_estate_answer(ask, estate, zh))
         findings = read_findings(messages, self.outcomes)
         widen = None if findings.hosts else widen_search(lookup, tools, since_question)
         if widen is not None:
             return self._call(widen_thought(zh), [widen], widened=True)
         return self._answer(results_thought(zh), compose_answer(question, findings, zh))
+
+    def _first_round(
+        self, lookup: Lookup, ask: EstateAsk | None, tools: Mapping[str, Mapping[str, Any]], zh: bool
+    ) -> _Round:
+        """Call the tools that answer the question: the server tools for servers, the estate tools for the rest."""
+        server_calls = plan_tool_calls(lookup, tools) if tools else []
+        estate_calls = plan_estate_calls(ask, tools) if ask is not None and tools else []
+        # a server question keeps today's server lookups; anything else prefers the estate tools when offered
+        server_first = ask is None or ask.server_asked
+        if server_calls and (server_first or not estate_calls):
+            return self._call(compose_thought(lookup, server_calls, zh), server_calls)
+        if estate_calls and ask is not None:
+            return self._call(estate_thought(ask, estate_calls, zh), estate_calls)
+        return self._answer(help_thought(zh), compose_help(tools, zh))
 
     def _call(self, thought: str, calls: Sequence[PlannedCall], *, widened: bool = False) -> _Round:
         """Reason, then call ``calls`` in one round."""
