@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.core_report import core_chart_row, core_problem_lines, core_table
+from bench.estate import estate_lines, estate_table
 
 COLORS = {"slack/auto": "#2b8a3e", "slack/edit": "#1c7ed6", "dingtalk/card": "#e8590c"}
 
@@ -165,9 +166,13 @@ def print_report(report: dict[str, Any], console: Console | None = None, *, path
     core = [r for r in results if r["scenario"]["platform"] == "core"]
     if core:
         console.print(core_table(core, settings))
+    estate = [r for r in results if r["scenario"]["platform"] == "estate"]
+    if estate:
+        console.print(estate_table(estate))
     for r in results:
         console.print(f"[bold]{r['scenario']['name']}[/]")
         lines = (core_problem_lines(r) if r["scenario"]["platform"] == "core"
+                 else estate_lines(r) if r["scenario"]["platform"] == "estate"
                  else _floor_lines(r, gen_s) + _fleet_lines(r) + _problem_lines(r))
         for line in lines:
             console.print(line, soft_wrap=True)

@@ -41,6 +41,7 @@ from bench.analysis import (
 from bench.core_analysis import core_goals, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_scenario import run_core_scenario
 from bench.dingtalk_side import DingTalkSide
+from bench.estate import estate_goals, estate_progress, run_estate_scenario
 from bench.fleet import every, scenario_redis
 from bench.model import BenchModelServer, make_answers, make_responder
 from bench.process_stats import usable_cpus
@@ -184,6 +185,9 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
                 if scenario.platform == "core":
                     result = await run_core_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
                     goals = core_goals(result)
+                elif scenario.platform == "estate":
+                    result = await run_estate_scenario(settings, scenario, Path(tmp) / scenario.key)
+                    goals = estate_goals(result)
                 else:
                     result = await run_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
                     goals = scenario_goals(result, settings.gen_s, settings.live_check_s)
@@ -217,6 +221,8 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
 
 
 def _progress_line(result: dict[str, Any], took: float) -> str:
+    if result["scenario"]["platform"] == "estate":
+        return estate_progress(result, took)
     if result["scenario"]["platform"] == "core":
         return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
                 f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s, "

@@ -24,8 +24,12 @@ from typing import Any
 
 from botgateway.config import MAX_WORKERS
 
-PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core")
-"""Platforms, in the order they run (``core``: the Gateway into the bench's own sink, no chat platform)."""
+PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core", "estate")
+"""Platforms, in the order they run (``core``: the Gateway into the bench's own sink, no chat platform; ``estate``:
+``find_resource`` over the clouds' fakes, see :mod:`bench.estate`)."""
+
+ESTATE_PROVIDERS: tuple[str, ...] = ("aliyun", "tencent", "aws")
+"""The clouds the ``estate`` scenario can fan out over."""
 
 SLACK_MODES: tuple[str, ...] = ("auto", "edit")
 """Slack adapter ``streaming`` modes the bench runs."""
@@ -128,6 +132,18 @@ class BenchSettings:
     representative)."""
     worker_timeout_s: float = 900.0
     """A scenario whose worker runs longer than this is killed and reported as failed."""
+    estate_providers: tuple[str, ...] = ESTATE_PROVIDERS
+    """``estate``: the clouds ``find_resource`` fans out over."""
+    estate_accounts: int = 2
+    """``estate``: accounts per cloud, each its own fake."""
+    estate_regions: int = 3
+    """``estate``: regions per account (at most 3)."""
+    estate_cold_runs: int = 15
+    """``estate``: cold lookups, each on a freshly built toolset."""
+    estate_warm_calls: int = 200
+    """``estate``: warm lookups on one toolset."""
+    estate_delay_ms: float = 100.0
+    """``estate``: how long every fake cloud API call takes."""
 
     def scenarios(self) -> list[Scenario]:
         """Every scenario of the run, in the order they run."""
@@ -135,6 +151,10 @@ class BenchSettings:
         for platform in self.platforms:
             if platform == "core":
                 out.extend(Scenario("core", "", n, "burst", self.workers) for n in self.core_turns)
+                continue
+            if platform == "estate":  # N: the cold runs
+                shape = f"{len(self.estate_providers)}x{self.estate_accounts}x{self.estate_regions}"
+                out.append(Scenario("estate", shape, self.estate_cold_runs, "cold+warm"))
                 continue
             modes = self.slack_modes if platform == "slack" else ("card",)
             fleets = sorted(self.replicas) if platform == "slack" else [1]
@@ -193,6 +213,12 @@ class BenchSettings:
             "--settle-s", num(self.settle_s),
             "--live-check-s", num(self.live_check_s),
             "--seed", str(self.seed),
+            "--estate-providers", ",".join(self.estate_providers),
+            "--estate-accounts", str(self.estate_accounts),
+            "--estate-regions", str(self.estate_regions),
+            "--estate-cold-runs", str(self.estate_cold_runs),
+            "--estate-warm-calls", str(self.estate_warm_calls),
+            "--estate-delay-ms", num(self.estate_delay_ms),
         ]  # fmt: skip
         if self.config:
             argv += ["--config", self.config]
@@ -268,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = p.add_argument
     add("--platform", dest="platforms", type=_choices("--platform", PLATFORMS, all_word=True), default=d.platforms,
-        help="slack, dingtalk, core or all (default all)")
+        help="slack, dingtalk, core, estate or all (default all)")
     add("--slack-modes", type=_choices("--slack-modes", SLACK_MODES), default=d.slack_modes,
         help="Slack streaming modes to run (default auto,edit)")
     add("--n", dest="ns", type=_counts("--n", "10,50,100"), default=d.ns,
@@ -305,6 +331,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--config", default=d.config, help="botgateway config to take the card section and the adapters' policy from")
     add("--out", default=d.out, help="folder for the JSON report and PNG chart (default bench/results/)")
     add("--profile", action="store_true", help="core: profile the worker with cProfile (slows it; timings not representative)")
+    add("--estate-providers", type=_choices("--estate-providers", ESTATE_PROVIDERS), default=d.estate_providers,
+        help="estate: clouds find_resource fans out over (default aliyun,tencent,aws)")
+    add("--estate-accounts", type=_number("--estate-accounts", int), default=d.estate_accounts,
+        help="estate: accounts per cloud, each its own fake (default 2)")
+    add("--estate-regions", type=_number("--estate-regions", int), default=d.estate_regions,
+        help="estate: regions per account, at most 3 (default 3)")
+    add("--estate-cold-runs", type=_number("--estate-cold-runs", int), default=d.estate_cold_runs,
+        help="estate: cold lookups, each on a fresh toolset (default 15)")
+    add("--estate-warm-calls", type=_number("--estate-warm-calls", int), default=d.estate_warm_calls,
+        help="estate: warm lookups on one toolset (default 200)")
+    add("--estate-delay-ms", type=_number("--estate-delay-ms", float, allow_zero=True), default=d.estate_delay_ms,
+        help="estate: how long every fake cloud API call takes (default 100)")
     add("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
     return p
 
@@ -319,6 +357,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> BenchSettings:
         parser.error(f"--workers {ns.workers}: botgateway runs at most {MAX_WORKERS} worker processes")
     if max(ns.replicas) > MAX_WORKERS:
         parser.error(f"--replicas {max(ns.replicas)}: at most {MAX_WORKERS} replicas")
+    if ns.estate_regions > 3:
+        parser.error(f"--estate-regions {ns.estate_regions}: the fakes have 3 regions per cloud")
     if "core" in ns.platforms and ns.workers > min(ns.core_turns):
         parser.error(f"--workers {ns.workers} is more than the {min(ns.core_turns)} turns of a core scenario: "
                      "every worker needs a turn")

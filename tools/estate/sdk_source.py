@@ -93,7 +93,9 @@ class SdkSource(ABC):
         self.timeout_s = config.timeout_s
         self.budget = budget if budget is not None else RateBudget()
         pairs = sum(max(1, len(a.regions)) for a in config.accounts)
-        self._executor = ThreadPoolExecutor(max_workers=min(32, 2 * pairs + 2), thread_name_prefix=f"bg-estate-{self.name}")
+        # One lookup lists every kind at every target, some with follow-up calls: the budgets, not the pool, limit calls.
+        workers = min(64, len(self.kind_products) * pairs + 8)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bg-estate-{self.name}")
         self._clients: dict[tuple[str, str, str], Any] = {}
         self._clients_lock = threading.Lock()
         self._accounts = {a.name: a for a in config.accounts}
@@ -317,8 +319,13 @@ def _found(module: str) -> bool:
 
 
 def _import_all(modules: Sequence[str]) -> None:
+    """Import each SDK package and the client and model modules its calls load (big: seconds on a cold host)."""
     for module in modules:
         __import__(module)
+        leaf = module.split(".")[1] if module.count(".") >= 2 else ""
+        for extra in (f"{module}.client", f"{module}.models", f"{module}.{leaf}_client" if leaf else ""):
+            if extra and _found(extra):
+                importlib.import_module(extra)
 
 
 def env_has(*names: str) -> bool:
