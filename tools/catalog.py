@@ -244,7 +244,8 @@ async def build_toolset(
     providers = build_providers(config)
     try:
         # Clients are built (their SDKs imported) now, not inside the first question's tool timeout.
-        await asyncio.gather(*(p.start() for p in providers if isinstance(p, CloudProvider)))
+        if "servers" in config.toolsets:  # otherwise nothing asks them: no SDK import, no client
+            await asyncio.gather(*(p.start() for p in providers if isinstance(p, CloudProvider)))
     except BaseException:
         for provider in providers:
             await provider.aclose()

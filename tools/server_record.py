@@ -32,6 +32,7 @@ PROVIDER_LABELS: Mapping[str, str] = {
     "aliyun": "Alibaba Cloud",
     "tencent": "Tencent Cloud",
     "aws": "AWS",
+    "kubernetes": "Kubernetes",
 }
 """Human names of the providers, used in results and failure notes."""
 

@@ -22,7 +22,7 @@ import structlog
 
 from botgateway.grant import Scope
 from botgateway.tooling import Source, TTLCache
-from tools.estate.resource import KINDS, Change, Resource, kind_label
+from tools.estate.resource import KINDS, Change, Resource, kinds_label
 from tools.estate.source import ChangeQuery, EstateSource, Listing, SourceError, Target
 from tools.providers.scope import allows_target, shows, view_of
 from tools.server_record import merge_sources, provider_label
@@ -151,7 +151,7 @@ class Estate:
             listing, fetched_at, cached = outcome
             sources.append(self._source(source, target, listing, fetched_at, cached))
             if listing.cut:
-                cut.append(f"{_where(target)} {kind_label(kind)}s")
+                cut.append(f"{_where(target)} {kinds_label(kind)}")
             for resource in listing.resources:
                 if resource.key in seen or not _shown(resource, scopes):
                     continue
@@ -266,7 +266,7 @@ class Estate:
     def _failure(self, source: EstateSource, target: Target, kind: str, error: SourceError) -> Failure:
         log.warning("estate_listing_failed", provider=source.name, account=target.account, region=target.region,
                     kind=kind, failure=error.kind, reason=error.reason)
-        return Failure(source.name, target.account, target.region, f"{kind_label(kind)}s", error.kind, error.reason)
+        return Failure(source.name, target.account, target.region, kinds_label(kind), error.kind, error.reason)
 
     async def _trail(self, source: EstateSource, target: Target, query: ChangeQuery) -> tuple[Sequence[Change], str] | Failure:
         try:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from tools.estate.fanout import EstateView
 from tools.estate.reach import world_open_rules
-from tools.estate.resource import Listener, Resource, kind_label
+from tools.estate.resource import Listener, Resource, kind_label, kinds_label
 from tools.server_record import provider_label
 
 __all__ = ["MAX_LINE", "count_words", "describe_failures", "names", "render_brief", "render_resource", "where"]
@@ -116,8 +116,7 @@ def describe_failures(view: EstateView) -> list[str]:
 
 def count_words(n: int, kind: str) -> str:
     """"1 database", "3 load balancers"."""
-    label = kind_label(kind)
-    return f"{n} {label}{'s' if n != 1 and not label.endswith('s') else ''}"
+    return f"{n} {kind_label(kind) if n == 1 else kinds_label(kind)}"
 
 
 def names(resources: Sequence[Resource], most: int = 3) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "Resource",
     "Rule",
     "kind_label",
+    "kinds_label",
 ]
 
 Kind = Literal[
@@ -83,6 +84,12 @@ WORLD = ("0.0.0.0/0", "::/0")
 def kind_label(kind: str) -> str:
     """``load_balancer`` → "load balancer"."""
     return KIND_LABELS.get(kind, kind.replace("_", " "))
+
+
+def kinds_label(kind: str) -> str:
+    """The plural: "load balancers", "ingresses", "elastic IPs"."""
+    label = kind_label(kind)
+    return label + ("es" if label.endswith(("s", "ss")) else "s")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ from botgateway.tooling import Tool, ToolContext, ToolError, tool
 from tools.estate.fanout import Estate
 from tools.estate.matching import Match, Query, QueryError, parse_query, rank
 from tools.estate.reach import world_open_rules
-from tools.estate.resource import KINDS, Resource, kind_label
+from tools.estate.resource import KINDS, Resource, kinds_label
 from tools.estate.source import ChangeQuery
 from tools.estate.trace import trace
 from tools.toolsets.results import ChangesResult, FindResult, TraceResult
@@ -91,7 +91,7 @@ def _find_tool(estate: Estate, kinds: Sequence[str], timeout_s: float | None) ->
         q = _query(query)
         view = await estate.view([kind] if kind else kinds, _scopes(ctx), fresh=ctx.fresh)
         matches, total = rank(view.resources, q)
-        return FindResult(repr(q.text), tuple(matches), total, view, ", ".join(kind_label(k) + "s" for k in ([kind] if kind else kinds)))
+        return FindResult(repr(q.text), tuple(matches), total, view, ", ".join(kinds_label(k) for k in ([kind] if kind else kinds)))
 
     find_resource.__annotations__["kind"] = _kind_enum(kinds) | None
     find_resource.__doc__ = """Find what owns an IP, DNS name, id or name across every cloud, account and kind (one call).
@@ -115,8 +115,8 @@ def _list_tool(estate: Estate, kinds: Sequence[str], timeout_s: float | None) ->
         chosen = [r for r in view.resources if _accepts(r, region, state, tag)]
         matches = tuple(Match(r, 0, "listed") for r in chosen[:limit])
         filters = ", ".join(f"{k}={v}" for k, v in (("provider", provider), ("region", region), ("state", state), ("tag", tag)) if v)
-        what = f"{kind_label(kind)}s" + (f" with {filters}" if filters else "")
-        return FindResult(what, matches, len(chosen), view, kind_label(kind) + "s")
+        what = kinds_label(kind) + (f" with {filters}" if filters else "")
+        return FindResult(what, matches, len(chosen), view, kinds_label(kind))
 
     list_resources.__annotations__["kind"] = _kind_enum(kinds)
     list_resources.__doc__ = """List resources of one kind, optionally filtered (filters combine).

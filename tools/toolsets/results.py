@@ -145,16 +145,8 @@ class TraceResult:
         return "\n".join(lines + describe_failures(self.view))
 
     def summary(self) -> str:
-        """"4 hops, 1 break: web-02: backend unhealthy"."""
-        hops = len(self.walk.hops)
-        text = f"{hops} hop{'s' if hops != 1 else ''}"
-        problems = list(dict.fromkeys(self.walk.problems))
-        if problems:
-            text += f", {len(problems)} break{'s' if len(problems) != 1 else ''}: {problems[0]}"
-        flags = sum(1 for h in self.walk.hops if h.flags and h.flags != ("shown above",))
-        if flags:
-            text += f", {flags} open to the internet"
-        return text + _failed_note(self.view.failures)
+        """The chain in one card line: "api.example.com → api-lb → prod-web-01, prod-web-02 ✗ → web-servers ⚠22"."""
+        return _chain_line(self.target, self.walk) + _failed_note(self.view.failures)
 
     def to_tool_output(self) -> ToolOutput:
         """For the registry."""
@@ -170,6 +162,32 @@ class TraceResult:
             "failures": [f.describe() for f in self.view.failures],
         }
         return ToolOutput(content=self.render(), summary=self.summary(), data=data, sources=self.view.sources)
+
+
+_LAYERS = {"ip": 0, "load_balancer": 0, "ingress": 0, "bucket": 0, "k8s_service": 1, "workload": 1, "security_group": 3}
+"""Where a kind sits in the card's one-line chain: entry, service, backends (every other kind: 2), groups."""
+
+
+def _chain_line(target: str, walk: Walk) -> str:
+    """Start → entry → backends (✗ where broken) → groups (⚠ ports open to the internet), then the breaks."""
+    layers: list[list[str]] = [[], [], [], []]
+    for hop in walk.hops:
+        resource = hop.resource
+        if resource is None or resource.kind in ("dns_record", "k8s_node") or "shown above" in hop.flags:
+            continue
+        name = resource.name or resource.id
+        if resource.kind == "security_group":
+            ports = sorted({f.split("— ", 1)[1].split(" ", 1)[0] for f in hop.flags if "— " in f})
+            name += f" ⚠{','.join(ports)}" if ports else ""
+        elif hop.problem:
+            name += " ✗"
+        layer = layers[_LAYERS.get(resource.kind, 2)]
+        if name not in layer:
+            layer.append(name)
+    parts = [target] + [", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") for names in layers if names]
+    problems = list(dict.fromkeys(walk.problems))
+    tail = f" · {len(problems)} break{'s' if len(problems) != 1 else ''}" if problems else " · no break"
+    return " → ".join(dict.fromkeys(parts)) + tail
 
 
 @dataclass(frozen=True)
