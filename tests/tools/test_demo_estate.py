@@ -128,7 +128,8 @@ CASES: list[tuple[str, list[Call], tuple[str, ...]]] = [
     (
         "why is the checkout deployment degraded?",
         [("trace", {"target": "checkout"})],
-        ("The path is broken: checkout-7d9f8-fghij [shop/checkout-7d9f8-fghij]: pod is crashloopbackoff.",
+        ("The path is broken: checkout [shop/checkout]: workload is degraded; "
+         "checkout-7d9f8-fghij [shop/checkout-7d9f8-fghij]: pod is crashloopbackoff.",
          "workload **checkout** (`shop/checkout`) · degraded", "replicas 2/3 ready", "restarts 14", "prod-k8s-node-02"),
     ),
     (

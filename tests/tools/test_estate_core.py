@@ -298,3 +298,11 @@ async def test_the_tools_refuse_a_bad_query_in_words_and_obey_scopes() -> None:
         assert "orders-db" not in hidden.content
     finally:
         await toolset.aclose()
+
+
+async def test_the_walk_goes_from_a_workload_to_its_pods_and_names_the_crashing_one() -> None:
+    walk = trace(parse_query("checkout"), await sample_resources())
+    pods = [h.resource.name for h in walk.hops if h.resource is not None and h.resource.kind == "pod" and h.via == "runs"]
+    assert pods == ["checkout-7d9f8-abcde", "checkout-7d9f8-fghij", "checkout-7d9f8-klmno"]
+    assert "checkout [shop/checkout]: workload is degraded" in walk.problems
+    assert "checkout-7d9f8-fghij [shop/checkout-7d9f8-fghij]: pod is crashloopbackoff" in walk.problems

@@ -24,7 +24,7 @@ __all__ = ["MAX_HOPS", "Hop", "Walk", "trace"]
 MAX_HOPS = 120
 """Most hops one walk shows (a load balancer in front of hundreds of pods is summarized, not listed)."""
 
-_STOPPED = {"stopped", "terminated", "failed", "notready", "crashloopbackoff", "error", "deleting", "isolated", "expired"}
+_STOPPED = {"stopped", "terminated", "failed", "notready", "degraded", "crashloopbackoff", "error", "deleting", "isolated", "expired"}
 _ENTRY_KINDS = ("load_balancer", "ingress", "k8s_service", "server", "ip", "database", "cache", "pod", "bucket")
 
 
@@ -87,7 +87,7 @@ class _Index:
         return list(found)
 
     def selected(self, service: Resource) -> list[Resource]:
-        """The pods a Kubernetes service (or workload) selects by labels, in its namespace and context."""
+        """The pods a Kubernetes service or workload selects by labels, in its namespace and context."""
         selector = dict(p.split("=", 1) for p in service.details.get("selector", "").split(",") if "=" in p)
         if not selector:
             return []
@@ -183,6 +183,13 @@ class _Walker:
             self.add(Hop(depth, "selects", label=service.details["selector"], problem="the selector matches no pod"))
         for pod in pods:
             self.visit(pod, "selects", depth)
+
+    def _after_workload(self, workload: Resource, depth: int) -> None:
+        pods = self.index.selected(workload)
+        if workload.details.get("selector") and not pods:
+            self.add(Hop(depth, "runs", label=workload.details["selector"], problem="no pod matches the workload"))
+        for pod in pods:
+            self.visit(pod, "runs", depth)
 
     def _after_ingress(self, ingress: Resource, depth: int) -> None:
         for link in ingress.links_of("routes_to"):
