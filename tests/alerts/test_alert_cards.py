@@ -129,7 +129,7 @@ async def test_an_alert_group_is_one_card_per_destination_from_firing_to_resolve
     assert len(alert_cards(slack)) == 1
     assert len(dingtalk.cards_in(SPACE)) == 1
     for text in (slack_text(slack), dingtalk_text(dingtalk)):
-        tool_lines = [line for line in text.splitlines() if "find_server" in line or "search_" in line]
+        tool_lines = [line for line in text.splitlines() if "find_resource" in line]
         assert tool_lines and all("prod-db-01" in line for line in tool_lines), text
     assert not [m for m in slack.channel_messages(CHANNEL) if m.thread_ts is not None]  # nothing posted again
 

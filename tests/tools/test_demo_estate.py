@@ -19,6 +19,7 @@ from botgateway.strings import t
 from botgateway.tooling import ToolContext, ToolError, ToolRegistry, tool
 from tests.paths import SAMPLE_INVENTORY
 from tools.catalog import build_toolset
+from tools.demo.estate_planning import plan_estate_calls
 from tools.demo.estate_questions import read_estate_question
 from tools.demo.model import start_demo_model
 from tools.demo.responder import DemoResponder
@@ -339,11 +340,19 @@ def test_question_shapes_are_read_in_english_and_chinese() -> None:
 
 
 @pytest.mark.parametrize("locale", ["en", "zh-CN"])
-def test_an_alert_investigation_looks_its_hosts_up_as_before(locale: str) -> None:
-    """Its instructions name every kind and "who changed it"; the question is still "identify these hosts"."""
+def test_an_alert_investigation_identifies_each_host_and_asks_what_changed_it(locale: str) -> None:
+    """Its instructions name every kind and "who changed it"; the question is "identify these, and their changes"."""
+    hosts = "10.0.1.100, shop/checkout-7d9f8-fghij"
     question = "\n".join([
-        t(locale, "alert_q_firing", names="HighCPU", severity=""), t(locale, "alert_q_hosts", hosts="10.0.1.100"),
+        t(locale, "alert_q_firing", names="HighCPU", severity=""), t(locale, "alert_q_hosts", hosts=hosts),
         t(locale, "alert_q_instructions"), "", t(locale, "alert_q_data"), "- HighCPU instance=10.0.1.100:9100",
     ])
     ask = read_estate_question(question)
-    assert ask is not None and (ask.shape, ask.subject, ask.server_asked) == ("find", "10.0.1.100", True)
+    assert ask is not None and ask.shape == "investigate"
+    assert ask.subjects == ("10.0.1.100", "shop/checkout-7d9f8-fghij")
+    tools = {"find_resource": {"properties": {"query": {}}}, "resource_changes": {"properties": {"resource": {}, "since": {}}}}
+    assert plan_estate_calls(ask, tools) == [
+        ("find_resource", {"query": "10.0.1.100"}), ("find_resource", {"query": "shop/checkout-7d9f8-fghij"}),
+        ("resource_changes", {"resource": "10.0.1.100", "since": "24h"}),
+        ("resource_changes", {"resource": "shop/checkout-7d9f8-fghij", "since": "24h"}),
+    ]

@@ -34,6 +34,7 @@ def estate_thought(ask: EstateAsk, calls: Sequence[PlannedCall], zh: bool) -> st
         what = {
             "find": f"{subject} 是什么", "trace": f"{subject} 后面的链路" + (f"以及{port_zh}能否从公网访问" if port_zh else ""),
             "changes": f"谁改动了 {subject}", "exposed": f"哪些安全组对公网开放{port_zh}", "list": f"{kind}列表",
+            "investigate": f"告警涉及的 {'、'.join(ask.subjects)} 是什么、最近谁改动过",
         }[ask.shape]
         return f"用户问的是{what}。我不应该猜测，先用 {tool} 查一下，再根据返回的数据回答。"
     what = {
@@ -42,6 +43,8 @@ def estate_thought(ask: EstateAsk, calls: Sequence[PlannedCall], zh: bool) -> st
         + (f" and whether port {ask.port} is reachable from the internet" if ask.port else ""),
         "changes": f"who changed {subject}", "exposed": f"which security groups are open to the internet{port_en}",
         "list": f"the {kind}",
+        "investigate": f"what the alert's {', '.join(ask.subjects)} {'is' if len(ask.subjects) == 1 else 'are'} "
+        "and who changed them lately",
     }[ask.shape]
     return f"The question asks {what}. I shouldn't guess; I'll check with {tool} and answer from the data it returns."
 
@@ -70,7 +73,7 @@ def compose_estate_answer(ask: EstateAsk | None, findings: EstateFindings, zh: b
         elif shape == "list":
             lines += _list_lines(result, ask, zh)
         else:
-            lines += _find_lines(subject, result, zh)
+            lines += _find_lines(result.query or subject if shape == "investigate" else subject, result, zh)
     if not findings.results and findings.raw:
         lines += ["工具返回了以下结果：" if zh else "Here is what the lookup returned:", "", "```"]
         lines += [*"\n\n".join(findings.raw).splitlines()[:30], "```"]

@@ -44,6 +44,8 @@ class Found:
     """Listings cut at their bound."""
     scoped: bool = False
     """The asker sees only part of the estate."""
+    query: str = ""
+    """What a ``find_resource`` call asked (empty for lists)."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,8 @@ def _read(data: Mapping[str, Any]) -> Found | Traced | Changed | None:
     try:
         if data.get("kind") == FIND_KIND:
             return Found(_RESOURCES.validate_python(data.get("resources") or ()), tuple(data.get("why") or ()),
-                         int(data.get("total") or 0), tuple(data.get("cut") or ()), bool(data.get("scoped")))
+                         int(data.get("total") or 0), tuple(data.get("cut") or ()), bool(data.get("scoped")),
+                         str(data.get("query") or "").strip("'\""))
         if data.get("kind") == TRACE_KIND:
             hops = tuple(_hop(h) for h in data.get("hops") or ())
             return Traced(str(data.get("target") or ""), data.get("port"), hops, str(data.get("reach") or ""),

@@ -56,7 +56,24 @@ def plan_estate_calls(ask: EstateAsk, tools: Mapping[str, Mapping[str, Any]]) ->
         return _list(lister, "security_group", "", tools)
     if ask.shape == "list":
         return _list(lister, ask.kind, ask.state, tools)
+    if ask.shape == "investigate":
+        return _investigate(finder, find_tool(tools, "resource_changes"), ask)
     return _find(finder, ask, tools)
+
+
+_INVESTIGATED = 3
+"""Most hosts an investigation looks up in one round (the card has room for a few)."""
+
+
+def _investigate(finder: str | None, changes: str | None, ask: EstateAsk) -> list[PlannedCall]:
+    """What each host or resource is and what changed it in the last day, all in one round."""
+    if finder is None:
+        return []
+    subjects = ask.subjects[:_INVESTIGATED]
+    calls: list[PlannedCall] = [(finder, {"query": s}) for s in subjects]
+    if changes is not None:
+        calls += [(changes, {"resource": s, "since": "24h"}) for s in subjects]
+    return calls
 
 
 def _find(finder: str | None, ask: EstateAsk, tools: Mapping[str, Mapping[str, Any]]) -> list[PlannedCall]:

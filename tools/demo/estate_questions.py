@@ -25,7 +25,7 @@ from tools.demo.question import IPV4
 
 __all__ = ["EstateAsk", "Shape", "read_estate_question"]
 
-Shape = Literal["find", "trace", "changes", "exposed", "list"]
+Shape = Literal["find", "trace", "changes", "exposed", "list", "investigate"]
 """What the question asks of the estate."""
 
 _DNS = re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z][a-z0-9-]*[a-z]\b", re.IGNORECASE)
@@ -134,15 +134,18 @@ class EstateAsk:
     """The subject is a bare word beside a kind ("orders" in "the orders Redis"), not an address, id or name."""
     server_asked: bool = False
     """It asks to find or list servers (by the word, an instance id or a known host): the server tools answer it."""
+    subjects: tuple[str, ...] = ()
+    """An alert investigation's hosts and resources, in the order the alert names them."""
 
 
 def read_estate_question(text: str, known_hosts: Iterable[str] = ()) -> EstateAsk | None:
     """The estate question in ``text``, or ``None`` when it asks nothing of the estate (a greeting, a chat)."""
     subject, rest = _subject(text, known_hosts)
     if _is_alert_investigation(text):
-        # the investigation's instructions name every kind and "who changed it": they are not the question's shape;
-        # its hosts are looked up as they always were (the server tools first)
-        return EstateAsk(shape="find", subject=subject, server_asked=True) if subject else None
+        # The investigation's instructions name every kind and "who changed it": they are not the question's shape.
+        # What it asks is what each named host or resource is, and what changed it.
+        subjects = _investigated(text) or ((subject,) if subject else ())
+        return EstateAsk(shape="investigate", subject=subjects[0], subjects=subjects) if subjects else None
     kind = _kind(rest)
     # a bare word names something only beside a kind ("the orders Redis"); alone it is more likely chat
     fragment = _fragment(rest) if kind and not subject else ""
@@ -182,6 +185,17 @@ def _subject(text: str, known_hosts: Iterable[str]) -> tuple[str, str]:
             found.append((word.start(), known[word.group(0).lower()]))
     found.sort()
     return (found[0][1] if found else ""), rest
+
+
+def _investigated(text: str) -> tuple[str, ...]:
+    """The hosts and resources on the investigation's "Hosts the alert names: …" line."""
+    for strings in STRINGS.values():
+        head = strings.get("alert_q_hosts", "").split("{hosts}", 1)[0]
+        for line in text.splitlines():
+            if head and line.startswith(head):
+                names = line[len(head):].rstrip(".。").replace("，", ",").split(",")
+                return tuple(n.strip() for n in names if n.strip())
+    return ()
 
 
 def _is_alert_investigation(text: str) -> bool:
