@@ -58,3 +58,14 @@ def test_check_config_warns_of_missing_prerequisites_without_calling_anything(tm
     assert any("(kubernetes, changes)" in line and "missing-kubeconfig" in line for line in warnings), run.stderr
     assert not any("AWS API" in line for line in warnings)  # nothing was called
     assert "wJalrXUtnFEMI" not in run.stderr
+
+
+def test_a_toolset_asked_for_by_name_without_a_provider_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("tools:\n  inventory: {enabled: false}\n  toolsets: [kubernetes]\n")
+    run = run_cli("check-config", "-c", str(path), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "tools.toolsets (kubernetes): a provider for kubernetes: enable a provider that has it (tools.kubernetes)" in run.stderr
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text("tools:\n  inventory: {enabled: false}\n")  # the default "every toolset" asks for none by name
+    assert "tools.toolsets" not in run_cli("check-config", "-c", str(quiet), cwd=tmp_path).stderr

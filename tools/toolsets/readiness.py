@@ -65,7 +65,8 @@ def toolset_status(config: ToolsConfig, estate: Estate | None, probes: Sequence[
             checks.extend(c for c in source.prerequisites() if c not in checks)
             label = provider_label(source.name)
             checks.extend(p for p in probes if p.what.startswith(label) and p not in checks)
-        if enabled and not serving:
+        # Only a toolset asked for by name is missing a provider; the default "all" offers what the providers have.
+        if enabled and not serving and "toolsets" in config.model_fields_set:
             checks.append(Prerequisite(
                 f"a provider for {name}", False,
                 "enable a provider that has it (" + ", ".join(f"tools.{p}" for p in spec.providers if p != "inventory")
