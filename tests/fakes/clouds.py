@@ -19,24 +19,15 @@ from __future__ import annotations
 import base64
 import fnmatch
 import json
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up before its answer (a caller timing out, as tests make it) is not an error."""
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return
-        super().handle_error(request, client_address)
+from tests.fakes.loopback import LoopbackFake
 
 
 class Rendezvous:
@@ -64,7 +55,7 @@ class Rendezvous:
                 self._cond.wait_for(lambda: self.arrived >= self.expected, timeout=self.timeout_s)
 
 
-class FakeCloud:
+class FakeCloud(LoopbackFake):
     """Common plumbing: a threaded server, recorded requests, latency, stalls and denied regions."""
 
     def __init__(
@@ -92,49 +83,11 @@ class FakeCloud:
         self.requests: list[dict[str, Any]] = []
         """Every request: action, region, params (decoded)."""
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:PORT`` (what ``CloudAccount.endpoint`` takes)."""
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> FakeCloud:
-        """Listen on an ephemeral port."""
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # named as http.server calls it
-                fake._handle(self)
-
-            do_GET = do_POST
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
 
     def stop(self) -> None:
         """Stop listening (stalled requests are let go first, so their threads end)."""
         self._released.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> FakeCloud:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        super().stop()
 
     def record(self, entry: dict[str, Any]) -> None:
         """Remember one request (thread-safe: the server handles requests on several threads)."""

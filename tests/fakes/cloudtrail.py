@@ -17,14 +17,15 @@ from __future__ import annotations
 import base64
 import json
 import re
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackFake
 
 TARGET = "com.amazonaws.cloudtrail.v20131101.CloudTrail_20131101.LookupEvents"
 _SCOPE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
@@ -87,17 +88,7 @@ def trail_event(
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up (a caller timing out) is not an error."""
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return
-        super().handle_error(request, client_address)
-
-
-class FakeCloudTrail:
+class FakeCloudTrail(LoopbackFake):
     """CloudTrail's ``LookupEvents`` over events per region, with latency, throttling and denial on demand."""
 
     def __init__(
@@ -120,51 +111,10 @@ class FakeCloudTrail:
         """Events per page at most, below the caller's ``MaxResults`` (the real cap is 50)."""
         self._lock = threading.Lock()
         self._arrivals: list[Arrival] = []
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
     def arrivals(self, status: int | None = None) -> list[Arrival]:
         """Every request so far, in arrival order (optionally only those answered with ``status``)."""
         with self._lock:
             return [a for a in self._arrivals if status is None or a.status == status]
-
-    def start(self) -> FakeCloudTrail:
-        """Listen on an ephemeral port."""
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # named as http.server calls it
-                fake._handle(self)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> FakeCloudTrail:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- protocol ---------------------------------------------------------------------------
 

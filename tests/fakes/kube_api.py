@@ -22,16 +22,17 @@ import base64
 import copy
 import json
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import yaml
+
+from tests.fakes.loopback import LoopbackFake
 
 __all__ = ["CRASHING_POD", "FakeKubeApi", "node", "pod", "shop_cluster", "staging_cluster", "write_kubeconfig"]
 
@@ -75,16 +76,6 @@ _PATH = re.compile(
 )
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up before its answer (a caller timing out) is not an error."""
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return
-        super().handle_error(request, client_address)
-
-
 def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "kind": "Status",
@@ -100,7 +91,7 @@ def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, A
     return body
 
 
-class FakeKubeApi:
+class FakeKubeApi(LoopbackFake):
     """One cluster's API server: objects, a bearer token, and the failures a test asks for."""
 
     def __init__(
@@ -128,49 +119,6 @@ class FakeKubeApi:
         self.requests: list[dict[str, Any]] = []
         """Every request: method, path, namespace, resource, query (decoded), authorized."""
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle ------------------------------------------------------------------------------
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:PORT``: the kubeconfig's ``server``."""
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> FakeKubeApi:
-        """Listen on an ephemeral loopback port."""
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # named as http.server calls it
-                fake._handle(self)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="fake-kube-api")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> FakeKubeApi:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
     def calls(self, resource: str | None = None) -> list[dict[str, Any]]:
         """Recorded requests, optionally of one resource (``pods``)."""
         with self._lock:
