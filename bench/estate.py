@@ -58,6 +58,7 @@ from bench.analysis import Goal
 from bench.settings import BenchSettings, Scenario
 from bench.stats import INF, summarize
 from bench.worker_process import WorkerFailed
+from botgateway.cli.collector import settle_after_startup
 from botgateway.config import CloudAccount, CloudProviderConfig, InventoryConfig, LogConfig, ToolsConfig
 from botgateway.logs import configure_logging
 from botgateway.tooling import ToolContext, ToolRegistry
@@ -444,6 +445,7 @@ async def _cold(fakes: _FakesProcess, config: ToolsConfig, runs: int) -> tuple[l
         began = time.monotonic()
         toolset = await build_toolset(config)
         build_s = time.monotonic() - began
+        settle_after_startup()  # as `botgateway run` does once it has built everything, before the first question
         registry = _registry(config, toolset)
         try:
             await asyncio.sleep(max(0.0, quiet_from + 1.05 - time.monotonic()))  # pacing: budgets' windows apart

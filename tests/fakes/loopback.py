@@ -18,6 +18,9 @@ class QuietServer(ThreadingHTTPServer):
     """A threaded server whose request threads never keep the process alive."""
 
     daemon_threads = True
+    # A burst of a fan-out's connections must not overflow the default backlog of 5: the refused attempt is retried
+    # by the client a second later, which is the fake's doing, not the caller's.
+    request_queue_size = 128
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up before its answer (a caller timing out, as tests make it) is not an error."""

@@ -126,25 +126,23 @@ class Estate:
         providers: Collection[str] | None = None,
     ) -> EstateView:
         """Every resource of ``kinds`` the ``scopes`` show, from every source (or only ``providers``), concurrently."""
-        wanted = [k for k in KINDS if k in set(kinds)]
+        asked = set(kinds)
         jobs: list[tuple[EstateSource, Target, str]] = []
-        narrowed = False
-        for source in self.sources:
-            if providers is not None and source.name not in providers:
-                continue
-            for kind in wanted:
-                if kind not in source.kinds():
-                    continue
-                for target in self._targets(source, kind, scopes):
-                    jobs.append((source, target, kind))
-                narrowed = narrowed or bool(scopes)
+        # The kinds whose listings chain the most calls start first: the lookup ends when the longest chain does.
+        for kind in sorted((k for k in KINDS if k in asked), key=_chain_order):
+            for source in self.sources:
+                if (providers is None or source.name in providers) and kind in source.kinds():
+                    jobs.extend((source, target, kind) for target in self._targets(source, kind, scopes))
         outcomes = await asyncio.gather(*(self._listing(source, target, kind, fresh) for source, target, kind in jobs))
+        # Results read in provider, then kind order, whatever order the listings were started in.
+        order = {id(source): i for i, source in enumerate(self.sources)}
+        ranked = sorted(zip(jobs, outcomes, strict=True), key=lambda pair: (order[id(pair[0][0])], KINDS.index(pair[0][2])))
         resources: list[Resource] = []
         failures: list[Failure] = []
         sources: list[Source] = []
         cut: list[str] = []
         seen: set[tuple[str, str, str, str]] = set()
-        for (source, target, kind), outcome in zip(jobs, outcomes, strict=True):
+        for (source, target, kind), outcome in ranked:
             if isinstance(outcome, Failure):
                 failures.append(outcome)
                 continue
@@ -158,7 +156,7 @@ class Estate:
                 seen.add(resource.key)
                 resources.append(resource)
         return EstateView(
-            tuple(resources), tuple(failures), merge_sources(sources), tuple(cut), narrowed,
+            tuple(resources), tuple(failures), merge_sources(sources), tuple(cut), bool(scopes),
             tuple(dict.fromkeys(s.name for s, _, _ in jobs)),
         )
 
@@ -288,6 +286,14 @@ class Estate:
             provider=source.name, label=provider_label(source.name), account=target.account, region=target.region,
             api=listing.api, fetched_at=fetched_at, cached=cached,
         )
+
+
+_LONG_CHAINS = ("bucket", "load_balancer", "dns_record", "database")
+"""Kinds whose listing is a chain of calls (a bucket's location then its policy; a balancer's listeners then health)."""
+
+
+def _chain_order(kind: str) -> int:
+    return _LONG_CHAINS.index(kind) if kind in _LONG_CHAINS else len(_LONG_CHAINS)
 
 
 def _where(target: Target) -> str:

@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 from botgateway.config import CloudAccount
+from tools.estate.gathering import raise_or
 from tools.estate.resource import Change, Resource
 from tools.estate.sdk_source import Page, Product, SdkSource, env_has
 from tools.estate.source import MAX_PER_LISTING, ChangeQuery, Listing, SourceError, Target
@@ -300,18 +301,24 @@ class AliyunEstate(SdkSource):
             models.DescribeDomainsRequest(page_number=number, page_size=_PAGE)
         ), "Domains", "Domain")
         zones, cut = await self._pages(target, "alidns", "DescribeDomains", domains)
+        names = [str(zone.get("DomainName") or "") for zone in zones]
+        api = "alidns:DescribeDomains+DescribeDomainRecords"
+        # Every zone's first page at once (most zones fit in one); then, in zone order as if read one by one, a
+        # zone with more is read again up to what the bound leaves, and the first failure in order fails it all.
+        firsts = await asyncio.gather(*(
+            self._pages(target, "alidns", "DescribeDomainRecords", _zone_fetch(name), bound=_PAGE) for name in names
+        ), return_exceptions=True)
         out: list[Resource] = []
-        for zone in zones:
-            name = str(zone.get("DomainName") or "")
+        for name, first in zip(names, firsts, strict=True):
             if len(out) >= MAX_PER_LISTING:
-                return Listing(tuple(out), True, "alidns:DescribeDomains+DescribeDomainRecords")
-            request = partial(_zone_page, models.DescribeDomainRecordsRequest, name)
-            records = _numbered_fetch(request, "DomainRecords", "Record")
+                return Listing(tuple(out), True, api)
+            rows, zone_cut = raise_or(first)
             bound = MAX_PER_LISTING - len(out)
-            rows, zone_cut = await self._pages(target, "alidns", "DescribeDomainRecords", records, bound=bound)
-            out.extend(mapping.to_dns_records(rows, name, target.account))
-            cut = cut or zone_cut
-        return Listing(tuple(out), cut, "alidns:DescribeDomains+DescribeDomainRecords")
+            if zone_cut and bound > len(rows):
+                rows, zone_cut = await self._pages(target, "alidns", "DescribeDomainRecords", _zone_fetch(name), bound)
+            out.extend(mapping.to_dns_records(rows[:bound], name, target.account))
+            cut = cut or zone_cut or len(rows) > bound
+        return Listing(tuple(out), cut, api)
 
     async def _buckets(self, target: Target) -> Listing:
         import alibabacloud_oss_v2 as oss
@@ -327,15 +334,17 @@ class AliyunEstate(SdkSource):
             return str(client.get_bucket_acl(oss.GetBucketAclRequest(bucket=name)).acl or "")
 
         buckets, cut = await self._pages(target, "oss", "ListBuckets", fetch)
-        by_region: dict[str, list[Mapping[str, Any]]] = {}
-        for info in buckets:  # an ACL is read at the bucket's own regional endpoint
-            by_region.setdefault(str(info.get("Region") or ""), []).append(info)
+        names: dict[str, list[str]] = {}
+        for info in buckets:  # an ACL is read at the bucket's own regional endpoint, every region's at once
+            names.setdefault(str(info.get("Region") or ""), []).append(str(info["Name"]))
+        grants = await asyncio.gather(*(
+            self._each(Target(target.provider, target.account, region), "oss", "GetBucketAcl", acl, in_region,
+                       deadline, required=False)
+            for region, in_region in names.items()
+        ))
         acls: dict[str, str | SourceError] = {}
-        for region, infos in by_region.items():
-            where = Target(target.provider, target.account, region)
-            names = [str(i["Name"]) for i in infos]
-            grants = await self._each(where, "oss", "GetBucketAcl", acl, names, deadline, required=False)
-            acls.update(zip(names, grants, strict=True))
+        for in_region, read in zip(names.values(), grants, strict=True):
+            acls.update(zip(in_region, read, strict=True))
         resources = tuple(
             mapping.to_bucket(info, _ok(acls.get(str(info["Name"]), "")) or "", target.account,
                               note=_not_read(acls.get(str(info["Name"]))))
@@ -526,6 +535,13 @@ def _guarded(fn: Callable[..., V], label: str, product: str, api: str) -> Callab
 def _zone_page(make_request: Callable[..., Any], zone: str, client: Any, number: int) -> Any:
     """One page of an Alidns zone's records."""
     return client.describe_domain_records(make_request(domain_name=zone, page_number=number, page_size=_PAGE))
+
+
+def _zone_fetch(zone: str) -> Callable[[Any, Any], Page]:
+    """The page fetcher of an Alidns zone's records."""
+    from alibabacloud_alidns20150109 import models
+
+    return _numbered_fetch(partial(_zone_page, models.DescribeDomainRecordsRequest, zone), "DomainRecords", "Record")
 
 
 def _not_read(result: object) -> str:

@@ -4,8 +4,11 @@ Each listing is the fewest read-only calls that give the whole picture: a load
 balancer is ``DescribeLoadBalancers`` plus, per balancer, its listeners, and per
 target group its health (the groups themselves in one call per region). Route
 53 and the S3 bucket list are global (one target per account); a bucket's own
-region comes from ``GetBucketLocation``. Raw answers are mapped in
-:mod:`tools.providers.aws.mapping`.
+region comes from ``GetBucketLocation``. Calls that do not need each other's
+answer run at once (instances and clusters, balancers and target groups,
+listeners and health, a bucket's policy status and ACL), so a listing takes
+as many round trips as its longest chain of dependent calls. Raw answers are
+mapped in :mod:`tools.providers.aws.mapping`.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from botgateway.budget import RateBudget
 from botgateway.config import CloudAccount, CloudProviderConfig
+from tools.estate.gathering import both, raise_or
 from tools.estate.resource import Change, Resource
 from tools.estate.sdk_source import Page, Product, SdkSource
 from tools.estate.source import MAX_PER_LISTING, ChangeQuery, Listing, SourceError, Target
@@ -27,6 +31,13 @@ from tools.providers.aws import mapping
 from tools.providers.sdk import credential_chain_configured, resolve_keys, short_reason
 
 __all__ = ["AwsEstate"]
+
+A = TypeVar("A")
+B = TypeVar("B")
+V = TypeVar("V")
+
+Paged = tuple[list[Mapping[str, Any]], bool]
+"""What :meth:`SdkSource.paginate` answers: the records and whether they were cut."""
 
 _MODULES = ("boto3",)
 
@@ -180,19 +191,24 @@ class AwsEstate(SdkSource):
         return Listing(tuple(resources), cut, self.api_of(kind))
 
     async def _databases(self, target: Target) -> tuple[list[Resource], bool]:
-        fetch = _marker_pager("describe_db_instances", "DBInstances")
-        items, cut = await self.paginate(target, "rds", "DescribeDBInstances", fetch)
+        # Instances and clusters are independent reads: one round trip, not two.
+        (items, cut), (clusters, more) = await both(
+            self.paginate(target, "rds", "DescribeDBInstances", _marker_pager("describe_db_instances", "DBInstances")),
+            self._db_clusters(target),
+        )
         out = [mapping.to_database(i, target.account, target.region) for i in items]
+        out += [mapping.to_db_cluster(c, target.account, target.region) for c in clusters]
+        return out, cut or more
+
+    async def _db_clusters(self, target: Target) -> tuple[list[Mapping[str, Any]], bool]:
         try:
             fetch = _marker_pager("describe_db_clusters", "DBClusters")
-            clusters, more = await self.paginate(target, "rds", "DescribeDBClusters", fetch)
+            return await self.paginate(target, "rds", "DescribeDBClusters", fetch)
         except SourceError as exc:
             if exc.kind in ("throttled", "timeout"):
                 raise
             # The instances answered; clusters the role may not read only add their shared endpoints.
-            clusters, more = [], False
-        out += [mapping.to_db_cluster(c, target.account, target.region) for c in clusters]
-        return out, cut or more
+            return [], False
 
     async def _caches(self, target: Target) -> tuple[list[Resource], bool]:
         fetch = _marker_pager("describe_replication_groups", "ReplicationGroups")
@@ -201,18 +217,28 @@ class AwsEstate(SdkSource):
 
     async def _load_balancers(self, target: Target) -> tuple[list[Resource], bool]:
         fetch = _marker_pager("describe_load_balancers", "LoadBalancers", size_key="PageSize")
-        balancers, cut = await self.paginate(target, "elbv2", "DescribeLoadBalancers", fetch)
+        groups_fetch = _marker_pager("describe_target_groups", "TargetGroups", size_key="PageSize")
+        # The groups are read alongside the balancers, a round trip less (a region without balancers pays
+        # that one call for nothing); with no balancer their answer, or failure, does not matter.
+        reads: tuple[Paged | BaseException, Paged | BaseException] = await asyncio.gather(
+            self.paginate(target, "elbv2", "DescribeLoadBalancers", fetch),
+            self.paginate(target, "elbv2", "DescribeTargetGroups", groups_fetch),
+            return_exceptions=True,
+        )
+        balancers_read, groups_read = reads
+        balancers, cut = raise_or(balancers_read)
         if not balancers:
             return [], cut
-        fetch = _marker_pager("describe_target_groups", "TargetGroups", size_key="PageSize")
-        groups_list, _ = await self.paginate(target, "elbv2", "DescribeTargetGroups", fetch)
+        groups_list, _ = raise_or(groups_read)
         groups = {str(g.get("TargetGroupArn")): g for g in groups_list if g.get("LoadBalancerArns")}
-        listener_lists = await asyncio.gather(*(
-            self.paginate(target, "elbv2", "DescribeListeners", _listener_pager(str(b["LoadBalancerArn"])))
-            for b in balancers
-        ))
-        healths = await asyncio.gather(
-            *(self.call(target, "elbv2", "DescribeTargetHealth", _target_health, arn) for arn in groups)
+        listener_lists, healths = await both(
+            asyncio.gather(*(
+                self.paginate(target, "elbv2", "DescribeListeners", _listener_pager(str(b["LoadBalancerArn"])))
+                for b in balancers
+            )),
+            asyncio.gather(*(
+                self.call(target, "elbv2", "DescribeTargetHealth", _target_health, arn) for arn in groups
+            )),
         )
         health = dict(zip(groups, healths, strict=True))
         out = [
@@ -271,11 +297,17 @@ class AwsEstate(SdkSource):
                 raise
             return {"public": "unknown", "why": exc.reason}
         here = Target(target.provider, target.account, location)
-        policy = await self.call(here, "s3", "GetBucketPolicyStatus", _policy_public, bucket)
+        # Policy status and ACL are read at once; a public policy makes the ACL's answer (or failure) moot.
+        policy_read, acl_read = await asyncio.gather(
+            self.call(here, "s3", "GetBucketPolicyStatus", _policy_public, bucket),
+            self.call(here, "s3", "GetBucketAcl", _acl_public, bucket),
+            return_exceptions=True,
+        )
+        policy = raise_or(policy_read)
         facts = {"region": location}
         if policy == "yes":
             return {**facts, "public": "yes", "why": "policy"}
-        acl = await self.call(here, "s3", "GetBucketAcl", _acl_public, bucket)
+        acl = raise_or(acl_read)
         public = "yes" if acl == "public" else ("unknown" if "unknown" in (policy, acl) else "no")
         return {**facts, "public": public, "acl": acl, "why": "acl" if acl == "public" else ""}
 
@@ -297,6 +329,9 @@ class AwsEstate(SdkSource):
                 seen.setdefault(str(event.get("EventId") or id(event)), event)
         ordered = sorted(seen.values(), key=lambda e: _epoch(e.get("EventTime")), reverse=True)[:limit]
         return [mapping.to_change(e, target.account, target.region, wanted) for e in ordered]
+
+
+# --- running calls side by side ---------------------------------------------------------------
 
 
 # --- blocking fetchers (run on the source's pool) -------------------------------------------------

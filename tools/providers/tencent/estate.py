@@ -4,7 +4,10 @@ Every TC3 product is called the same way: a typed ``<Action>Request`` model
 filled from a dict, the client's method of that name, the response model back
 as a dict for :mod:`.mapping`. Lists page by ``Offset``/``Limit`` against a
 total; CloudAudit pages by ``NextToken``. An SDK error is classified where the
-action is known, so a CAM denial names the exact action to grant.
+action is known, so a CAM denial names the exact action to grant. Follow-up
+calls that do not need each other's answer (a balancer's health, listeners and
+targets; every DNS zone's records) run at once; when several fail, the first in
+call order is the one reported, as when they ran one after another.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import importlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from botgateway.budget import RateLimit
 from botgateway.config import CloudAccount
+from tools.estate.gathering import settled
 from tools.estate.resource import Change, Resource
 from tools.estate.sdk_source import Page, Product, SdkSource
 from tools.estate.source import ChangeQuery, Listing, SourceError, Target
@@ -25,6 +29,8 @@ from tools.providers.sdk import short_reason, split_endpoint
 from tools.providers.tencent import credentials, mapping
 
 __all__ = ["TencentEstate"]
+
+V = TypeVar("V")
 
 PAGE = 100
 """Records asked per page (every list API here takes at least 100)."""
@@ -223,11 +229,17 @@ class TencentEstate(SdkSource):
     async def _load_balancers(self, target: Target) -> tuple[list[Resource], bool]:
         items, cut = await self._list(target, "clb", "DescribeLoadBalancers", "LoadBalancerSet")
         ids = [i.get("LoadBalancerId") or "" for i in items]
-        health: list[Mapping[str, Any]] = []
-        for start in range(0, len(ids), 20):  # DescribeTargetHealth takes 20 load balancers per call
-            answer = await self.one(target, "clb", "DescribeTargetHealth", {"LoadBalancerIds": ids[start : start + 20]})
-            health.extend(answer.get("LoadBalancers") or [])
-        details = await asyncio.gather(*(self._lb_detail(target, lb) for lb in ids))
+        # DescribeTargetHealth takes 20 load balancers per call; its batches and each balancer's details are
+        # independent reads, all started at once (each draws from its own API's budget).
+        batches, details = await asyncio.gather(
+            asyncio.gather(*(
+                self.one(target, "clb", "DescribeTargetHealth", {"LoadBalancerIds": ids[start : start + 20]})
+                for start in range(0, len(ids), 20)
+            ), return_exceptions=True),
+            asyncio.gather(*(self._lb_detail(target, lb) for lb in ids), return_exceptions=True),
+        )
+        settled([*batches, *details])
+        health: list[Mapping[str, Any]] = [lb for answer in batches for lb in answer.get("LoadBalancers") or []]
         out = [
             mapping.load_balancer_to_resource(item, target.account, target.region, listeners, targets, health)
             for item, (listeners, targets) in zip(items, details, strict=True)
@@ -235,8 +247,11 @@ class TencentEstate(SdkSource):
         return out, cut
 
     async def _lb_detail(self, target: Target, lb: str) -> tuple[list[Any], list[Any]]:
-        listeners = await self.one(target, "clb", "DescribeListeners", {"LoadBalancerId": lb})
-        targets = await self.one(target, "clb", "DescribeTargets", {"LoadBalancerId": lb})
+        listeners, targets = settled(await asyncio.gather(
+            self.one(target, "clb", "DescribeListeners", {"LoadBalancerId": lb}),
+            self.one(target, "clb", "DescribeTargets", {"LoadBalancerId": lb}),
+            return_exceptions=True,
+        ))
         return listeners.get("Listeners") or [], targets.get("Listeners") or []
 
     async def _security_groups(self, target: Target) -> tuple[list[Resource], bool]:
@@ -264,16 +279,22 @@ class TencentEstate(SdkSource):
             "dnspod", "DescribeDomainList", {}, "DomainList",
             lambda a: (a.get("DomainCountInfo") or {}).get("AllTotal"),
         ))
+        names = [str(zone.get("Name") or "") for zone in zones]
+        # Every zone's records at once: they share DescribeRecordList's budget, which paces them anyway.
+        listed = settled(
+            await asyncio.gather(*(self._zone_records(target, name) for name in names), return_exceptions=True)
+        )
         out: list[Resource] = []
-        for zone in zones:
-            name = str(zone.get("Name") or "")
-            records, zone_cut = await self.paginate(target, "dnspod", "dnspod:DescribeRecordList", self.offset_pages(
-                "dnspod", "DescribeRecordList", {"Domain": name}, "RecordList",
-                lambda a: (a.get("RecordCountInfo") or {}).get("TotalCount"),
-            ))
+        for name, (records, zone_cut) in zip(names, listed, strict=True):
             out.extend(mapping.records_to_resources(records, name, target.account))
             cut = cut or zone_cut
         return out, cut
+
+    async def _zone_records(self, target: Target, name: str) -> tuple[list[Mapping[str, Any]], bool]:
+        return await self.paginate(target, "dnspod", "dnspod:DescribeRecordList", self.offset_pages(
+            "dnspod", "DescribeRecordList", {"Domain": name}, "RecordList",
+            lambda a: (a.get("RecordCountInfo") or {}).get("TotalCount"),
+        ))
 
     async def _buckets(self, target: Target) -> tuple[list[Resource], bool]:
         answer = await self.call(
