@@ -25,6 +25,7 @@ from tools.demo.server import ScriptedLLMServer
 
 __all__ = [
     "ESTATE_TOOLSETS",
+    "TRACE_CHAIN",
     "audit_of",
     "cloud_account",
     "cloud_section",
@@ -37,6 +38,16 @@ __all__ = [
 ESTATE_TOOLSETS = ["network", "data", "dns", "storage", "kubernetes", "changes"]
 """Every toolset but ``servers``: the cloud fakes of the estate do not serve the server APIs (ECS, CVM)."""
 
+
+TRACE_CHAIN = (
+    "api.example.com CNAME api-lb.lb.example.net",  # DNS
+    "load balancer api-lb [lb-api-01]",  # → the load balancer
+    "→ listener: https:443",  # → its listener
+    "→ backend :8443 healthy: server prod-web-01",  # → a backend
+    "→ security group: security group web-servers [sg-web]",  # → its security group
+    "→ backend :8443 unhealthy: server prod-web-02",  # → the other backend, whose group was shown above
+)
+"""The chain of ``trace api.example.com`` on the sample estate, in the order it must read."""
 
 def sample_estate_config(**sections: Any) -> ToolsConfig:
     """Every toolset on the sample inventory (``tools/sample_inventory.yaml``); ``sections`` override keys."""

@@ -18,6 +18,7 @@ from typing import Any
 from botgateway.config import InventoryConfig, ToolsConfig
 from tests.estate_fixtures import (
     ESTATE_TOOLSETS,
+    TRACE_CHAIN,
     audit_of,
     cloud_account,
     cloud_section,
@@ -34,15 +35,6 @@ from tools.demo.script import ToolCallSpec
 LEAD = "以下是资源链路。"
 """The first line of every scripted answer; the tool results follow it verbatim."""
 
-TRACE_CHAIN = (
-    "api.example.com CNAME api-lb.lb.example.net",  # DNS
-    "load balancer api-lb [lb-api-01]",  # → the load balancer
-    "→ listener: https:443",  # → its listener
-    "→ backend :8443 healthy: server prod-web-01",  # → a backend
-    "→ security group: security group web-servers [sg-web]",  # → its security group
-    "→ backend :8443 unhealthy: server prod-web-02",  # → the other backend
-)
-"""The chain of ``trace api.example.com`` on the sample estate, in the order it must read."""
 
 
 @asynccontextmanager

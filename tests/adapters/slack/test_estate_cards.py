@@ -23,6 +23,7 @@ import pytest
 from botgateway.config import InventoryConfig, KubeContextConfig, KubernetesConfig, ToolsConfig
 from tests.estate_fixtures import (
     ESTATE_TOOLSETS,
+    TRACE_CHAIN,
     audit_of,
     cloud_account,
     cloud_section,
@@ -41,15 +42,6 @@ from tools.demo.script import ToolCallSpec
 LEAD = "Here is what the estate says."
 """The first line of every scripted answer; the tool results follow it verbatim."""
 
-TRACE_CHAIN = (
-    "api.example.com CNAME api-lb.lb.example.net",  # DNS
-    "load balancer api-lb [lb-api-01]",  # → the load balancer
-    "→ listener: https:443",  # → its listener
-    "→ backend :8443 healthy: server prod-web-01",  # → a backend
-    "→ security group: security group web-servers [sg-web]",  # → its security group
-    "→ backend :8443 unhealthy: server prod-web-02",  # → the other backend, whose group was shown above
-)
-"""The chain of ``trace api.example.com`` on the sample estate, in the order it must read."""
 
 
 def status_lines(markdown: str) -> list[str]:
