@@ -74,7 +74,9 @@ class ServerSource:
     async def list(self, target: Target, kind: str) -> Listing:
         """The target's servers."""
         if isinstance(self.provider, CloudProvider):
-            answer = await self.provider.list_region(target.account, target.region, limit=MAX_PER_LISTING)
+            # The fan-out keeps this listing for its own TTL (and skips it on a Refresh): the provider's cache would
+            # only make a Refresh serve old servers.
+            answer = await self.provider.list_region(target.account, target.region, limit=MAX_PER_LISTING, fresh=True)
             if isinstance(answer, ProviderFailure):
                 raise SourceError(_failure_kind(answer.reason), answer.reason)
             return Listing(tuple(server_resource(s) for s in answer.servers), answer.more, self.api_of(kind))
