@@ -26,6 +26,7 @@ from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
 from tools.estate.fanout import Estate
 from tools.mcp import RECONNECT_BACKOFF, McpManager, ToolSink
+from tools.metrics import PrometheusSource, build_metric_tools
 from tools.providers.base import Provider
 from tools.providers.cloud import CloudProvider
 from tools.providers.sdk import require_sdk
@@ -57,6 +58,8 @@ class Toolset:
     """The estate fan-out behind the resource tools (its sources are closed with the toolset)."""
     config: ToolsConfig | None = field(default=None, repr=False)
     """The configuration it was built from (for the readiness report)."""
+    metrics: PrometheusSource | None = field(default=None, repr=False)
+    """The Prometheus source behind ``query_metrics`` (its session is closed with the toolset)."""
 
     async def readiness(self, *, probe: bool = False) -> list[ToolsetStatus]:
         """Every toolset with its prerequisites; ``probe``: also call each source's API once."""
@@ -106,6 +109,8 @@ class Toolset:
         """Close MCP sessions and provider thread pools."""
         if self.mcp is not None:
             await self.mcp.aclose()
+        if self.metrics is not None:
+            await self.metrics.close()
         for source in self.estate.sources if self.estate is not None else ():
             try:
                 await source.aclose()
@@ -273,6 +278,12 @@ async def build_toolset(
     slowest_estate = max((estate.settings(s.name).timeout_s for s in sources), default=0.0)
     for estate_tool in estate_tools(config, estate, timeout_s=max(config.default_timeout_s, slowest_estate + 5)):
         toolset.add(estate_tool)
+    prometheus = config.prometheus
+    if prometheus.enabled:
+        headers = {key: value.get_secret_value() for key, value in prometheus.headers.items()}
+        toolset.metrics = PrometheusSource(prometheus.url, timeout_s=prometheus.timeout_s, headers=headers)
+        for metric_tool in build_metric_tools(toolset.metrics, timeout_s=max(config.default_timeout_s, prometheus.timeout_s + 5)):
+            toolset.add(metric_tool)
     if config.mcp:
         manager = McpManager(config.mcp, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
         try:

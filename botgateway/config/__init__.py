@@ -46,6 +46,7 @@ from botgateway.config.toolset import (
     KubeContextConfig,
     KubernetesConfig,
     McpServerConfig,
+    PrometheusConfig,
     ToolsConfig,
 )
 from botgateway.config.workers import SLACK_SOCKET_CONNECTIONS, worker_problems, worker_warnings
@@ -84,6 +85,7 @@ __all__ = [
     "MemoryConfig",
     "MetricsConfig",
     "PhasePolicy",
+    "PrometheusConfig",
     "ProviderName",
     "RoleConfig",
     "ScheduleConfig",

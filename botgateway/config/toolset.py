@@ -1,4 +1,4 @@
-"""Sections of what the model can call: the static inventory, cloud providers and MCP servers."""
+"""Sections of what the model can call: the static inventory, cloud providers, Prometheus and MCP servers."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ __all__ = [
     "KubeContextConfig",
     "KubernetesConfig",
     "McpServerConfig",
+    "PrometheusConfig",
     "ToolsConfig",
 ]
 
@@ -125,6 +126,26 @@ class McpServerConfig(Section):
         return self
 
 
+class PrometheusConfig(Section):
+    """A Prometheus server whose HTTP API the metric tools query (read-only)."""
+
+    enabled: bool = False
+    """Offer ``query_metrics`` over this server."""
+    # A URL may carry basic-auth credentials (https://user:pass@…), so no message echoes it.
+    url: Annotated[str, SECRET_BEARING] = ""
+    """Base URL of the server (``http://prometheus:9090``), without ``/api/v1``."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Per-request timeout."""
+    headers: Annotated[dict[str, SecretStr], SECRET_BEARING] = Field(default_factory=dict)
+    """Request headers (``Authorization: Bearer …`` for a protected server or a hosted one)."""
+
+    @model_validator(mode="after")
+    def _url_when_enabled(self) -> PrometheusConfig:
+        if self.enabled and not self.url:
+            raise ValueError("set url (http://host:9090) when prometheus is enabled")
+        return self
+
+
 class ToolsConfig(Section):
     """What the model can call."""
 
@@ -146,6 +167,8 @@ class ToolsConfig(Section):
     """AWS EC2."""
     kubernetes: KubernetesConfig = KubernetesConfig()
     """Kubernetes contexts."""
+    prometheus: PrometheusConfig = PrometheusConfig()
+    """Prometheus metrics (``query_metrics``)."""
     toolsets: list[str] = Field(default_factory=lambda: list(TOOLSETS))
     """Toolsets offered (servers, network, data, dns, storage, kubernetes, changes); each works with every enabled
     provider that has what it needs."""

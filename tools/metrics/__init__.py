@@ -1,0 +1,25 @@
+"""Metrics for the model: series from a source (Prometheus), reduced to numbers the model reads, never points."""
+
+from tools.metrics.metric_tools import METRIC_QUERY_KIND, MetricQueryResult, build_metric_tools, parse_duration
+from tools.metrics.prometheus import MAX_POINTS, MAX_SERIES, MetricsError, PrometheusSource, RangeResult, choose_step
+from tools.metrics.series import Series, unit_of
+from tools.metrics.summary import Change, SeriesSummary, Trend, summarize
+
+__all__ = [
+    "MAX_POINTS",
+    "MAX_SERIES",
+    "METRIC_QUERY_KIND",
+    "Change",
+    "MetricQueryResult",
+    "MetricsError",
+    "PrometheusSource",
+    "RangeResult",
+    "Series",
+    "SeriesSummary",
+    "Trend",
+    "build_metric_tools",
+    "choose_step",
+    "parse_duration",
+    "summarize",
+    "unit_of",
+]
