@@ -26,11 +26,11 @@ from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
 from tools.estate.fanout import Estate
 from tools.mcp import RECONNECT_BACKOFF, McpManager, ToolSink
-from tools.metrics import PrometheusSource, build_metric_tools
 from tools.providers.base import Provider
 from tools.providers.cloud import CloudProvider
 from tools.providers.sdk import require_sdk
 from tools.toolsets.assembly import build_estate, estate_sources, estate_tools
+from tools.toolsets.numbers import NumberTools, build_number_tools
 from tools.toolsets.readiness import ToolsetStatus, probe_sources, toolset_status
 
 log = structlog.get_logger(__name__)
@@ -58,8 +58,8 @@ class Toolset:
     """The estate fan-out behind the resource tools (its sources are closed with the toolset)."""
     config: ToolsConfig | None = field(default=None, repr=False)
     """The configuration it was built from (for the readiness report)."""
-    metrics: PrometheusSource | None = field(default=None, repr=False)
-    """The Prometheus source behind ``query_metrics`` (its session is closed with the toolset)."""
+    numbers: NumberTools | None = field(default=None, repr=False)
+    """The metric and cost tools' clients (closed with the toolset)."""
 
     async def readiness(self, *, probe: bool = False) -> list[ToolsetStatus]:
         """Every toolset with its prerequisites; ``probe``: also call each source's API once."""
@@ -109,8 +109,8 @@ class Toolset:
         """Close MCP sessions and provider thread pools."""
         if self.mcp is not None:
             await self.mcp.aclose()
-        if self.metrics is not None:
-            await self.metrics.close()
+        if self.numbers is not None:
+            await self.numbers.aclose()
         for source in self.estate.sources if self.estate is not None else ():
             try:
                 await source.aclose()
@@ -268,22 +268,22 @@ async def build_toolset(
         provider_objects=list(providers),
         config=config,
     )
+    budget = RateBudget()  # one budget per cloud API, whichever tool calls it
     try:
-        sources = estate_sources(config, providers, budget=RateBudget())
+        sources = estate_sources(config, providers, budget=budget)
         toolset.estate = estate = build_estate(config, sources)
         await asyncio.gather(*(source.start() for source in sources))
+        slowest_estate = max((estate.settings(s.name).timeout_s for s in sources), default=0.0)
+        toolset.numbers = await build_number_tools(
+            config, estate, budget=budget, default_timeout_s=config.default_timeout_s, estate_timeout_s=slowest_estate
+        )
     except BaseException:
         await toolset.aclose()
         raise
-    slowest_estate = max((estate.settings(s.name).timeout_s for s in sources), default=0.0)
     for estate_tool in estate_tools(config, estate, timeout_s=max(config.default_timeout_s, slowest_estate + 5)):
         toolset.add(estate_tool)
-    prometheus = config.prometheus
-    if prometheus.enabled:
-        headers = {key: value.get_secret_value() for key, value in prometheus.headers.items()}
-        toolset.metrics = PrometheusSource(prometheus.url, timeout_s=prometheus.timeout_s, headers=headers)
-        for metric_tool in build_metric_tools(toolset.metrics, timeout_s=max(config.default_timeout_s, prometheus.timeout_s + 5)):
-            toolset.add(metric_tool)
+    for number_tool in toolset.numbers.tools:
+        toolset.add(number_tool)
     if config.mcp:
         manager = McpManager(config.mcp, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
         try:
