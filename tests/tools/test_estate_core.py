@@ -44,6 +44,8 @@ class ListedSource:
     fail: dict[tuple[str, str], SourceError] = field(default_factory=dict)
     """(account, region) → the error listing there raises."""
     gate: asyncio.Event | None = None
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a listing has begun (and is held at ``gate``)."""
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     global_kinds: frozenset[str] = frozenset()
 
@@ -61,6 +63,7 @@ class ListedSource:
 
     async def list(self, target: Target, kind: str) -> Listing:
         self.calls.append((target.account, target.region, kind))
+        self.entered.set()
         if self.gate is not None:
             await self.gate.wait()
         error = self.fail.get((target.account, target.region))
@@ -137,20 +140,26 @@ def test_a_name_ranks_exact_then_prefix_then_fragment() -> None:
 # --- the fan-out -----------------------------------------------------------------------------------
 
 
-async def test_identical_listings_asked_at_once_are_fetched_once_and_then_cached() -> None:
+async def test_identical_listings_asked_at_once_are_fetched_once() -> None:
     gate = asyncio.Event()
     source = ListedSource("cloud", {("prod", "r1", "database"): [db("orders-db", "10.0.3.7")]}, gate=gate)
-    estate = Estate([source], settings={"cloud": SourceSettings(cache_ttl_s=60)})
+    # No cache: only sharing the listing in flight can keep the five views to one call.
+    estate = Estate([source], settings={"cloud": SourceSettings(cache_ttl_s=0)})
     views = [asyncio.create_task(estate.view(["database"])) for _ in range(5)]
-    while not source.calls:
-        await asyncio.sleep(0)  # let the five views reach the source
+    await asyncio.wait_for(source.entered.wait(), 10)  # the first view's listing is held; the others wait on it
     gate.set()
     results = await asyncio.gather(*views)
     assert source.calls == [("prod", "r1", "database")]
     assert all(r.resources[0].name == "orders-db" for r in results)
+
+
+async def test_a_listing_is_cached_with_its_fetch_time_and_a_refresh_fetches_again() -> None:
+    source = ListedSource("cloud", {("prod", "r1", "database"): [db("orders-db", "10.0.3.7")]})
+    estate = Estate([source], settings={"cloud": SourceSettings(cache_ttl_s=60)})
+    first = await estate.view(["database"])
     again = await estate.view(["database"])
     assert source.calls == [("prod", "r1", "database")]
-    assert again.sources[0].cached and again.sources[0].fetched_at == results[0].sources[0].fetched_at
+    assert again.sources[0].cached and again.sources[0].fetched_at == first.sources[0].fetched_at
     await estate.view(["database"], fresh=True)
     assert len(source.calls) == 2
 

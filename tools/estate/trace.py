@@ -209,7 +209,7 @@ class _Walker:
         for link in resource.links_of("security_group"):
             groups = [g for g in self.index.resolve(link.target, near=resource) if g.kind == "security_group"]
             if not groups:
-                self.add(Hop(depth, "security group", label=link.target, problem="" ))
+                self.add(Hop(depth, "security group", label=link.target))
             for group in groups[:1]:
                 self.visit(group, "security group", depth)
 

@@ -43,7 +43,7 @@ from tools.providers.base import ServerQuery
 from tools.providers.scope import shows, view_of
 from tools.server_record import STATUSES, SearchResult, Server
 
-__all__ = ["DEFAULT_ACCOUNT", "LABEL", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
+__all__ = ["DEFAULT_ACCOUNT", "LABEL", "InventoryEntry", "InventoryHost", "InventoryProvider", "load_inventory", "resolve_path"]
 
 log = structlog.get_logger(__name__)
 
@@ -57,10 +57,21 @@ API = "inventory file"
 """What provenance says was read."""
 
 
-class InventoryHost(BaseModel):
-    """One host line of the inventory file."""
+class InventoryEntry(BaseModel):
+    """An entry of the inventory file: unknown fields are errors, tag, label and selector values are strings."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("tags", "labels", "selector", mode="before", check_fields=False)
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): "" if v is None else str(v) for k, v in value.items()}
+        return value
+
+
+class InventoryHost(InventoryEntry):
+    """One host line of the inventory file."""
 
     name: str = Field(min_length=1)
     id: str = ""
@@ -98,13 +109,6 @@ class InventoryHost(BaseModel):
         value = value.strip().lower()
         if value not in STATUSES:
             raise ValueError(f"unknown status {value!r}; use one of {', '.join(STATUSES)}")
-        return value
-
-    @field_validator("tags", mode="before")
-    @classmethod
-    def _tags(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): "" if v is None else str(v) for k, v in value.items()}
         return value
 
     def to_server(self, account: str) -> Server:

@@ -8,33 +8,20 @@ gives (id ``namespace/name``, the context as account, the namespace as region).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 
 from tools.estate.resource import Link, Listener, Resource
+from tools.providers.inventory import InventoryEntry
 
-__all__ = ["Cluster", "Entry"]
-
-
-class Entry(BaseModel):
-    """An entry of the file: unknown fields are errors, tag values are strings."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @field_validator("tags", "labels", "selector", mode="before", check_fields=False)
-    @classmethod
-    def _strings(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): "" if v is None else str(v) for k, v in value.items()}
-        return value
+__all__ = ["Cluster"]
 
 
 def _selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-class Node(Entry):
+class Node(InventoryEntry):
     """A node."""
 
     name: str = Field(min_length=1)
@@ -43,7 +30,7 @@ class Node(Entry):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
-class Pod(Entry):
+class Pod(InventoryEntry):
     """A pod; ``status`` is its phase or its waiting reason (``CrashLoopBackOff``)."""
 
     name: str = Field(min_length=1)
@@ -56,7 +43,7 @@ class Pod(Entry):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
-class Workload(Entry):
+class Workload(InventoryEntry):
     """A Deployment, StatefulSet or DaemonSet."""
 
     name: str = Field(min_length=1)
@@ -67,7 +54,7 @@ class Workload(Entry):
     selector: dict[str, str] = Field(default_factory=dict)
 
 
-class ServicePort(Entry):
+class ServicePort(InventoryEntry):
     """One port of a service."""
 
     port: int = Field(ge=1, le=65535)
@@ -75,7 +62,7 @@ class ServicePort(Entry):
     target_port: int | None = None
 
 
-class Service(Entry):
+class Service(InventoryEntry):
     """A service."""
 
     name: str = Field(min_length=1)
@@ -87,14 +74,14 @@ class Service(Entry):
     selector: dict[str, str] = Field(default_factory=dict)
 
 
-class Route(Entry):
+class Route(InventoryEntry):
     """Where an ingress sends a host's traffic."""
 
     service: str = Field(min_length=1)
     port: int | None = None
 
 
-class Ingress(Entry):
+class Ingress(InventoryEntry):
     """An ingress."""
 
     name: str = Field(min_length=1)
@@ -104,7 +91,7 @@ class Ingress(Entry):
     routes: list[Route] = Field(default_factory=list)
 
 
-class Cluster(Entry):
+class Cluster(InventoryEntry):
     """A cluster under one context."""
 
     context: str = Field(min_length=1)

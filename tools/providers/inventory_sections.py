@@ -12,7 +12,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from tools.estate.resource import Change, Link, Listener, Resource, Rule
-from tools.providers.inventory_cluster import Cluster, Entry
+from tools.providers.inventory import InventoryEntry
+from tools.providers.inventory_cluster import Cluster
 
 __all__ = ["SECTION_KINDS", "EstateFile"]
 
@@ -27,7 +28,7 @@ def _ip(value: str) -> str:
     return str(ipaddress.ip_address(value.strip())) if value.strip() else ""
 
 
-class _Entry(Entry):
+class _Entry(InventoryEntry):
     @field_validator("ip", "public_ip", check_fields=False)
     @classmethod
     def _address(cls, value: str) -> str:

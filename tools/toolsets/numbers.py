@@ -7,7 +7,6 @@ Cloud SDKs are imported on demand, as the estate's sources are.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +83,7 @@ async def build_number_tools(config: ToolsConfig, estate: Estate, *, budget: Rat
     out.closables += billing
     if billing:
         try:
-            await _start(billing)
+            await asyncio.gather(*(source.start() for source in billing))
         except BaseException:
             await out.aclose()
             raise
@@ -96,6 +95,3 @@ async def build_number_tools(config: ToolsConfig, estate: Estate, *, budget: Rat
 def _timeout(source: Any) -> float:
     return float(getattr(source, "timeout_s", 10.0))
 
-
-async def _start(sources: Sequence[Any]) -> None:
-    await asyncio.gather(*(s.start() for s in sources))
