@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from botgateway.artifacts import Artifact
 from botgateway.tooling.contract import Source
 
 __all__ = [
@@ -181,6 +182,8 @@ class ToolCallFinished:
     """Wall time of the call in seconds."""
     sources: tuple[Source, ...] = ()
     """Where its data came from and how old it is (provider, account, region, API, fetch time, cached)."""
+    artifacts: tuple[Artifact, ...] = ()
+    """Pictures the tool drew for the card (a chart); serialized without their pixels."""
     kind: Literal["tool_call_finished"] = "tool_call_finished"
     """Discriminator: which event this is, the first key of its JSON object."""
 
@@ -313,6 +316,8 @@ never block the turn (a slow client's listener ends its own stream instead); wha
 
 
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:
-    """A JSON-ready dict of an event, ``kind`` first."""
+    """A JSON-ready dict of an event, ``kind`` first; an artifact is described, its pixels left out."""
     data = asdict(event)
+    if isinstance(event, ToolCallFinished):
+        data["artifacts"] = [a.describe() for a in event.artifacts]
     return {"kind": data.pop("kind"), **data}

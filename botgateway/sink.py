@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
+from botgateway.artifacts import Artifact, ArtifactPlacement
 from botgateway.budget import RateLimit
 from botgateway.snapshot import CardSnapshot
 
 __all__ = [
     "Adapter",
+    "ArtifactSink",
     "CallPacer",
     "CardGone",
     "CardHandle",
@@ -188,6 +190,24 @@ class CardSink(Protocol):
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """Deliver ``snapshot`` another way (a plain new message) when the card cannot be updated."""
+        ...
+
+
+@runtime_checkable
+class ArtifactSink(Protocol):
+    """A sink that delivers a turn's pictures (charts) its own way.
+
+    The card's streamer hands each picture over once, beside the card's own
+    calls, as soon as the card exists; what the sink answers (or raises) is
+    folded into the card. The sink pays for its calls through its
+    :class:`CallPacer`, from the platform's budgets, like any other call it
+    makes. A sink that is not an ``ArtifactSink`` draws the pictures itself from
+    the snapshot (a terminal's sparkline) or not at all.
+    """
+
+    async def ship_artifact(self, target: CardTarget, artifact: Artifact, handle: CardHandle | None) -> ArtifactPlacement:
+        """Deliver ``artifact`` for the card of ``target`` (``handle``: the card, when it was created live); returns
+        what the card must show for it. Raises the typed sink errors; a throttle was already retried by the pacer."""
         ...
 
 

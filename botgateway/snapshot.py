@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from botgateway.artifacts import ArtifactView
+
 __all__ = ["ApprovalPrompt", "Block", "CardSnapshot", "CardStatus", "Narration", "Phase", "ToolLine", "ToolStatus"]
 
 CardStatus: TypeAlias = Literal["queued", "working", "streaming", "done", "failed", "stopped"]
@@ -111,6 +113,9 @@ class CardSnapshot:
     preamble: str = ""
     """Markdown shown above the blocks, written by the gateway from outside data (an alert's status on its card);
     renderers treat it like model text (no mass mentions, no remote images). Empty on a plain answer card."""
+    artifacts: tuple[ArtifactView, ...] = ()
+    """The turn's pictures (charts) and where their delivery is; renderers show the embedded ones and a line for each
+    that failed (:func:`botgateway.cards.render.artifact_lines`)."""
 
     @property
     def final(self) -> bool:

@@ -57,6 +57,11 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "moved_note": "↪ Moved to another instance of the bot while this one restarts; the answer follows here.",
         "moved_expired": "Sorry, this question waited too long while the bot restarted, so it was not answered. Please ask again.",
         "interrupted": "Interrupted because the bot restarted. Please ask again.",
+        # a turn's pictures (charts)
+        "chart_failed": "📈 The chart “{title}” could not be shown: {reason}.",
+        "chart_slow": "its upload did not finish in time",
+        "chart_no_card": "the card it belongs to could not be created",
+        "chart_internal": "something went wrong on our side",
         "crashed": "Something went wrong on our side while answering. Please ask again.",
         "refused": "Sorry, I can't answer this: {reason}",
         # access policy
@@ -235,6 +240,11 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "moved_note": "↪ 本实例正在重启，问题已转交给机器人的另一个实例，回答随后在此发出。",
         "moved_expired": "抱歉，机器人重启期间这个问题等待太久，未能回答。请重新提问。",
         "interrupted": "机器人重启，回答被中断，请重新提问。",
+        # a turn's pictures (charts)
+        "chart_failed": "📈 图表“{title}”无法显示：{reason}。",
+        "chart_slow": "上传未能及时完成",
+        "chart_no_card": "所属卡片未能创建",
+        "chart_internal": "我们这边出了问题",
         "crashed": "回答时出现内部错误，请重新提问。",
         "refused": "抱歉，无法回答：{reason}",
         # access policy

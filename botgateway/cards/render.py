@@ -199,6 +199,7 @@ def _body_parts(snapshot: CardSnapshot, *, markdown: bool) -> list[str]:
         out.append(answer)
     elif snapshot.status == "working" and not snapshot.thought:
         out.append(t(locale, "working") if snapshot.blocks else t(locale, "thinking"))
+    out.extend(artifact_failures(snapshot))
     if snapshot.continued:
         out.append(t(locale, "continued"))
     if snapshot.error and snapshot.final:
@@ -214,15 +215,29 @@ def _below_preamble(snapshot: CardSnapshot, parts: list[str], divider: str) -> l
     return [preamble, *([divider] if parts and divider else []), *parts]
 
 
-def render_markdown(snapshot: CardSnapshot, *, preamble: bool = True) -> str:
+def render_markdown(snapshot: CardSnapshot, *, preamble: bool = True, embeds: bool = False) -> str:
     """Generic Markdown: the preamble and a divider, status lines, muted (quoted, italic) thought, answer with ▌
-    while streaming, footer. ``preamble=False``: everything below the preamble (a platform that draws it apart)."""
+    while streaming, footer. ``preamble=False``: everything below the preamble (a platform that draws it apart).
+    ``embeds``: the pictures the sink placed in the card, below the answer (:func:`artifact_embeds`)."""
     parts = _body_parts(snapshot, markdown=True)
-    if snapshot.footer:
-        parts.append(f"_{_escape_emphasis(snapshot.footer)}_")
     if preamble:
         parts = _below_preamble(snapshot, parts, PREAMBLE_DIVIDER)
-    return inert_images("\n\n".join(parts), snapshot.locale)
+    footer = f"_{_escape_emphasis(snapshot.footer)}_" if snapshot.footer else ""
+    # The sink's embeds are ours, not model text: they are added after the text is made inert, never defused.
+    pieces = [inert_images("\n\n".join(parts), snapshot.locale), *(artifact_embeds(snapshot) if embeds else []),
+              inert_images(footer, snapshot.locale) if footer else ""]
+    return "\n\n".join(p for p in pieces if p)
+
+
+def artifact_embeds(snapshot: CardSnapshot) -> list[str]:
+    """The markup of each picture the sink placed in the card's body (a ``media_id`` image), in order."""
+    return [v.embed for v in snapshot.artifacts if v.state == "shown" and v.embed]
+
+
+def artifact_failures(snapshot: CardSnapshot) -> list[str]:
+    """One line for each picture that could not be delivered, saying which and why."""
+    return [t(snapshot.locale, "chart_failed", title=" ".join(v.artifact.title.split()), reason=v.error)
+            for v in snapshot.artifacts if v.state == "failed"]
 
 
 def render_plain(snapshot: CardSnapshot, *, preamble: bool = True) -> str:

@@ -17,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from botgateway.artifacts import Artifact, ArtifactPlacement
 from botgateway.cards import render
 from botgateway.cards.board import StatusBoard
 from botgateway.cards.footer import CardFooter, FooterOptions
+from botgateway.cards.pictures import CardPictures
 from botgateway.events import (
     AnswerDelta,
     ApprovalDecided,
@@ -100,6 +102,8 @@ class CardState:
         self._status: CardStatus = "working"
         self._queue_position = 0
         self._board = StatusBoard(self.locale)
+        self.pictures = CardPictures()
+        """The turn's pictures (charts) and where each one's delivery is."""
         self._round = 0
         self._max_rounds = 0
         self._round_text = ""
@@ -188,6 +192,7 @@ class CardState:
             seq=self.version,
             queue_position=self._queue_position if self._status == "queued" else 0,
             approvals=self._board.approvals,
+            artifacts=self.pictures.views,
         )
 
     def part_snapshot(self, part: int, first_block: int, answer_offset: int, answer_epoch: int) -> CardSnapshot:
@@ -202,7 +207,8 @@ class CardState:
             return full  # the first part, whole: the usual card, built once
         answer = full.answer[answer_offset:] if answer_epoch == self._answer_epoch else full.answer
         return replace(
-            full, part=part, blocks=full.blocks[first_block:], answer=answer, asker=full.asker if part == 1 else ""
+            full, part=part, blocks=full.blocks[first_block:], answer=answer, asker=full.asker if part == 1 else "",
+            artifacts=full.artifacts if part == 1 else (),
         )
 
     # --- writing ---------------------------------------------------------
@@ -218,6 +224,27 @@ class CardState:
                 self._queue_position = 0
                 self._error = ""
                 self._started_at = self._clock()
+
+    def artifact_placed(self, ref: str, placement: ArtifactPlacement) -> bool:
+        """Picture ``ref`` was delivered (``placement``: what the card shows for it); True when the card changed."""
+        changed = self.pictures.placed(ref, placement)
+        if changed:
+            self._touch()
+        return changed
+
+    def artifact_failed(self, ref: str, error: str) -> bool:
+        """Picture ``ref`` could not be delivered (``error``: why, one line); True when the card changed."""
+        changed = self.pictures.failed(ref, error)
+        if changed:
+            self._touch()
+        return changed
+
+    def add_artifacts(self, artifacts: tuple[Artifact, ...]) -> list[Artifact]:
+        """Pictures that did not come with a tool call (an alert's graph); returns the new ones, to deliver."""
+        new = self.pictures.add(artifacts)
+        if new:
+            self._touch()
+        return new
 
     def mark_queued(self, position: int = 0) -> None:
         """Show the card as waiting for the previous question of the conversation (``position`` 1 = next)."""
@@ -311,6 +338,7 @@ class CardState:
 
     def _tool_finished(self, event: ToolCallFinished) -> int:
         self._footer_view.tool_finished(event)
+        self.pictures.add(event.artifacts)
         line = self._board.finished(event)
         return self._tool_changed(len(render.tool_line_text(line, self.locale)))
 

@@ -37,6 +37,7 @@ from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
 from botgateway.cards.records import OpenCardRecords
+from botgateway.cards.shipping import PictureShipper
 from botgateway.cards.state import CardState
 from botgateway.events import (
     AnswerDelta,
@@ -144,10 +145,12 @@ class CardStreamer:
             late=self._late, final_deadline_s=timing.final_deadline_s, on_visible=self._note_visible,
         )
         self._owner = owner
+        self._created = asyncio.Event()
+        self._pictures = PictureShipper(sink, target, state, created=self._created, handle=lambda: self._card.handle,
+                                        on_change=self._picture_changed)
         self._wake = asyncio.Event()
         self._pacing = Pacing(policy, state.phase, on_due=self._wake.set, metrics=self.metrics)
         self._finishing = asyncio.Event()
-        self._created = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._first_token_at: float | None = None
         self._hurried = False  # the first text went without yielding to the feeders first
@@ -199,11 +202,16 @@ class CardStreamer:
             changed = max(changed, self.policy.tool.min_chars)
         self._pacing.add(changed, now)
         self._pacing.phase(self.state.phase)
+        if isinstance(event, ToolCallFinished) and event.artifacts:
+            self._pictures.ship_new()
 
     async def refresh(self) -> None:
         """Push the current state now (the queue position changed, the turn left the queue)."""
+        self._picture_changed()
+
+    def _picture_changed(self) -> None:
         if self._finishing.is_set():
-            return
+            return  # the final, still to come, carries it
         self._pacing.add(1, time.monotonic())
         self._pacing.flush()
 
@@ -243,6 +251,7 @@ class CardStreamer:
         For shutdown, after :meth:`finish`. A card not final by then keeps its
         open-card record in the Store, so start-up recovery closes it.
         """
+        await self._pictures.aclose()
         tasks = [t for t in (self._worker, *self._late.running()) if t is not None and not t.done()]
         for task in tasks:
             task.cancel()
@@ -285,6 +294,10 @@ class CardStreamer:
         except Exception:
             log.exception("card.live_crashed", platform=self.target.platform)
         self._pacing.stop()
+        try:
+            await self._pictures.settle()  # bounded: a picture never holds the answer for long
+        except Exception:
+            log.exception("card.pictures_crashed", platform=self.target.platform)
         try:
             await self._delivery.deliver(self.state, started=self._finish_called_at or time.monotonic())
         finally:

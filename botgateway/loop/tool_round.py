@@ -74,7 +74,8 @@ async def run_tool_round(
         outcomes[position] = outcome
         call = calls[position]
         yield ToolCallFinished(call_id=call.call_id, name=call.name, ok=outcome.ok, summary=outcome.summary,
-                               duration_s=outcome.duration_s, sources=outcome.sources)
+                               duration_s=outcome.duration_s, sources=outcome.sources,
+                               artifacts=outcome.artifacts)
     ordered = [outcomes[position] for position in range(len(calls))]
     yield ToolRoundResult(
         messages=(

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from botgateway.artifacts import Artifact
 from botgateway.grant import Grant
 from botgateway.principal import Principal
 
@@ -87,6 +88,8 @@ class ToolOutput:
     """The result as JSON-ready data (servers found, what was searched, which sources failed); ``None`` for text-only tools."""
     sources: tuple[Source, ...] = ()
     """Where the data came from and how old it is (empty: the tool does not say)."""
+    artifacts: tuple[Artifact, ...] = ()
+    """Pictures drawn for the card (a chart of the series); the model reads only :attr:`content`, which names them."""
 
 
 class ToolError(Exception):
@@ -156,6 +159,8 @@ class ToolOutcome:
     """Who wrote :attr:`content`: ``tool`` (the tool's own output, external data) or ``gateway`` (our note on a failure)."""
     sources: tuple[Source, ...] = ()
     """Where the data came from and how old it is (:attr:`ToolOutput.sources`); empty on failure or when unknown."""
+    artifacts: tuple[Artifact, ...] = ()
+    """Pictures the tool drew for the card (:attr:`ToolOutput.artifacts`); empty on failure."""
 
 
 class RecentOutcomes(Protocol):

@@ -205,6 +205,7 @@ class ToolRegistry:
                 data=output.data,
                 source=SOURCE_TOOL,
                 sources=output.sources,
+                artifacts=output.artifacts,
             )
         self._recent[outcome.content] = outcome
         return outcome
