@@ -28,6 +28,9 @@ class Scope:
     """Region (``cn-hangzhou``); empty: any."""
     tags: Mapping[str, str] = field(default_factory=dict)
     """Required tag values; a value starting with ``!`` means "anything but" (``env: "!prod"``)."""
+    metric_matchers: tuple[str, ...] = ()
+    """PromQL label matchers (``env!="prod"``) the metric tools add to every selector of a query; they narrow
+    metric queries only (the fields above narrow the inventory)."""
 
 
 @dataclass(frozen=True, kw_only=True)

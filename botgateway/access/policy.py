@@ -169,7 +169,8 @@ def _grant(policy: AccessConfig, roles: list[str], place: Place, names: list[str
     # An unscoped role sees everything, so it makes the union unrestricted.
     scopes: tuple[Scope, ...] = ()
     if all(r.scopes for r in held):
-        scopes = tuple(Scope(provider=s.provider, account=s.account, region=s.region, tags=dict(s.tags)) for r in held for s in r.scopes)
+        scopes = tuple(Scope(provider=s.provider, account=s.account, region=s.region, tags=dict(s.tags),
+                             metric_matchers=tuple(s.metric_matchers)) for r in held for s in r.scopes)
     return Grant(
         roles=tuple(roles),
         tools=offered,

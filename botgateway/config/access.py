@@ -31,6 +31,8 @@ _QUALIFIED = re.compile(r"^[a-z][a-z0-9_-]*:\S+$")
 """``platform:id``; the id part may be a glob (``slack:*``)."""
 _TOOL_PATTERN = re.compile(r"^!?[A-Za-z0-9_*?\[\]-]{1,80}$")
 """A tool-name glob, optionally negated with a leading ``!``."""
+_METRIC_MATCHER = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*(=|!=|=~|!~)"(?:[^"\\\n]|\\.)*"$')
+"""A PromQL label matcher, ``name op "value"`` (``env!="prod"``); the metric tools parse it for real."""
 NONE_ROLE = "none"
 """``default_role: none`` refuses anyone no role lists."""
 DENY = "deny"
@@ -41,6 +43,14 @@ def _qualified(values: list[str], what: str) -> list[str]:
     for value in values:
         if not _QUALIFIED.match(value):
             raise ValueError(f"{what} {value!r} is not a qualified id like 'slack:U0123' or 'dingtalk:cid…'")
+    return values
+
+
+def _metric_matchers(values: list[str]) -> list[str]:
+    for value in values:
+        if not _METRIC_MATCHER.match(value):
+            raise ValueError(f'metric matcher {value!r} is not a PromQL label matcher like env!="prod" or '
+                             f'team=~"web|db" (a label name, one of = != =~ !~, and a double-quoted value)')
     return values
 
 
@@ -62,6 +72,11 @@ class ScopeConfig(Section):
     """A region; empty: any."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Tag values required; ``"!prod"`` means anything but ``prod``."""
+    metric_matchers: list[str] = Field(default_factory=list)
+    """PromQL label matchers (``env!="prod"``, ``team=~"web|db"``) added to every selector of the scope's metric
+    queries; a scoped role may query Prometheus only when each of its scopes carries the same set."""
+
+    _metric_matchers = field_validator("metric_matchers")(lambda cls, v: _metric_matchers(v))
 
 
 class RoleLimitsConfig(Section):

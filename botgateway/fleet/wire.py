@@ -216,8 +216,8 @@ def _grant_to_wire(grant: Grant) -> dict[str, Any]:
     return {
         "roles": list(grant.roles), "tools": sorted(grant.tools), "approval": sorted(grant.approval),
         "approver": grant.approver,
-        "scopes": [{"provider": s.provider, "account": s.account, "region": s.region, "tags": dict(s.tags)}
-                   for s in grant.scopes],
+        "scopes": [{"provider": s.provider, "account": s.account, "region": s.region, "tags": dict(s.tags),
+                    "metric_matchers": list(s.metric_matchers)} for s in grant.scopes],
         "limits": {"turns_per_minute": limits.turns_per_minute, "concurrent_turns": limits.concurrent_turns,
                    "tokens_per_day": limits.tokens_per_day},
     }
@@ -242,5 +242,8 @@ def _scope_from_wire(data: Mapping[str, Any]) -> Scope:
     tags = _object(data, "tags")
     if not all(isinstance(key, str) and isinstance(value, str) for key, value in tags.items()):
         raise ValueError("scope tags must map strings to strings")
+    # A record from a process that predates metric matchers has none: its scope narrows no metric query, so
+    # query_metrics refuses it rather than reading unscoped.
+    matchers = tuple(_texts(data, "metric_matchers")) if "metric_matchers" in data else ()
     return Scope(provider=_text(data, "provider"), account=_text(data, "account"), region=_text(data, "region"),
-                 tags=dict(tags))
+                 tags=dict(tags), metric_matchers=matchers)

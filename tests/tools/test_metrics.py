@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import shutil
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -16,7 +12,8 @@ import pytest
 
 from botgateway.grant import Grant, Scope
 from botgateway.tooling import Tool, ToolContext, ToolError, ToolRegistry
-from tests.ports import closed_port, free_port
+from tests.ports import closed_port
+from tests.prometheus_process import running_prometheus
 from tools.metrics import METRIC_QUERY_KIND, PrometheusSource, build_metric_tools
 
 CTX = ToolContext(user_id="U1", platform="cli")
@@ -45,51 +42,13 @@ def _history(end: int) -> tuple[str, CpuHistory]:
     return "\n".join([*lines, "# EOF", ""]), cpu
 
 
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as answer:
-            return bool(answer.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, CpuHistory, int]]:
     """A real Prometheus serving the history; yields its URL, the CPU samples written and the newest time."""
-    binary, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    if not binary or not promtool:
-        pytest.skip("prometheus/promtool not installed (Debian package 'prometheus'; CI installs it)")
-    root = tmp_path_factory.mktemp("prometheus")
     end = int(time.time()) // 60 * 60 - 60
     text, cpu = _history(end)
-    (root / "history.om").write_text(text)
-    data = root / "data"
-    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "history.om"), str(data)],
-                   check=True, capture_output=True, timeout=120)
-    (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (root / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [binary, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not _ready(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"prometheus did not become ready: {(root / 'prometheus.log').read_text()[-2000:]}")
-            time.sleep(0.2)  # polling a condition (readiness), with a deadline
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), text) as url:
         yield url, cpu, end
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 @pytest.fixture

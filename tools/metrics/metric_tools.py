@@ -13,7 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botgateway.tooling import Source, Tool, ToolContext, ToolError, ToolOutput, tool
+from tools.charts.artifacts import ChartMaker
+from tools.charts.attach import with_charts
+from tools.charts.spec import ChartSpec
+from tools.metrics.charting import line_chart
 from tools.metrics.prometheus import MetricsError, PrometheusSource, RangeResult
+from tools.metrics.scoping import grant_matchers, scope_query
 from tools.metrics.summary import SeriesSummary, summarize
 
 __all__ = [
@@ -117,6 +122,11 @@ class MetricQueryResult:
             "series": series,
         }
 
+    def chart_specs(self, title: str, tz: str) -> list[tuple[ChartSpec, str]]:
+        """The chart of this result (the series sharing the first one's unit) and its words; none without points."""
+        drawn = line_chart(title, self.result.series, self.summaries, tz=tz)
+        return [drawn] if drawn is not None else []
+
     def to_tool_output(self) -> ToolOutput:
         """Rendering, card line, data and provenance."""
         source = Source(provider="prometheus", label="Prometheus", api="query_range", fetched_at=self.result.fetched_at)
@@ -144,27 +154,32 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_metric_tools(source: PrometheusSource, *, timeout_s: float | None) -> list[Tool]:
-    """The metric tools over one Prometheus ``source``."""
+def build_metric_tools(source: PrometheusSource, *, timeout_s: float | None, charts: ChartMaker | None = None,
+                       tz: str = "UTC") -> list[Tool]:
+    """The metric tools over one Prometheus ``source``; ``charts`` draws each answer's chart (in time zone ``tz``)."""
 
     async def query_metrics(
         promql: str, window: str = "1h", step: str | None = None, *, ctx: ToolContext
-    ) -> MetricQueryResult:
+    ) -> ToolOutput:
+        sent = promql  # what Prometheus runs: the asker's query narrowed to their scopes' label matchers
         if ctx.grant is not None and ctx.grant.scopes:
-            # Scopes would have to become label matchers injected into every selector; until then, none at all.
-            raise ToolError("query_metrics is not available to askers with resource scopes yet: PromQL label "
-                            "matchers for scopes are not supported, and a scoped asker may not read every series")
+            try:
+                sent = scope_query(promql, grant_matchers(ctx.grant))
+            except MetricsError as exc:
+                raise ToolError(f"The query was not run: {exc.reason}") from None
         window_s = parse_duration(window, "window")
         note = f"window bounded to {_span(MAX_WINDOW_S)} (asked {window})" if window_s > MAX_WINDOW_S else ""
         window_s = min(window_s, MAX_WINDOW_S)
         step_s = parse_duration(step, "step") if step else None
         end = time.time()
         try:
-            result = await source.range(promql, end - window_s, end, step_s)
+            result = await source.range(sent, end - window_s, end, step_s)
         except MetricsError as exc:
             prefix = "Prometheus rejected the query" if exc.kind == "bad_query" else "Prometheus is not available"
             raise ToolError(f"{prefix}: {exc.reason}") from None
-        return MetricQueryResult(promql, window_s, note, result, tuple(summarize(s) for s in result.series))
+        found = MetricQueryResult(promql, window_s, note, result, tuple(summarize(s) for s in result.series))
+        return await with_charts(found.to_tool_output(), charts, found.chart_specs(f"{promql} · last {window}", tz),
+                                 ctx)
 
     query_metrics.__doc__ = """Run a PromQL query over a recent window; returns per-series figures (min, max, mean, p95,
     last, trend, notable changes), not the points.
