@@ -19,9 +19,10 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 
 from botgateway.alerts.records import AlertCard, Investigation, InvestigationStatus
-from botgateway.alerts.render import alert_section
+from botgateway.alerts.render import alert_section, safe_url
+from botgateway.artifacts import Artifact, ArtifactPlacement
 from botgateway.budget import RateLimit
-from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
+from botgateway.sink import ArtifactSink, CardHandle, CardOp, CardSink, CardTarget
 from botgateway.snapshot import CardSnapshot, CardStatus
 from botgateway.strings import t
 
@@ -38,17 +39,21 @@ def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapsho
     # A final snapshot is never "investigating", whatever the record managed to say before it was drawn.
     running = inv is not None and inv.status == "running" and not (live is not None and live.final)
     section = alert_section(card.group, locale=locale, now=now, investigating=running)
+    link = safe_url(card.graph.link) if card.graph is not None and card.graph.link else None
+    if link:
+        section = f"{section}\n[{t(locale, 'alert_grafana')}]({link})"
+    graph = (card.graph.view(),) if card.graph is not None else ()
     if inv is None:
-        return CardSnapshot(status="done", preamble=section, locale=locale)
+        return CardSnapshot(status="done", preamble=section, locale=locale, artifacts=graph)
     preamble = f"{section}\n\n{t(locale, 'alert_investigation')}"
     if live is not None:
-        return dataclasses.replace(live, preamble=preamble)
+        return dataclasses.replace(live, preamble=preamble, artifacts=graph + live.artifacts)
     if running:
-        return CardSnapshot(status="working", preamble=preamble, blocks=inv.blocks, locale=locale)
+        return CardSnapshot(status="working", preamble=preamble, blocks=inv.blocks, locale=locale, artifacts=graph)
     status = _ENDED_STATUS.get(inv.status, "failed")
     error = inv.error or (t(locale, "interrupted") if inv.status == "interrupted" else "")
     return CardSnapshot(status=status, preamble=preamble, blocks=inv.blocks, answer=inv.answer, error=error,
-                        footer=inv.footer, locale=locale)
+                        footer=inv.footer, locale=locale, artifacts=graph)
 
 
 def ended(inv: Investigation, snapshot: CardSnapshot) -> Investigation:
@@ -123,6 +128,12 @@ class InvestigationSink:
         done = await self._inner.finalize(handle, await self._compose(snapshot))
         self.final = (done, snapshot)
         return done
+
+    async def ship_artifact(self, target: CardTarget, artifact: Artifact, handle: CardHandle | None) -> ArtifactPlacement:
+        """A picture of the investigation, delivered by the inner sink for the alert's card (into its thread)."""
+        if not isinstance(self._inner, ArtifactSink):
+            return ArtifactPlacement()  # the inner sink draws pictures from the snapshot, if at all
+        return await self._inner.ship_artifact(self._handle.target, artifact, self._handle)
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """The card cannot be edited: the inner sink posts the snapshot another way, alert section included."""

@@ -33,6 +33,7 @@ from typing import Protocol
 
 import structlog
 
+from botgateway.alerts.graphs import AlertGrapher, GraphKeeper
 from botgateway.alerts.group import fold as fold_notification
 from botgateway.alerts.group import group_ref
 from botgateway.alerts.investigation import Investigator
@@ -77,11 +78,13 @@ class AlertDesk:
         read_only_tools: Callable[[], frozenset[str]],
         instance_id: str,
         seed: Callable[[str, str, Sequence[Message]], Awaitable[None]] | None = None,
+        grapher: AlertGrapher | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``read_only_tools``: the tools an investigation may be offered (read per investigation: MCP tools come late);
         ``seed(conversation, turn_id, messages)``: commits a turn to a conversation's history (the memory's commit):
-        the card of an alert nobody investigates starts its conversation with the alert as context."""
+        the card of an alert nobody investigates starts its conversation with the alert as context;
+        ``grapher``: draws what fired (Prometheus configured), for the card's graph."""
         self._config = config
         self._store = store
         self._channels = channels
@@ -94,6 +97,8 @@ class AlertDesk:
                                   seed=seed, clock=clock)
         self._investigator = Investigator(channels=channels, records=self._records, shower=self._shower,
                                           read_only_tools=read_only_tools, locale=config.locale, clock=clock)
+        self._graphs = GraphKeeper(grapher, channels=channels, records=self._records, locale=config.locale,
+                                   redraw=self._redraw, grafana_url=config.grafana_url) if grapher is not None else None
         self._tasks = BackgroundTasks()
 
     def accept(self, notification: Notification) -> int:
@@ -116,9 +121,11 @@ class AlertDesk:
         """
         try:
             started = await self._fold_and_show(route, dest, notification)
+            key = card_key(str(dest), notification.group_key)
             if started is not None:
-                key = card_key(str(dest), notification.group_key)
                 self._tasks.spawn(self._investigator.run(route, dest, key, started), name=f"investigation:{dest}")
+            if self._graphs is not None and any(a.generator_url for a in notification.alerts):
+                self._tasks.spawn(self._graphs.refresh(key, dest), name=f"alert-graph:{dest}")
         except Exception as exc:
             log.error("alerts.delivery_failed", route=route.name, destination=str(dest), error=type(exc).__name__,
                       exc_info=True)
@@ -172,6 +179,18 @@ class AlertDesk:
             return None  # counted, shown at the next change: a repeat is never a new message
         await self._records.save(key, await self._shower.edit(key, dest, card))
         return None
+
+    async def _redraw(self, key: str, dest: Destination, card: AlertCard) -> None:
+        """Show ``card`` again for its graph: an edit, unless its investigation's own updates will show it."""
+        if not self._channels.adapter(dest.platform).edits_in_place:
+            return  # a new robot message for a picture alone would be noise: the next change shows it
+        async with self._records.hold(key):
+            current = await self._records.load(key) or card
+            inv = current.investigation
+            if current.handle is None or (inv is not None and (inv.status == "running" or
+                                                               self._investigator.running_here(key))):
+                return
+            await self._records.save(key, await self._shower.edit(key, dest, current))
 
     async def _settle_investigation(self, key: str, card: AlertCard, now: float) -> AlertCard:
         """A "running" investigation whose process is gone, or that ran too long, is recorded as interrupted."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -10,12 +11,13 @@ from typing import Any, Literal, TypeAlias
 
 from botgateway.alerts.group import AlertGroup, group_from_dict, group_to_dict
 from botgateway.alerts.lock import GroupLocks
+from botgateway.artifacts import Artifact, ArtifactView
 from botgateway.sink import CardHandle, target_from_dict, target_to_dict
 from botgateway.snapshot import Block, Narration, ToolLine
 from botgateway.stores.base import DocumentStore
 
 __all__ = [
-    "AlertCard", "CardRecords", "Investigation", "InvestigationStatus", "card_from_dict", "card_key", "card_to_dict",
+    "AlertCard", "CardRecords", "GraphShown", "Investigation", "InvestigationStatus", "card_from_dict", "card_key", "card_to_dict",
 ]
 
 InvestigationStatus: TypeAlias = Literal["running", "done", "failed", "stopped", "refused", "interrupted"]
@@ -67,6 +69,31 @@ class AlertCard:
     """The conversation a reply to the card continues (the investigation's too)."""
     investigation: Investigation | None = None
     """The group's investigation, when its route investigates."""
+    graph: GraphShown | None = None
+    """The graph of what fired, as delivered last; None until one was drawn."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphShown:
+    """The graph an alert card got: for which state of the group, and what the card shows for it."""
+
+    status: str
+    """The group's status it was drawn for (``firing``, then ``resolved`` when it is drawn again)."""
+    title: str
+    """What it shows."""
+    embed: str = ""
+    """Markup the card shows in its body (a DingTalk ``media_id`` image); empty when it lives beside the card."""
+    error: str = ""
+    """Why it could not be delivered, when it could not."""
+    link: str = ""
+    """A Grafana page of the same expression, linked beside the graph; empty when none is configured."""
+
+    def view(self) -> ArtifactView:
+        """How the card shows it (the pixels are not kept: the platform has them)."""
+        artifact = Artifact(ref="", title=self.title, png=b"", width=0, height=0)
+        if self.error:
+            return ArtifactView(artifact=artifact, state="failed", error=self.error)
+        return ArtifactView(artifact=artifact, state="shown", embed=self.embed)
 
 
 def _block_to_dict(block: Block) -> dict[str, Any]:
@@ -109,6 +136,7 @@ def card_to_dict(card: AlertCard) -> dict[str, Any]:
             "status": inv.status, "started_at": inv.started_at, "owner": inv.owner, "turn_id": inv.turn_id,
             "blocks": [_block_to_dict(b) for b in inv.blocks], "answer": inv.answer, "error": inv.error,
             "footer": inv.footer},
+        "graph": None if card.graph is None else dataclasses.asdict(card.graph),
     }
 
 
@@ -136,8 +164,15 @@ def card_from_dict(data: Mapping[str, Any]) -> AlertCard:
     return AlertCard(
         route=str(data.get("route") or ""), destination=str(data.get("destination") or ""),
         group=group_from_dict(data.get("group") or {}), handle=handle,
-        conversation_id=str(data.get("conversation_id") or ""), investigation=inv,
+        conversation_id=str(data.get("conversation_id") or ""), investigation=inv, graph=_graph_from(data.get("graph")),
     )
+
+
+def _graph_from(raw: Any) -> GraphShown | None:
+    if not isinstance(raw, Mapping) or not raw.get("status"):
+        return None
+    return GraphShown(status=str(raw["status"]), title=str(raw.get("title") or ""), embed=str(raw.get("embed") or ""),
+                      error=str(raw.get("error") or ""), link=str(raw.get("link") or ""))
 
 
 class CardRecords:

@@ -37,7 +37,7 @@ from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
 from botgateway.cards.records import OpenCardRecords
-from botgateway.cards.shipping import PictureShipper
+from botgateway.cards.shipping import SETTLE_S, PictureShipper
 from botgateway.cards.state import CardState
 from botgateway.events import (
     AnswerDelta,
@@ -71,6 +71,8 @@ class StreamerTiming:
     """After a fallback delivery, how long the card keeps being closed in the background (0: never)."""
     late_backoff: Backoff = Backoff(base_s=2.0, max_s=60.0)
     """Pacing of those background closing attempts."""
+    picture_settle_s: float = SETTLE_S
+    """How long the final waits for the turn's pictures still being delivered; then they are given up, in a line."""
 
 
 def _visible(snapshot: CardSnapshot) -> bool:
@@ -295,7 +297,7 @@ class CardStreamer:
             log.exception("card.live_crashed", platform=self.target.platform)
         self._pacing.stop()
         try:
-            await self._pictures.settle()  # bounded: a picture never holds the answer for long
+            await self._pictures.settle(self.timing.picture_settle_s)  # bounded: a picture never holds the answer for long
         except Exception:
             log.exception("card.pictures_crashed", platform=self.target.platform)
         try:

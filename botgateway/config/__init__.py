@@ -40,6 +40,7 @@ from botgateway.config.service import MAX_WORKERS, GatewayConfig, HttpConfig, Lo
 from botgateway.config.staleness import staleness_warnings
 from botgateway.config.toolset import (
     TOOLSETS,
+    ChartsConfig,
     CloudAccount,
     CloudProviderConfig,
     InventoryConfig,
@@ -68,6 +69,7 @@ __all__ = [
     "BasicAuthConfig",
     "BufferPolicyConfig",
     "CardConfig",
+    "ChartsConfig",
     "CloudAccount",
     "CloudProviderConfig",
     "Config",

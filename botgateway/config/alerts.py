@@ -122,6 +122,17 @@ class AlertsConfig(Section):
     """How long a group's card is remembered after its last notification; a later one starts a new card."""
     routes: list[AlertRouteConfig] = Field(default_factory=list)
     """Routes, tried in order: the first that matches takes the group (later ones too while it says ``continue``)."""
+    grafana_url: str = ""
+    """A Grafana page linked beside an alert card's graph; ``{expr}`` in it becomes the graphed expression, URL-encoded
+    (``https://grafana.example.com/explore?left={"queries":[{"expr":"{expr}"}]}``). Empty: no link."""
+
+    @field_validator("grafana_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("grafana_url must be an http(s) URL, such as https://grafana.example.com/d/abc")
+        return value
 
     @field_validator("token")
     @classmethod

@@ -146,6 +146,28 @@ class PrometheusConfig(Section):
         return self
 
 
+class ChartsConfig(Section):
+    """Charts drawn on the server for the metric and cost tools' answers."""
+
+    enabled: bool = True
+    """Draw a chart for each metric and cost answer (the model still gets the figures when off)."""
+    timezone: str = "UTC"
+    """IANA time zone of the charts' time axis (``Asia/Shanghai``)."""
+    max_concurrent: int = Field(2, ge=1, le=16)
+    """Charts drawn at once (each is CPU work off the event loop)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name such as 'Asia/Shanghai'") from None
+        return value
+
+
 class ToolsConfig(Section):
     """What the model can call."""
 
@@ -169,6 +191,8 @@ class ToolsConfig(Section):
     """Kubernetes contexts."""
     prometheus: PrometheusConfig = PrometheusConfig()
     """Prometheus metrics (``query_metrics``)."""
+    charts: ChartsConfig = ChartsConfig()
+    """Charts on the metric and cost answers."""
     toolsets: list[str] = Field(default_factory=lambda: list(TOOLSETS))
     """Toolsets offered (servers, network, data, dns, storage, kubernetes, changes); each works with every enabled
     provider that has what it needs."""

@@ -18,6 +18,9 @@ from typing import Any, Literal
 from botgateway.budget import RateBudget
 from botgateway.config import ToolsConfig
 from botgateway.tooling import Source, Tool, ToolContext, ToolError, ToolOutput, tool
+from tools.charts.artifacts import ChartMaker
+from tools.charts.attach import with_charts
+from tools.charts.spec import Bar, ChartSpec
 from tools.cost.records import CostReport, CostSource, PeriodError, parse_period
 from tools.estate.source import SourceError
 from tools.providers.scope import UNRESTRICTED, view_of
@@ -107,6 +110,16 @@ class CostResult:
                         "currency": currency, "bars": bars[:CHART_BARS], "omitted": max(0, len(bars) - CHART_BARS)})
         return out
 
+    def chart_specs(self) -> list[tuple[ChartSpec, str]]:
+        """The bar chart of each currency's breakdown, with its figures in words."""
+        specs: list[tuple[ChartSpec, str]] = []
+        for chart in self.charts():
+            bars = tuple(Bar(b["label"], b["value"]) for b in chart["bars"])
+            spec = ChartSpec(kind="bar", title=chart["title"], unit=chart["unit"], bars=bars, omitted=chart["omitted"])
+            alt = ", ".join(f"{b.label} {_money(b.value, chart['currency'])}" for b in spec.bars[:8])
+            specs.append((spec, alt))
+        return specs
+
     def data(self) -> dict[str, Any]:
         """JSON-ready: every report with its lines, the failures, and the chart descriptions."""
         charts = self.charts()
@@ -159,13 +172,14 @@ async def _one(source: CostSource, account: str, *args: Any) -> CostReport | Cos
         return CostFailure(source.name, source.label, account, exc.reason)
 
 
-def build_cost_tools(sources: Sequence[CostSource], *, timeout_s: float | None) -> list[Tool]:
-    """The ``cost`` tool over the clouds' billing ``sources``."""
+def build_cost_tools(sources: Sequence[CostSource], *, timeout_s: float | None,
+                     charts: ChartMaker | None = None) -> list[Tool]:
+    """The ``cost`` tool over the clouds' billing ``sources``; ``charts`` draws the breakdown's bar chart."""
 
     async def cost(
         by: Literal["service", "account", "tag"] = "service", period: str = "last_month", tag_key: str | None = None,
         *, ctx: ToolContext,
-    ) -> CostResult:
+    ) -> ToolOutput:
         try:
             asked = parse_period(period, datetime.now(UTC).date())
         except PeriodError as exc:
@@ -181,10 +195,11 @@ def build_cost_tools(sources: Sequence[CostSource], *, timeout_s: float | None) 
         if not wanted:
             raise ToolError("no cloud account with billing that your access covers is configured")
         found = await asyncio.gather(*(_one(s, name, asked, by, (tag_key or "").strip() or None) for s, name in wanted))
-        return CostResult(
+        result = CostResult(
             by, asked.label, tuple(r for r in found if isinstance(r, CostReport)),
             tuple(f for f in found if isinstance(f, CostFailure)), tuple((s.name, s.label) for s in sources),
         )
+        return await with_charts(result.to_tool_output(), charts, result.chart_specs(), ctx)
 
     cost.__doc__ = """What cloud accounts cost over a period, broken down by service, linked account or a tag; totals
     are in each account's own currency.
