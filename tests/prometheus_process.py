@@ -39,12 +39,37 @@ def running_prometheus(root: Path, openmetrics: str) -> Iterator[str]:
     subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "history.om"), str(data)],
                    check=True, capture_output=True, timeout=120)
     (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n")
+    yield from _serve(binary, root, ["--storage.tsdb.path=" + str(data)])
+
+
+@contextmanager
+def scraping_prometheus(root: Path, *, target: str, rules: str, alertmanager: str) -> Iterator[str]:
+    """A Prometheus scraping ``target`` (``host:port``) every second and evaluating ``rules`` (a rule file's YAML)
+    every second, its alerts sent to ``alertmanager`` (``host:port``); yields its URL, which is also its external
+    URL (the ``generatorURL`` of its alerts). Skips like :func:`running_prometheus`."""
+    binary = shutil.which("prometheus")
+    if not binary:
+        pytest.skip("prometheus not installed (Debian package 'prometheus'; CI installs it)")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "rules.yml").write_text(rules)
+    (root / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: [{str(root / 'rules.yml')!r}]\n"
+        f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [{alertmanager!r}]\n"
+        f"scrape_configs:\n  - job_name: demo\n    static_configs:\n      - targets: [{target!r}]\n"
+    )
+    yield from _serve(binary, root, [f"--storage.tsdb.path={root / 'data'}", "--rules.alert.resend-delay=1s"])
+
+
+def _serve(binary: str, root: Path, args: list[str]) -> Iterator[str]:
+    """Run Prometheus on ``root/prometheus.yml`` with ``args`` on a free loopback port (also its external URL)
+    until the generator is closed; yields its URL once it is ready."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (root / "prometheus.log").open("wb")
     process = subprocess.Popen(
-        [binary, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}"],
+        [binary, f"--config.file={root / 'prometheus.yml'}", *args, f"--web.listen-address=127.0.0.1:{port}",
+         f"--web.external-url={url}"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import aiohttp
 import pytest
 
 from botgateway.grant import Grant, Scope
@@ -177,3 +179,40 @@ async def test_the_toolset_offers_query_metrics_when_prometheus_is_configured(pr
         assert without.get("query_metrics") is None
     finally:
         await without.aclose()
+
+
+async def _range_queries(url: str) -> float:
+    """How many range queries the Prometheus at ``url`` has answered (its own request counter, on its /metrics)."""
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as answer:
+        text = await answer.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query_range"' in line)
+
+
+async def test_the_answer_has_its_chart_and_a_repeat_is_served_from_the_cache(prometheus: tuple[str, Any, int]) -> None:
+    from PIL import Image
+
+    from tests.chart_fixtures import chart_maker
+
+    now = [float(prometheus[2])]
+    source = PrometheusSource(prometheus[0], headers={"Authorization": TOKEN}, timeout_s=10)
+    async with chart_maker() as maker:
+        tool_ = build_metric_tools(source, timeout_s=30, charts=maker, clock=lambda: now[0])[0]
+        try:
+            first = await tool_.invoke({"promql": "demo_cpu_percent", "window": "2h"}, CTX)
+            before = await _range_queries(prometheus[0])
+            again = await tool_.invoke({"promql": "demo_cpu_percent", "window": "2h"}, CTX)
+            after = await _range_queries(prometheus[0])
+            fresh = await tool_.invoke({"promql": "demo_cpu_percent", "window": "2h"},
+                                       ToolContext(user_id="U1", platform="cli", fresh=True))
+        finally:
+            await source.close()
+    [chart] = first.artifacts
+    assert chart.ref in first.content and "demo_cpu_percent" in chart.title
+    image = Image.open(io.BytesIO(chart.png))
+    assert image.format == "PNG" and image.size == (chart.width, chart.height) == (800, 400)
+    assert "web-3" in chart.alt and len(chart.sparkline) == 24
+    assert [s.cached for s in first.sources] == [False] and [s.cached for s in again.sources] == [True]
+    assert before >= 1 and after == before  # the repeat asked Prometheus nothing
+    assert [s.cached for s in fresh.sources] == [False]
+    assert again.data["summaries"] == first.data["summaries"]

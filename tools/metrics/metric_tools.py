@@ -6,13 +6,15 @@ never in what the model reads.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from botgateway.tooling import Source, Tool, ToolContext, ToolError, ToolOutput, tool
+from botgateway.tooling import Source, Tool, ToolContext, ToolError, ToolOutput, TTLCache, tool
 from tools.charts.artifacts import ChartMaker
 from tools.charts.attach import with_charts
 from tools.charts.spec import ChartSpec
@@ -34,6 +36,10 @@ METRIC_QUERY_KIND = "metric_query"
 """The ``kind`` of a :class:`MetricQueryResult` in tool data."""
 MAX_WINDOW_S = 7 * 86400
 """The longest window a query reads back."""
+CACHE_TTL_S = 30.0
+"""How long a range's answer is reused for the same question."""
+CACHE_ALIGN_S = 15
+"""A range ends on a multiple of this many seconds, so a question repeated within it asks the same range."""
 MAX_CHART_POINTS = 5000
 """Points carried in the data for a chart, over all series; series past it carry none."""
 
@@ -155,8 +161,24 @@ def _iso(ts: float) -> str:
 
 
 def build_metric_tools(source: PrometheusSource, *, timeout_s: float | None, charts: ChartMaker | None = None,
-                       tz: str = "UTC") -> list[Tool]:
-    """The metric tools over one Prometheus ``source``; ``charts`` draws each answer's chart (in time zone ``tz``)."""
+                       tz: str = "UTC", clock: Callable[[], float] = time.time) -> list[Tool]:
+    """The metric tools over one Prometheus ``source``; ``charts`` draws each answer's chart (in time zone ``tz``).
+
+    A range asked again within :data:`CACHE_TTL_S` (same scoped query, window and step) is answered from the cache,
+    and says so in its provenance; Refresh (``ctx.fresh``) asks Prometheus again.
+    """
+    cache = TTLCache(CACHE_TTL_S, max_entries=128)
+
+    async def read(sent: str, window_s: int, step_s: int | None, fresh: bool) -> tuple[RangeResult, bool]:
+        # The end is aligned to the cache's granularity so that the same question asked again hits the same key.
+        end = float(int(clock()) // CACHE_ALIGN_S * CACHE_ALIGN_S)
+        key = (sent, window_s, step_s, end)
+        hit = None if fresh else cache.get(key)
+        if hit is not None:
+            return hit, True
+        result = await source.range(sent, end - window_s, end, step_s)
+        cache.put(key, result)
+        return result, False
 
     async def query_metrics(
         promql: str, window: str = "1h", step: str | None = None, *, ctx: ToolContext
@@ -171,14 +193,17 @@ def build_metric_tools(source: PrometheusSource, *, timeout_s: float | None, cha
         note = f"window bounded to {_span(MAX_WINDOW_S)} (asked {window})" if window_s > MAX_WINDOW_S else ""
         window_s = min(window_s, MAX_WINDOW_S)
         step_s = parse_duration(step, "step") if step else None
-        end = time.time()
         try:
-            result = await source.range(sent, end - window_s, end, step_s)
+            result, cached = await read(sent, window_s, step_s, ctx.fresh)
         except MetricsError as exc:
             prefix = "Prometheus rejected the query" if exc.kind == "bad_query" else "Prometheus is not available"
             raise ToolError(f"{prefix}: {exc.reason}") from None
         found = MetricQueryResult(promql, window_s, note, result, tuple(summarize(s) for s in result.series))
-        return await with_charts(found.to_tool_output(), charts, found.chart_specs(f"{promql} · last {window}", tz),
+        output = found.to_tool_output()
+        if cached:
+            output = dataclasses.replace(output, sources=tuple(dataclasses.replace(x, cached=True)
+                                                               for x in output.sources))
+        return await with_charts(output, charts, found.chart_specs(f"{promql} · last {window}", tz),
                                  ctx)
 
     query_metrics.__doc__ = """Run a PromQL query over a recent window; returns per-series figures (min, max, mean, p95,
