@@ -49,7 +49,7 @@ from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.config import DingTalkConfig
 from botgateway.messages import Submission
 from botgateway.principal import Principal
-from botgateway.sink import CardHandle, CardTarget
+from botgateway.sink import CallPacer, CardHandle, CardTarget
 from botgateway.snapshot import CardSnapshot
 from botgateway.strings import t
 
@@ -119,11 +119,13 @@ class DingTalkAdapter:
         groups: GroupResolver | None = None,
         reuse_port: bool = False,
         api: DingTalkOpenAPI | None = None,
+        pacer: CallPacer | None = None,
     ) -> None:
         """``groups`` adds the asker's departments to their principal (default: none are looked up; the
         composition root builds it over ``api``, see :func:`openapi_client`); ``reuse_port`` binds the HTTP
         callback's port with ``SO_REUSEPORT`` (worker processes share it); ``api``: the OpenAPI client (default:
-        :func:`openapi_client` over ``session``)."""
+        :func:`openapi_client` over ``session``); ``pacer`` pays for the calls the sink makes on its own (a chart's
+        upload and image message) from the gateway's rate budget (None: they are made unpaced)."""
         self.config = config
         self.robot_code = config.robot_code or config.client_id
         """The robot code cards and messages are sent as."""
@@ -140,7 +142,7 @@ class DingTalkAdapter:
         )
         """Decides when new turns degrade to markdown replies."""
         self.sink = DingTalkSink.from_config(
-            config, self.api, robot_code=self.robot_code, monitor=self.monitor, clock=clock
+            config, self.api, robot_code=self.robot_code, monitor=self.monitor, clock=clock, pacer=pacer
         )
         """The adapter's card sink (AI card or markdown reply per turn)."""
         self.policy = BufferPolicy.from_config(config.policy)

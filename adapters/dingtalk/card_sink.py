@@ -46,6 +46,7 @@ __all__ = [
     "DingTalkCardSink",
     "MessageSender",
     "answer_params",
+    "app_limit",
     "carrier_id",
     "deliver_body",
     "open_space_id",
@@ -57,6 +58,12 @@ log = structlog.get_logger(__name__)
 PACING = 0.95
 """Fraction of the configured QPS the bucket spaces calls at; the limit on arrivals (the QPS itself, each call
 counted until a second after its answer) keeps a second under the limit however the network bunches them."""
+
+
+def app_limit(qps: float) -> RateLimit:
+    """The budget of one DingTalk API for the whole app (``qps`` calls a second), spaced at :data:`PACING`."""
+    return RateLimit(rate_per_s=qps * PACING, burst=1, arrivals_per_s=max(int(qps), 1))
+
 
 CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
 """The Stream-mode topic of card button presses (an approval card's, a final answer's)."""
@@ -233,7 +240,7 @@ class DingTalkCardSink:
         self._template_id = template_id
         self._robot_code = robot_code
         self._key = content_key
-        self._limit = RateLimit(rate_per_s=qps * PACING, burst=1, arrivals_per_s=max(int(qps), 1))
+        self._limit = app_limit(qps)
         self._sender = sender
         self._monitor = monitor
         self._approvals = approvals

@@ -2,8 +2,8 @@
 
 The card streamer paces, coalesces and falls back on the typed errors of
 :mod:`botgateway.sink`; every DingTalk answer (OpenAPI call, token request,
-session webhook, robot batch send) is classified here, so a throttle means
-the same thing wherever it comes from.
+session webhook, robot batch send, old-API media upload) is classified here,
+so a throttle means the same thing wherever it comes from.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from botgateway.sink import CardGone, PermanentError, RateLimited, SinkError, Tr
 
 __all__ = [
     "CARD_GONE_CODES",
+    "OAPI_BAD_TOKEN_ERRCODES",
+    "OAPI_BUSY_ERRCODES",
     "QPS_LIMIT_CODES",
     "QPS_WINDOW_S",
     "SEND_TOO_FAST_ERRCODES",
@@ -22,6 +24,7 @@ __all__ = [
     "batch_send_error",
     "error_code",
     "error_message",
+    "media_error",
     "token_error",
     "transport_error",
     "webhook_error",
@@ -35,6 +38,12 @@ CARD_GONE_CODES = ("cardNotExist", "card.notExist", "notFound", "NotExist", "str
 
 SEND_TOO_FAST_ERRCODES = (130101, 660026, 90018)
 """Session-webhook ``errcode`` values of the "sending too fast" family."""
+
+OAPI_BAD_TOKEN_ERRCODES = (40014, 42001)
+"""Old-API (``oapi.dingtalk.com``) ``errcode`` of an invalid or expired access token: refreshed once."""
+
+OAPI_BUSY_ERRCODES = (-1,)
+"""Old-API ``errcode`` of "system busy": worth a later try."""
 
 QPS_WINDOW_S = 1.0
 """DingTalk's QPS limits count calls per second; a throttled call waits this long unless told otherwise."""
@@ -90,6 +99,42 @@ def answer_error(status: int, payload: Any, headers: Mapping[str, str], what: st
     if status >= 400:
         return PermanentError(f"DingTalk {what} failed: HTTP {status} {code} {error_message(payload)}".rstrip())
     return None
+
+
+def media_error(status: int, payload: Any, headers: Mapping[str, str]) -> SinkError | None:
+    """The error an old-API media upload answer means, or ``None`` when it carries a media id.
+
+    The old API answers HTTP 200 with an ``errcode``; a gateway in front of it
+    may still throttle with HTTP 429 or 403 ``QpsLimit``. A stale token
+    (:data:`OAPI_BAD_TOKEN_ERRCODES`) is the caller's to refresh before this is asked.
+    """
+    what = "media upload"
+    code = error_code(payload)
+    if status == 429 or (status == 403 and _throttled(code)):
+        retry_after = parse_retry_after(headers.get("Retry-After"))
+        return RateLimited(QPS_WINDOW_S if retry_after is None else retry_after, f"DingTalk throttled the {what}")
+    if status >= 500:
+        return TransientError(f"DingTalk {what}: HTTP {status}")
+    if status != 200:
+        return PermanentError(f"DingTalk refused the {what}: HTTP {status} {code}".rstrip())
+    errcode = _int(payload.get("errcode") if isinstance(payload, Mapping) else None)
+    sub_code = str(payload.get("sub_code") or "") if isinstance(payload, Mapping) else ""
+    if errcode in SEND_TOO_FAST_ERRCODES or sub_code in {str(c) for c in SEND_TOO_FAST_ERRCODES}:
+        return RateLimited(QPS_WINDOW_S, f"DingTalk throttled the {what} (errcode {errcode})")
+    if errcode in OAPI_BUSY_ERRCODES:
+        return TransientError(f"DingTalk {what}: the platform is busy")
+    if errcode in OAPI_BAD_TOKEN_ERRCODES:
+        return PermanentError(f"DingTalk {what}: a fresh access token was rejected too (errcode {errcode})")
+    if errcode:
+        return PermanentError(f"DingTalk refused the {what} (errcode {errcode} {error_message(payload)[:60]})".rstrip())
+    return None
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def token_error(status: int, payload: Any) -> SinkError | None:

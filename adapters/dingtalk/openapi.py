@@ -213,3 +213,22 @@ class DingTalkOpenAPI:
         }
         return await self.call("POST", "/v1.0/robot/oToMessages/batchSend", body, what="robot 1:1 message")
 
+    async def send_group_image(self, robot_code: str, conversation_id: str, media_id: str) -> Any:
+        """``POST /v1.0/robot/groupMessages/send`` with a ``sampleImageMsg`` showing the uploaded ``media_id``."""
+        body = {
+            "robotCode": robot_code,
+            "openConversationId": conversation_id,
+            "msgKey": "sampleImageMsg",
+            "msgParam": json.dumps({"photoURL": media_id}),
+        }
+        return await self.call("POST", "/v1.0/robot/groupMessages/send", body, what="robot group image")
+
+    async def send_user_image(self, robot_code: str, user_ids: list[str], media_id: str) -> Any:
+        """``POST /v1.0/robot/oToMessages/batchSend`` with a ``sampleImageMsg`` showing the uploaded ``media_id``."""
+        body = {
+            "robotCode": robot_code,
+            "userIds": user_ids,
+            "msgKey": "sampleImageMsg",
+            "msgParam": json.dumps({"photoURL": media_id}),
+        }
+        return await self.call("POST", "/v1.0/robot/oToMessages/batchSend", body, what="robot 1:1 image")

@@ -11,7 +11,9 @@ line below it. Every piece of model, tool and outside text is made inert once, o
 links are text, ``@所有人`` cannot notify), before the card's own markup (the muted ``<font>``) goes around it;
 the header's display name is escaped (:func:`escape_name`) so a crafted name cannot break the bold. Shared
 strings and the tool line come from :mod:`botgateway.cards.render` and
-:mod:`botgateway.strings`.
+:mod:`botgateway.strings`. A reply's charts are the sink's own ``![title](@media_id)`` (never made inert); a card
+shows none (they go under it as image messages, :mod:`adapters.dingtalk.pictures`), and both show a line for a
+chart that could not be delivered.
 """
 
 from __future__ import annotations
@@ -114,6 +116,8 @@ def _card_sections(snapshot: CardSnapshot) -> list[str]:
         sections.append((answer, False))
     elif snapshot.status == "working" and not snapshot.thought:
         sections.append((core.t(locale, "working") if snapshot.blocks else core.t(locale, "thinking"), False))
+    # The card's pictures go out as image messages under it; only one that could not is told here.
+    sections.extend((line, False) for line in core.artifact_failures(snapshot))
     if snapshot.continued:
         sections.append((core.t(locale, "continued"), False))
     if snapshot.final and snapshot.error:
@@ -135,26 +139,31 @@ def tool_summary(snapshot: CardSnapshot) -> str:
 
 
 def render_reply(snapshot: CardSnapshot, *, is_group: bool = False, mention: str = "", asker: str = "") -> tuple[str, str]:
-    """A robot markdown message as (title, text): the preamble, who asked, tool summary, answer, end note, footer.
+    """A robot markdown message as (title, text): the preamble, who asked, tool summary, answer, its pictures, end
+    note, footer.
 
     ``mention`` replaces the display-name header verbatim (``@staffId`` makes
     DingTalk notify the asker when the message also lists them in ``at.atUserIds``).
+    The pictures are the sink's embeds (``![title](@media_id)``): ours, so they
+    are not made inert as the model's text is.
     """
-    sections: list[str] = []
+    before: list[str] = []
     if snapshot.part == 1:
         summary = tool_summary(snapshot)
         if summary:
-            sections.append(summary)
+            before.append(summary)
     answer = _answer(snapshot, cursor=False)
     if answer.strip():
-        sections.append(answer)
+        before.append(answer)
+    after = core.artifact_failures(snapshot)
     if snapshot.continued:
-        sections.append(core.t(snapshot.locale, "continued"))
+        after.append(core.t(snapshot.locale, "continued"))
     if snapshot.error and (snapshot.final or snapshot.status == "queued"):
-        sections.append(snapshot.error)
+        after.append(snapshot.error)
     if snapshot.footer:
-        sections.append(f"> {snapshot.footer}")
-    shown = [dingtalk_inert(section, snapshot.locale) for section in sections]
+        after.append(f"> {snapshot.footer}")
+    shown = [*(dingtalk_inert(section, snapshot.locale) for section in before), *core.artifact_embeds(snapshot),
+             *(dingtalk_inert(section, snapshot.locale) for section in after)]
     return reply_title(snapshot), _with_header(snapshot, _header(snapshot, is_group, mention, asker), shown)
 
 

@@ -3,7 +3,10 @@
 The adapter decides the mode of a turn when the message arrives (a card when
 a template is configured and the app is not degraded) and writes it into
 ``CardTarget.extra["mode"]``. Because the mode travels with the target, a card
-recorded in the Store is finalized the right way after a restart.
+recorded in the Store is finalized the right way after a restart. The turn's
+charts follow the same mode (:class:`~botgateway.sink.ArtifactSink`): an image
+message under an AI card, an embedded image in a markdown reply
+(:mod:`adapters.dingtalk.pictures`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from collections.abc import Callable
 from adapters.dingtalk.card_sink import ApprovalCards, DingTalkCardSink
 from adapters.dingtalk.inert import dingtalk_inert
 from adapters.dingtalk.markdown_sink import DingTalkMarkdownSink, MarkdownSender
+from adapters.dingtalk.media import MediaUploads
 from adapters.dingtalk.openapi import DingTalkOpenAPI
+from adapters.dingtalk.pictures import DingTalkPictures
 from adapters.dingtalk.throttle import ThrottleMonitor
+from botgateway.artifacts import Artifact, ArtifactPlacement
 from botgateway.budget import RateLimit
 from botgateway.config import DingTalkConfig
-from botgateway.sink import CardHandle, CardOp, CardSink, CardTarget
+from botgateway.sink import CallPacer, CardHandle, CardOp, CardSink, CardTarget, PermanentError
 from botgateway.snapshot import CardSnapshot
 from botgateway.strings import t
 
@@ -30,11 +36,14 @@ class DingTalkSink:
 
     platform = "dingtalk"
 
-    def __init__(self, markdown: DingTalkMarkdownSink, card: DingTalkCardSink | None = None) -> None:
+    def __init__(self, markdown: DingTalkMarkdownSink, card: DingTalkCardSink | None = None,
+                 pictures: DingTalkPictures | None = None) -> None:
         self.markdown = markdown
         """Reply-per-turn sink."""
         self.card = card
         """AI card sink, or None without a template."""
+        self.pictures = pictures
+        """Delivers the turn's charts, or None (each chart then fails with a note on the card)."""
         self.max_chars = min(markdown.max_chars, card.max_chars) if card else markdown.max_chars
         """Answer text per card or message."""
 
@@ -47,9 +56,13 @@ class DingTalkSink:
         robot_code: str,
         monitor: ThrottleMonitor,
         clock: Callable[[], float] = time.time,
+        pacer: CallPacer | None = None,
     ) -> DingTalkSink:
-        """The markdown sink, and the AI card sink when ``config`` names a card template."""
+        """The markdown sink, the AI card sink when ``config`` names a card template, and the charts' delivery
+        (``pacer``: pays for its calls from the shared budgets)."""
         sender = MarkdownSender(api, robot_code=robot_code, clock=clock)
+        pictures = DingTalkPictures(api, MediaUploads(api, oapi_base_url=config.oapi_base_url), messages=sender,
+                                    robot_code=robot_code, qps=config.qps, pacer=pacer)
         approvals = None
         if config.approval_template_id:
             approvals = ApprovalCards(api, template_id=config.approval_template_id, robot_code=robot_code)
@@ -68,7 +81,7 @@ class DingTalkSink:
                 approvals=approvals,
                 answer_buttons=config.answer_buttons,
             )
-        return cls(markdown, card)
+        return cls(markdown, card, pictures)
 
     def pick(self, target: CardTarget, card_id: str = "") -> CardSink:
         """The sink that serves ``target`` (or the existing card ``card_id``)."""
@@ -94,6 +107,15 @@ class DingTalkSink:
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Finalize the card, or send the markdown reply."""
         return await self.pick(handle.target, handle.card_id).finalize(handle, snapshot)
+
+    async def ship_artifact(self, target: CardTarget, artifact: Artifact, handle: CardHandle | None) -> ArtifactPlacement:
+        """Upload ``artifact``; under a turn's AI card it goes as an image message into the chat (no embed), in a
+        markdown reply it is embedded as ``![title](@media_id)``. ``handle`` is None when no card was made live:
+        the turn's mode still says how its answer goes out."""
+        if self.pictures is None:
+            raise PermanentError("charts are not set up for this DingTalk sink")
+        beside_card = self.pick(target, handle.card_id if handle is not None else "") is self.card
+        return await self.pictures.ship(target, artifact, beside_card=beside_card)
 
     async def private_note(self, target: CardTarget, user_id: str, text: str) -> bool:
         """In a group, a robot 1:1 message to ``user_id``; False in a 1:1 chat (a note there is private already)."""

@@ -96,7 +96,9 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
         from adapters.dingtalk.adapter import openapi_client
 
         api = openapi_client(adapter_config)  # one access token cache for cards and contact lookups
-        return DingTalkAdapter(adapter_config, gateway=runtime.gateway, api=api,
+        from botgateway.cards.caller import BudgetPacer
+
+        return DingTalkAdapter(adapter_config, gateway=runtime.gateway, api=api, pacer=BudgetPacer(runtime.budget),
                                groups=group_resolver(name, api, adapter_config, runtime.config), reuse_port=reuse_port)
     if name == "web" and runtime.web is not None:
         return runtime.web  # built with the HTTP server, its routes mounted before the server started

@@ -16,7 +16,13 @@ It behaves like the real platform where our code depends on it:
   departments of :attr:`FakeDingTalk.departments` (errcode 88 / sub_code 60011
   while :attr:`FakeDingTalk.contact_permission` is off).
 - Robot sends (``groupMessages/send``, ``oToMessages/batchSend``) and session
-  webhooks (``/robot/sendBySession``) record markdown messages.
+  webhooks (``/robot/sendBySession``) record markdown messages; an image
+  message (``sampleImageMsg``) must name an uploaded ``media_id`` (or a URL).
+- The old media upload ``POST /media/upload?access_token=…&type=image`` checks
+  the token (errcode 40014 otherwise), wants a PNG in the multipart field
+  ``media`` (errcode 40005 otherwise), keeps its bytes (:attr:`FakeDingTalk.media`)
+  and answers a fresh ``media_id``; :meth:`FakeDingTalk.media_ids_in` lists the
+  media ids a markdown text shows as images.
 
 Failures can be scripted (``fail_next``) and every call is recorded with its
 arrival time, so tests assert on what the platform actually saw. For the
@@ -32,6 +38,7 @@ import asyncio
 import collections
 import itertools
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -44,6 +51,9 @@ BOT_TOPIC = "/v1.0/im/bot/messages/get"
 CARD_CALLBACK_TOPIC = "/v1.0/card/instances/callback"
 CARD_PATHS = ("/v1.0/card/instances/createAndDeliver", "/v1.0/card/streaming", "/v1.0/card/instances")
 QPS_LIMIT_CODE = "Forbidden.AccessDenied.QpsLimitForAppkeyAndApi"
+MEDIA_PATH = "/media/upload"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_IMAGE_REF = re.compile(r"!\[[^\]\n]*\]\((@[A-Za-z0-9_\-]+)\)")
 
 FailureKind = Literal["qps", "429", "401", "500"]
 
@@ -93,7 +103,7 @@ class FakeCard:
 
 @dataclass
 class SentMessage:
-    """A markdown (or text) message the robot sent."""
+    """A markdown (or text, or image) message the robot sent."""
 
     via: Literal["webhook", "group", "oto"]
     chat: str
@@ -102,6 +112,33 @@ class SentMessage:
     title: str
     text: str
     body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when it was accepted."""
+
+    @property
+    def photo_url(self) -> str:
+        """The ``photoURL`` of an image message (``sampleImageMsg``): a ``media_id`` or a URL; empty for others."""
+        if self.msg_key != "sampleImageMsg":
+            return ""
+        return str(json.loads(self.body.get("msgParam") or "{}").get("photoURL", ""))
+
+
+@dataclass(frozen=True)
+class UploadedMedia:
+    """A file the media upload accepted."""
+
+    media_id: str
+    """The id it answered (``@lADP…``)."""
+    media_type: str
+    """The ``type`` query parameter (``image``)."""
+    file_name: str
+    """The multipart part's file name."""
+    content_type: str
+    """The multipart part's content type."""
+    data: bytes = field(repr=False)
+    """The bytes uploaded."""
+    at: float
+    """``time.monotonic()`` when it was accepted."""
 
 
 class FakeDingTalk:
@@ -144,6 +181,9 @@ class FakeDingTalk:
         """Direct department ids of each staff id, as ``topapi/v2/user/get`` answers them; others: no such user."""
         self.contact_permission = True
         """False answers ``topapi/v2/user/get`` like an app without 成员信息读权限 (qyapi_get_member)."""
+        self.media: dict[str, UploadedMedia] = {}
+        """Files the media upload accepted, by ``media_id``, in upload order."""
+        self._media_arrivals: list[float] = []
         self._valid_tokens: set[str] = set()
         self._tickets: set[str] = set()
         self._failures: dict[str, collections.deque[FailureKind]] = collections.defaultdict(collections.deque)
@@ -174,6 +214,7 @@ class FakeDingTalk:
         app.router.add_post("/v1.0/robot/oToMessages/batchSend", self._oto_send)
         app.router.add_post("/robot/sendBySession", self._session_webhook)
         app.router.add_post("/topapi/v2/user/get", self._user_get)
+        app.router.add_post(MEDIA_PATH, self._media_upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -230,6 +271,19 @@ class FakeDingTalk:
     def throttled(self) -> int:
         """Card calls answered with a throttle (403 QpsLimit or 429)."""
         return sum(1 for c in self.card_calls() if c.status in (403, 429))
+
+    def uploads(self) -> list[Call]:
+        """Every call that reached the media upload (accepted or not), in arrival order."""
+        return [c for c in self.calls if c.path == MEDIA_PATH]
+
+    @staticmethod
+    def media_ids_in(text: str) -> list[str]:
+        """The media ids ``text`` shows as images (``![title](@media_id)``), in order."""
+        return _IMAGE_REF.findall(text)
+
+    def image_messages(self) -> list[SentMessage]:
+        """The robot's image messages (``sampleImageMsg``), in order."""
+        return [m for m in self.messages if m.msg_key == "sampleImageMsg"]
 
     def cards_in(self, space_id: str) -> list[FakeCard]:
         """Cards delivered to ``space_id`` (``dtv1.card//IM_GROUP.cid…``), in creation order."""
@@ -540,6 +594,61 @@ class FakeDingTalk:
             return str(params.get("title", "")), str(params.get("text", ""))
         return "", str(params.get("content", ""))
 
+    def _bad_image(self, msg_key: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Why an image message cannot be shown (its ``photoURL`` is no uploaded media id nor a URL), else None."""
+        if msg_key != "sampleImageMsg":
+            return None
+        photo = str(params.get("photoURL") or "")
+        if photo in self.media or photo.startswith(("http://", "https://")):
+            return None
+        return {"code": "invalidParameter", "message": f"photoURL is not a known mediaId or URL: {photo[:40]!r}"}
+
+    async def _media_upload(self, request: web.Request) -> web.Response:
+        """The old media upload: token in the query, the file in the multipart field ``media``, HTTP 200 with an
+        ``errcode`` unless a scripted or QPS throttle answers first."""
+        token = request.query.get("access_token")
+        media_type = request.query.get("type", "")
+        try:
+            form = await request.post()
+        except ValueError:
+            form = None
+        part = form.get("media") if form is not None else None
+        data = part.file.read() if isinstance(part, web.FileField) else b""
+        call = Call("POST", request.path, {"type": media_type, "bytes": len(data)}, time.monotonic(), token=token)
+        self.calls.append(call)
+        answer, status = self._media_answer(call, token, media_type, part, data)
+        call.status = status
+        await self._notify()
+        if status != 200:
+            headers = {"Retry-After": "2"} if status == 429 else None
+            return web.json_response(answer, status=status, headers=headers)
+        return web.json_response(answer)
+
+    def _media_answer(self, call: Call, token: str | None, media_type: str, part: Any,
+                      data: bytes) -> tuple[dict[str, Any], int]:
+        failure = self._failures[MEDIA_PATH].popleft() if self._failures[MEDIA_PATH] else None
+        if failure == "qps":
+            return {"code": QPS_LIMIT_CODE, "message": "app qps limit", "requestid": "r7"}, 403
+        if failure == "429":
+            return {"code": "Throttling", "message": "too many requests"}, 429
+        if failure == "500":
+            return {"code": "ServiceUnavailable", "message": "internal error"}, 503
+        if failure == "401" or token not in self._valid_tokens:
+            return {"errcode": 40014, "errmsg": "不合法的access_token"}, 200
+        if self.qps_limit is not None:
+            self._media_arrivals = [t for t in self._media_arrivals if call.at - t < 1.0]
+            self._media_arrivals.append(call.at)
+            if len(self._media_arrivals) > self.qps_limit:
+                return {"code": QPS_LIMIT_CODE, "message": "app qps limit", "requestid": "r8"}, 403
+        if media_type != "image":
+            return {"errcode": 40004, "errmsg": "不合法的媒体文件类型"}, 200
+        if not isinstance(part, web.FileField) or not data.startswith(PNG_SIGNATURE):
+            return {"errcode": 40005, "errmsg": "不合法的文件类型"}, 200
+        media_id = f"@lADP{secrets.token_hex(10)}"
+        self.media[media_id] = UploadedMedia(media_id, media_type, part.filename, part.content_type, data, call.at)
+        return {"errcode": 0, "errmsg": "ok", "media_id": media_id, "created_at": int(time.time() * 1000),
+                "type": media_type}, 200
+
     async def _group_send(self, request: web.Request) -> web.Response:
         call, failed = await self._begin(request, card=False)
         if failed is not None:
@@ -549,7 +658,11 @@ class FakeDingTalk:
         if not body.get("robotCode") or not body.get("openConversationId") or not body.get("msgKey"):
             call.status = 400
             return web.json_response({"code": "invalidParameter", "message": "robotCode, openConversationId and msgKey are required"}, status=400)
-        title, text = self._markdown(body["msgKey"], json.loads(body.get("msgParam") or "{}"))
+        params = json.loads(body.get("msgParam") or "{}")
+        refused = self._bad_image(body["msgKey"], params)
+        if refused is not None:
+            return await self._bad_request(call, refused)
+        title, text = self._markdown(body["msgKey"], params)
         self.messages.append(SentMessage("group", body["openConversationId"], body["msgKey"], title, text, body))
         self._tell_watchers(self.messages[-1], "message")
         await self._notify()
@@ -564,7 +677,11 @@ class FakeDingTalk:
         if not body.get("robotCode") or not body.get("userIds") or not body.get("msgKey"):
             call.status = 400
             return web.json_response({"code": "invalidParameter", "message": "robotCode, userIds and msgKey are required"}, status=400)
-        title, text = self._markdown(body["msgKey"], json.loads(body.get("msgParam") or "{}"))
+        params = json.loads(body.get("msgParam") or "{}")
+        refused = self._bad_image(body["msgKey"], params)
+        if refused is not None:
+            return await self._bad_request(call, refused)
+        title, text = self._markdown(body["msgKey"], params)
         invalid = [u for u in body["userIds"] if u in self.invalid_staff]
         valid = [u for u in body["userIds"] if u not in self.invalid_staff]
         if valid:

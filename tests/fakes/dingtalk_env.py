@@ -14,6 +14,7 @@ from typing import Any
 from adapters.dingtalk import DingTalkAdapter
 from botgateway.approvals import ApprovalDesk
 from botgateway.budget import RateBudget
+from botgateway.cards.caller import BudgetPacer
 from botgateway.config import AccessConfig, Config, parse_config
 from botgateway.gateway import Gateway
 from botgateway.history import Memory
@@ -136,9 +137,11 @@ class EnvFactory:
         tools = [*(tools if tools is not None else [find_host]), *([restart_tool(restarts)] if approvals else [])]
         loop = ToolLoop(llm, ToolRegistry(tools), memory, max_rounds=4, system_prompt="sys", approvals=desk,
                         approval_timeout_s=config.access.approvals.timeout_s if config.access else 300.0)
-        gateway = Gateway(loop=loop, store=store, budget=RateBudget(), config=config, approvals=desk)
+        budget = RateBudget()
+        gateway = Gateway(loop=loop, store=store, budget=budget, config=config, approvals=desk)
         closers.append(gateway.aclose)
-        adapter = DingTalkAdapter(config.adapters.dingtalk, gateway=gateway)
+        # the sink's own calls (a chart's upload and image message) paid from the gateway's budget, as Slack's are
+        adapter = DingTalkAdapter(config.adapters.dingtalk, gateway=gateway, pacer=BudgetPacer(budget))
         await adapter.start()
         closers.append(adapter.stop)
         if config.adapters.dingtalk.mode == "stream":

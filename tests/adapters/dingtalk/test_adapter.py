@@ -19,6 +19,7 @@ import pytest
 
 from adapters.dingtalk import DingTalkAdapter, sign
 from adapters.dingtalk.message import MEDIA_HINT
+from botgateway.budget import RateBudget
 from tests.fakes.dingtalk import FakeCard, bot_message
 from tests.fakes.dingtalk_env import GROUP
 from tests.ports import free_port
@@ -183,7 +184,7 @@ async def test_the_composition_root_builds_the_adapter_on_the_runtimes_gateway(m
     from botgateway.cli.run import build_adapter
 
     env = await make_env()
-    runtime = SimpleNamespace(gateway=env.gateway, config=env.config, worker_index=None)
+    runtime = SimpleNamespace(gateway=env.gateway, config=env.config, worker_index=None, budget=RateBudget())
     adapter = build_adapter("dingtalk", env.config.adapters.dingtalk, runtime)  # type: ignore[arg-type]
     make_env.closers.append(adapter.stop)
     assert isinstance(adapter, DingTalkAdapter) and adapter.sink.card is not None
