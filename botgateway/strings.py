@@ -60,7 +60,6 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         # a turn's pictures (charts)
         "chart_failed": "📈 The chart “{title}” could not be shown: {reason}.",
         "chart_slow": "its upload did not finish in time",
-        "chart_no_card": "the card it belongs to could not be created",
         "chart_internal": "something went wrong on our side",
         "crashed": "Something went wrong on our side while answering. Please ask again.",
         "refused": "Sorry, I can't answer this: {reason}",
@@ -244,7 +243,6 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         # a turn's pictures (charts)
         "chart_failed": "📈 图表“{title}”无法显示：{reason}。",
         "chart_slow": "上传未能及时完成",
-        "chart_no_card": "所属卡片未能创建",
         "chart_internal": "我们这边出了问题",
         "crashed": "回答时出现内部错误，请重新提问。",
         "refused": "抱歉，无法回答：{reason}",

@@ -4,13 +4,15 @@ Slack answers a failed Web API call with HTTP 200 and ``ok: false`` plus an
 ``error`` code, or with an HTTP error (429 with ``Retry-After`` when throttled,
 5xx when it is having trouble); the transport can fail too. :func:`classify`
 turns each of them into the sink error the card pipeline acts on. Messages
-never carry a token.
+never carry a token; a caller may pass *hints*, what to do about a refusal of
+its own calls (:data:`UPLOAD_HINTS`), for a message a person can act on.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import aiohttp
@@ -18,7 +20,7 @@ from slack_sdk.errors import SlackApiError
 
 from botgateway.sink import CardGone, PermanentError, RateLimited, SinkError, TooLong, TransientError, parse_retry_after
 
-__all__ = ["NATIVE_UNAVAILABLE", "call_slack", "classify", "slack_error_code"]
+__all__ = ["NATIVE_UNAVAILABLE", "UPLOAD_HINTS", "call_slack", "classify", "slack_error_code"]
 
 _T = TypeVar("_T")
 
@@ -41,6 +43,17 @@ NATIVE_UNAVAILABLE = frozenset({
 })
 """``chat.startStream`` errors meaning streaming is not available in this workspace (auto mode remembers)."""
 
+UPLOAD_HINTS: Mapping[str, str] = MappingProxyType({
+    "missing_scope": "add the files:write scope to the Slack app and reinstall it",
+    "not_in_channel": "invite the bot to the channel (/invite @botgateway)",
+    "not_allowed_token_type": "uploads need the bot token (xoxb-)",
+    "file_uploads_disabled": "the workspace has turned file uploads off",
+    "file_upload_size_restricted": "the workspace restricts the size of uploads",
+    "file_type_not_allowed": "the workspace does not allow PNG uploads",
+    "file_not_found": "the uploaded bytes did not reach slack",
+})
+"""What to do when Slack refuses a chart's upload (``files.getUploadURLExternal`` / ``completeUploadExternal``)."""
+
 
 def slack_error_code(exc: BaseException) -> str:
     """The ``error`` code of a Slack API failure (empty when there is none)."""
@@ -51,26 +64,31 @@ def slack_error_code(exc: BaseException) -> str:
     return ""
 
 
-def classify(exc: BaseException) -> SinkError:
-    """Map a Slack SDK / transport failure onto the typed sink errors (messages carry no secrets)."""
+def classify(exc: BaseException, hints: Mapping[str, str] | None = None) -> SinkError:
+    """Map a Slack SDK / transport failure onto the typed sink errors (messages carry no secrets).
+
+    ``hints``: per ``error`` code, what to do about it; such a refusal is permanent and its message says so.
+    """
     if isinstance(exc, SinkError):
         return exc
     if isinstance(exc, SlackApiError):
-        return _classify_answer(exc)
+        return _classify_answer(exc, hints or {})
     if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError)):
         return TransientError(f"could not reach slack ({type(exc).__name__})")
     return PermanentError(f"unexpected error talking to slack ({type(exc).__name__})")
 
 
-async def call_slack(fn: Callable[..., Awaitable[_T]], **kwargs: Any) -> _T:
-    """``await fn(**kwargs)`` (a Web API method of the SDK client), its failures raised as typed sink errors."""
+async def call_slack(fn: Callable[..., Awaitable[_T]], /, *, hints: Mapping[str, str] | None = None,
+                     **kwargs: Any) -> _T:
+    """``await fn(**kwargs)`` (a Web API method of the SDK client), its failures raised as typed sink errors
+    (``hints``: see :func:`classify`)."""
     try:
         return await fn(**kwargs)
     except Exception as exc:
-        raise classify(exc) from None
+        raise classify(exc, hints) from None
 
 
-def _classify_answer(exc: SlackApiError) -> SinkError:
+def _classify_answer(exc: SlackApiError, hints: Mapping[str, str]) -> SinkError:
     response = exc.response
     status = getattr(response, "status_code", None) or getattr(response, "status", None) or 0
     headers = getattr(response, "headers", None) or {}
@@ -82,6 +100,8 @@ def _classify_answer(exc: SlackApiError) -> SinkError:
         return CardGone(f"the message can no longer be updated ({code})")
     if code in _TOO_LONG:
         return TooLong(f"the message is too long for slack ({code})")
+    if code in hints:
+        return PermanentError(f"slack refused the call ({code}): {hints[code]}")
     if code in _PERMANENT:
         return PermanentError(f"slack refused the call ({code}); check the app's token and scopes")
     if status >= 500 or code in _TRANSIENT:

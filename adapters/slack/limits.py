@@ -3,7 +3,8 @@
 Slack's tiers are per workspace per method, counted in per-minute windows for
 all cards together: ``chat.update`` and ``chat.delete`` Tier 3,
 ``chat.startStream`` and ``chat.stopStream`` Tier 2, ``chat.appendStream`` Tier 4;
-``chat.postMessage`` is about one a second per channel. :class:`SlackBuckets`
+``chat.postMessage`` is about one a second per channel. A chart's upload makes
+two Tier 4 calls, ``files.getUploadURLExternal`` and ``files.completeUploadExternal``. :class:`SlackBuckets`
 names the bucket (key and limit) each call draws from.
 
 The streamer pays for the one call it asked the sink for. Any other call (a
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from botgateway.config import SlackConfig
 
 __all__ = [
-    "DELETE_RATE_PER_MIN", "Bucket", "SlackBuckets", "on_own_budget", "paced", "release", "reserve", "window_limit",
+    "DELETE_RATE_PER_MIN", "FILES_RATE_PER_MIN", "Bucket", "SlackBuckets", "on_own_budget", "paced", "release", "reserve", "window_limit",
 ]
 
 _T = TypeVar("_T")
@@ -37,6 +38,9 @@ Bucket: TypeAlias = tuple[str, RateLimit]
 
 DELETE_RATE_PER_MIN = 50.0
 """``chat.delete`` is Tier 3 (50+ per minute per workspace)."""
+
+FILES_RATE_PER_MIN = 100.0
+"""``files.getUploadURLExternal`` and ``files.completeUploadExternal`` are Tier 4 (100+ per minute per workspace)."""
 
 
 _NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
@@ -67,6 +71,8 @@ class SlackBuckets:
     """``chat.postMessage`` (placeholders, fallbacks, Stop controls), per channel."""
     delete: RateLimit
     """``chat.delete``, per workspace."""
+    files: RateLimit
+    """Each of the two ``files.*`` calls of an upload, per workspace (one bucket per method)."""
 
     @classmethod
     def from_config(cls, config: SlackConfig) -> SlackBuckets:
@@ -79,6 +85,7 @@ class SlackBuckets:
             start=window_limit(config.start_stream_rate_per_min, window),
             post=RateLimit(rate_per_s=config.post_rate_per_s, burst=1),
             delete=window_limit(DELETE_RATE_PER_MIN, window),
+            files=window_limit(FILES_RATE_PER_MIN, window),
         )
 
     def update_bucket(self, target: CardTarget) -> Bucket:
@@ -108,6 +115,10 @@ class SlackBuckets:
     def delete_bucket(self, target: CardTarget) -> Bucket:
         """``chat.delete`` of ``target``'s workspace."""
         return f"slack:{_team(target)}:chat.delete", self.delete
+
+    def files_bucket(self, target: CardTarget, method: str) -> Bucket:
+        """``method`` (``files.getUploadURLExternal`` or ``files.completeUploadExternal``) of ``target``'s workspace."""
+        return f"slack:{_team(target)}:{method}", self.files
 
 
 async def paced(

@@ -30,7 +30,7 @@ from typing import Any
 from adapters.slack.inert import slack_inert
 from botgateway.answers import offers_answer_controls
 from botgateway.cards.inert import stable_cut
-from botgateway.cards.render import approval_text, preamble_text, render_markdown, render_plain
+from botgateway.cards.render import approval_text, artifact_failures, preamble_text, render_markdown, render_plain
 from botgateway.sink import CardTarget
 from botgateway.snapshot import ApprovalPrompt, CardSnapshot, Narration, ToolLine
 from botgateway.strings import t
@@ -345,11 +345,13 @@ def stream_pieces(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS)
 
 def stream_closing(snapshot: CardSnapshot, allowed: frozenset[str] = NO_MENTIONS,
                    target: CardTarget | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """What ``chat.stopStream`` adds: the failure/stop note as text, the footer as a context block, and the
-    feedback and Refresh buttons of a final answer to the typed question of ``target`` (when given)."""
-    note = ""
+    """What ``chat.stopStream`` adds: a line per chart that could not be shown and the failure/stop note as text,
+    the footer as a context block, and the feedback and Refresh buttons of a final answer to the typed question of
+    ``target`` (when given)."""
+    # A chart's title names what a tool read (a host, an alert's labels): defused like outside data.
+    note = "".join(f"\n\n{defuse(line, snapshot.locale)}" for line in artifact_failures(snapshot))
     if snapshot.error and snapshot.final:
-        note = f"\n\n{defuse(snapshot.error, snapshot.locale, allowed)}"
+        note += f"\n\n{defuse(snapshot.error, snapshot.locale, allowed)}"
     if snapshot.continued:
         note += "\n\n" + t(snapshot.locale, "continued")
     blocks: list[dict[str, Any]] = []

@@ -25,7 +25,8 @@ different call (a queued card that cannot stream, native streaming refused, a
 stream rolled over) or one of its own (Stop controls), the
 :class:`~botgateway.sink.CallPacer` pays for it. Slack answers are mapped onto
 the typed sink errors (:mod:`adapters.slack.errors`); pacing, coalescing and
-retries are the streamer's and the pacer's job.
+retries are the streamer's and the pacer's job. A turn's charts are uploaded as
+files right under the answer (:mod:`adapters.slack.uploads`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
 from adapters.slack.native import NativeStreams, StreamBroken
 from adapters.slack.render import stream_closing
+from adapters.slack.uploads import ChartUploads
+from botgateway.artifacts import Artifact, ArtifactPlacement
 from botgateway.sink import CallPacer, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
 
@@ -88,6 +91,7 @@ class SlackCardSink:
         self._native = NativeStreams(client, config, buckets=self._buckets, pacer=pacer, clock=clock)
         self._edit = EditMessages(client, config)
         self._controls = StopControls(client, buckets=self._buckets, pacer=pacer, enabled=config.stop_button)
+        self._uploads = ChartUploads(client, self._buckets, pacer)
         # Mode per live card, so rate_key names the bucket the next call really uses.
         self._modes: LRUCache[CardKey, _Mode] = LRUCache(_MAX_CARDS)
 
@@ -275,6 +279,11 @@ class SlackCardSink:
         """An ephemeral message to ``user_id`` in ``target``'s channel and thread (only they see it)."""
         return await post_ephemeral(self._client, channel=target.chat_id, user=user_id, text=text,
                                     thread_ts=target.thread_id or None)
+
+    async def ship_artifact(self, target: CardTarget, artifact: Artifact, handle: CardHandle | None) -> ArtifactPlacement:
+        """Upload ``artifact`` as a file right under the answer; the card itself shows nothing for it."""
+        await self._uploads.upload(target, artifact, handle)
+        return ArtifactPlacement()
 
     async def aclose(self) -> None:
         """Take away Stop controls of cards that never ended and wait for control calls still running."""

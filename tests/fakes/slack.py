@@ -19,6 +19,9 @@ behaves like Slack where it matters for the card pipeline:
   that ``views.open`` accepts once, within 3 s, like Slack's; the opened modal
   is kept (:attr:`FakeSlack.views`) and :meth:`FakeSlack.view_submission`
   builds what Slack sends when it is submitted;
+* ``files.getUploadURLExternal``, the upload URL it hands out (served here) and
+  ``files.completeUploadExternal`` check a chart's two-step upload and keep the
+  files shared into each thread (:attr:`FakeSlack.files`, :mod:`tests.fakes.slack_files`);
 * ``usergroups.users.list`` answers the members of :attr:`FakeSlack.usergroups`
   (``missing_scope`` while :attr:`FakeSlack.usergroups_readable` is off);
 * ``apps.connections.open`` hands out a ``ws://127.0.0.1:…`` URL served here;
@@ -48,6 +51,8 @@ from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
+
+from tests.fakes.slack_files import FakeSlackFiles
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 ANSWER_BLOCK = "botgateway_answer"
@@ -127,7 +132,7 @@ class Message:
     def buttons(self) -> list[dict[str, Any]]:
         """Button elements of the message's action blocks while it is live (Stop, Approve, Deny): a final answer's
         Refresh and feedback buttons are :meth:`answer_buttons`."""
-        found = []
+        found: list[dict[str, Any]] = []
         for block in [*self.blocks, *self.stop_blocks]:
             if block.get("type") == "actions" and not str(block.get("block_id", "")).startswith(ANSWER_BLOCK):
                 found.extend(e for e in block.get("elements", []) if e.get("type") == "button")
@@ -213,6 +218,8 @@ class FakeSlack:
         self._runner: web.AppRunner | None = None
         self._watchers: list[Callable[[Message, str, float], None]] = []
         self.base = ""
+        self.files = FakeSlackFiles(lambda: self.base, self.new_ts, self._call_event.set)
+        """Uploads: the files shared into each channel and thread, and the upload URL's failures."""
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -222,6 +229,7 @@ class FakeSlack:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/socket", self._socket)
+        self.files.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -687,6 +695,12 @@ class FakeSlack:
                 msg.tasks[str(chunk.get("id"))] = chunk
         msg.versions.append(msg.text)
         return ""
+
+    def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        return self.files.m_get_upload_url(args)
+
+    def _m_files_completeUploadExternal(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        return self.files.m_complete(args)
 
     def _m_assistant_threads_setStatus(self, args: dict[str, Any]) -> dict[str, Any] | str:
         if not args.get("channel_id") or not args.get("thread_ts"):
