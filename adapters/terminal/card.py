@@ -1,7 +1,10 @@
-"""A card as ``rich`` draws it: preamble, status lines, muted thought, Markdown answer, footer.
+"""A card as ``rich`` draws it: preamble, status lines, muted thought, Markdown answer, charts, footer.
 
 Model text passes :func:`~botgateway.cards.inert.inert_markup` like on every
 platform: a terminal fetches nothing, but a copied answer should not carry a live image or a hidden link either.
+A terminal shows no picture: each chart of the turn is a line under the answer,
+its title and the shape of its series in block characters (``📈 cpu · 1h
+▁▂▄▇█▆``), with its figures in words beneath when they are short.
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
+from botgateway.artifacts import ArtifactView
 from botgateway.cards.inert import inert_markup
 from botgateway.cards.render import CURSOR, close_open_fence, preamble_text, tool_line_text
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.strings import t
 
-__all__ = ["Tail", "card_renderable"]
+__all__ = ["SHORT_ALT_CHARS", "Tail", "card_renderable", "chart_line"]
+
+SHORT_ALT_CHARS = 160
+"""Figures in words up to this long are shown under a chart's line; longer ones are in the answer anyway."""
 
 _BORDER = {
     "queued": "yellow",
@@ -81,6 +88,7 @@ def _rows(snapshot: CardSnapshot) -> list[RenderableType]:
         elif snapshot.status == "working" and not snapshot.thought:
             label = t(locale, "working") if snapshot.blocks else t(locale, "thinking")
             rows.append(Spinner("dots", text=Text(label, style="cyan")))
+        rows.extend(chart_line(view, locale) for view in snapshot.artifacts)
         if snapshot.continued:
             rows.append(Text(t(locale, "continued"), style="dim"))
         if snapshot.final and snapshot.error:
@@ -90,6 +98,29 @@ def _rows(snapshot: CardSnapshot) -> list[RenderableType]:
     if snapshot.footer:
         rows.append(Text(snapshot.footer, style="dim"))
     return rows
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, without control characters (a tool's words must not drive the terminal)."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def chart_line(view: ArtifactView, locale: str = "en") -> Text:
+    """A chart as the terminal shows it: ``📈 <title>  <sparkline>``, its short figures beneath; or why it could not
+    be shown."""
+    artifact = view.artifact
+    title = _printable(artifact.title)
+    if view.state == "failed":
+        return Text(t(locale, "chart_failed", title=title, reason=_printable(view.error)), style="yellow")
+    line = Text.assemble("📈 ", (title, "bold"))
+    if spark := _printable(artifact.sparkline):
+        line.append("  ")
+        line.append(spark, style="cyan")
+    alt = _printable(artifact.alt)
+    if alt and len(alt) <= SHORT_ALT_CHARS:
+        line.append("\n   ")
+        line.append(alt, style="dim")
+    return line
 
 
 class Tail:

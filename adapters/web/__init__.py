@@ -5,9 +5,11 @@ sub-application; :mod:`.routes` and :mod:`.openai_compat` its handlers;
 :mod:`.front` what they share (the question as the gateway takes it, the
 caller's grant, each turn's owner); :mod:`.follow` and :mod:`.tap` one turn's
 events streamed to one client; :mod:`.sink` the cards (each turn's newest
-snapshot); :mod:`.auth`, :mod:`.cors`, :mod:`.body`, :mod:`.sse` and
-:mod:`.client_addr` the HTTP details; :mod:`.session` the console's login, as
-the API asks it.
+snapshot); :mod:`.auth`, :mod:`.cors`, :mod:`.body`, :mod:`.sse`,
+:mod:`.client_addr` and :mod:`.public_url` the HTTP details; :mod:`.session`
+the console's login, as the API asks it; :mod:`.artifact_shelf`,
+:mod:`.artifact_links` and :mod:`.artifact_routes` the turns' pictures, kept
+and served to their askers.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.web.app import API_PREFIX, api_app
+from adapters.web.artifact_routes import PICTURES
 from adapters.web.auth import SessionCheck
 from adapters.web.front import ApiStore, BusyElsewhere, WebFront
 from adapters.web.sink import WebSink
@@ -48,7 +49,9 @@ class WebAdapter:
         self._session = session
 
     def mount(self, app: web.Application) -> None:
-        """Serve the API at ``/v1`` on ``app`` (the gateway's HTTP server's, before it starts)."""
+        """Serve the API at ``/v1`` on ``app`` (the gateway's HTTP server's, before it starts), and keep the
+        turns' pictures where the console's route finds them."""
+        app[PICTURES] = self.sink.shelf
         app.add_subapp(API_PREFIX, api_app(self.front, self._session))
 
     @property

@@ -1,4 +1,4 @@
-"""The ``/v1`` sub-application: CORS, authentication and plain JSON errors around the API's routes."""
+"""The ``/v1`` sub-application: CORS, authentication and plain JSON errors around the API's routes (and its pictures)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from adapters.web.artifact_links import PictureLinks
+from adapters.web.artifact_routes import PICTURE_ROUTE, api_picture_route
 from adapters.web.auth import ApiKeys, SessionCheck, auth_middleware
 from adapters.web.body import BadRequest
 from adapters.web.client_addr import TrustedProxies
@@ -42,11 +44,14 @@ async def _preflight(request: web.Request) -> web.Response:
 def api_app(front: WebFront, session: SessionCheck) -> web.Application:
     """The API as an aiohttp sub-application, to mount at :data:`API_PREFIX`."""
     web_config = front.config.web
+    keys, proxies = ApiKeys(web_config.api_keys), TrustedProxies(web_config.trusted_proxies)
     # Wrong keys count per client address in the Store, with the console's failed logins.
-    auth = auth_middleware(ApiKeys(web_config.api_keys), session, failures=FailedLogins(front.store),
-                           proxies=TrustedProxies(web_config.trusted_proxies))
+    auth = auth_middleware(keys, session, failures=FailedLogins(front.store), proxies=proxies,
+                           signed_routes=frozenset({PICTURE_ROUTE}))
     app = web.Application(middlewares=[cors_middleware(web_config.cors_origins), _bad_requests, auth])
-    routes = [*api_routes(front), chat_completions_route(front)]
+    links = PictureLinks(front.sink.shelf, keys)
+    routes = [*api_routes(front), chat_completions_route(front, links, proxies),
+              api_picture_route(front.sink.shelf, links)]
     app.add_routes(routes)
     paths = sorted({route.path for route in routes})
     app.add_routes([web.options(path, _preflight) for path in paths])

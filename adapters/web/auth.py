@@ -6,7 +6,9 @@ exit), so the timing of a refusal tells nothing about how close a guess was.
 Wrong keys are counted per client address with the console's failed logins
 (:mod:`adapters.web.failed_logins`): past the limit every key from that
 address, the right one too, is answered 429 with ``Retry-After`` until the
-window ends. Keys never reach a log or an answer.
+window ends. Keys never reach a log or an answer. A picture's link carries
+its own signature instead (:mod:`adapters.web.artifact_links`), made with a
+secret derived from the key that asked.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from adapters.web.failed_logins import FailedLogins
 from botgateway.config.web import ApiKeyConfig
 from botgateway.principal import Principal
 
-__all__ = ["API_PLATFORM", "ApiKeys", "SessionCheck", "auth_middleware", "principal_of"]
+__all__ = ["API_PLATFORM", "ApiKeys", "SessionCheck", "auth_middleware", "caller_of", "principal_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,14 +55,24 @@ class ApiKeys:
         """Whether any key is configured."""
         return bool(self._keys)
 
-    def fingerprint(self, principal_id: str) -> str | None:
-        """The SHA-256 (hex) of the key configured now for ``principal_id`` (``api:<name>``), or None: what a console
-        session opened with the key keeps, so that it ends once the key is removed or changed."""
+    def _key_of(self, principal_id: str) -> bytes | None:
         platform, _, name = principal_id.partition(":")
         if platform != API_PLATFORM:
             return None
-        key = next((key for key_name, key in self._keys if key_name == name), None)
+        return next((key for key_name, key in self._keys if key_name == name), None)
+
+    def fingerprint(self, principal_id: str) -> str | None:
+        """The SHA-256 (hex) of the key configured now for ``principal_id`` (``api:<name>``), or None: what a console
+        session opened with the key keeps, so that it ends once the key is removed or changed."""
+        key = self._key_of(principal_id)
         return None if key is None else hashlib.sha256(key).hexdigest()
+
+    def derived_secret(self, principal_id: str, purpose: bytes) -> bytes | None:
+        """A secret for ``purpose`` derived from the key configured now for ``principal_id``, or None (no such key):
+        what signs a link only that key's asker was given, which stops opening once the key is changed or removed.
+        The key itself never leaves this object."""
+        key = self._key_of(principal_id)
+        return None if key is None else hmac.new(key, purpose, hashlib.sha256).digest()
 
     def principal(self, presented: str) -> Principal | None:
         """The principal of the key ``presented``, or None when it is no configured key."""
@@ -74,10 +86,17 @@ class ApiKeys:
 
 def principal_of(request: web.Request) -> Principal:
     """The authenticated caller of ``request`` (set by :func:`auth_middleware`)."""
-    principal = request.get(_REQUEST_PRINCIPAL)
-    if not isinstance(principal, Principal):
+    principal = caller_of(request)
+    if principal is None:
         raise web.HTTPUnauthorized(text='{"error": "not authenticated"}', content_type="application/json")
     return principal
+
+
+def caller_of(request: web.Request) -> Principal | None:
+    """The authenticated caller of ``request``, or None: a request of a signed route that came with its signature
+    and no credentials (its handler checks the signature)."""
+    principal = request.get(_REQUEST_PRINCIPAL)
+    return principal if isinstance(principal, Principal) else None
 
 
 def _bearer(request: web.Request) -> str | None:
@@ -120,11 +139,14 @@ async def _key_principal(keys: ApiKeys, token: str, failures: FailedLogins, clie
 
 
 def auth_middleware(
-    keys: ApiKeys, session: SessionCheck, *, failures: FailedLogins, proxies: TrustedProxies
+    keys: ApiKeys, session: SessionCheck, *, failures: FailedLogins, proxies: TrustedProxies,
+    signed_routes: frozenset[str] = frozenset(),
 ) -> Middleware:
     """A middleware that lets a request through only with a valid key or session; the principal goes on the request.
 
-    ``failures`` counts wrong keys per client address, as ``proxies`` (the trusted reverse proxies) report it."""
+    ``failures`` counts wrong keys per client address, as ``proxies`` (the trusted reverse proxies) report it.
+    ``signed_routes``: the names of routes whose links carry their own signature (``?sig=``, a picture an ``<img>``
+    loads without headers): such a request without credentials goes to its handler, which checks the signature."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -136,6 +158,8 @@ def auth_middleware(
             found = await _key_principal(keys, token, failures, proxies.client(request))
         else:
             found = await session(request)
+        if found is None and "sig" in request.query and request.match_info.route.name in signed_routes:
+            return await handler(request)
         if found is None:
             return _unauthorized("authentication required: send 'Authorization: Bearer <API key>'")
         if isinstance(found, web.Response):

@@ -7,7 +7,8 @@ cookie; ``/logout`` ends the session. The pages' files are served from the
 package (``adapters/web/console/``), with a Content-Security-Policy that lets
 them load nothing but themselves: no CDN, no inline script, no remote image.
 The Audit, Usage, Feedback and Status data (``/console/api/…``) are for the
-admin session only. The chat itself talks to the HTTP API (``/v1/…``), whose
+admin session only; a turn's pictures (``/console/artifacts/…``) for the
+session that asked it (:mod:`adapters.web.artifact_routes`). The chat itself talks to the HTTP API (``/v1/…``), whose
 auth accepts the session (:func:`adapters.web.session.session_principal`).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.web.artifact_routes import console_picture
 from adapters.web.console_reports import (
     BadFilter,
     Report,
@@ -187,6 +189,7 @@ def console_routes(book: SessionBook, status: StatusParts) -> list[web.RouteDef]
         web.post("/logout", console.logout),
         web.get("/console/session", console.session),
         web.get("/console/static/{name}", console.static),
+        web.get("/console/artifacts/{name}", console_picture),
         web.get("/console/api/status", console.status),
         web.get("/console/api/{report}", console.report),
     ]

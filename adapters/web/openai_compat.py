@@ -18,6 +18,11 @@ default), which would ask the model the whole question again each time, or
 ask again what a limit or a stop just refused: every failed turn's answer says
 ``x-should-retry: false``, which they obey. The stream sends ``: ping``
 comments after ``web.keepalive_s`` of silence.
+
+The turn's pictures (charts its tools drew) end the answer as Markdown image
+links to the gateway, one per picture (:mod:`adapters.web.artifact_links`):
+signed for the asker's key, so that a browser client loads them without
+headers. Streamed, they come in a last content delta before the end.
 """
 
 from __future__ import annotations
@@ -28,14 +33,18 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.web.artifact_links import PictureLinks
 from adapters.web.auth import principal_of
 from adapters.web.body import BadRequest, read_json, text_field
+from adapters.web.client_addr import TrustedProxies
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import WebFront
 from adapters.web.inert import web_inert
+from adapters.web.public_url import public_origin
 from adapters.web.routes import locale_of, note_final
 from adapters.web.sse import SseStream
 from adapters.web.tap import EventTap
+from botgateway.artifacts import Artifact
 from botgateway.cards.inert_stream import InertStream
 from botgateway.events import (
     AnswerDelta,
@@ -47,6 +56,7 @@ from botgateway.events import (
     TurnFailed,
     Usage,
 )
+from botgateway.principal import Principal
 
 __all__ = ["NO_RETRY", "chat_completions_route", "progress_text"]
 
@@ -100,8 +110,9 @@ def _error(final: TurnFailed) -> dict[str, Any]:
     return {"error": {"message": final.message, "type": final.reason, "code": final.reason}}
 
 
-def chat_completions_route(front: WebFront) -> web.RouteDef:
-    """The route (relative to the ``/v1`` sub-application)."""
+def chat_completions_route(front: WebFront, links: PictureLinks, proxies: TrustedProxies) -> web.RouteDef:
+    """The route (relative to the ``/v1`` sub-application); ``links`` writes the links to the turn's pictures,
+    which point at the gateway as the client reached it (through ``proxies``)."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
         principal = principal_of(request)
@@ -116,7 +127,8 @@ def chat_completions_route(front: WebFront) -> web.RouteDef:
         msg = front.message(principal, question, conversation, locale_of(request, data))
         tap = EventTap(front.config.web.max_pending_events)
         submission = await front.ask(msg, tap)
-        completion = _Completion(f"chatcmpl-{submission.turn_id or front.new_conversation()}", model)
+        completion = _Completion(f"chatcmpl-{submission.turn_id or front.new_conversation()}", model,
+                                 _Pictures(links, principal, public_origin(request, proxies), msg.target.locale))
         if data.get("stream") is True:
             return await completion.stream(request, front, msg, submission, tap, include_usage)
         return await completion.whole(request, front, msg, submission, tap)
@@ -124,13 +136,34 @@ def chat_completions_route(front: WebFront) -> web.RouteDef:
     return web.post("/chat/completions", handler)
 
 
+class _Pictures:
+    """The pictures of one turn's tool calls, and the Markdown that links to them once it is answered."""
+
+    def __init__(self, links: PictureLinks, asker: Principal, origin: str, locale: str) -> None:
+        self._links = links
+        self._asker = asker
+        self._origin = origin
+        self._locale = locale
+        self._artifacts: list[Artifact] = []
+
+    def note(self, event: TurnEvent) -> None:
+        """Take the pictures of a finished call."""
+        if isinstance(event, ToolCallFinished):
+            self._artifacts.extend(event.artifacts)
+
+    def markdown(self) -> str:
+        """The links (our own Markdown, never made inert), or "" when no tool drew anything."""
+        return self._links.markdown(self._artifacts, self._asker, self._origin, self._locale)
+
+
 class _Completion:
     """One completion's answer, in either form."""
 
-    def __init__(self, completion_id: str, model: str) -> None:
+    def __init__(self, completion_id: str, model: str, pictures: _Pictures) -> None:
         self.id = completion_id
         self.model = model
         self.created = int(time.time())
+        self.pictures = pictures
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
@@ -142,6 +175,7 @@ class _Completion:
         reasoning: list[str] = []
 
         async def write(event: TurnEvent, t: float) -> None:
+            self.pictures.note(event)
             reasoning.append(progress_text(event))
 
         if submission.status in ("started", "queued"):
@@ -155,7 +189,8 @@ class _Completion:
             status = 429 if submission.limited else _STATUS.get(final.reason, 502)
             return web.json_response(_error(final), status=status, headers=NO_RETRY)
         inert = web_inert(msg.target.locale)
-        message = {"role": "assistant", "content": inert(final.result.answer)}
+        content = "\n\n".join(part for part in (inert(final.result.answer), self.pictures.markdown()) if part)
+        message = {"role": "assistant", "content": content}
         if "".join(reasoning).strip():
             message["reasoning_content"] = inert("".join(reasoning).strip())
         return web.json_response({
@@ -177,6 +212,7 @@ class _Completion:
         content, reasoning = InertStream(inert), InertStream(inert)
 
         async def write(event: TurnEvent, t: float) -> None:
+            self.pictures.note(event)
             if isinstance(event, AnswerDelta):
                 if text := content.push(event.text):
                     await send(self.chunk({"content": text}))
@@ -203,6 +239,8 @@ class _Completion:
             if isinstance(final, TurnFailed):
                 await send(_error(final))
             else:
+                if links := self.pictures.markdown():
+                    await send(self.chunk({"content": f"\n\n{links}"}))
                 await send(self.chunk({}, "stop"))
                 if include_usage:
                     await send({"id": self.id, "object": "chat.completion.chunk", "created": self.created,

@@ -11,6 +11,9 @@ either, the least recently changed card goes first. A dropped board tells its
 watchers (:attr:`CardBoard.dropped`), so none waits for a change that cannot
 come. It makes no platform calls, so its rate budget is a large no-op one (as
 DingTalk's local replies); the card's buffer policy still paces the updates.
+A turn's pictures go on its :class:`~adapters.web.artifact_shelf.ArtifactShelf`
+(:meth:`WebSink.ship_artifact`), and the card shows each by the URL the
+console loads it from, for the turn's asker only.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
+from adapters.web.artifact_shelf import CONSOLE_PICTURES, ArtifactShelf
+from botgateway.artifacts import Artifact, ArtifactPlacement
 from botgateway.budget import RateLimit
-from botgateway.sink import CardHandle, CardOp, CardTarget
+from botgateway.sink import CardHandle, CardOp, CardTarget, PermanentError
 from botgateway.snapshot import CardSnapshot
 
 __all__ = ["KEEP_FINAL_S", "MAX_BOARDS", "MAX_TOTAL_CHARS", "NO_CALL", "PLATFORM", "CardBoard", "WebSink",
@@ -92,7 +97,8 @@ class CardBoard:
 
 
 class WebSink:
-    """A :class:`~botgateway.sink.CardSink` that keeps each turn's newest snapshot on a :class:`CardBoard`."""
+    """A :class:`~botgateway.sink.CardSink` that keeps each turn's newest snapshot on a :class:`CardBoard`, and an
+    :class:`~botgateway.sink.ArtifactSink` that keeps its pictures on a shelf."""
 
     platform = PLATFORM
     max_chars = 200_000
@@ -101,7 +107,11 @@ class WebSink:
     def __init__(
         self, *, max_boards: int = MAX_BOARDS, max_total_chars: int = MAX_TOTAL_CHARS,
         keep_final_s: float = KEEP_FINAL_S, clock: Callable[[], float] = time.monotonic,
+        shelf: ArtifactShelf | None = None,
     ) -> None:
+        """``shelf``: where the turns' pictures are kept for the console and the API (a new one by default)."""
+        self.shelf = shelf if shelf is not None else ArtifactShelf()
+        """The turns' pictures, served to their askers."""
         self._boards: OrderedDict[str, CardBoard] = OrderedDict()  # least recently changed first
         self._sizes: dict[str, int] = {}
         self._total = 0
@@ -155,6 +165,13 @@ class WebSink:
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
         """A note or an undeliverable final: shown on the turn's board when it has one."""
         self._show(target.turn_id or f"note-{next(self._ids)}", snapshot)
+
+    async def ship_artifact(self, target: CardTarget, artifact: Artifact, handle: CardHandle | None) -> ArtifactPlacement:
+        """Keep ``artifact`` for the turn's asker; the card shows it by the URL the console loads it from (an
+        :class:`~botgateway.sink.ArtifactSink`). Nothing leaves the process: no budget is drawn."""
+        if not self.shelf.keep(artifact, target.user_id):
+            raise PermanentError("the picture is too large to keep")
+        return ArtifactPlacement(embed=f"{CONSOLE_PICTURES}{artifact.ref}.png")
 
     def _show(self, card_id: str, snapshot: CardSnapshot) -> None:
         board = self._boards.get(card_id)

@@ -23,8 +23,9 @@ if TYPE_CHECKING:  # the renderer (matplotlib) is the composition's to import, w
 
 __all__ = ["DARK_PLATFORMS", "ChartMaker", "sparkline"]
 
-DARK_PLATFORMS = frozenset({"web"})
-"""Front doors with a dark theme: their charts are drawn in both themes."""
+DARK_PLATFORMS = frozenset({"web", "api"})
+"""Front doors with a dark theme (the console, whether its session came from a login or an API key): their charts
+are drawn in both themes."""
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 24

@@ -4,9 +4,12 @@
 // the answer as markdown, the footer, approval buttons while a tool waits, a Stop button until final.
 // A stream that ends without a final snapshot (a card kept by another worker or replica, a dropped
 // connection) is settled from GET /v1/turns/{id}, which any replica answers from the shared Store.
+// The turn's pictures (charts) come below the answer, loaded from the gateway's own /console/artifacts/
+// (never from a URL in the model's text), sized to the card, in the theme shown.
 "use strict";
 
 const CHAT = { conversations: [], current: "", views: new WeakMap() };
+const CHAT_PICTURES = "/console/artifacts/";
 const FINAL = ["done", "failed", "stopped"];
 const CHAT_KEY_PREFIX = "botgateway.conversations.";
 const CHAT_MAX_CONVERSATIONS = 50;
@@ -261,6 +264,66 @@ async function chatDecide(prompt, approve, row) {
   }
 }
 
+/** One picture's image (light, or dark) sized to the card with its aspect kept; on a failed load, its words. */
+function chatPictureImage(picture, url, theme) {
+  const img = document.createElement("img");
+  img.className = "chart-" + theme;
+  img.alt = picture.alt || picture.title || "";
+  img.title = picture.title || "";
+  if (picture.width > 0 && picture.height > 0) {
+    img.width = picture.width;
+    img.height = picture.height;
+  }
+  img.decoding = "async";
+  img.addEventListener("error", () => {
+    const figure = img.closest(".chart");
+    if (!figure) return;
+    const words = document.createElement("div");
+    words.className = "chart-note muted";
+    words.textContent = "📈 " + [picture.title, picture.alt].filter(Boolean).join(" · ");
+    figure.replaceChildren(words);
+  });
+  img.src = url;
+  return img;
+}
+
+/** The view's figure for `picture`: made once per picture and state, so a redraw keeps a loaded image. */
+function chatPicture(view, picture) {
+  if (!view.pictures) view.pictures = new Map();
+  const key = picture.ref + "|" + picture.state + "|" + (picture.url || "");
+  const known = view.pictures.get(picture.ref);
+  if (known && known.key === key) return known.node;
+  let node;
+  if (picture.state === "shown" && typeof picture.url === "string" && picture.url.startsWith(CHAT_PICTURES)) {
+    node = document.createElement("figure");
+    node.className = "chart";
+    node.dataset.ref = picture.ref;
+    node.appendChild(chatPictureImage(picture, picture.url, "light"));
+    const dark = typeof picture.dark_url === "string" && picture.dark_url.startsWith(CHAT_PICTURES);
+    if (dark) node.appendChild(chatPictureImage(picture, picture.dark_url, "dark"));
+    node.classList.toggle("has-dark", dark);
+  } else if (picture.state === "failed") {
+    node = document.createElement("div");
+    node.className = "chart-note error";
+    node.textContent = picture.note || picture.error || picture.title || "";
+  } else {
+    return null;  // on its way, or placed beside the card: nothing to draw yet
+  }
+  view.pictures.set(picture.ref, { key, node });
+  return node;
+}
+
+function chatPictures(view, pictures) {
+  const box = document.createElement("div");
+  box.className = "charts";
+  for (const picture of pictures) {
+    if (!picture || typeof picture.ref !== "string") continue;
+    const node = chatPicture(view, picture);
+    if (node) box.appendChild(node);
+  }
+  return box.childElementCount ? box : null;
+}
+
 /** Draw `snap` (a full card snapshot) into the view's card. */
 function chatRender(view, snap) {
   const card = view.card;
@@ -324,6 +387,8 @@ function chatRender(view, snap) {
     }
     card.appendChild(answer);
   }
+  const pictures = Array.isArray(snap.artifacts) ? chatPictures(view, snap.artifacts) : null;
+  if (pictures) card.appendChild(pictures);
   if (snap.error) {
     const error = document.createElement("div");
     error.className = "card-error error";
