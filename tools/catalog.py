@@ -26,6 +26,7 @@ from botgateway.tooling import Tool
 from tools.cloud_tools import IP_TOOLS, IpAddress, build_cloud_tools
 from tools.estate.fanout import Estate
 from tools.mcp import RECONNECT_BACKOFF, McpManager, ToolSink
+from tools.metrics.alert_graphs import PrometheusAlertGrapher
 from tools.providers.base import Provider
 from tools.providers.cloud import CloudProvider
 from tools.providers.sdk import require_sdk
@@ -104,6 +105,10 @@ class Toolset:
         except ValidationError as exc:
             return f"invalid arguments: ip: {'; '.join(e['msg'] for e in exc.errors())}"
         return None
+
+    def alert_grapher(self) -> PrometheusAlertGrapher | None:
+        """What draws alert cards' graphs (the configured Prometheus, charts on); None otherwise."""
+        return self.numbers.alert_grapher() if self.numbers is not None else None
 
     async def aclose(self) -> None:
         """Close MCP sessions and provider thread pools."""

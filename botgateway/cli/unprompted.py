@@ -44,7 +44,7 @@ async def start_unprompted(runtime: Runtime, adapters: Sequence[Adapter]) -> Non
         runtime.late.alert_desk = AlertDesk(
             config=config.alerts, store=runtime.store, budget=runtime.budget, channels=channels,
             read_only_tools=runtime.tools.read_only_names, instance_id=runtime.gateway.instance_id,
-            seed=runtime.memory.commit,
+            seed=runtime.memory.commit, grapher=runtime.toolset.alert_grapher(),
         )
         log.info("alerts.receiving", routes=[r.name for r in config.alerts.routes])
     if config.schedules:
