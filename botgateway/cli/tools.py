@@ -155,6 +155,18 @@ async def tools_call(config: Config, name: str, args: list[str], *, console: Con
         message = outcome.error or outcome.content
         err.print(Text(f"error: {name} failed: {message}", style="red"), soft_wrap=True)
         return EXIT_FAILED
-    out.print(Text(f"✓ {name}: {outcome.summary} ({outcome.duration_s:.2f} s)", style="green"))
-    out.print(Text(outcome.content), soft_wrap=True)
+    # Long lines stay whole (a terminal wraps them; a pipe or a file keeps each breakdown line on one line).
+    out.print(Text(f"✓ {name}: {outcome.summary} ({outcome.duration_s:.2f} s)", style="green"), soft_wrap=True)
+    artifacts = getattr(outcome, "artifacts", ())
+    out.print(Text(_for_operator(outcome.content, artifacts)), soft_wrap=True)
+    for artifact in artifacts:
+        shape = f" {artifact.sparkline}" if artifact.sparkline else ""
+        out.print(Text(f"chart: {artifact.title} ({artifact.width}×{artifact.height} PNG, drawn for the card){shape}",
+                       style="dim"), soft_wrap=True)
     return EXIT_OK
+
+
+def _for_operator(content: str, artifacts: Sequence[Any]) -> str:
+    """The tool's text without the lines telling the model about a chart (the operator gets a ``chart:`` line)."""
+    refs = [a.ref for a in artifacts if getattr(a, "ref", "")]
+    return "\n".join(line for line in content.splitlines() if not any(ref in line for ref in refs))

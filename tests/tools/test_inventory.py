@@ -42,6 +42,7 @@ async def test_lookup_by_ip_finds_the_mysql_primary() -> None:
         assert registry.names == [
             "search_inventory_by_ip", "find_server", "list_servers",
             "find_resource", "list_resources", "trace", "exposed_ports", "resource_changes",
+            "resource_metrics",  # the sample estate's recorded hour of metrics
         ]
         # every lookup only reads: an alert's investigation may use them all
         assert registry.read_only_names() == set(registry.names)

@@ -153,6 +153,7 @@ def _estate_examples(tools: Mapping[str, Any], zh: bool) -> str:
         ("trace", "*api.example.com 后面是什么？*", "*What's behind api.example.com?*"),
         ("resource_changes", "*谁停了 prod-db-03？*", "*Who stopped prod-db-03?*"),
         ("exposed_ports", "*哪个安全组对公网开放了 22 端口？*", "*Which security group opens 22 to the world?*"),
+        ("resource_metrics", "*prod-db-01 怎么样？*", "*How is prod-db-01 doing?*"),
     )
     offered = [zh_text if zh else en_text for name, zh_text, en_text in examples if find_tool(tools, name)]
     if not offered:

@@ -19,7 +19,10 @@ rest of the estate ("what's behind api.example.com?", "who stopped
 prod-db-03?") have their own: :mod:`~tools.demo.estate_questions`,
 :mod:`~tools.demo.estate_planning`, :mod:`~tools.demo.estate_findings`,
 :mod:`~tools.demo.estate_answers` (with :mod:`~tools.demo.estate_trace_answer`
-and :mod:`~tools.demo.estate_words`).
+and :mod:`~tools.demo.estate_words`). "How is prod-db-01 doing?" is read by
+:mod:`~tools.demo.metric_questions` and answered with the figures by
+:mod:`~tools.demo.metric_answers`; the sample estate's numbers come from
+:mod:`~tools.demo.recorded_metrics`.
 """
 
 from __future__ import annotations

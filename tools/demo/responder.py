@@ -9,7 +9,9 @@ explains what the demo can do when it names nothing).
 Estate questions ("what's behind api.example.com?", "who stopped prod-db-03?")
 go to the estate tools when the request offers them
 (:mod:`tools.demo.estate_planning`); questions about servers go to the server
-tools first, as they always did.
+tools first, as they always did. "How is prod-db-01 doing?" reads the host's metrics with
+``resource_metrics`` when offered (:mod:`tools.demo.metric_questions`) and answers with the figures
+(:mod:`tools.demo.metric_answers`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ from tools.demo.estate_findings import read_estate_findings
 from tools.demo.estate_planning import plan_estate_calls
 from tools.demo.estate_questions import EstateAsk, read_estate_question
 from tools.demo.findings import read_findings
+from tools.demo.metric_answers import (
+    compose_metric_answer,
+    metric_results_thought,
+    metric_thought,
+    read_metric_findings,
+)
+from tools.demo.metric_questions import MetricAsk, plan_metric_calls, read_metric_question
 from tools.demo.planning import PlannedCall, offered_tools, plan_tool_calls, widen_search
 from tools.demo.question import Lookup, analyze_question, is_chinese, last_user_text, since_last_question
 from tools.demo.summary import compose_summary, is_summary_request
@@ -108,9 +117,13 @@ class DemoResponder:
         known = self.hosts.host_names() if self.hosts is not None else ()
         lookup = analyze_question(question, known)
         ask = read_estate_question(question, known)
+        metric = read_metric_question(question, known)
         since_question = since_last_question(messages)
         if not any(m.get("role") == "tool" for m in since_question):
-            return self._first_round(lookup, ask, tools, zh)
+            return self._first_round(lookup, ask, metric, tools, zh)
+        numbers = read_metric_findings(messages, self.outcomes)
+        if numbers.called:
+            return self._answer(metric_results_thought(zh), compose_metric_answer(metric, numbers, zh))
         estate = read_estate_findings(messages, self.outcomes)
         if estate.called:
             return self._answer(estate_results_thought(zh), compose_estate_answer(ask, estate, zh))
@@ -121,9 +134,14 @@ class DemoResponder:
         return self._answer(results_thought(zh), compose_answer(question, findings, zh))
 
     def _first_round(
-        self, lookup: Lookup, ask: EstateAsk | None, tools: Mapping[str, Mapping[str, Any]], zh: bool
+        self, lookup: Lookup, ask: EstateAsk | None, metric: MetricAsk | None, tools: Mapping[str, Mapping[str, Any]],
+        zh: bool,
     ) -> _Round:
-        """Call the tools that answer the question: the server tools for servers, the estate tools for the rest."""
+        """Call the tools that answer the question: the metrics for how a resource is doing, the server tools for
+        servers, the estate tools for the rest."""
+        metric_calls = plan_metric_calls(metric, tools) if metric is not None and tools else []
+        if metric_calls and metric is not None:
+            return self._call(metric_thought(metric, zh), metric_calls)
         server_calls = plan_tool_calls(lookup, tools) if tools else []
         estate_calls = plan_estate_calls(ask, tools) if ask is not None and tools else []
         # a server question keeps today's server lookups; anything else prefers the estate tools when offered

@@ -111,8 +111,8 @@ CATALOG: Mapping[tuple[str, str], Mapping[str, MetricSpec]] = {
 }
 """(provider, kind) → our metric name → where that cloud keeps it."""
 
-METRIC_KINDS: tuple[str, ...] = ("server", "database", "load_balancer")
-"""The kinds with standard metrics."""
+METRIC_KINDS: tuple[str, ...] = ("server", "database", "load_balancer", "k8s_node")
+"""The kinds with standard metrics (a Kubernetes node's come from Prometheus)."""
 
 
 def catalog_of(resource: Resource) -> Mapping[str, MetricSpec]:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from botgateway.tooling import Source, Tool, ToolContext, ToolError, ToolOutput, tool
+from tools.charts.artifacts import ChartMaker
+from tools.charts.attach import with_charts
 from tools.estate.fanout import Estate
 from tools.estate.matching import QueryError, parse_query, rank
 from tools.estate.resource import Resource, kind_label
@@ -108,19 +110,23 @@ async def _read(source: MetricSource, resource: Resource, names: list[str], star
 
 
 def build_resource_metric_tools(
-    estate: Estate, sources_by_provider: Mapping[str, MetricSource], *, timeout_s: float | None
+    estate: Estate, sources_by_provider: Mapping[str, MetricSource], *, timeout_s: float | None,
+    charts: ChartMaker | None = None, tz: str = "UTC",
 ) -> list[Tool]:
-    """The ``resource_metrics`` tool over ``estate`` and the clouds' metric sources (by provider key)."""
+    """The ``resource_metrics`` tool over ``estate`` and the clouds' metric sources (by provider key); ``charts``
+    draws each answer's chart (in time zone ``tz``)."""
     providers = list(sources_by_provider)
 
     async def resource_metrics(
         resource: str, window: str = "1h", metrics: list[str] | None = None, *, ctx: ToolContext
-    ) -> ResourceMetricsResult:
+    ) -> ToolOutput:
         window_s = parse_duration(window, "window")
         note = f"window bounded to {_span(MAX_WINDOW_S)} (asked {window})" if window_s > MAX_WINDOW_S else ""
         window_s = min(window_s, MAX_WINDOW_S)
         found = await _resolve(estate, resource, ctx, providers)
-        catalog = catalog_of(found)
+        source = sources_by_provider[found.provider]
+        own = getattr(source, "catalog", None)  # a source with a catalog of its own (Prometheus) names what it reads
+        catalog = own(found) if callable(own) else catalog_of(found)
         if not catalog:
             raise ToolError(f"{found.name or found.id} is a {kind_label(found.kind)} on {found.provider}: "
                             "no standard metrics are known for it")
@@ -128,7 +134,6 @@ def build_resource_metric_tools(
         if unknown:
             raise ToolError(f"no {', '.join(unknown)} metric for this {kind_label(found.kind)}; "
                             f"it has {', '.join(catalog)}")
-        source = sources_by_provider[found.provider]
         step_s = max(60, choose_step(window_s, None))
         end = time.time()
         series, failed = await _read(source, found, list(metrics or catalog), end - window_s, end, step_s)
@@ -137,13 +142,15 @@ def build_resource_metric_tools(
                             f"{found.name or found.id}: {'; '.join(failed)}")
         result = RangeResult(tuple(series), end - window_s, end, step_s, None, len(series), time.time())
         query = f"{found.provider}:{found.id} {','.join(metrics or catalog)}"
-        return ResourceMetricsResult(
+        answer = ResourceMetricsResult(
             query, window_s, note, result, tuple(summarize(s) for s in series), found, source.label,
             source.metric_api, tuple(failed),
         )
+        title = f"{found.name or found.id} · last {_span(window_s)}"
+        return await with_charts(answer.to_tool_output(), charts, answer.chart_specs(title, tz), ctx)
 
-    resource_metrics.__doc__ = """Standard metrics (cpu, memory, network, disk, connections, requests) of one cloud
-    server, database or load balancer, found by name, IP or id; returns per-series figures, not points.
+    resource_metrics.__doc__ = """Standard metrics (cpu, memory, network, disk, connections, requests) of one server,
+    Kubernetes node, database or load balancer, found by name, IP or id; returns per-series figures, not points.
 
     Args:
         resource: Its name, IP address or cloud id (prod-db-01, 10.0.3.7, i-0abc).
