@@ -32,7 +32,7 @@ from tools.providers.cloud import CloudProvider
 from tools.providers.sdk import require_sdk
 from tools.toolsets.assembly import build_estate, estate_sources, estate_tools
 from tools.toolsets.numbers import NumberTools, build_number_tools
-from tools.toolsets.readiness import ToolsetStatus, probe_sources, toolset_status
+from tools.toolsets.readiness import ToolsetStatus, probe_prometheus, probe_sources, toolset_status
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +67,8 @@ class Toolset:
         if self.config is None:
             return []
         probes = await probe_sources(self.estate) if probe and self.estate is not None else []
+        if probe and self.numbers is not None and self.numbers.prometheus is not None:
+            probes.append(await probe_prometheus(self.numbers.prometheus))
         return toolset_status(self.config, self.estate, probes)
 
     def get(self, name: str) -> Tool | None:

@@ -303,3 +303,5 @@ def _print_progress(event: TurnEvent, err: TextIO) -> None:
     elif isinstance(event, ToolCallFinished):
         mark = "✓" if event.ok else "✗"
         print(f"{mark} {event.name}: {event.summary} ({event.duration_s:.1f} s)", file=err, flush=True)
+        for chart in event.artifacts:  # a terminal shows a chart as its shape; the figures are in the answer
+            print(f"📈 {' '.join(chart.title.split())}  {chart.sparkline}".rstrip(), file=err, flush=True)

@@ -83,7 +83,7 @@ class KubernetesConfig(Section):
     """Calls per second per context (the client's default rate against the API server)."""
 
 
-TOOLSETS = ("servers", "network", "data", "dns", "storage", "kubernetes", "changes")
+TOOLSETS = ("servers", "network", "data", "dns", "storage", "kubernetes", "changes", "metrics", "cost")
 """Every toolset, in the order ``tools list`` shows them."""
 
 

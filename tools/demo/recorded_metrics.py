@@ -28,7 +28,8 @@ from tools.metrics.prometheus_hosts import recognize
 from tools.metrics.series import Series
 from tools.providers.inventory import resolve_path
 
-__all__ = ["RECORDING", "SAMPLE_INVENTORY", "RecordedSeries", "Recording", "load_recording", "sample_recording"]
+__all__ = ["RECORDING", "SAMPLE_INVENTORY", "RecordedSeries", "Recording", "is_sample_estate", "load_recording",
+           "sample_recording"]
 
 SAMPLE_INVENTORY = Path(__file__).resolve().parent.parent / "sample_inventory.yaml"
 """The shipped sample inventory, the estate the recording belongs to."""
@@ -62,11 +63,14 @@ def load_recording(path: Path = RECORDING) -> Recording:
     return Recording(int(data.get("step_s") or 60), instances)
 
 
+def is_sample_estate(inventory: InventoryConfig) -> bool:
+    """Whether ``inventory`` is the shipped sample estate (whose hosts have a recorded hour)."""
+    return inventory.enabled and resolve_path(inventory.path).resolve() == SAMPLE_INVENTORY
+
+
 def sample_recording(inventory: InventoryConfig) -> RecordedSeries | None:
     """The recorded series when ``inventory`` is the shipped sample estate; ``None`` for any other estate."""
-    if not inventory.enabled or resolve_path(inventory.path).resolve() != SAMPLE_INVENTORY:
-        return None
-    return RecordedSeries(load_recording())
+    return RecordedSeries(load_recording()) if is_sample_estate(inventory) else None
 
 
 class RecordedSeries:

@@ -26,6 +26,7 @@ def series_label(series: Series) -> str:
 def line_chart(title: str, series: Sequence[Series], summaries: Sequence[SeriesSummary], *, tz: str = "UTC",
                threshold: float | None = None, threshold_label: str = "") -> tuple[ChartSpec, str] | None:
     """The line chart of the series sharing the first series' unit, and its figures in words; None without points.
+    ``{metrics}`` in ``title`` becomes the names of the metrics drawn.
 
     Mixed units on one axis would mislead, so series of another unit are left to the model's figures.
     """
@@ -35,6 +36,8 @@ def line_chart(title: str, series: Sequence[Series], summaries: Sequence[SeriesS
     unit = drawn[0].unit
     same = [s for s in drawn if s.unit == unit]
     lines = tuple(LineSeries(series_label(s), s.points) for s in same)
+    # "{metrics}" in a title names what the chart shows (the series of another unit are left out of it).
+    title = title.replace("{metrics}", ", ".join(dict.fromkeys(s.labels.get("__name__", "") for s in same)).strip(", "))
     limit = Threshold(threshold, threshold_label) if threshold is not None else None
     spec = ChartSpec(kind="line", title=title, unit=unit, tz=tz, threshold=limit, series=lines)
     names = {s.name() for s in same}

@@ -146,7 +146,7 @@ def build_resource_metric_tools(
             query, window_s, note, result, tuple(summarize(s) for s in series), found, source.label,
             source.metric_api, tuple(failed),
         )
-        title = f"{found.name or found.id} · last {_span(window_s)}"
+        title = f"{found.name or found.id} {{metrics}} · last {_span(window_s)}"
         return await with_charts(answer.to_tool_output(), charts, answer.chart_specs(title, tz), ctx)
 
     resource_metrics.__doc__ = """Standard metrics (cpu, memory, network, disk, connections, requests) of one server,

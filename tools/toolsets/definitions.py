@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["TOOLSET_SPECS", "ToolsetSpec", "kinds_of"]
+__all__ = ["NUMBER_TOOLSETS", "TOOLSET_SPECS", "ToolsetSpec", "kinds_of"]
+
+NUMBER_TOOLSETS = ("metrics", "cost")
+"""The toolsets served by monitoring and billing APIs rather than by the estate's listings."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ TOOLSET_SPECS: Mapping[str, ToolsetSpec] = {
                     "why is the checkout deployment degraded?", ("inventory", "kubernetes")),
         ToolsetSpec("changes", (), ("resource_changes",), "who stopped prod-db-03, and when?",
                     ("inventory", "aliyun", "tencent", "aws", "kubernetes")),
+        ToolsetSpec("metrics", (), ("query_metrics", "resource_metrics"), "how is prod-db-01 doing?",
+                    ("prometheus", "aliyun", "tencent", "aws")),
+        ToolsetSpec("cost", (), ("cost",), "what did prod cost last month, by service?", ("aliyun", "tencent", "aws")),
     )
 }
 """Every toolset by name, in ``tools list`` order."""

@@ -86,25 +86,29 @@ async def build_number_tools(config: ToolsConfig, estate: Estate, *, budget: Rat
     """The metric and cost tools ``config`` enables; close the result with the toolset."""
     out = NumberTools()
     prometheus = config.prometheus
+    metrics_on, cost_on = "metrics" in config.toolsets, "cost" in config.toolsets
     # The sample estate without a Prometheus answers its hosts' metrics from its recorded hour.
-    recorded = sample_recording(config.inventory) if not prometheus.enabled else None
-    drawn = prometheus.enabled or recorded is not None or config.aws.enabled or config.aliyun.enabled or config.tencent.enabled
+    recorded = sample_recording(config.inventory) if metrics_on and not prometheus.enabled else None
+    clouds = config.aws.enabled or config.aliyun.enabled or config.tencent.enabled
+    drawn = prometheus.enabled or recorded is not None or (clouds and (metrics_on or cost_on))
     charts = _charts(config, out) if drawn else None
     tz = config.charts.timezone
-    if prometheus.enabled:
+    if prometheus.enabled:  # also for alert cards' graphs, whether or not the model gets the metric tools
         headers = {key: value.get_secret_value() for key, value in prometheus.headers.items()}
         out.prometheus = PrometheusSource(prometheus.url, timeout_s=prometheus.timeout_s, headers=headers)
-        out.tools += build_metric_tools(out.prometheus, timeout_s=max(default_timeout_s, prometheus.timeout_s + 5),
-                                        charts=charts, tz=tz)
-    monitoring = _monitoring(config, budget)
+        if metrics_on:
+            out.tools += build_metric_tools(out.prometheus, timeout_s=max(default_timeout_s, prometheus.timeout_s + 5),
+                                            charts=charts, tz=tz)
+    monitoring = _monitoring(config, budget) if metrics_on else {}
     out.closables += monitoring.values()
-    monitoring.update(_host_metrics(config, out.prometheus, recorded, covered=set(monitoring)))
+    if metrics_on:
+        monitoring.update(_host_metrics(config, out.prometheus, recorded, covered=set(monitoring)))
     if monitoring:
         slowest = max(_timeout(s) for s in monitoring.values())
         out.tools += build_resource_metric_tools(
             estate, monitoring, timeout_s=max(default_timeout_s, estate_timeout_s + slowest + 5), charts=charts, tz=tz
         )
-    billing = cost_sources(config, budget=budget)
+    billing = cost_sources(config, budget=budget) if cost_on else []
     out.closables += billing
     if billing:
         try:

@@ -15,9 +15,11 @@ from botgateway.config import ToolsConfig
 from tools.estate.fanout import Estate
 from tools.estate.source import EstateSource, Prerequisite, SourceError, Target
 from tools.server_record import provider_label
-from tools.toolsets.definitions import TOOLSET_SPECS
+from tools.demo.recorded_metrics import is_sample_estate
+from tools.metrics.prometheus import MetricsError, PrometheusSource
+from tools.toolsets.definitions import NUMBER_TOOLSETS, TOOLSET_SPECS
 
-__all__ = ["ToolsetStatus", "probe_sources", "toolset_status"]
+__all__ = ["ToolsetStatus", "number_providers", "probe_prometheus", "probe_sources", "toolset_status"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ def toolset_status(config: ToolsConfig, estate: Estate | None, probes: Sequence[
     sources = estate.sources if estate is not None else []
     for name, spec in TOOLSET_SPECS.items():
         enabled = name in config.toolsets
+        if name in NUMBER_TOOLSETS:
+            out.append(_number_status(config, name, sources, probes))
+            continue
         serving = [s for s in sources if _serves(s, name)]
         checks: list[Prerequisite] = []
         for source in serving:
@@ -75,6 +80,50 @@ def toolset_status(config: ToolsConfig, estate: Estate | None, probes: Sequence[
         providers = tuple(dict.fromkeys(s.name for s in serving))
         out.append(ToolsetStatus(name, enabled, spec.example, providers, tuple(checks)))
     return out
+
+
+_NO_NUMBER_PROVIDER = {
+    "metrics": "configure tools.prometheus (url) or enable a cloud (tools.aws, tools.aliyun, tools.tencent): their "
+               "monitoring APIs answer resource_metrics",
+    "cost": "enable a cloud account (tools.aws, tools.aliyun, tools.tencent) whose keys may read its bill",
+}
+
+
+def number_providers(config: ToolsConfig, name: str) -> tuple[str, ...]:
+    """Who serves the ``metrics`` or ``cost`` toolset here: Prometheus, the clouds' monitoring or billing, the sample
+    estate's recorded hour."""
+    clouds = tuple(p for p in ("aliyun", "tencent", "aws") if getattr(config, p).enabled)
+    if name == "cost":
+        return clouds
+    prometheus = ("prometheus",) if config.prometheus.enabled else ()
+    recorded = ("inventory",) if not prometheus and is_sample_estate(config.inventory) else ()
+    return prometheus + clouds + recorded
+
+
+def _number_status(config: ToolsConfig, name: str, sources: Sequence[EstateSource],
+                   probes: Sequence[Prerequisite]) -> ToolsetStatus:
+    """A number toolset's status: its providers, the clouds' own checks (SDK, credentials), Prometheus's probe."""
+    spec = TOOLSET_SPECS[name]
+    enabled = name in config.toolsets
+    providers = number_providers(config, name)
+    checks: list[Prerequisite] = []
+    for source in (s for s in sources if s.name in providers):
+        checks.extend(c for c in source.prerequisites() if c not in checks)
+    if "prometheus" in providers:
+        checks.extend(p for p in probes if p.what.startswith("Prometheus") and p not in checks)
+    if enabled and not providers and "toolsets" in config.model_fields_set:
+        checks.append(Prerequisite(f"a provider for {name}", False, _NO_NUMBER_PROVIDER[name]))
+    return ToolsetStatus(name, enabled, spec.example, providers, tuple(checks))
+
+
+async def probe_prometheus(source: PrometheusSource) -> Prerequisite:
+    """One instant query on the configured Prometheus: whether it answers, and what to fix when it does not."""
+    what = f"Prometheus at {source.where} answers queries"
+    try:
+        await source.instant("vector(1)")
+    except MetricsError as exc:
+        return Prerequisite(what, False, f"{exc.reason}; check tools.prometheus.url and its headers")
+    return Prerequisite(what, True)
 
 
 async def probe_sources(estate: Estate, *, timeout_s: float = 10.0) -> list[Prerequisite]:
