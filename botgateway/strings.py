@@ -144,6 +144,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "alert_investigating": "🔎 Investigating…",
         "alert_investigation": "**🔎 Investigation**",
         "alert_investigation_refused": "The investigation could not run: {reason}",
+        "alert_host": "↳ {host} → **{name}**{details}",
+        "alert_host_details": " ({details})",
+        "alert_host_team": "team {team}",
         "alert_seconds": "{s} s",
         "alert_minutes": "{m} min",
         "alert_hours": "{h} h {m} min",
@@ -180,6 +183,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "feedback_modal_close": "Skip",
         "feedback_modal_label": "What was wrong with the answer? (optional)",
         "feedback_modal_hint": "One line, kept with the answer for the team running the bot.",
+        # scheduled reports
+        "schedule_heading": "🗓 **Scheduled report: {name}** · {when}\n> {prompt}",
+        "schedule_by_hand": "(run by hand)",
         # provenance
         "footer_sources": "sources: {sources}",
         "source_with_age": "{source} ({age} old)",
@@ -324,6 +330,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "alert_investigating": "🔎 正在调查…",
         "alert_investigation": "**🔎 调查**",
         "alert_investigation_refused": "未能进行调查：{reason}",
+        "alert_host": "↳ {host} → **{name}**{details}",
+        "alert_host_details": "（{details}）",
+        "alert_host_team": "团队 {team}",
         "alert_seconds": "{s} 秒",
         "alert_minutes": "{m} 分钟",
         "alert_hours": "{h} 小时 {m} 分钟",
@@ -355,6 +364,9 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "feedback_modal_close": "跳过",
         "feedback_modal_label": "回答哪里不对？（可选）",
         "feedback_modal_hint": "一行即可，会与回答一起保存，供机器人的维护团队查看。",
+        # scheduled reports
+        "schedule_heading": "🗓 **定时报告：{name}** · {when}\n> {prompt}",
+        "schedule_by_hand": "（手动运行）",
         # provenance
         "footer_sources": "来源：{sources}",
         "source_with_age": "{source}（{age}前）",

@@ -2,7 +2,10 @@
 
 Ctrl-C stops the running answer (not the session); Ctrl-C at the prompt or
 Ctrl-D quits. The cards are drawn by :class:`~adapters.terminal.sink.TerminalSink`
-under the same streamer and BufferPolicy a chat platform's cards get.
+under the same streamer and BufferPolicy a chat platform's cards get. When the
+gateway also serves the web console, the banner says where, and how to log in
+(:func:`console_line`): the logs, which say it too, go to a file while the chat
+holds the terminal.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from adapters.terminal.question import local_question
 from adapters.terminal.sink import PLATFORM, TerminalSink
 from botgateway.background import BackgroundTasks
 from botgateway.config import TerminalConfig
+from botgateway.config.web import WebConfig
 from botgateway.tooling import local_user
 
 if TYPE_CHECKING:
     from botgateway.gateway import Gateway
     from botgateway.history import Memory
 
-__all__ = ["HELP_ROWS", "TerminalAdapter"]
+__all__ = ["HELP_ROWS", "TerminalAdapter", "console_line"]
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +44,32 @@ HELP_ROWS = (
     ("Ctrl-C while answering", "stop the answer; the question is not kept in history"),
 )
 """The chat's commands and keys, as /help lists them."""
+
+_ANY_ADDRESS = ("0.0.0.0", "::", "[::]", "")
+"""Listen addresses that mean every interface: the console is opened on this host's loopback address then."""
+
+
+def console_line(host: str, port: int, web: WebConfig) -> str:
+    """One line saying where the web console is served (the HTTP server's ``host`` and ``port``) and how to log in.
+
+    The login is the admin password (``web.admin_password_hash``) or an API key (``web.api_keys``); with neither,
+    the console takes no login, and the line says how to set the password up.
+    """
+    if host in _ANY_ADDRESS:
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    address = f"http://{host}:{port}/"
+    if web.admin_password_hash and web.api_keys:
+        how = "log in with the admin password (web.admin_password_hash) or an API key (web.api_keys)"
+    elif web.admin_password_hash:
+        how = "log in with the admin password (web.admin_password_hash)"
+    elif web.api_keys:
+        how = "log in with an API key (web.api_keys)"
+    else:
+        how = ("no login is set up: put the hash `botgateway web hash-password` prints in "
+               "BOTGATEWAY_ADMIN_PASSWORD_HASH (web.admin_password_hash)")
+    return f"Console: {address} — {how}"
 
 
 class TerminalAdapter:
@@ -55,7 +85,9 @@ class TerminalAdapter:
         model_label: str = "",
         console: Console | None = None,
         stdin: TextIO | None = None,
+        console_hint: str = "",
     ) -> None:
+        """``console_hint``: the banner's line about the web console (:func:`console_line`), when it is served."""
         from botgateway.cards.buffer_policy import BufferPolicy
 
         self.config = config
@@ -63,6 +95,8 @@ class TerminalAdapter:
         """Conversation history, for the banner and ``/clear`` (None: no memory here)."""
         self.model_label = model_label
         """Shown in the banner."""
+        self.console_hint = console_hint
+        """Shown in the banner, under the help line; empty when the console is not served."""
         self.console = console or Console()
         self.sink = TerminalSink(self.console)
         self.policy = BufferPolicy.from_config(config.policy)
@@ -179,6 +213,8 @@ class TerminalAdapter:
         self.console.print(f"[bold]botgateway chat[/]{model}")
         self.console.print("[dim]Ask about a server (e.g. “which server is 10.0.1.100?”). "
                            "/help for commands, Ctrl-C stops an answer, Ctrl-D quits.[/]")
+        if self.console_hint:
+            self.console.print(self.console_hint, highlight=False, markup=False, soft_wrap=True)
         if self.memory is not None:
             try:
                 earlier = await self.memory.history(self.conversation_id)

@@ -3,7 +3,9 @@
 ``list`` reads the configuration only (no store, no model, no platform): each
 schedule with its next run in its own time zone and in UTC, and where its
 card goes. ``run NAME`` runs one report now, as ``botgateway run`` would at
-its slot, and waits for its cards to be final.
+its slot, and waits for its cards to be final: through the running gateway when
+one runs the schedule (see :mod:`botgateway.schedules.handover`), else with
+adapters of its own.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from botgateway.schedules.slots import next_runs, zone
 
 if TYPE_CHECKING:
     from botgateway.cli.runtime import Runtime
-    from botgateway.messages import Submission, TurnOutcome
+    from botgateway.schedules.report import CardResult
     from botgateway.sink import Adapter
+    from botgateway.stores.base import Store
 
 __all__ = ["COLUMNS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "FORMATS", "parse_after", "schedule_rows",
            "schedules_list", "schedules_run", "unknown_schedule", "write_schedules"]
@@ -120,27 +123,72 @@ def unknown_schedule(config: Config, name: str, err: TextIO | None = None) -> in
 async def schedules_run(config: Config, name: str, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """``botgateway schedules run NAME``: run the report now (no slot is claimed) and wait for its cards.
 
-    Only the adapters of the report's destinations are started, and they take no questions: the running gateway
-    answers those. Returns 0 when every destination's card ended with an answer, 1 otherwise, 2 for an unknown name.
+    When a gateway that runs the schedule is up (its heartbeat in the Store), the run is handed to it: its adapters
+    post the cards, and no second connection or listener is opened here. Only when none runs does this process
+    start the adapters of the report's destinations itself, taking no questions on them. Returns 0 when every
+    destination's card ended with an answer, 1 otherwise, 2 for an unknown name.
     """
     out, err = out or sys.stdout, err or sys.stderr
     schedule = next((s for s in config.schedules if s.name == name), None)
     if schedule is None:
         return unknown_schedule(config, name, err)
-    from botgateway.cli.runtime import build_runtime
+    from botgateway.stores import open_store
 
-    async with build_runtime(config) as runtime:
-        adapters = await _posting_adapters(runtime, schedule, err)
-        try:
-            outcomes = await _run_report(runtime, adapters, schedule) if adapters else []
-        finally:
-            await runtime.gateway.aclose()
-            for adapter in reversed(adapters):
-                await _stop(adapter)
-    for outcome in outcomes:
-        mark = "✓" if outcome.outcome == "done" else "✗"
-        print(f"{mark} {schedule.name}: card {outcome.outcome} (turn {outcome.turn_id})", file=out)
-    posted = sum(outcome.outcome == "done" for outcome in outcomes)
+    store = await open_store(config.memory, audit_retention_days=config.audit.retention_days)
+    try:
+        results = await _hand_over(store, schedule, err)
+    finally:
+        await store.close()
+    if results is None:
+        from botgateway.cli.runtime import build_runtime
+
+        async with build_runtime(config) as runtime:
+            results = await _run_alone(runtime, schedule, err)
+    return _report(schedule, results, out, err)
+
+
+async def _hand_over(store: Store, schedule: ScheduleConfig, err: TextIO) -> list[CardResult] | None:
+    """The cards of the run handed to a running gateway; None when no gateway runs the schedule (run it here)."""
+    from botgateway.schedules.handover import HandoverFailed, find_takers, hand_over, wait_ended
+
+    takers = await find_takers(store, schedule.name)
+    if not takers.taking:
+        if takers.live:
+            print(f"botgateway schedules run: {len(takers.live)} botgateway process(es) are running, but none runs "
+                  f"the schedule {schedule.name!r} (another config, or not 'botgateway run'); running it here",
+                  file=err)
+        return None
+    try:
+        taken = await hand_over(store, schedule.name)
+        print(f"botgateway schedules run: the running gateway (instance {taken.instance_id}) took "
+              f"{schedule.name!r}; waiting for its cards", file=err, flush=True)
+        ended = await wait_ended(store, taken)
+    except HandoverFailed as exc:
+        print(f"botgateway schedules run: {exc}", file=err)
+        return []
+    if ended.state == "failed":
+        print(f"botgateway schedules run: the gateway could not run {schedule.name!r}: {ended.error}", file=err)
+    return list(ended.cards)
+
+
+async def _run_alone(runtime: Runtime, schedule: ScheduleConfig, err: TextIO) -> list[CardResult]:
+    """Start the destinations' adapters here, post the report, wait for its cards, stop the adapters."""
+    adapters = await _posting_adapters(runtime, schedule, err)
+    try:
+        return await _run_report(runtime, adapters, schedule) if adapters else []
+    finally:
+        await runtime.gateway.aclose()
+        for adapter in reversed(adapters):
+            await _stop(adapter)
+
+
+def _report(schedule: ScheduleConfig, results: list[CardResult], out: TextIO, err: TextIO) -> int:
+    """One line per destination's card; the exit code."""
+    for result in results:
+        mark = "✓" if result.delivered else "✗"
+        how = f"card {result.outcome} (turn {result.turn_id})" if result.turn_id else f"{result.outcome}: {result.reason}"
+        print(f"{mark} {schedule.name} → {result.destination}: {how}", file=out)
+    posted = sum(result.delivered for result in results)
     if posted < len(schedule.to):
         print(f"botgateway schedules run: {posted} of {len(schedule.to)} destination(s) of {schedule.name!r} got "
               "the report; the lines above say why", file=err)
@@ -173,14 +221,13 @@ async def _posting_adapters(runtime: Runtime, schedule: ScheduleConfig, err: Tex
     return adapters
 
 
-async def _run_report(runtime: Runtime, adapters: list[Adapter], schedule: ScheduleConfig) -> list[TurnOutcome]:
+async def _run_report(runtime: Runtime, adapters: list[Adapter], schedule: ScheduleConfig) -> list[CardResult]:
     from botgateway.cli.unprompted import channels_of
-    from botgateway.schedules.report import post_report
+    from botgateway.schedules.report import report_cards
 
     slot = datetime.now(UTC).replace(microsecond=0)
-    submissions: list[Submission] = await post_report(channels_of(runtime, adapters), schedule, slot,
-                                                      tools=runtime.tools.read_only_names())
-    return list(await asyncio.gather(*(s.done for s in submissions if s.done is not None)))
+    return await report_cards(channels_of(runtime, adapters), schedule, slot, tools=runtime.tools.read_only_names(),
+                              by_hand=True)
 
 
 async def _stop(adapter: Adapter) -> None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from botgateway.cli.runtime import Runtime
     from botgateway.config import ScheduleConfig
+    from botgateway.schedules.report import CardResult
     from botgateway.unprompted import Channels
 
 __all__ = ["channels_of", "close_alert_desk", "start_unprompted", "stop_schedules"]
@@ -45,16 +46,24 @@ async def start_unprompted(runtime: Runtime, adapters: Sequence[Adapter]) -> Non
             config=config.alerts, store=runtime.store, budget=runtime.budget, channels=channels,
             read_only_tools=runtime.tools.read_only_names, instance_id=runtime.gateway.instance_id,
             seed=runtime.memory.commit, grapher=runtime.toolset.alert_grapher(),
+            tools=runtime.tools, access=config.access,
         )
         log.info("alerts.receiving", routes=[r.name for r in config.alerts.routes])
     if config.schedules:
-        from botgateway.schedules.report import post_report
+        from botgateway.schedules.report import post_report, report_cards
         from botgateway.schedules.runner import ScheduleRunner, SystemClock
+        from botgateway.schedules.taker import RunNowTaker
 
         async def run_report(schedule: ScheduleConfig, slot: datetime) -> None:
             await post_report(channels, schedule, slot, tools=runtime.tools.read_only_names())
 
-        runner = ScheduleRunner(config.schedules, store=runtime.store, run_report=run_report, clock=SystemClock())
+        async def run_now(schedule: ScheduleConfig, slot: datetime) -> list[CardResult]:
+            return await report_cards(channels, schedule, slot, tools=runtime.tools.read_only_names(), by_hand=True)
+
+        # What `botgateway schedules run NAME` hands over runs here, on these adapters (not on a second connection).
+        taker = RunNowTaker(config.schedules, store=runtime.store, instance_id=runtime.gateway.instance_id, run=run_now)
+        runner = ScheduleRunner(config.schedules, store=runtime.store, run_report=run_report, clock=SystemClock(),
+                                taker=taker)
         await runner.start()
         runtime.late.schedules = runner
         log.info("schedules.running", names=[s.name for s in config.schedules])

@@ -6,6 +6,8 @@ then runs every slot that is due. Each run is claimed in the Store first
 sharing the Store exactly one runs a slot. At start-up it catches up: the
 latest slot of each schedule that nobody ran yet runs at once if it is at most
 ``grace_s`` old, and is skipped (one log line for the fleet) if older.
+With a :class:`~botgateway.schedules.taker.RunNowTaker` it also runs the
+reports ``botgateway schedules run NAME`` hands to this process.
 
 Time comes from a :class:`WallClock`, so tests move it by hand.
 """
@@ -24,6 +26,7 @@ from botgateway.schedules.slots import next_runs, next_slot, previous_slot, slot
 
 if TYPE_CHECKING:
     from botgateway.config.schedules import ScheduleConfig
+    from botgateway.schedules.taker import RunNowTaker
     from botgateway.stores.base import ClaimStore
 
 __all__ = ["CLAIM_TTL_MIN_S", "ON_TIME_S", "ScheduleRunner", "SystemClock", "WallClock"]
@@ -77,6 +80,7 @@ class ScheduleRunner:
         background: Where the loop and the reports run (the caller's, to end them with its other work);
             the runner's own when ``None``.
         close_timeout_s: :meth:`aclose` lets running reports finish for this long, then cancels them.
+        taker: Takes the runs ``schedules run`` hands over, started and stopped with the runner; None: none.
     """
 
     def __init__(
@@ -88,8 +92,10 @@ class ScheduleRunner:
         clock: WallClock,
         background: BackgroundTasks | None = None,
         close_timeout_s: float = 30.0,
+        taker: RunNowTaker | None = None,
     ) -> None:
         self._schedules = tuple(schedules)
+        self._taker = taker
         self._store = store
         self._run_report = run_report
         self._clock = clock
@@ -116,6 +122,8 @@ class ScheduleRunner:
             return
         self._spawn_tick(self._clock.now())
         self._loop_task = self._background.spawn(self._loop(), name="schedules")
+        if self._taker is not None:
+            await self._taker.start()
 
     async def tick(self, now: datetime) -> list[tuple[str, datetime]]:
         """Run what is due at ``now`` and wait for it; returns the ``(name, slot)`` of the reports run here.
@@ -129,6 +137,8 @@ class ScheduleRunner:
 
     async def aclose(self) -> None:
         """Stop the loop; reports already running get ``close_timeout_s`` to finish, then are cancelled."""
+        if self._taker is not None:
+            await self._taker.aclose()
         if self._loop_task is not None:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)

@@ -1,7 +1,8 @@
 """``botgateway schedules list`` and ``schedules run`` as an operator runs them: subprocesses.
 
 ``list`` reads config.yaml only; ``run`` posts one report now through the fake
-Slack, the scripted model answering it.
+Slack, the scripted model answering it: by itself when no gateway runs, and
+through the running gateway (a real ``botgateway run``) when one does.
 """
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import yaml
 
 from tests.cli.cli_process import _FOREIGN, run_cli
-from tests.cli.gateway_process import free_port, gateway_config
-from tests.fakes.slack import FakeSlack
+from tests.cli.gateway_process import free_port, gateway_config, start_gateway
+from tests.fakes.slack import FakeSlack, Message
 from tests.fakes.slack_env import answer_of
+from tests.fleet.harness import slack_section
 from tests.paths import REPO
 from tools.demo.script import Script, finish_chunk, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
@@ -125,7 +130,30 @@ async def botgateway(*args: str, cwd: Path) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
-async def test_run_posts_the_report_now_as_one_final_card_in_the_channel(tmp_path: Path) -> None:
+def markdown_blocks(message: Message) -> list[str]:
+    """The texts of a Slack message's markdown blocks: a report's heading first, then its answer."""
+    return [str(block["text"]) for block in message.blocks if block.get("type") == "markdown"]
+
+
+HEADING = re.compile(
+    r"🗓 \*\*Scheduled report: stopped-prod\*\* · (\d{4}-\d\d-\d\d \d\d:\d\d) Asia/Shanghai \(run by hand\)\n"
+    r"> List the stopped servers in prod"
+)
+
+
+def assert_headed_report(message: Message, asked: tuple[datetime, datetime]) -> None:
+    """One final card: the schedule's heading (name, the moment asked in Shanghai, by hand, the prompt), the answer."""
+    heading, answer = markdown_blocks(message)
+    match = HEADING.fullmatch(heading)
+    assert match, heading
+    shanghai = ZoneInfo("Asia/Shanghai")
+    shown = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=shanghai)
+    start, end = (moment.astimezone(shanghai).replace(second=0, microsecond=0) for moment in asked)
+    assert start <= shown <= end
+    assert answer_of(answer).strip() == REPORT and not message.streaming
+
+
+async def test_run_without_a_gateway_posts_the_report_itself_as_one_headed_card(tmp_path: Path) -> None:
     async with FakeSlack() as fake, ScriptedLLMServer(responder=report_answer) as llm:
         config = gateway_config(tmp_path, llm_url=llm.base_url, fake=fake, http_port=free_port())
         config["http"] = {"enabled": False}
@@ -134,13 +162,15 @@ async def test_run_posts_the_report_now_as_one_final_card_in_the_channel(tmp_pat
         path = tmp_path / "config.yaml"
         path.write_text(yaml.safe_dump(config))
 
+        before = datetime.now(UTC)
         code, out, err = await botgateway("schedules", "run", "stopped-prod", "-c", str(path), cwd=tmp_path)
 
         assert code == 0, err
-        assert re.fullmatch(r"✓ stopped-prod: card done \(turn \S+\)\n", out), out
+        assert re.fullmatch(r"✓ stopped-prod → slack:C0OPS: card done \(turn \S+\)\n", out), out
+        assert "took" not in err  # nothing to hand over to: it ran here
         cards = fake.channel_messages("C0OPS")
         assert len(cards) == 1 and cards[0].thread_ts is None  # a message of the channel, not a thread reply
-        assert answer_of(cards[0].markdown()).strip() == REPORT and not cards[0].streaming
+        assert_headed_report(cards[0], (before, datetime.now(UTC)))
         asked = [m["content"] for m in llm.requests[0]["messages"] if m.get("role") == "user"]
         assert asked == ["List the stopped servers in prod"]
         # Audited as the schedule, with its role.
@@ -150,3 +180,41 @@ async def test_run_posts_the_report_now_as_one_final_card_in_the_channel(tmp_pat
         assert [(r["principal"], r["role"], "C0OPS" in r["channel"], r["turn_outcome"]) for r in rows] == [
             ("schedule:stopped-prod", "oncall", True, "done")
         ]
+
+
+LEAP_DAY = "0 9 29 2 *"
+"""A slot that is never due while the test runs (its gateway would otherwise run a slot within grace at start)."""
+
+
+async def test_run_beside_a_gateway_in_slack_http_mode_hands_the_report_to_it(tmp_path: Path) -> None:
+    async with FakeSlack() as fake, ScriptedLLMServer(responder=report_answer) as llm:
+        config = gateway_config(tmp_path, llm_url=llm.base_url, fake=fake, http_port=free_port())
+        # The Events API on a port of its own: a second process starting the adapter could not listen there.
+        config["adapters"]["slack"] = slack_section(fake, free_port())
+        config["access"] = {"roles": {"oncall": {"tools": ["*"]}}}
+        config["schedules"] = [{**SCHEDULES[0], "cron": LEAP_DAY, "to": ["slack:C0OPS"]}]
+        gateway = await start_gateway(tmp_path, config)
+        try:
+            await gateway.wait_readyz(200)
+            before = datetime.now(UTC)
+            code, out, err = await botgateway("schedules", "run", "stopped-prod", "-c", str(tmp_path / "config.yaml"),
+                                              cwd=tmp_path)
+            after = datetime.now(UTC)
+
+            assert code == 0, (out, err)
+            turn = re.fullmatch(r"✓ stopped-prod → slack:C0OPS: card done \(turn (\S+)\)\n", out)
+            assert turn, out
+            assert "the running gateway (instance " in err and "could not start" not in err, err
+            cards = fake.channel_messages("C0OPS")
+            assert len(cards) == 1, [markdown_blocks(card) for card in cards]
+            assert_headed_report(cards[0], (before, after))
+            # The gateway ran it: its own turn, taken from the request.
+            started = [line for line in gateway.log_lines() if line.get("event") == "schedules.report_started"]
+            assert [line["turn_id"] for line in started] == [turn.group(1)]
+            assert any(line.get("event") == "schedules.run_now_taken" for line in gateway.log_lines())
+        finally:
+            gateway.signal(signal.SIGTERM)
+            try:
+                assert await gateway.wait() == 0
+            finally:
+                await gateway.kill()
