@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     from botgateway.cli.web import add_web_parser
 
     add_web_parser(sub)
+    from botgateway.cli.mcp_door import add_mcp_parser
+
+    _config_arg(add_mcp_parser(sub))
     return parser
 
 
@@ -280,6 +283,10 @@ async def _dispatch(args: argparse.Namespace, config: Config) -> int:
         if args.schedules_command == "run":
             return await schedules_cli.schedules_run(config, args.name)
         return schedules_cli.schedules_list(config, fmt=args.format, after=args.after)
+    if command == "mcp":
+        from botgateway.cli.mcp_door import mcp_command
+
+        return await mcp_command(config, args)
     if command == "tools":
         from botgateway.cli import tools as tools_cli
 
@@ -342,7 +349,8 @@ def _log_config_for(command: str, config: Config) -> Any:
     terminal_chat = command == "chat" or (command == "run" and config.adapters.terminal.enabled and sys.stdin.isatty())
     if terminal_chat:
         return config.log.model_copy(update={"file": "data/botgateway.log"})
-    one_shot = ("ask", "eval", "tools", "audit", "usage", "feedback", "access", "schedules")
+    # mcp: an IDE shows a stdio server's stderr; routine info lines would only bury its warnings.
+    one_shot = ("ask", "eval", "tools", "audit", "usage", "feedback", "access", "schedules", "mcp")
     if command in one_shot and config.log.level == "info":
         # One-shot commands print their own outcome; routine info lines would only bury it.
         return config.log.model_copy(update={"level": "warning"})

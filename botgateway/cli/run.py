@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from botgateway.cli.collector import settle_after_startup
+from botgateway.cli.mcp_door import mount_mcp
 from botgateway.cli.unprompted import close_alert_desk, start_unprompted, stop_schedules
 from botgateway.config import Config, ConfigError
 from botgateway.sink import Adapter
@@ -79,8 +80,13 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
     """The adapter ``name`` built from its config section and the parts of ``runtime`` it needs."""
     if name == "terminal":
         from adapters.terminal import TerminalAdapter
+        from adapters.terminal.chat import console_line
 
-        return TerminalAdapter(adapter_config, memory=runtime.memory, model_label=runtime.model_label)
+        # The console is served when the web adapter was built on the (started) HTTP server: the chat says where.
+        http = runtime.http if runtime.web is not None else None
+        hint = console_line(http.host, http.port, runtime.config.web) if http is not None else ""
+        return TerminalAdapter(adapter_config, memory=runtime.memory, model_label=runtime.model_label,
+                               console_hint=hint)
     # Worker processes of one host bind the same HTTP ports; the kernel spreads the connections.
     reuse_port = runtime.worker_index is not None
     if name == "slack":
@@ -315,6 +321,7 @@ async def _run(config: Config, *, stdin_is_tty: bool | None = None, worker_index
         link.watch(stop.set)  # the supervisor is gone: drain as on SIGTERM
     try:
         async with build_runtime(config, worker_index=worker_index) as runtime:
+            mount_mcp(runtime)  # /mcp beside the API, before the HTTP server starts
             await _start_http(runtime)
             adapters, failed = await _start_adapters(runtime, tty)
             if not adapters:
