@@ -26,7 +26,7 @@ from botgateway.sink import ArtifactSink, CardHandle, CardOp, CardSink, CardTarg
 from botgateway.snapshot import CardSnapshot, CardStatus
 from botgateway.strings import t
 
-__all__ = ["InvestigationSink", "card_snapshot", "ended"]
+__all__ = ["InvestigationSink", "card_snapshot", "ended", "shown_state"]
 
 
 _ENDED_STATUS: dict[InvestigationStatus, CardStatus] = {"done": "done", "refused": "done", "stopped": "stopped"}
@@ -38,7 +38,8 @@ def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapsho
     inv = card.investigation
     # A final snapshot is never "investigating", whatever the record managed to say before it was drawn.
     running = inv is not None and inv.status == "running" and not (live is not None and live.final)
-    section = alert_section(card.group, locale=locale, now=now, investigating=running)
+    found = {h.host: h for h in card.hosts if h.state == "found"}
+    section = alert_section(card.group, locale=locale, now=now, investigating=running, hosts=found)
     link = safe_url(card.graph.link) if card.graph is not None and card.graph.link else None
     if link:
         section = f"{section}\n[{t(locale, 'alert_grafana')}]({link})"
@@ -54,6 +55,12 @@ def card_snapshot(card: AlertCard, *, locale: str, now: float, live: CardSnapsho
     error = inv.error or (t(locale, "interrupted") if inv.status == "interrupted" else "")
     return CardSnapshot(status=status, preamble=preamble, blocks=inv.blocks, answer=inv.answer, error=error,
                         footer=inv.footer, locale=locale, artifacts=graph)
+
+
+def shown_state(card: AlertCard) -> tuple[object, ...]:
+    """What of ``card``'s record its drawing depends on besides the clock: the group as last notified and the hosts
+    found so far. A card drawn from one state and recorded in another is drawn again."""
+    return (card.group.updated_at, tuple(h for h in card.hosts if h.state == "found"))
 
 
 def ended(inv: Investigation, snapshot: CardSnapshot) -> Investigation:

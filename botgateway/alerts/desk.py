@@ -22,6 +22,11 @@ conversation is the one a reply to the card continues (a Slack thread reply; a
 DingTalk message quoting the card), so follow-ups have the alert and the
 investigation in their context. Card calls draw from the same rate budgets
 as answers.
+
+After each notification, the hosts its alerts name that are not identified
+yet are looked up in the background, as the route's principal, and shown on
+the card once found (:mod:`botgateway.alerts.host_lookup`); so is the graph of
+what fired (:mod:`botgateway.alerts.graphs`).
 """
 
 from __future__ import annotations
@@ -36,17 +41,19 @@ import structlog
 from botgateway.alerts.graphs import AlertGrapher, GraphKeeper
 from botgateway.alerts.group import fold as fold_notification
 from botgateway.alerts.group import group_ref
+from botgateway.alerts.host_lookup import HostKeeper
 from botgateway.alerts.investigation import Investigator
 from botgateway.alerts.lock import GroupLocks
 from botgateway.alerts.payload import Notification
 from botgateway.alerts.records import AlertCard, CardRecords, Investigation, card_key
+from botgateway.alerts.route_tools import RouteTools, ToolExecutor
 from botgateway.alerts.routing import routes_for
 from botgateway.alerts.show import CALL_DEADLINE_S, CardShower
 from botgateway.background import BackgroundTasks
 from botgateway.budget import RateBudget
-from botgateway.config import AlertRouteConfig, AlertsConfig
+from botgateway.config import AccessConfig, AlertRouteConfig, AlertsConfig
 from botgateway.destinations import Destination, parse_destination
-from botgateway.stores.base import DocumentStore, InstanceStore, LeaseStore, Message
+from botgateway.stores.base import AuditStore, DocumentStore, InstanceStore, LeaseStore, Message
 from botgateway.unprompted import Channels
 
 __all__ = ["AlertDesk", "AlertStore"]
@@ -60,9 +67,9 @@ CLOSE_WAIT_S = 10.0
 """At shutdown, deliveries in progress get this long to finish before they are cancelled."""
 
 
-class AlertStore(DocumentStore, LeaseStore, InstanceStore, Protocol):
-    """The part of the Store the desk uses: the card records (documents), their fleet-wide locks (leases), and the
-    heartbeats that say whether an investigation's process still runs."""
+class AlertStore(DocumentStore, LeaseStore, InstanceStore, AuditStore, Protocol):
+    """The part of the Store the desk uses: the card records (documents), their fleet-wide locks (leases), the
+    heartbeats that say whether an investigation's process still runs, and the audit trail (host lookups)."""
 
 
 class AlertDesk:
@@ -79,12 +86,16 @@ class AlertDesk:
         instance_id: str,
         seed: Callable[[str, str, Sequence[Message]], Awaitable[None]] | None = None,
         grapher: AlertGrapher | None = None,
+        tools: ToolExecutor | None = None,
+        access: AccessConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``read_only_tools``: the tools an investigation may be offered (read per investigation: MCP tools come late);
         ``seed(conversation, turn_id, messages)``: commits a turn to a conversation's history (the memory's commit):
         the card of an alert nobody investigates starts its conversation with the alert as context;
-        ``grapher``: draws what fired (Prometheus configured), for the card's graph."""
+        ``grapher``: draws what fired (Prometheus configured), for the card's graph;
+        ``tools``: the tool registry the hosts the alerts name are looked up with (None: they are not), as the
+        ``access`` policy lets each route's role."""
         self._config = config
         self._store = store
         self._channels = channels
@@ -99,6 +110,9 @@ class AlertDesk:
                                           read_only_tools=read_only_tools, locale=config.locale, clock=clock)
         self._graphs = GraphKeeper(grapher, channels=channels, records=self._records, locale=config.locale,
                                    redraw=self._redraw, grafana_url=config.grafana_url) if grapher is not None else None
+        self._hosts = HostKeeper(RouteTools(tools, access=access, audit=store), channels=channels,
+                                 records=self._records, locale=config.locale, redraw=self._redraw,
+                                 clock=clock) if tools is not None else None
         self._tasks = BackgroundTasks()
 
     def accept(self, notification: Notification) -> int:
@@ -126,6 +140,8 @@ class AlertDesk:
                 self._tasks.spawn(self._investigator.run(route, dest, key, started), name=f"investigation:{dest}")
             if self._graphs is not None and any(a.generator_url for a in notification.alerts):
                 self._tasks.spawn(self._graphs.refresh(key, dest), name=f"alert-graph:{dest}")
+            if self._hosts is not None:
+                self._tasks.spawn(self._hosts.identify(route, dest, key), name=f"alert-hosts:{dest}")
         except Exception as exc:
             log.error("alerts.delivery_failed", route=route.name, destination=str(dest), error=type(exc).__name__,
                       exc_info=True)
@@ -181,9 +197,9 @@ class AlertDesk:
         return None
 
     async def _redraw(self, key: str, dest: Destination, card: AlertCard) -> None:
-        """Show ``card`` again for its graph: an edit, unless its investigation's own updates will show it."""
+        """Show ``card`` again for its graph or its hosts: an edit, unless its investigation's own updates will."""
         if not self._channels.adapter(dest.platform).edits_in_place:
-            return  # a new robot message for a picture alone would be noise: the next change shows it
+            return  # a new robot message for a picture or a host alone would be noise: the next change shows it
         async with self._records.hold(key):
             current = await self._records.load(key) or card
             inv = current.investigation

@@ -9,8 +9,8 @@ anyone else writing to a card that is streaming. The card's final is drawn
 only after the record says how the investigation ended (under the record's
 lock): the card settles as finished, and so does any later redraw from the
 record, footer included. Once the turn has ended the handle the platform left
-is recorded, and when the group changed after the final was composed, the card
-is shown once more.
+is recorded, and when the record changed after the final was composed (a
+notification, a host identified), the card is shown once more.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import structlog
 
-from botgateway.alerts.card import InvestigationSink, card_snapshot, ended
+from botgateway.alerts.card import InvestigationSink, card_snapshot, ended, shown_state
 from botgateway.alerts.question import investigation_question
 from botgateway.alerts.records import AlertCard, CardRecords
 from botgateway.alerts.show import CardShower
@@ -69,7 +69,7 @@ class Investigator:
     async def run(self, route: AlertRouteConfig, dest: Destination, key: str, card: AlertCard) -> None:
         """Investigate ``card``'s group into its card: its end is recorded before the card's final is drawn."""
         assert card.handle is not None
-        shown_at = [card.group.updated_at]  # the group as the card's last update showed it
+        shown_at = [shown_state(card)]  # the record as the card's last update showed it
 
         async def compose(snapshot: CardSnapshot) -> CardSnapshot:
             if snapshot.final:  # the end is on record before the final is drawn from it
@@ -80,7 +80,7 @@ class Investigator:
                 except Exception as exc:  # the card still streams, with the group as it was
                     log.warning("alerts.record_unavailable", key=key, error=type(exc).__name__)
                     current = card
-            shown_at.append(current.group.updated_at)
+            shown_at.append(shown_state(current))
             return card_snapshot(current, locale=self._locale, now=self._clock(), live=snapshot)
 
         # The card has a thread when the adapter adopted one (its conversation is the thread's, not "alert:…").
@@ -145,9 +145,9 @@ class Investigator:
             assert card.investigation is not None
             return dataclasses.replace(card, investigation=ended(card.investigation, snapshot))
 
-    async def _ended(self, dest: Destination, key: str, sink: InvestigationSink, shown_at: float) -> None:
+    async def _ended(self, dest: Destination, key: str, sink: InvestigationSink, shown_at: tuple[object, ...]) -> None:
         """Keep the handle the final left (and the end, if the final could not record it); show the card again
-        when the group changed after its final was composed."""
+        when the group changed (or a host was identified) after its final was composed."""
         if sink.final is None:
             return  # refused, or ended before its card was ever final (the record says so at the next notification)
         handle, snapshot = sink.final
@@ -159,7 +159,7 @@ class Investigator:
             inv = ended(card.investigation, snapshot)
             card = dataclasses.replace(card, investigation=inv, handle=stored)
             await self._records.save(key, card)
-            if card.group.updated_at != shown_at:
+            if shown_state(card) != shown_at:
                 await self._records.save(key, await self._shower.edit(key, dest, card))
             self._running.discard(key)  # under the lock: a notification folded from now on is the desk's to show
         log.info("alerts.investigated", key=key, status=inv.status)

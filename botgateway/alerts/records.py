@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from botgateway.alerts.group import AlertGroup, group_from_dict, group_to_dict
+from botgateway.alerts.known_hosts import KnownHost, hosts_from_list, hosts_to_list
 from botgateway.alerts.lock import GroupLocks
 from botgateway.artifacts import Artifact, ArtifactView
 from botgateway.sink import CardHandle, target_from_dict, target_to_dict
@@ -71,6 +72,10 @@ class AlertCard:
     """The group's investigation, when its route investigates."""
     graph: GraphShown | None = None
     """The graph of what fired, as delivered last; None until one was drawn."""
+    hosts: tuple[KnownHost, ...] = ()
+    """The hosts its alerts name that were looked up (found or not), in the order they were first asked."""
+    host_lookups: int = 0
+    """Host lookups made for the group so far (bounded per group; a failed one asked again counts again)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +142,8 @@ def card_to_dict(card: AlertCard) -> dict[str, Any]:
             "blocks": [_block_to_dict(b) for b in inv.blocks], "answer": inv.answer, "error": inv.error,
             "footer": inv.footer},
         "graph": None if card.graph is None else dataclasses.asdict(card.graph),
+        "hosts": hosts_to_list(card.hosts),
+        "host_lookups": card.host_lookups,
     }
 
 
@@ -165,7 +172,12 @@ def card_from_dict(data: Mapping[str, Any]) -> AlertCard:
         route=str(data.get("route") or ""), destination=str(data.get("destination") or ""),
         group=group_from_dict(data.get("group") or {}), handle=handle,
         conversation_id=str(data.get("conversation_id") or ""), investigation=inv, graph=_graph_from(data.get("graph")),
+        hosts=hosts_from_list(data.get("hosts")), host_lookups=_count(data.get("host_lookups")),
     )
+
+
+def _count(raw: Any) -> int:
+    return int(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw > 0 else 0
 
 
 def _graph_from(raw: Any) -> GraphShown | None:

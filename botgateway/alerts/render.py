@@ -2,8 +2,9 @@
 
 It reads, top to bottom: the headline (``🔥 Firing · critical · HostDown``), the
 group's reference and how long it has fired, one bullet per alert (its name,
-key labels, status and summary), Alertmanager's note of alerts it left out, and
-the links (the rule's source, a silence for the group).
+key labels, status, what its host is once a lookup identified it, and summary),
+Alertmanager's note of alerts it left out, and the links (the rule's source, a
+silence for the group).
 
 Label and annotation values come from whoever can write an alerting rule or
 reach Alertmanager: they are made inert (control characters stripped, Markdown
@@ -19,7 +20,8 @@ from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
 from botgateway.alerts.group import AlertGroup, TrackedAlert, group_ref
-from botgateway.strings import t
+from botgateway.alerts.known_hosts import KnownHost, host_of_alert
+from botgateway.strings import STRINGS, normalize_locale, t
 
 __all__ = ["KEY_LABELS", "alert_section", "format_alert_duration", "inline_value", "safe_url", "silence_url"]
 
@@ -52,15 +54,19 @@ _URL_UNSAFE = str.maketrans({"(": "%28", ")": "%29", "<": "%3C", ">": "%3E", " "
 """What would end a Markdown link destination early."""
 
 
-def alert_section(group: AlertGroup, *, locale: str, now: float, investigating: bool = False) -> str:
-    """The alert part of ``group``'s card in ``locale``, as of ``now`` (unix seconds)."""
+def alert_section(
+    group: AlertGroup, *, locale: str, now: float, investigating: bool = False,
+    hosts: Mapping[str, KnownHost] | None = None,
+) -> str:
+    """The alert part of ``group``'s card in ``locale``, as of ``now`` (unix seconds); ``hosts``: what the hosts its
+    alerts name are, by host, as far as a lookup found them."""
     # The links come before the alerts: a big group's list is what gives way to the card's size, never the links.
     parts = [f"**{_headline(group, locale)}**", " · ".join(_meta(group, locale, now)), " · ".join(_links(group, locale))]
     tail = [t(locale, "alert_truncated", n=group.truncated_alerts)] if group.truncated_alerts > 0 else []
     if investigating:
         tail.append(t(locale, "alert_investigating"))
     budget = SECTION_CHARS - sum(len(p) + 2 for p in (*parts, *tail))
-    parts.append("\n".join(_bullets(group, locale, budget)))
+    parts.append("\n".join(_bullets(group, locale, budget, hosts or {})))
     return "\n\n".join(p for p in (*parts, *tail) if p)
 
 
@@ -123,7 +129,7 @@ def format_alert_duration(seconds: float, locale: str) -> str:
     return t(locale, "alert_days", d=days, h=hours)
 
 
-def _bullets(group: AlertGroup, locale: str, budget: int) -> list[str]:
+def _bullets(group: AlertGroup, locale: str, budget: int, hosts: Mapping[str, KnownHost]) -> list[str]:
     """One bullet per alert, firing ones first, as many as ``budget`` characters hold (then "… and N more")."""
     alerts = group.alerts
     # Firing alerts are shown before resolved ones are, in first-seen order either way.
@@ -131,18 +137,18 @@ def _bullets(group: AlertGroup, locale: str, budget: int) -> list[str]:
     room = budget - len(t(locale, "alert_more", n=len(alerts))) - 1
     kept: list[int] = []
     for i in chosen:
-        size = sum(len(line) + 1 for line in _bullet(alerts[i], locale))
+        size = sum(len(line) + 1 for line in _bullet(alerts[i], locale, hosts))
         if kept and size > room:
             break  # the first alert is always shown, if need be alone
         kept.append(i)
         room -= size
-    lines = [line for i in sorted(kept) for line in _bullet(alerts[i], locale)]
+    lines = [line for i in sorted(kept) for line in _bullet(alerts[i], locale, hosts)]
     if len(alerts) > len(kept):
         lines.append(t(locale, "alert_more", n=len(alerts) - len(kept)))
     return lines
 
 
-def _bullet(alert: TrackedAlert, locale: str) -> list[str]:
+def _bullet(alert: TrackedAlert, locale: str, hosts: Mapping[str, KnownHost]) -> list[str]:
     resolved = alert.status == "resolved"
     head = [f"{'✅ ' if resolved else ''}**{inline_value(alert.name, 60)}**"]
     present = [key for key in KEY_LABELS if alert.labels.get(key)]
@@ -152,8 +158,30 @@ def _bullet(alert: TrackedAlert, locale: str) -> list[str]:
     if resolved:
         head.append(t(locale, "alert_item_resolved"))
     lines = ["- " + " · ".join(head)]
+    known = hosts.get(host_of_alert(alert))
+    if known is not None and known.state == "found" and known.name:
+        lines.append(f"  {_identity(known, locale)}")
     lines.extend(f"  {inline_value(text, _MAX_ANNOTATION)}" for text in _texts(alert.annotations))
     return lines
+
+
+def _identity(host: KnownHost, locale: str) -> str:
+    """``↳ 10.0.2.11 → **prod-web-01** (server · static inventory · team web-team)``: what a lookup found the host to
+    be. What the lookup returned is data like a label: made inert the same way."""
+    details = [inline_value(host.kind, 30)] if host.kind else []
+    if host.provider:
+        details.append(inline_value(_provider_label(host.provider, locale), 40))
+    if host.team:
+        details.append(t(locale, "alert_host_team", team=inline_value(host.team, 40)))
+    shown = t(locale, "alert_host_details", details=" · ".join(details)) if details else ""
+    return t(locale, "alert_host", host=inline_value(host.host, _MAX_VALUE), name=inline_value(host.name, 60),
+             details=shown)
+
+
+def _provider_label(provider: str, locale: str) -> str:
+    """The provider's name in ``locale`` (``static inventory``, ``静态清单``); its key when it has no name there."""
+    key = f"source_{provider}"
+    return t(locale, key) if key in STRINGS[normalize_locale(locale)] else provider
 
 
 def _texts(annotations: Mapping[str, str]) -> list[str]:

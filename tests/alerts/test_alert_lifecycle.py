@@ -8,7 +8,8 @@ with ``find_server``, its second answers :data:`FINDINGS`; any other question
 is answered by echoing it. The model's requests are what the tests read to
 know which tools were offered and what context a turn had. The first test has
 the real Alertmanager (Debian's ``prometheus-alertmanager``) group the alerts
-and call the gateway; the others post its recorded payloads.
+and call the gateway, and a host that joins the group (``10.0.2.11``) named on
+each card by the card's own lookup; the others post its recorded payloads.
 """
 
 from __future__ import annotations
@@ -268,6 +269,12 @@ is "Investigation"."""
 SOURCES = "sources: static inventory"
 """The footer's sources line of an investigation that looked its host up in the inventory."""
 
+JOINED_HOST = "10.0.2.11 → **prod-web-01** (server · static inventory · team web-team)"
+"""How a card names the host that joined the group (``prod-web-01`` in the sample inventory), under its alert."""
+
+FIRST_HOST = "10.0.1.100 → **prod-db-01** (server · static inventory · team dba-team)"
+"""How a card names the first alert's host, whether or not an investigation identified it too."""
+
 
 def host_down(instance: str, *, starts_at: str, ends_at: str | None = None) -> dict[str, Any]:
     """A ``HostDown`` alert on ``instance`` as Prometheus sends it to Alertmanager (``ends_at``: resolved then)."""
@@ -293,7 +300,7 @@ async def investigated(process: GatewayProcess, destination: str) -> None:
                  and str(line.get("key", "")).startswith(f"alertcard:{destination}:"))
 
 
-async def test_with_the_real_alertmanager_a_finished_card_says_so_and_keeps_its_footer_through_later_notifications(
+async def test_with_the_real_alertmanager_a_finished_card_keeps_its_footer_and_names_the_host_that_joined(
     tmp_path: Path, services: Services,
 ) -> None:
     require_alertmanager()
@@ -302,7 +309,7 @@ async def test_with_the_real_alertmanager_a_finished_card_says_so_and_keeps_its_
     config = config_for(tmp_path, llm, slack, [route(to=destinations)], dingtalk=dingtalk_section(dingtalk))
     config["card"] = {**config["card"], "footer": True}  # round, time and model beside the sources line
     started = timestamp()
-    first, second = "10.0.1.100:9100", "10.0.1.101:9100"
+    first, second = "10.0.1.100:9100", "10.0.2.11:9100"
 
     def cards() -> dict[str, str]:
         return {"slack": the_slack_card(slack), "dingtalk": dingtalk_text(dingtalk)}
@@ -320,8 +327,11 @@ async def test_with_the_real_alertmanager_a_finished_card_says_so_and_keeps_its_
 
         # A second host goes down: Alertmanager sends the group again, and each card is drawn anew from its record.
         await alertmanager.post_alerts([host_down(first, starts_at=started), host_down(second, starts_at=started)])
-        await until(slack, lambda: "10.0.1.101" in the_slack_card(slack), lambda: the_slack_card(slack), 30)
-        await until(dingtalk, lambda: "10.0.1.101" in dingtalk_text(dingtalk), lambda: dingtalk_text(dingtalk), 30)
+        await until(slack, lambda: "10.0.2.11" in the_slack_card(slack), lambda: the_slack_card(slack), 30)
+        await until(dingtalk, lambda: "10.0.2.11" in dingtalk_text(dingtalk), lambda: dingtalk_text(dingtalk), 30)
+        # Then the host that joined is looked up, and named on each card once the lookup lands.
+        await until(slack, lambda: JOINED_HOST in the_slack_card(slack), lambda: the_slack_card(slack), 30)
+        await until(dingtalk, lambda: JOINED_HOST in dingtalk_text(dingtalk), lambda: dingtalk_text(dingtalk), 30)
         joined = cards()
 
         # Both recover: the resolved notification draws them once more.
@@ -333,6 +343,8 @@ async def test_with_the_real_alertmanager_a_finished_card_says_so_and_keeps_its_
         await stopped(process)
         no_crash(process)
         failed = alertmanager.failed_notifications()
+    lookups = [r for r in await audit(tmp_path / "gateway" / "config.yaml", "--user", f"alerts:{ROUTE}")
+               if r["tool"] == "find_resource"]
 
     for name, text in settled.items():
         # The investigation's final was drawn once its end was on record: finished, with its footer and sources.
@@ -341,7 +353,25 @@ async def test_with_the_real_alertmanager_a_finished_card_says_so_and_keeps_its_
         for later in (joined[name], resolved[name]):
             assert INVESTIGATING not in later and FINDINGS in later, later
             assert footer_line(text) in later, later  # the redraw keeps the footer, as the final drew it
-    assert "10.0.1.101" in joined["slack"] and "🔥" in first_line(joined["slack"])
+    assert "10.0.2.11" in joined["slack"] and "🔥" in first_line(joined["slack"])
+    for name, text in joined.items():
+        # Each host right under its alert's line: the one that joined, and the first one (the investigation's too).
+        lines = text.splitlines()
+        for host, named in (("10.0.2.11:9100", JOINED_HOST), ("10.0.1.100:9100", FIRST_HOST)):
+            at = next(i for i, line in enumerate(lines) if f"instance={host}" in line)
+            assert named in lines[at + 1], (name, text)
+        assert JOINED_HOST in resolved[name] and FIRST_HOST in resolved[name], resolved[name]
+    # DingTalk shows a finalized card's change: it came as the card's data (PUT /v1.0/card/instances), the way an
+    # ended stream takes one, and no streaming write was refused.
+    [card] = dingtalk.cards_in(SPACE)
+    changed = [c for c in dingtalk.calls if c.method == "PUT" and c.path == "/v1.0/card/instances"
+               and JOINED_HOST in json.dumps(c.body, ensure_ascii=False)]
+    assert card.finalized and changed and all(c.status == 200 for c in changed)
+    assert not [c for c in dingtalk.calls if c.path == "/v1.0/card/streaming" and c.status != 200]
+    # Each card looked its hosts up once, as the route's principal holding its role, where the card is: audited.
+    asked = sorted((r["channel"], json.loads(r["arguments"])["query"]) for r in lookups)
+    assert asked == sorted((channel, host) for channel in (CHANNEL, GROUP) for host in ("10.0.1.100", "10.0.2.11"))
+    assert all(r["outcome"] == "ok" and r["role"] == "oncall" for r in lookups), lookups
     assert not failed, failed  # every webhook call was answered 2xx
     # One card per destination for the group's whole life, investigated once in each, nothing posted twice.
     assert len(slack_cards(slack)) == 1 and len(slack.calls_of("chat.postMessage")) == 1
@@ -623,10 +653,14 @@ async def test_an_investigation_is_audited_under_its_routes_principal_with_its_t
 
     rows = await audit(config_path)
     assert rows and {r["principal"] for r in rows} == {f"alerts:{ROUTE}"}
-    [call] = rows
+    # The investigation's turn, and the card's own lookup of the alert's host (no turn: the route's limit is intact).
+    [call] = [r for r in rows if r["question"].startswith(ASKED)]
     assert call["tool"] == HOST_LOOKUP and call["outcome"] == "ok" and "10.0.1.100" in call["arguments"]
     assert call["turn_outcome"] == "done" and call["role"] == "capped" and call["channel"] == CHANNEL
     assert call["question"].startswith(ASKED) and "HostDown" in call["question"]
+    [lookup] = [r for r in rows if r is not call]
+    assert lookup["tool"] == "find_resource" and lookup["outcome"] == "ok" and "10.0.1.100" in lookup["arguments"]
+    assert lookup["role"] == "capped" and lookup["channel"] == CHANNEL and lookup["turn_id"] != call["turn_id"]
 
 
 # --- follow-up context ------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from urllib.parse import unquote
 import pytest
 
 from botgateway.alerts.group import AlertGroup, fold, group_ref
+from botgateway.alerts.known_hosts import KnownHost
 from botgateway.alerts.payload import parse_notification
 from botgateway.alerts.render import alert_section, format_alert_duration, silence_url
 from botgateway.strings import STRINGS
@@ -231,3 +232,32 @@ def test_without_group_labels_the_silence_uses_the_common_ones_and_without_eithe
     assert silence_url(group) == "https://am.example/#/silences/new?filter=%7Balertname%3D%22X%22%7D"
     assert silence_url(custom([alert({"alertname": "X"})], externalURL="https://am.example")) is None
     assert silence_url(custom([alert({"alertname": "X"})], groupLabels={"alertname": "X"})) is None
+
+
+# --- what a lookup found its hosts to be ----------------------------------------------------------------------------
+
+
+def test_an_identified_host_is_named_under_its_alert_in_both_languages_and_the_others_are_not() -> None:
+    web = KnownHost(host="10.0.1.101", state="found", name="prod-db-02", kind="server", provider="inventory",
+                    team="dba-team")
+    failed = KnownHost(host="10.0.1.100", state="failed")
+    hosts = {h.host: h for h in (web, failed)}
+    en = alert_section(folded("firing", "joined"), locale="en", now=STARTED + 600, hosts=hosts).splitlines()
+    zh = alert_section(folded("firing", "joined"), locale="zh-CN", now=STARTED + 600, hosts=hosts).splitlines()
+
+    for lines, named in ((en, "  ↳ 10.0.1.101 → **prod-db-02** (server · static inventory · team dba-team)"),
+                         (zh, "  ↳ 10.0.1.101 → **prod-db-02**（server · 静态清单 · 团队 dba-team）")):
+        at = next(i for i, line in enumerate(lines) if "instance=10.0.1.101:9100" in line)
+        assert lines[at + 1] == named, lines
+        first = next(i for i, line in enumerate(lines) if "instance=10.0.1.100:9100" in line)
+        assert "→" not in lines[first + 1]  # a failed lookup adds nothing
+    assert "→" not in alert_section(folded("firing", "joined"), locale="en", now=STARTED + 600)
+
+
+def test_what_a_lookup_returned_cannot_change_the_cards_markup() -> None:
+    sneaky = KnownHost(host="10.0.1.100", state="found", name="**[click](http://evil.example)** @all",
+                       kind="server\n# heading", provider="mcp:x", team="<!channel>")
+    text = alert_section(folded("firing"), locale="en", now=STARTED + 60, hosts={sneaky.host: sneaky})
+    [line] = [line for line in text.splitlines() if "→" in line]
+    assert LINK.findall(line) == [] and "@all" not in line and "<!channel>" not in line and "\n#" not in text
+    assert "mcp:x" in line and line.count("**") == 2  # only our own bold around the name
