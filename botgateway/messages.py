@@ -113,3 +113,5 @@ class Submission:
     limited: bool = False
     """Refused because the asker reached one of its limits (turns per minute, concurrent turns, tokens per day):
     the same question may pass later, unlike a refusal of the access policy."""
+    retry_after_s: float | None = None
+    """For a limit's refusal: seconds until it may pass (None: unknown, as for concurrent turns)."""

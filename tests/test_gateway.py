@@ -744,6 +744,7 @@ async def test_a_check_inserted_in_the_declared_order_refuses_with_its_note_and_
         assert after == ["is web-2 fine?"]
         over = await h.submit("and web-3?")
         assert (over.status, over.limited) == ("refused", True)
+        assert over.retry_after_s == 20.0  # the clock's minute (from 999_960) starts again at 1_000_020
         assert after == ["is web-2 fine?", "and web-3?"]
 
 

@@ -1,7 +1,9 @@
 """The web front door: the HTTP API (``/v1/…``, Server-Sent Events and an OpenAI-compatible endpoint) and the console.
 
 :mod:`.adapter` is the adapter ``run`` starts; :mod:`.app` the ``/v1``
-sub-application; :mod:`.routes` and :mod:`.openai_compat` its handlers;
+sub-application; :mod:`.routes`, :mod:`.openai_compat` and :mod:`.models_route`
+its handlers; :mod:`.api_errors` its one error shape (OpenAI's);
+:mod:`.client_history` an OpenAI client's earlier messages as history;
 :mod:`.front` what they share (the question as the gateway takes it, the
 caller's grant, each turn's owner); :mod:`.follow` and :mod:`.tap` one turn's
 events streamed to one client; :mod:`.sink` the cards (each turn's newest

@@ -17,7 +17,8 @@ from aiohttp import web
 from adapters.web.app import API_PREFIX, api_app
 from adapters.web.artifact_routes import PICTURES
 from adapters.web.auth import SessionCheck
-from adapters.web.front import ApiStore, BusyElsewhere, WebFront
+from adapters.web.console_answers import WEB_FRONT
+from adapters.web.front import ApiStore, BusyElsewhere, HistorySeed, WebFront
 from adapters.web.sink import WebSink
 from botgateway.config import Config
 from botgateway.tooling import ToolRegistry
@@ -33,10 +34,12 @@ class WebAdapter:
     def __init__(
         self, config: Config, *, store: ApiStore, tools: ToolRegistry, clear: Callable[[str], Awaitable[None]],
         session: SessionCheck | None = None, busy_elsewhere: BusyElsewhere | None = None,
+        seed: HistorySeed | None = None,
     ) -> None:
         """``clear`` forgets a conversation's history (the memory's); ``session`` checks a console session's cookie
         (default: :func:`adapters.web.session.session_principal`); ``busy_elsewhere`` names the other processes of
-        the fleet running a conversation's turns (None: no fleet)."""
+        the fleet running a conversation's turns (None: no fleet); ``seed`` writes a turn into a conversation's
+        history (the memory's ``commit``: an OpenAI client's earlier messages; None: they are not kept)."""
         if session is None:
             from adapters.web.session import session_principal
 
@@ -44,14 +47,15 @@ class WebAdapter:
         self.sink = WebSink()
         """The cards of the API's turns (each turn's newest snapshot)."""
         self.front = WebFront(config, sink=self.sink, store=store, tools=tools, clear=clear,
-                              busy_elsewhere=busy_elsewhere)
+                              busy_elsewhere=busy_elsewhere, seed=seed)
         """What the routes share: the gateway (once started), the sink, the Store, the tools."""
         self._session = session
 
     def mount(self, app: web.Application) -> None:
         """Serve the API at ``/v1`` on ``app`` (the gateway's HTTP server's, before it starts), and keep the
-        turns' pictures where the console's route finds them."""
+        turns' pictures and the front where the console's routes find them."""
         app[PICTURES] = self.sink.shelf
+        app[WEB_FRONT] = self.front
         app.add_subapp(API_PREFIX, api_app(self.front, self._session))
 
     @property

@@ -1,19 +1,18 @@
-"""The ``/v1`` sub-application: CORS, authentication and plain JSON errors around the API's routes (and its pictures)."""
+"""The ``/v1`` sub-application: CORS, authentication and OpenAI-shaped errors around the API's routes (and its pictures)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from aiohttp import web
 
+from adapters.web.api_errors import api_errors_middleware
 from adapters.web.artifact_links import PictureLinks
 from adapters.web.artifact_routes import PICTURE_ROUTE, api_picture_route
 from adapters.web.auth import ApiKeys, SessionCheck, auth_middleware
-from adapters.web.body import BadRequest
 from adapters.web.client_addr import TrustedProxies
 from adapters.web.cors import cors_middleware
 from adapters.web.failed_logins import FailedLogins
 from adapters.web.front import WebFront
+from adapters.web.models_route import model_routes
 from adapters.web.openai_compat import chat_completions_route
 from adapters.web.routes import api_routes
 
@@ -21,19 +20,6 @@ __all__ = ["API_PREFIX", "api_app"]
 
 API_PREFIX = "/v1"
 """Where the API is mounted on the gateway's HTTP server."""
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def _bad_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A :class:`BadRequest` raised by a handler, answered as JSON with its status and reason; ``x-should-retry:
-    false`` (the OpenAI SDKs' own retries) unless it is a 503, which another try may pass (a draining process)."""
-    try:
-        return await handler(request)
-    except BadRequest as exc:
-        headers = {} if exc.status == 503 else {"x-should-retry": "false"}
-        return web.json_response({"error": exc.message}, status=exc.status, headers=headers)
 
 
 async def _preflight(request: web.Request) -> web.Response:
@@ -48,9 +34,10 @@ def api_app(front: WebFront, session: SessionCheck) -> web.Application:
     # Wrong keys count per client address in the Store, with the console's failed logins.
     auth = auth_middleware(keys, session, failures=FailedLogins(front.store), proxies=proxies,
                            signed_routes=frozenset({PICTURE_ROUTE}))
-    app = web.Application(middlewares=[cors_middleware(web_config.cors_origins), _bad_requests, auth])
+    # Errors inside CORS (an allowed origin reads them too), around the keys' check and every route.
+    app = web.Application(middlewares=[cors_middleware(web_config.cors_origins), api_errors_middleware(), auth])
     links = PictureLinks(front.sink.shelf, keys)
-    routes = [*api_routes(front), chat_completions_route(front, links, proxies),
+    routes = [*api_routes(front), chat_completions_route(front, links, proxies), *model_routes(),
               api_picture_route(front.sink.shelf, links)]
     app.add_routes(routes)
     paths = sorted({route.path for route in routes})

@@ -8,7 +8,9 @@ Wrong keys are counted per client address with the console's failed logins
 address, the right one too, is answered 429 with ``Retry-After`` until the
 window ends. Keys never reach a log or an answer. A picture's link carries
 its own signature instead (:mod:`adapters.web.artifact_links`), made with a
-secret derived from the key that asked.
+secret derived from the key that asked. Refusals are the API's errors
+(:mod:`adapters.web.api_errors`): 401 ``invalid_api_key``, 429
+``rate_limit_exceeded``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from adapters.web.body import BadRequest
+from adapters.web.api_errors import RATE_LIMITED, BadRequest, error_response
 from adapters.web.client_addr import TrustedProxies
 from adapters.web.failed_logins import FailedLogins
 from botgateway.config.web import ApiKeyConfig
@@ -88,7 +90,7 @@ def principal_of(request: web.Request) -> Principal:
     """The authenticated caller of ``request`` (set by :func:`auth_middleware`)."""
     principal = caller_of(request)
     if principal is None:
-        raise web.HTTPUnauthorized(text='{"error": "not authenticated"}', content_type="application/json")
+        raise _unauthorized("not authenticated: send 'Authorization: Bearer <API key>'")
     return principal
 
 
@@ -105,17 +107,14 @@ def _bearer(request: web.Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def _unauthorized(message: str) -> web.Response:
-    return web.json_response({"error": message}, status=401, headers={"WWW-Authenticate": 'Bearer realm="botgateway"'})
+def _unauthorized(message: str) -> BadRequest:
+    return BadRequest(message, 401, code="invalid_api_key", headers={"WWW-Authenticate": 'Bearer realm="botgateway"'})
 
 
-def _throttled(wait_s: float) -> web.Response:
-    # Another try within seconds (the OpenAI SDKs' own retries) would only be refused again.
-    return web.json_response(
-        {"error": f"too many wrong API keys from this address; wait {math.ceil(wait_s / 60)} minutes",
-         "code": "throttled"}, status=429,
-        headers={"Retry-After": str(int(wait_s)), "x-should-retry": "false"},
-    )
+def _throttled(wait_s: float) -> BadRequest:
+    # Another try within seconds (the OpenAI SDKs' own retries) would only be refused again: x-should-retry: false.
+    return BadRequest(f"too many wrong API keys from this address; wait {math.ceil(wait_s / 60)} minutes", 429,
+                      code=RATE_LIMITED, retry_after_s=wait_s)
 
 
 async def _key_principal(keys: ApiKeys, token: str, failures: FailedLogins, client: str) -> Principal | web.Response:
@@ -130,11 +129,11 @@ async def _key_principal(keys: ApiKeys, token: str, failures: FailedLogins, clie
     except Exception as exc:
         # Right and wrong keys alike: an answer that differed would let guesses through uncounted.
         log.warning("web.failed_keys_unavailable", error=type(exc).__name__)
-        raise BadRequest("the gateway cannot check API keys right now; try again shortly", 503) from None
+        return error_response(BadRequest("the gateway cannot check API keys right now; try again shortly", 503))
     if not within:
-        return _throttled(failures.window_s)
+        return error_response(_throttled(failures.window_s))
     if principal is None:
-        return _unauthorized("the API key is not valid; send a key configured under web.api_keys")
+        return error_response(_unauthorized("the API key is not valid; send a key configured under web.api_keys"))
     return principal
 
 
@@ -161,7 +160,7 @@ def auth_middleware(
         if found is None and "sig" in request.query and request.match_info.route.name in signed_routes:
             return await handler(request)
         if found is None:
-            return _unauthorized("authentication required: send 'Authorization: Bearer <API key>'")
+            return error_response(_unauthorized("authentication required: send 'Authorization: Bearer <API key>'"))
         if isinstance(found, web.Response):
             return found
         request[_REQUEST_PRINCIPAL] = found

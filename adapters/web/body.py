@@ -1,4 +1,9 @@
-"""Reading an API request's JSON body: size-limited (413), and malformed JSON answered 400 with the reason."""
+"""Reading an API request's JSON body: size-limited (413), and malformed JSON answered 400 with the reason.
+
+A field that is wrong is named as the error's ``param``. :class:`BadRequest` is
+the API's error (:mod:`adapters.web.api_errors`), re-exported for the routes
+that raise it.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +12,9 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.web.api_errors import BadRequest
+
 __all__ = ["BadRequest", "read_json", "text_field"]
-
-
-class BadRequest(Exception):
-    """The request cannot be served as sent; the message says why, for the client."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        """What was wrong, in words for the client."""
-        self.status = status
-        """The HTTP status to answer with (400, 413, 415)."""
 
 
 async def read_json(request: web.Request, max_bytes: int) -> dict[str, Any]:
@@ -49,10 +45,10 @@ def text_field(data: dict[str, Any], name: str, *, required: bool = False, max_c
     value = data.get(name)
     if value is None or value == "":
         if required:
-            raise BadRequest(f"'{name}' is required")
+            raise BadRequest(f"'{name}' is required", param=name)
         return ""
     if not isinstance(value, str):
-        raise BadRequest(f"'{name}' must be a string, not {type(value).__name__}")
+        raise BadRequest(f"'{name}' must be a string, not {type(value).__name__}", param=name)
     if len(value) > max_chars:
-        raise BadRequest(f"'{name}' is longer than {max_chars} characters")
+        raise BadRequest(f"'{name}' is longer than {max_chars} characters", param=name)
     return value

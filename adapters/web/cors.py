@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from adapters.web.api_errors import BadRequest, error_response
+
 __all__ = ["MAX_REQUEST_HEADERS", "allowed_headers", "cors_headers", "cors_middleware"]
 
 _REQUEST_ORIGIN = "botgateway.cors_origin"
@@ -48,7 +50,7 @@ def cors_middleware(origins: Sequence[str]) -> Middleware:
         origin = request.headers.get("Origin", "")
         if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
             if not allows(origin):
-                return web.json_response({"error": "this origin may not call the API (web.cors_origins)"}, status=403)
+                return error_response(BadRequest("this origin may not call the API (web.cors_origins)", 403))
             requested = request.headers.get("Access-Control-Request-Headers", "")
             return web.Response(status=204, headers={
                 "Access-Control-Allow-Origin": origin, "Access-Control-Allow-Methods": _ALLOW_METHODS,

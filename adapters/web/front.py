@@ -10,14 +10,17 @@ reach another's history. Each turn's asker and conversation are kept in the
 Store (:meth:`WebFront.remember`), so ``GET /v1/turns/{id}`` can find its
 audit record and tell whose it is, in any process of the fleet. A conversation
 is cleared only while no turn runs in it, here or, in a fleet, in any other live
-process (``busy_elsewhere``: the fleet's directory of conversations).
+process (``busy_elsewhere``: the fleet's directory of conversations). A new
+conversation may be given a client's earlier messages as its history before
+its first question (:meth:`WebFront.seed_history`, written as memory writes a
+finished turn).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,7 +36,7 @@ from botgateway.fleet import StopAnswer
 from botgateway.messages import InboundMessage, Submission
 from botgateway.principal import Principal
 from botgateway.sink import CardTarget
-from botgateway.stores.base import AuditRecord, AuditStore, CounterStore, DocumentStore
+from botgateway.stores.base import AuditRecord, AuditStore, CounterStore, DocumentStore, Message
 from botgateway.tooling import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -41,10 +44,13 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ApiStore", "BusyElsewhere", "TurnOwner", "WebFront", "conversation_key"]
+__all__ = ["ApiStore", "BusyElsewhere", "HistorySeed", "TurnOwner", "WebFront", "conversation_key"]
 
 BusyElsewhere = Callable[[str], Awaitable[set[str]]]
 """The other live processes holding turns of a conversation (the fleet directory's ``conversation_owners``)."""
+
+HistorySeed = Callable[[str, str, Sequence[Message]], Awaitable[None]]
+"""Writes one whole turn (conversation key, turn id, messages) into a conversation's history: memory's ``commit``."""
 
 _CONVERSATION = re.compile(r"^[A-Za-z0-9_.:@-]{1,100}$")
 """A client's conversation id: short, no spaces or slashes (it is a path segment too)."""
@@ -80,8 +86,11 @@ class WebFront:
     """The gateway, the web sink and the Store, as the API's routes use them (the gateway is set once it runs)."""
 
     def __init__(self, config: Config, *, sink: WebSink, store: ApiStore, tools: ToolRegistry,
-                 clear: Callable[[str], Awaitable[None]], busy_elsewhere: BusyElsewhere | None = None) -> None:
-        """``busy_elsewhere``: where else a conversation's turns run (None: this process is the only one)."""
+                 clear: Callable[[str], Awaitable[None]], busy_elsewhere: BusyElsewhere | None = None,
+                 seed: HistorySeed | None = None) -> None:
+        """``busy_elsewhere``: where else a conversation's turns run (None: this process is the only one);
+        ``seed``: where a client's earlier messages are written as a new conversation's history (None: they are
+        not kept)."""
         self.config = config
         """The whole configuration (``web``, ``access``, ``gateway``)."""
         self.sink = sink
@@ -96,6 +105,7 @@ class WebFront:
         """Whether new questions are taken (false before start and once draining)."""
         self._clear = clear
         self._busy_elsewhere = busy_elsewhere
+        self._seed = seed
         self._policy = BufferPolicy.from_config()
 
     def new_conversation(self) -> str:
@@ -117,6 +127,15 @@ class WebFront:
         ctx = ToolContext(user_id=principal.id, user_name=name, platform=principal.platform, conversation_id=key,
                           chat_id=principal.user, principal=principal)
         return InboundMessage(principal.platform, "", key, question, target, ctx, principal)
+
+    async def seed_history(self, msg: InboundMessage, turns: Sequence[Sequence[Message]]) -> None:
+        """Make ``turns`` (whole turns, oldest first) the history of ``msg``'s conversation, before it is asked: a
+        conversation the client did not name, opened for this question. 503 once the gateway takes no questions."""
+        self.running_gateway()  # nothing is written for a question that would be refused as the process drains
+        if self._seed is None:
+            return
+        for number, turn in enumerate(turns, 1):
+            await self._seed(msg.conversation_id, f"client-{number}", turn)
 
     async def ask(self, msg: InboundMessage, tap: EventTap | None) -> Submission:
         """Submit ``msg``; ``tap`` (if any) gets the turn's events. The turn's owner is kept for later lookups."""

@@ -1,17 +1,24 @@
 """``POST /v1/chat/completions``: the assistant as an OpenAI-compatible "model", streamed or not.
 
-The last ``user`` message is the question; earlier messages are not sent on
-(the conversation's own history is the context). The conversation is the
-request's ``user`` field, else the ``X-Conversation`` header, else a new one
-per call. Tool progress and the model's thought go out as ``reasoning_content``
-(as DeepSeek streams its reasoning), so plain clients show only the text;
-text the model writes before calling tools is content too. Usage comes in a
-last chunk with ``stream_options.include_usage``. A failed turn is an
-``error`` object (in the stream, or as a 4xx/5xx answer: 429 when the asker
-reached a limit); closing the connection stops the turn, as "stop" does.
-Content and reasoning go out inert (:mod:`adapters.web.inert`); streamed, each
-joins into its inert whole, a construct still open at the end held back until
-it is complete.
+The last ``user`` message is the question. The conversation is the request's
+``user`` field, else the ``X-Conversation`` header: its own history is the
+context, and the earlier messages of the request are not read. A request that
+names neither (Open WebUI, LibreChat without ``user``, Chatbox) opens a new
+conversation whose history is the earlier messages it sent, as data, trimmed
+as memory trims (:mod:`adapters.web.client_history`), so a client that keeps
+its own chat keeps its context. ``model`` may be anything (it is echoed back;
+none is :data:`~adapters.web.models_route.MODEL_ID`). Tool progress and the
+model's thought go out as ``reasoning_content`` (as DeepSeek streams its
+reasoning), so plain clients show only the text; text the model writes before
+calling tools is content too. Usage comes in a last chunk with
+``stream_options.include_usage``. A refused question is an HTTP error in
+OpenAI's shape (:mod:`adapters.web.api_errors`; 429 with ``Retry-After`` when
+the asker reached a limit, 403 for the access policy), streamed or not; a turn
+that fails is one too, or, once its stream began, an ``error`` object in the
+stream. Closing the connection stops the turn, as "stop" does. Content and
+reasoning go out inert (:mod:`adapters.web.inert`); streamed, each joins into
+its inert whole, a construct still open at the end held back until it is
+complete.
 
 The OpenAI SDKs retry an answer of 409, 429 or 5xx by themselves (twice by
 default), which would ask the model the whole question again each time, or
@@ -33,13 +40,16 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.web.api_errors import RATE_LIMITED, BadRequest, error_object
 from adapters.web.artifact_links import PictureLinks
 from adapters.web.auth import principal_of
-from adapters.web.body import BadRequest, read_json, text_field
+from adapters.web.body import read_json, text_field
 from adapters.web.client_addr import TrustedProxies
+from adapters.web.client_history import client_turns, message_text
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import WebFront
 from adapters.web.inert import web_inert
+from adapters.web.models_route import MODEL_ID
 from adapters.web.public_url import public_origin
 from adapters.web.routes import locale_of, note_final
 from adapters.web.sse import SseStream
@@ -56,15 +66,17 @@ from botgateway.events import (
     TurnFailed,
     Usage,
 )
+from botgateway.messages import Submission
 from botgateway.principal import Principal
 
-__all__ = ["NO_RETRY", "chat_completions_route", "progress_text"]
+__all__ = ["BUSY_RETRY_S", "chat_completions_route", "progress_text"]
 
 _STATUS = {"refused": 403, "usage": 400, "timeout": 504, "cancelled": 409}
-"""The HTTP status of a failed non-streamed completion, by failure reason (else 502: the model failed)."""
+"""The HTTP status of a failed completion, by failure reason (else 502: the model failed)."""
 
-NO_RETRY = {"x-should-retry": "false"}
-"""Sent with every failed turn's answer: the OpenAI SDKs then do not ask the whole question again by themselves."""
+BUSY_RETRY_S = 10.0
+"""The ``Retry-After`` of a refusal by a limit that says no time: a concurrent turns limit frees when one of the
+asker's turns ends, which nobody can tell; about a short turn's length."""
 
 
 def progress_text(event: TurnEvent) -> str:
@@ -80,25 +92,19 @@ def progress_text(event: TurnEvent) -> str:
     return ""
 
 
-def _question(data: dict[str, Any]) -> str:
+def _question(data: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The question (the last ``user`` message's text) and the messages sent before it."""
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list of {role, content} objects")
-    for message in reversed(messages):
+        raise BadRequest("'messages' must be a non-empty list of {role, content} objects", param="messages")
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if isinstance(message, dict) and message.get("role") == "user":
-            return _content_text(message.get("content"))
-    raise BadRequest("'messages' has no message with role 'user'; the last one is the question")
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str) and content.strip():
-        return content
-    if isinstance(content, list):  # content parts: only the text ones are read
-        texts = [part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"]
-        text = "\n".join(texts)
-        if text.strip():
-            return text
-    raise BadRequest("the last user message has no text content")
+            text = message_text(message.get("content"))
+            if not text.strip():
+                raise BadRequest("the last user message has no text content", param="messages")
+            return text, messages[:index]
+    raise BadRequest("'messages' has no message with role 'user'; the last one is the question", param="messages")
 
 
 def _usage(usage: Usage) -> dict[str, int]:
@@ -106,8 +112,24 @@ def _usage(usage: Usage) -> dict[str, int]:
             "total_tokens": usage.total_tokens}
 
 
-def _error(final: TurnFailed) -> dict[str, Any]:
-    return {"error": {"message": final.message, "type": final.reason, "code": final.reason}}
+def _failure(final: TurnFailed, submission: Submission) -> BadRequest:
+    """How a failed turn (or a refused question) is answered: 429 for a limit, else by its reason."""
+    if submission.limited:
+        wait_s = submission.retry_after_s if submission.retry_after_s is not None else BUSY_RETRY_S
+        return BadRequest(final.message, 429, code=RATE_LIMITED, retry_after_s=wait_s)
+    return BadRequest(final.message, _STATUS.get(final.reason, 502), code=final.reason)
+
+
+def _conversation(request: web.Request, data: dict[str, Any], front: WebFront) -> str:
+    """The conversation the request names (``user``, else ``X-Conversation``), checked; "" when it names none."""
+    named = text_field(data, "user")
+    conversation, param = (named, "user") if named else (request.headers.get("X-Conversation", ""), "X-Conversation")
+    if not conversation:
+        return ""
+    try:
+        return front.checked_conversation(conversation)
+    except BadRequest as exc:
+        raise exc.about(param) from None
 
 
 def chat_completions_route(front: WebFront, links: PictureLinks, proxies: TrustedProxies) -> web.RouteDef:
@@ -117,21 +139,26 @@ def chat_completions_route(front: WebFront, links: PictureLinks, proxies: Truste
     async def handler(request: web.Request) -> web.StreamResponse:
         principal = principal_of(request)
         data = await read_json(request, front.config.web.max_body_bytes)
-        question = _question(data)
-        conversation = (text_field(data, "user") or request.headers.get("X-Conversation", "")
-                        or front.new_conversation())
-        front.checked_conversation(conversation)
-        model = text_field(data, "model") or "botgateway"
+        question, earlier = _question(data)
+        named = _conversation(request, data, front)
+        model = text_field(data, "model") or MODEL_ID
         options = data.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        msg = front.message(principal, question, conversation, locale_of(request, data))
+        msg = front.message(principal, question, named or front.new_conversation(), locale_of(request, data))
+        if not named:  # the client keeps the chat: what it sent before is this new conversation's history
+            await front.seed_history(msg, client_turns(earlier, front.config.memory.max_history_tokens))
         tap = EventTap(front.config.web.max_pending_events)
         submission = await front.ask(msg, tap)
+        final = None
+        if submission.status not in ("started", "queued"):  # answered without a turn: a refusal, or a note
+            final = await note_final(submission, msg.target.locale)
+            if isinstance(final, TurnFailed):
+                raise _failure(final, submission)  # before any stream: an HTTP error every client reads
         completion = _Completion(f"chatcmpl-{submission.turn_id or front.new_conversation()}", model,
                                  _Pictures(links, principal, public_origin(request, proxies), msg.target.locale))
         if data.get("stream") is True:
-            return await completion.stream(request, front, msg, submission, tap, include_usage)
-        return await completion.whole(request, front, msg, submission, tap)
+            return await completion.stream(request, front, msg, submission, tap, include_usage, final)
+        return await completion.whole(request, front, msg, submission, tap, final)
 
     return web.post("/chat/completions", handler)
 
@@ -170,24 +197,23 @@ class _Completion:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     async def whole(
-        self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap
+        self, request: web.Request, front: WebFront, msg: Any, submission: Submission, tap: EventTap,
+        final: TurnDone | TurnFailed | None,
     ) -> web.Response:
+        """The completion as one JSON answer (``final``: how a question answered without a turn ended)."""
         reasoning: list[str] = []
 
         async def write(event: TurnEvent, t: float) -> None:
             self.pictures.note(event)
             reasoning.append(progress_text(event))
 
-        if submission.status in ("started", "queued"):
+        if final is None:
             try:
                 final = await follow(front.stop, msg, submission, tap, request, write)
             except ClientGone:
                 return web.Response(status=499)  # nobody reads it
-        else:
-            final = await note_final(submission, msg.target.locale)
         if isinstance(final, TurnFailed):
-            status = 429 if submission.limited else _STATUS.get(final.reason, 502)
-            return web.json_response(_error(final), status=status, headers=NO_RETRY)
+            raise _failure(final, submission)
         inert = web_inert(msg.target.locale)
         content = "\n\n".join(part for part in (inert(final.result.answer), self.pictures.markdown()) if part)
         message = {"role": "assistant", "content": content}
@@ -199,8 +225,10 @@ class _Completion:
             "usage": _usage(final.result.usage),
         })
 
-    async def stream(self, request: web.Request, front: WebFront, msg: Any, submission: Any, tap: EventTap,
-                     include_usage: bool) -> web.StreamResponse:
+    async def stream(self, request: web.Request, front: WebFront, msg: Any, submission: Submission, tap: EventTap,
+                     include_usage: bool, final: TurnDone | TurnFailed | None) -> web.StreamResponse:
+        """The completion as ``chat.completion.chunk`` events (``final``: how a question answered without a turn
+        ended); a turn that fails once they began ends with an ``error`` object."""
         stream = await SseStream.open(request, ping_s=front.config.web.keepalive_s)
         response = stream.response
 
@@ -223,21 +251,20 @@ class _Completion:
 
         async with stream:
             await send(self.chunk({"role": "assistant", "content": ""}))
-            if submission.status in ("started", "queued"):
+            if final is None:
                 try:
                     final = await follow(front.stop, msg, submission, tap, request, write)
                 except ClientGone:
                     return response
-            else:
-                final = await note_final(submission, msg.target.locale)
-                if isinstance(final, TurnDone) and (text := content.push(final.result.answer)):
-                    await send(self.chunk({"content": text}))
+            elif isinstance(final, TurnDone) and (text := content.push(final.result.answer)):
+                await send(self.chunk({"content": text}))
             if rest := reasoning.close():
                 await send(self.chunk({"reasoning_content": rest}))
             if rest := content.close():
                 await send(self.chunk({"content": rest}))
             if isinstance(final, TurnFailed):
-                await send(_error(final))
+                failure = _failure(final, submission)
+                await send({"error": error_object(failure.message, failure.status, code=failure.code)})
             else:
                 if links := self.pictures.markdown():
                     await send(self.chunk({"content": f"\n\n{links}"}))

@@ -19,7 +19,8 @@ after ``done``/``error``; the stream ends once both were sent. ``"locale"``
 of the API's own messages. Every stream sends ``: ping`` comments after
 ``web.keepalive_s`` of silence. Model and tool text goes out inert (:mod:`adapters.web.inert`): the
 ``answer_delta`` and ``thought_delta`` texts join into the inert answer and thought, a construct still open at
-their end held back until it is complete.
+their end held back until it is complete. A refusal is the API's error (:mod:`adapters.web.api_errors`); a stop's
+or a vote's keeps its answer beside it (``{"error", "turn_id", "stop"}``, ``{"error", "answer", "note"}``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ __all__ = ["FINAL_SNAPSHOT_WAIT_S", "api_routes", "locale_of", "note_final", "se
 
 FINAL_SNAPSHOT_WAIT_S = 5.0
 """Longest wait, once a turn ended, for its final snapshot to be sent on a stream that asked for snapshots."""
+
+_STOP_REFUSED = {
+    "not_yours": (403, "only the turn's asker or an admin may stop it"),
+    "already_done": (409, "the turn has already ended"),
+    "unreachable": (503, "the process running the turn did not answer in time; try again"),
+}
+"""A stop that did not stop: its status and words, by answer."""
 
 
 def locale_of(request: web.Request, data: dict[str, Any] | None = None) -> str:
@@ -106,10 +114,13 @@ class _Routes:
         front, principal = self._front, principal_of(request)
         data = await read_json(request, front.config.web.max_body_bytes)
         question = text_field(data, "question", required=True, max_chars=front.config.web.max_body_bytes)
-        conversation = front.checked_conversation(text_field(data, "conversation") or front.new_conversation())
+        try:
+            conversation = front.checked_conversation(text_field(data, "conversation") or front.new_conversation())
+        except BadRequest as exc:
+            raise exc.about("conversation") from None
         snapshots = data.get("snapshots", False)
         if not isinstance(snapshots, bool):
-            raise BadRequest("'snapshots' must be true or false")
+            raise BadRequest("'snapshots' must be true or false", param="snapshots")
         msg = front.message(principal, question, conversation, locale_of(request, data))
         tap = EventTap(front.config.web.max_pending_events)
         submission = await front.ask(msg, tap)
@@ -138,8 +149,10 @@ class _Routes:
         """``POST /v1/turns/{id}/stop``: stop a running or queued turn, as "stop" does."""
         turn_id, owner = await self._owned(request)
         answer = await self._front.stop(turn_id, owner.principal)  # an admin stops it as its asker would
-        status = {"stopped": 200, "already_done": 409, "unreachable": 503}.get(answer, 403)
-        return web.json_response({"turn_id": turn_id, "stop": answer}, status=status)
+        if answer != "stopped":
+            status, message = _STOP_REFUSED.get(answer, (403, f"the turn was not stopped ({answer})"))
+            raise BadRequest(message, status, code=answer, extra={"turn_id": turn_id, "stop": answer})
+        return web.json_response({"turn_id": turn_id, "stop": answer})
 
     async def card(self, request: web.Request) -> web.StreamResponse:
         """``GET /v1/turns/{id}/card``: the turn's card as SSE ``snapshot`` messages, until it is final (or ``end``
@@ -177,12 +190,16 @@ class _Routes:
         data = await read_json(request, self._front.config.web.max_body_bytes)
         approve = data.get("approve")
         if not isinstance(approve, bool):
-            raise BadRequest("'approve' must be true or false")
+            raise BadRequest("'approve' must be true or false", param="approve")
         token = text_field(data, "token") or None
         result = await self._front.running_gateway(asking=False).decide_approval(
             request.match_info["code"], principal, approved=approve, locale=locale_of(request, data), token=token)
-        status = {"decided": 200, "unknown": 404}.get(result.answer, 403)
-        return web.json_response({"answer": result.answer, "note": result.note}, status=status)
+        body = {"answer": result.answer, "note": result.note}
+        if result.answer != "decided":
+            status = 404 if result.answer == "unknown" else 403
+            raise BadRequest(result.note or f"the vote was not counted ({result.answer})", status, code=result.answer,
+                             extra=body)
+        return web.json_response(body)
 
     async def _owned(self, request: web.Request) -> tuple[str, TurnOwner]:
         """The turn of the path and its owner; 404 when unknown or neither the caller's nor the caller an admin."""

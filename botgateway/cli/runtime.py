@@ -347,7 +347,8 @@ def _web(
     from botgateway.cli.web_console import mount_web_console
 
     busy_elsewhere = fleet.directory.conversation_owners if fleet is not None else None
-    web = WebAdapter(config, store=store, tools=registry, clear=memory.clear, busy_elsewhere=busy_elsewhere)
+    web = WebAdapter(config, store=store, tools=registry, clear=memory.clear, busy_elsewhere=busy_elsewhere,
+                     seed=memory.commit)
     web.mount(http.app)
     mount_web_console(config, http, store, readiness=readiness, budget=budget, instance_id=instance_id)
     return web

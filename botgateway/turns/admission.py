@@ -124,7 +124,7 @@ class Admission:
         await self._audit(msg, verdict, turn_id)
         submission = self._replies.refuse(msg, sink, verdict.note, status=verdict.status, as_answer=verdict.answer,
                                           private=verdict.private)
-        return replace(submission, limited=True) if verdict.limited else submission
+        return replace(submission, limited=True, retry_after_s=verdict.retry_after_s) if verdict.limited else submission
 
     async def _audit(self, msg: InboundMessage, verdict: Verdict, turn_id: str) -> None:
         """Record ``msg`` as turned away under ``turn_id`` when the verdict names an audit outcome."""

@@ -37,20 +37,22 @@ async def test_bad_keys_bodies_and_sizes_get_plain_answers(tmp_path: Path, llm: 
                 assert response.status == 401 and "Bearer" in response.headers["WWW-Authenticate"]
             async with http.post(url, json={"question": "hi"}, headers=bearer("not-a-key-0123456789")) as response:
                 assert response.status == 401
-                assert "not valid" in (await response.json())["error"]
+                assert "not valid" in (await response.json())["error"]["message"]
             async with http.post(url, data=b'{"question": ', headers=bearer(ADMIN_KEY)) as response:
                 assert response.status == 400
-                assert "not valid JSON" in (await response.json())["error"]
+                assert "not valid JSON" in (await response.json())["error"]["message"]
             async with http.post(url, json=["a list"], headers=bearer(ADMIN_KEY)) as response:
-                assert response.status == 400 and "JSON object" in (await response.json())["error"]
+                assert response.status == 400 and "JSON object" in (await response.json())["error"]["message"]
             async with http.post(url, json={"conversation": "c"}, headers=bearer(ADMIN_KEY)) as response:
-                assert response.status == 400 and "'question' is required" in (await response.json())["error"]
+                error = (await response.json())["error"]
+                assert response.status == 400 and "'question' is required" in error["message"]
+                assert error["param"] == "question" and error["type"] == "invalid_request_error"
             bad_name = {"question": "hi", "conversation": "a b/c"}
             async with http.post(url, json=bad_name, headers=bearer(ADMIN_KEY)) as response:
-                assert response.status == 400
+                assert response.status == 400 and (await response.json())["error"]["param"] == "conversation"
             big = {"question": "x" * (70 * 1024)}
             async with http.post(url, json=big, headers=bearer(ADMIN_KEY)) as response:
-                assert response.status == 413 and "larger than" in (await response.json())["error"]
+                assert response.status == 413 and "larger than" in (await response.json())["error"]["message"]
     assert llm.request_count == 0  # none of them reached the model
 
 

@@ -40,6 +40,8 @@ class AskerLimits:
         hit = await self._counts.admit(asker_of(msg), turn_id, grant.limits if grant is not None else None)
         if hit is None:
             return msg
-        note = hit.note(msg.target.locale, self._counts.clock())
+        now = self._counts.clock()
+        note = hit.note(msg.target.locale, now)
         log.info("gateway.limit_hit", platform=msg.platform, user=msg.ctx.user_id, limit=hit.limit)
-        return Verdict.refusal(note, audit=f"limit:{hit.limit}", limited=True)
+        wait_s = None if hit.resets_at is None else max(0.0, hit.resets_at - now)
+        return Verdict.refusal(note, audit=f"limit:{hit.limit}", limited=True, retry_after_s=wait_s)

@@ -42,14 +42,17 @@ class Verdict:
     """To the asker alone where the platform can."""
     limited: bool = False
     """Refused because the asker reached one of its limits."""
+    retry_after_s: float | None = None
+    """For a limit's refusal: seconds until that limit's window starts again (None: unknown, as a concurrent
+    turns limit frees when a turn ends)."""
     submission: Submission | None = None
     """The answer itself, when there is no note to send (a redelivery, a turn stopped)."""
 
     @classmethod
     def refusal(cls, note: str, *, audit: str = "", reason: str = "", status: SubmissionStatus = "refused",
-                limited: bool = False) -> Verdict:
+                limited: bool = False, retry_after_s: float | None = None) -> Verdict:
         """A refusal told as ``note`` (audited as ``audit`` when given, keeping ``reason`` when given)."""
-        return cls(note=note, audit=audit, reason=reason, status=status, limited=limited)
+        return cls(note=note, audit=audit, reason=reason, status=status, limited=limited, retry_after_s=retry_after_s)
 
     @classmethod
     def answered(cls, note: str, *, status: SubmissionStatus, private: bool = False) -> Verdict:
