@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.charts import charts_lines, charts_tables
 from bench.core_report import core_chart_row, core_problem_lines, core_table
 from bench.estate import estate_lines, estate_table
 
@@ -169,10 +170,14 @@ def print_report(report: dict[str, Any], console: Console | None = None, *, path
     estate = [r for r in results if r["scenario"]["platform"] == "estate"]
     if estate:
         console.print(estate_table(estate))
+    for r in (r for r in results if r["scenario"]["platform"] == "charts"):
+        for table in charts_tables(r):
+            console.print(table)
     for r in results:
         console.print(f"[bold]{r['scenario']['name']}[/]")
         lines = (core_problem_lines(r) if r["scenario"]["platform"] == "core"
                  else estate_lines(r) if r["scenario"]["platform"] == "estate"
+                 else charts_lines(r) if r["scenario"]["platform"] == "charts"
                  else _floor_lines(r, gen_s) + _fleet_lines(r) + _problem_lines(r))
         for line in lines:
             console.print(line, soft_wrap=True)

@@ -10,7 +10,9 @@ deadline passes, waits ``live_check_s`` more, counts what still looks live,
 then stops the worker. A Slack scenario of K replicas (``--replicas``) starts
 K workers sharing Redis under a key prefix of its own (:mod:`bench.replicas`)
 and posts every mention to each of them. A ``core`` scenario has no platform
-and runs through :mod:`bench.core_scenario`. Scenarios run one after another,
+and runs through :mod:`bench.core_scenario`; ``estate`` and ``charts`` run
+through :mod:`bench.estate` and :mod:`bench.charts` (whose calls count runs
+chat scenarios through :func:`run_scenario`). Scenarios run one after another,
 never side by side, so the worker's CPU time and RSS are its own.
 """
 
@@ -25,7 +27,7 @@ import resource
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from bench.analysis import (
     scenario_goals,
     turn_latencies,
 )
+from bench.charts import charts_goals, charts_progress, run_charts_scenario
 from bench.core_analysis import core_goals, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_scenario import run_core_scenario
 from bench.dingtalk_side import DingTalkSide
@@ -51,6 +54,7 @@ from bench.side import PlatformSide
 from bench.slack_side import SlackSide
 from bench.stats import jsonable
 from bench.worker_process import WorkerFailed
+from tools.demo.script import Script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,18 +121,25 @@ async def _store(scenario: Scenario) -> AsyncIterator[str]:
         yield prefix
 
 
-async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: list[str], folder: Path) -> dict[str, Any]:
-    """One scenario on fresh fakes and a fresh worker (or K replicas); its section of the report."""
+async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: list[str], folder: Path, *,
+                       responder: Callable[[dict[str, Any]], Script] | None = None,
+                       job_extra: Mapping[str, Any] | None = None, side: PlatformSide | None = None) -> dict[str, Any]:
+    """One scenario on fresh fakes and a fresh worker (or K replicas); its section of the report.
+
+    ``responder`` replaces the model's usual one (it must play ``settings.tool_rounds`` tool rounds), ``job_extra``
+    adds to the worker's job, and ``side`` replaces the usual fake platform (the ``charts`` scenario's runs).
+    """
     answers = answers[: scenario.n]
-    side = make_side(settings, scenario, answers)
+    side = side or make_side(settings, scenario, answers)
     model = BenchModelServer(
-        make_responder(answers, gen_s=settings.gen_s, chunk_chars=settings.chunk_chars, tool_rounds=settings.tool_rounds),
+        responder or make_responder(answers, gen_s=settings.gen_s, chunk_chars=settings.chunk_chars,
+                                    tool_rounds=settings.tool_rounds),
         tool_rounds=settings.tool_rounds,
     )
     folder.mkdir(parents=True, exist_ok=True)
     async with _store(scenario) as prefix:
         job = {"settings": settings.to_dict(), "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
-               "tmp": str(folder), "llm_url": await model.start(), **await side.start()}
+               "tmp": str(folder), "llm_url": await model.start(), **await side.start(), **(job_extra or {})}
         workers = replica_workers(job, folder, replicas=scenario.replicas, prefix=prefix)
         try:
             await every(worker.start() for worker in workers)
@@ -188,6 +199,10 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
                 elif scenario.platform == "estate":
                     result = await run_estate_scenario(settings, scenario, Path(tmp) / scenario.key)
                     goals = estate_goals(result)
+                elif scenario.platform == "charts":
+                    result = await run_charts_scenario(settings, scenario, Path(tmp) / scenario.key,
+                                                       run_platform=run_scenario)
+                    goals = charts_goals(result)
                 else:
                     result = await run_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
                     goals = scenario_goals(result, settings.gen_s, settings.live_check_s)
@@ -223,6 +238,8 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
 def _progress_line(result: dict[str, Any], took: float) -> str:
     if result["scenario"]["platform"] == "estate":
         return estate_progress(result, took)
+    if result["scenario"]["platform"] == "charts":
+        return charts_progress(result, took)
     if result["scenario"]["platform"] == "core":
         return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
                 f"{result['chunks']} chunks at {result['chunks_per_s']:,.0f}/s, "

@@ -24,9 +24,13 @@ from typing import Any
 
 from botgateway.config import MAX_WORKERS
 
-PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core", "estate")
+PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core", "estate", "charts")
 """Platforms, in the order they run (``core``: the Gateway into the bench's own sink, no chat platform; ``estate``:
-``find_resource`` over the clouds' fakes, see :mod:`bench.estate`)."""
+``find_resource`` over the clouds' fakes, see :mod:`bench.estate`; ``charts``: chart render timings and the platform
+calls a chart adds to an answer, see :mod:`bench.charts`)."""
+
+CHART_PLATFORMS: tuple[str, ...] = ("slack", "dingtalk")
+"""The chat platforms the ``charts`` scenario counts a chart's calls on."""
 
 ESTATE_PROVIDERS: tuple[str, ...] = ("aliyun", "tencent", "aws")
 """The clouds the ``estate`` scenario can fan out over."""
@@ -46,9 +50,9 @@ class Scenario:
     """One measured run: a fresh worker process, fresh fakes and a fresh model server."""
 
     platform: str
-    """``slack``, ``dingtalk`` or ``core``."""
+    """``slack``, ``dingtalk``, ``core``, ``estate`` or ``charts``."""
     mode: str
-    """Slack's ``streaming`` mode (``auto`` / ``edit``); ``card`` for DingTalk; empty for ``core``."""
+    """Slack's ``streaming`` mode (``auto`` / ``edit``); ``card`` for DingTalk; empty for ``core`` and ``charts``."""
     n: int
     """Concurrent mentions (core: concurrent turns)."""
     arrival: str
@@ -144,6 +148,12 @@ class BenchSettings:
     """``estate``: warm lookups on one toolset."""
     estate_delay_ms: float = 100.0
     """``estate``: how long every fake cloud API call takes."""
+    charts_renders: int = 40
+    """``charts``: timed renders of each chart one at a time, and as many again two at once."""
+    charts_answers: int = 10
+    """``charts``: answers at once per run of the calls count (one run without a chart, one with)."""
+    charts_platforms: tuple[str, ...] = CHART_PLATFORMS
+    """``charts``: the chat platforms whose calls per answer are counted (none: render timings only)."""
 
     def scenarios(self) -> list[Scenario]:
         """Every scenario of the run, in the order they run."""
@@ -155,6 +165,9 @@ class BenchSettings:
             if platform == "estate":  # N: the cold runs
                 shape = f"{len(self.estate_providers)}x{self.estate_accounts}x{self.estate_regions}"
                 out.append(Scenario("estate", shape, self.estate_cold_runs, "cold+warm"))
+                continue
+            if platform == "charts":  # N: the renders of each chart
+                out.append(Scenario("charts", "", self.charts_renders, "renders+calls"))
                 continue
             modes = self.slack_modes if platform == "slack" else ("card",)
             fleets = sorted(self.replicas) if platform == "slack" else [1]
@@ -219,6 +232,9 @@ class BenchSettings:
             "--estate-cold-runs", str(self.estate_cold_runs),
             "--estate-warm-calls", str(self.estate_warm_calls),
             "--estate-delay-ms", num(self.estate_delay_ms),
+            "--charts-renders", str(self.charts_renders),
+            "--charts-answers", str(self.charts_answers),
+            "--charts-platforms", ",".join(self.charts_platforms) or "none",
         ]  # fmt: skip
         if self.config:
             argv += ["--config", self.config]
@@ -269,6 +285,13 @@ def _counts(flag: str, example: str) -> Callable[[str], tuple[int, ...]]:
     return parse
 
 
+def _platforms_or_none(text: str) -> tuple[str, ...]:
+    """``--charts-platforms``: a subset of :data:`CHART_PLATFORMS`, or ``none``."""
+    if text.strip() == "none":
+        return ()
+    return _choices("--charts-platforms", CHART_PLATFORMS)(text)
+
+
 def _range(text: str) -> tuple[int, int]:
     low, sep, high = text.partition("-")
     try:
@@ -294,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = p.add_argument
     add("--platform", dest="platforms", type=_choices("--platform", PLATFORMS, all_word=True), default=d.platforms,
-        help="slack, dingtalk, core, estate or all (default all)")
+        help="slack, dingtalk, core, estate, charts or all (default all)")
     add("--slack-modes", type=_choices("--slack-modes", SLACK_MODES), default=d.slack_modes,
         help="Slack streaming modes to run (default auto,edit)")
     add("--n", dest="ns", type=_counts("--n", "10,50,100"), default=d.ns,
@@ -343,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="estate: warm lookups on one toolset (default 200)")
     add("--estate-delay-ms", type=_number("--estate-delay-ms", float, allow_zero=True), default=d.estate_delay_ms,
         help="estate: how long every fake cloud API call takes (default 100)")
+    add("--charts-renders", type=_number("--charts-renders", int), default=d.charts_renders,
+        help="charts: timed renders of each chart, one at a time and again two at once (default 40)")
+    add("--charts-answers", type=_number("--charts-answers", int), default=d.charts_answers,
+        help="charts: answers at once per run of the calls count, without and with a chart (default 10)")
+    add("--charts-platforms", type=_platforms_or_none, default=d.charts_platforms,
+        help="charts: slack, dingtalk, both (default) or none (render timings only)")
     add("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
     return p
 

@@ -107,7 +107,8 @@ def bench_config(job: dict[str, Any]) -> Config:
                         "replicas": int(job.get("replicas", 1)), "instance_id": job.get("instance_id", ""),
                         "event_loop": event_loop},
             "card": card,
-            "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}},
+            # The charts scenario turns them off for its baseline (the same metric tool, no picture).
+            "tools": {"inventory": {"enabled": True, "path": str(INVENTORY)}, "charts": {"enabled": job.get("charts", True)}},
             "adapters": adapters,
         },
         env={},
