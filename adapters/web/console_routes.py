@@ -8,8 +8,13 @@ package (``adapters/web/console/``), with a Content-Security-Policy that lets
 them load nothing but themselves: no CDN, no inline script, no remote image.
 The Audit, Usage, Feedback and Status data (``/console/api/…``) are for the
 admin session only; a turn's pictures (``/console/artifacts/…``) for the
-session that asked it (:mod:`adapters.web.artifact_routes`). The chat itself talks to the HTTP API (``/v1/…``), whose
-auth accepts the session (:func:`adapters.web.session.session_principal`).
+session that asked it (:mod:`adapters.web.artifact_routes`); an answer's votes
+and its Refresh (``/console/answers/…``) for its asker
+(:mod:`adapters.web.console_answers`). The chat itself talks to the HTTP API
+(``/v1/…``), whose auth accepts the session
+(:func:`adapters.web.session.session_principal`). The icon is an SVG
+(``/console/static/favicon.svg``, and ``/favicon.ico`` for browsers that ask
+there unprompted).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.web.artifact_routes import console_picture
+from adapters.web.console_answers import answer_routes
 from adapters.web.console_reports import (
     BadFilter,
     Report,
@@ -40,6 +46,9 @@ STATIC_FILES = {
     "app.css": "text/css",
     "app.js": "text/javascript",
     "chat.js": "text/javascript",
+    "chat_answers.js": "text/javascript",
+    "favicon.svg": "image/svg+xml",
+    "layout.js": "text/javascript",
     "login.js": "text/javascript",
     "markdown.js": "text/javascript",
     "reports.js": "text/javascript",
@@ -107,6 +116,9 @@ class _Console:
         if name not in STATIC_FILES:
             return _error(404, "not found")
         return self._file(name, STATIC_FILES[name])
+
+    async def favicon(self, request: web.Request) -> web.StreamResponse:
+        return self._file("favicon.svg", STATIC_FILES["favicon.svg"])
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         if request.content_type != "application/json":
@@ -189,9 +201,11 @@ def console_routes(book: SessionBook, status: StatusParts) -> list[web.RouteDef]
         web.post("/logout", console.logout),
         web.get("/console/session", console.session),
         web.get("/console/static/{name}", console.static),
+        web.get("/favicon.ico", console.favicon),
         web.get("/console/artifacts/{name}", console_picture),
         web.get("/console/api/status", console.status),
         web.get("/console/api/{report}", console.report),
+        *answer_routes(),
     ]
 
 

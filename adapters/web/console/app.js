@@ -1,5 +1,6 @@
 // The console's frame: the session (its CSRF token), the pages behind the hash (#chat, #audit…),
-// the theme and language switches, logging out (which forgets the conversations saved in this browser).
+// the theme and language switches, logging out (which forgets the conversations saved in this browser);
+// on a phone the header and the conversations fold away (layout.js).
 "use strict";
 
 const BG = { session: null };
@@ -24,7 +25,7 @@ function bgError(message) {
 async function bgReason(response) {
   try {
     const body = await response.json();
-    if (body && body.error) return body.error;
+    if (body && body.error) return typeof body.error === "string" ? body.error : body.error.message;  // /v1: OpenAI's
   } catch (e) { /* not JSON */ }
   return "HTTP " + response.status;
 }
@@ -35,6 +36,7 @@ function bgShowPage() {
   let page = location.hash.replace(/^#/, "") || "chat";
   if (!BG_PAGES.includes(page) || (page !== "chat" && !BG.session.admin)) page = "chat";
   bgError("");
+  bgLayoutPage(page);
   for (const link of document.querySelectorAll("#nav a")) link.classList.toggle("active", link.dataset.page === page);
   document.getElementById("page-chat").hidden = page !== "chat";
   document.getElementById("page-report").hidden = !["audit", "usage", "feedback"].includes(page);
@@ -65,6 +67,7 @@ async function bgStart() {
     try { await bgFetch("/logout", { method: "POST" }); } catch (e) { /* gone already: the login page says so */ }
     location.assign("/login");
   });
+  bgLayoutSetup();
   bgChatSetup();
   window.addEventListener("hashchange", bgShowPage);
   bgShowPage();

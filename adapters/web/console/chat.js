@@ -5,7 +5,9 @@
 // A stream that ends without a final snapshot (a card kept by another worker or replica, a dropped
 // connection) is settled from GET /v1/turns/{id}, which any replica answers from the shared Store.
 // The turn's pictures (charts) come below the answer, loaded from the gateway's own /console/artifacts/
-// (never from a URL in the model's text), sized to the card, in the theme shown.
+// (never from a URL in the model's text), sized to the card, in the theme shown. What a card offers beside
+// its answer (its time, each call's details, Copy, Ask again, 👍 / 👎) is chat_answers.js's; Ask again
+// streams its new card here like a question.
 "use strict";
 
 const CHAT = { conversations: [], current: "", views: new WeakMap() };
@@ -30,6 +32,7 @@ function chatTurnFrom(saved) {
     status: String(saved && saved.status || snap.status || "queued"),
     answer: String(saved && saved.answer || snap.answer || ""),
     error: String(saved && saved.error || snap.error || ""),
+    at: Number(saved && saved.at) || 0,
     snapshot: null,
   };
 }
@@ -52,9 +55,11 @@ function chatLoad() {
     }));
 }
 
-/** What is saved of a turn: its question, its status and final answer (or error) and its id; never the card. */
+/** What is saved of a turn: its question, its status and final answer (or error), its id and time; never the
+ * card. */
 function chatStored(turn) {
   const kept = { question: turn.question, turnId: turn.turnId, status: turn.status, answer: turn.answer };
+  if (turn.at) kept.at = turn.at;
   if (turn.error) kept.error = turn.error.slice(0, CHAT_MAX_ERROR_CHARS);
   return kept;
 }
@@ -128,7 +133,7 @@ function chatList() {
     open.type = "button";
     open.className = "link conversation-title";
     open.textContent = conv.title || conv.id;
-    open.addEventListener("click", () => { CHAT.current = conv.id; chatList(); chatThread(); });
+    open.addEventListener("click", () => { CHAT.current = conv.id; bgLayoutClose(); chatList(); chatThread(); });
     const remove = document.createElement("button");
     remove.type = "button";
     remove.className = "link muted delete";
@@ -197,8 +202,9 @@ function chatTurnView(turn) {
   return view;
 }
 
+/** A tool call's line (the summary of its details: chat_answers.js opens it). */
 function chatToolLine(block) {
-  const line = document.createElement("div");
+  const line = document.createElement("summary");
   line.className = "tool-line";
   line.dataset.status = block.status;
   const dot = document.createElement("span");
@@ -337,6 +343,7 @@ function chatRender(view, snap) {
   const place = status === "queued" && snap.queue_position ? " · " + t("queued_at", { n: snap.queue_position }) : "";
   badge.textContent = t("status_" + status) + place;
   head.appendChild(badge);
+  if (view.turn.at) head.appendChild(answersTime(view.turn.at));
   if (!FINAL.includes(status) && view.turn.turnId) {
     const stop = document.createElement("button");
     stop.type = "button";
@@ -352,9 +359,10 @@ function chatRender(view, snap) {
     pre.appendChild(renderMarkdown(snap.preamble));
     card.appendChild(pre);
   }
+  let calls = 0;
   for (const block of snap.blocks || []) {
     if (block.type === "tool" || block.call_id !== undefined) {
-      card.appendChild(chatToolLine(block));
+      card.appendChild(answersToolCall(view, block, calls++, chatToolLine(block), FINAL.includes(status)));
     } else {
       const narration = document.createElement("div");
       narration.className = "narration md muted";
@@ -372,7 +380,7 @@ function chatRender(view, snap) {
   if (snap.answer) {
     const answer = document.createElement("div");
     answer.className = "answer md";
-    answer.appendChild(renderMarkdown(snap.answer));
+    answer.appendChild(renderMarkdown(snap.answer, status === "streaming"));
     if (status === "streaming") {
       const cursor = document.createElement("span");
       cursor.className = "cursor";
@@ -401,6 +409,12 @@ function chatRender(view, snap) {
     footer.textContent = snap.footer;
     card.appendChild(footer);
   }
+  if (snap.answer && FINAL.includes(status)) card.appendChild(answersActions(view, snap));
+}
+
+/** Draw the view's card again from what its turn shows now (a vote's note, a reason asked for). */
+function chatRedraw(view) {
+  chatRender(view, chatTurnSnap(view.turn));
 }
 
 async function chatStop(view, button) {
@@ -415,6 +429,8 @@ async function chatStop(view, button) {
 /** Show `snap` (a card snapshot, or a final state made from the turn's last event or record) on the card. */
 function chatSnapshot(view, snap) {
   const turn = view.turn;
+  if (snap.at) turn.at = snap.at;  // when its record says it ended
+  else if (FINAL.includes(snap.status) && !FINAL.includes(turn.status)) turn.at = Date.now();  // answered now
   turn.snapshot = snap;
   turn.status = snap.status || "working";
   turn.answer = snap.answer || "";
@@ -459,7 +475,8 @@ async function chatResolve(view, always) {
       const record = await response.json();
       const stopped = ["stopped", "moved"].includes(record.outcome);
       const status = record.outcome === "done" ? "done" : stopped ? "stopped" : "failed";
-      chatSettle(view, { status, answer: record.answer || turn.answer, error: status === "done" ? "" : turn.error });
+      const at = record.started_at ? Math.round((record.started_at + (record.duration_s || 0)) * 1000) : 0;
+      chatSettle(view, { status, answer: record.answer || turn.answer, error: status === "done" ? "" : turn.error, at });
       return;
     }
   } finally {
@@ -510,17 +527,18 @@ async function chatReadEvents(response, onEvent) {
   }
 }
 
-/** POST the question and follow its one stream (the turn's events and card snapshots) until it ends;
- * returns the last `done`/`error` event as {kind, data}, or null when the stream broke before one. */
-async function chatStream(view, conv) {
+/** POST `body` to `url` (a question to /v1/turns, or an answer's Refresh) and follow the one stream it answers
+ * (the turn's events and card snapshots) until it ends; returns the last `done`/`error` event as {kind, data},
+ * or null when the stream broke before one. */
+async function chatStream(view, url, body) {
   const turn = view.turn;
   let response;
   try {
-    response = await bgFetch("/v1/turns", {
+    response = await bgFetch(url, {
       method: "POST",
       // The card's fixed words (stopped, the footer) in the console's language.
       headers: { "Content-Type": "application/json", "Accept": "text/event-stream", "Accept-Language": bgLocale() },
-      body: JSON.stringify({ question: turn.question, conversation: conv.id, snapshots: true }),
+      body: JSON.stringify(body),
     });
   } catch (e) {
     return { kind: "error", data: { message: t("connection_lost") } };
@@ -538,6 +556,8 @@ async function chatStream(view, conv) {
         if (!turn.snapshot) chatRender(view, { status: turn.status, blocks: [], queue_position: data.position });
       } else if (kind === "snapshot") {
         if (!data.turn_id || !turn.turnId || data.turn_id === turn.turnId) chatSnapshot(view, data);
+      } else if (kind === "tool_call_started" || kind === "tool_call_finished") {
+        answersNoteCall(view, data);
       } else if (kind === "done" || kind === "error") {
         last = { kind, data };
       }
@@ -560,21 +580,41 @@ function chatConversationFor(question) {
   return conv;
 }
 
-async function chatAsk(question) {
-  const conv = chatConversationFor(question);
-  const turn = { question, turnId: "", status: "queued", answer: "", error: "", snapshot: null, live: true };
+/** Add a new turn asking `question` to `conv` (first in the list from now on), shown when `conv` is, and follow
+ * its stream from `url` until its card is final. */
+async function chatRun(conv, question, url, body) {
+  const turn = { question, turnId: "", status: "queued", answer: "", error: "", snapshot: null, live: true,
+                 at: Date.now() };
   conv.turns.push(turn);
+  CHAT.conversations = [conv, ...CHAT.conversations.filter((c) => c !== conv)];
   chatSave();
   chatList();
   const view = chatTurnView(turn);
-  document.getElementById("thread").appendChild(view.root);
+  if (CHAT.current === conv.id) {
+    const thread = document.getElementById("thread");
+    thread.appendChild(view.root);
+    thread.scrollTop = thread.scrollHeight;
+  }
   let last = null;
   try {
-    last = await chatStream(view, conv);
+    last = await chatStream(view, url, body);
   } finally {
     turn.live = false;
   }
   if (!FINAL.includes(turn.status)) await chatFinish(view, last);
+}
+
+async function chatAsk(question) {
+  const conv = chatConversationFor(question);
+  await chatRun(conv, question, "/v1/turns", { question, conversation: conv.id, snapshots: true });
+}
+
+/** Ask the answer of `view` again (its Refresh), as a new turn of its conversation. */
+async function chatRefresh(view) {
+  const conv = CHAT.conversations.find((c) => c.turns.includes(view.turn)) || chatCurrent();
+  if (!conv || !view.turn.turnId) return;
+  const url = "/console/answers/" + encodeURIComponent(view.turn.turnId) + "/refresh";
+  await chatRun(conv, view.turn.question, url, {});
 }
 
 function bgChatSetup() {
@@ -582,6 +622,7 @@ function bgChatSetup() {
   CHAT.current = CHAT.conversations.length ? CHAT.conversations[0].id : "";
   document.getElementById("new-conversation").addEventListener("click", () => {
     CHAT.current = "";
+    bgLayoutClose();
     chatList();
     chatThread();
     document.getElementById("question").focus();

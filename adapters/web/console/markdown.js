@@ -5,6 +5,8 @@
 // to it here too: a link is kept only for http(s) addresses, without credentials, opens with
 // rel="noopener noreferrer", and shows its host beside its text unless the text already does
 // ("the runbook (evil.example)"). An image is shown as its alt text and never fetched.
+// A text still streaming is drawn as if it ended here: its open code fence, code span and emphasis are
+// closed first (as the server's close_open_fence does for fences), so no raw `**` shows mid-answer.
 "use strict";
 
 const MD_INLINE = new RegExp([
@@ -112,10 +114,89 @@ const MD_NUMBERED = /^\s*\d+[.)]\s+(.*)$/;
 const MD_QUOTE = /^\s*>\s?(.*)$/;
 const MD_TABLE_RULE = /^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$/;
 
-/** The markdown `text` as a DOM fragment (see the file's comment for what is kept). */
-function renderMarkdown(text) {
+/** The markers of `line` still open at its end (code span runs, `**`, `__`, `*`, `_`), innermost last, each
+ * with where it starts. Inline markup never spans lines here (each line is drawn on its own). */
+function mdOpenMarkers(line) {
+  const open = [];
+  let i = 0;
+  while (i < line.length) {
+    const c = line[i];
+    if (c === "\\") { i += 2; continue; }
+    if (c === "`") {
+      let n = 1;
+      while (line[i + n] === "`") n++;
+      const run = "`".repeat(n);
+      const end = line.indexOf(run, i + n);
+      if (end < 0) { open.push({ marker: run, at: i }); return open; }  // the rest is code
+      i = end + n;
+      continue;
+    }
+    if (c === "*" || c === "_") {
+      const marker = line[i + 1] === c ? c + c : c;
+      const top = open[open.length - 1];
+      const before = i > 0 ? line[i - 1] : " ";
+      const after = line[i + marker.length];
+      if (top && top.marker === marker && !/\s/.test(before)) {
+        open.pop();
+      } else if (after === undefined) {
+        open.push({ marker, at: i });  // the line ends on it: a marker half-way (left out until its text comes)
+      } else if (!/\s/.test(after) && !(c === "_" && /[\p{L}\p{N}]/u.test(before))) {
+        open.push({ marker, at: i });
+      }
+      i += marker.length;
+      continue;
+    }
+    i++;
+  }
+  return open;
+}
+
+const MD_BLOCK_COMING = /^\s*(?:[-*+>]|#{1,6}|\d+[.)])\s*$/;
+
+/** `text` as it would read had it ended here: an open fence, code span or emphasis closed; a marker with nothing
+ * after it yet left out (it shows once its text comes), as is a line that so far only opens a list item, a heading or a
+ * quote; a link whose address is still coming shown as its words. */
+function mdCloseOpen(text) {
+  let fence = null;
+  for (const line of text.split("\n")) {
+    const m = line.match(MD_FENCE);
+    if (m && !fence) fence = m[1];
+    else if (fence && line.trim().startsWith(fence)) fence = null;
+  }
+  const cut = text.lastIndexOf("\n") + 1;
+  if (fence) {
+    const last = text.slice(cut).trim();
+    const body = last && fence.startsWith(last) ? text.slice(0, cut) : text;  // its closing fence half-way
+    return body + (body.endsWith("\n") ? "" : "\n") + fence;
+  }
+  if (MD_FENCE.test(text.slice(cut))) return text;  // a fence just closed
+  if (MD_BLOCK_COMING.test(text.slice(cut))) return text.slice(0, cut);  // a list item, heading or quote to come
+  const LINK_COMING = /(!?)\[([^\]]*)\]\([^)\s]*$/, BRACKET_COMING = /\[([^\]]*)\]?$/;
+  let line = text.slice(cut);
+  if (LINK_COMING.test(line)) {
+    line = line.replace(LINK_COMING, (m, image, words) => (image ? "[" + (words || "image") + "]" : words));
+  } else {
+    line = line.replace(BRACKET_COMING, "$1");
+  }
+  const open = mdOpenMarkers(line);
+  const closers = [];
+  for (let k = open.length - 1; k >= 0; k--) {
+    const { marker, at } = open[k];
+    if (!line.slice(at + marker.length).trim()) line = line.slice(0, at) + line.slice(at + marker.length);
+    else closers.push(marker);
+  }
+  line = line.replace(/\s+$/, "");
+  if (!closers.length && MD_BLOCK_COMING.test(line)) line = "";  // its text was all markers so far
+  // Closers side by side would read as one longer run ("***"): a zero-width space keeps them apart.
+  return text.slice(0, cut) + line + closers.join("\u200b");
+}
+
+/** The markdown `text` as a DOM fragment (see the file's comment for what is kept); `partial`: the text is still
+ * coming, so what is open at its end is closed first (mdCloseOpen). */
+function renderMarkdown(text, partial) {
   const out = document.createDocumentFragment();
-  const lines = String(text || "").replace(/\r\n?/g, "\n").split("\n");
+  const source = String(text || "").replace(/\r\n?/g, "\n");
+  const lines = (partial ? mdCloseOpen(source) : source).split("\n");
   let i = 0;
   while (i < lines.length) {
     const line = lines[i];

@@ -67,6 +67,27 @@ const BG_STRINGS = {
     this_instance: "this process",
     refresh: "Refresh",
     none: "none",
+    conversations: "Conversations",
+    menu: "Menu",
+    copy: "Copy",
+    copied: "Copied",
+    copy_failed: "Could not copy; select the answer and copy it by hand.",
+    ask_again: "Ask again",
+    vote_up: "Helpful",
+    vote_down: "Not helpful",
+    reason_placeholder: "What was wrong? (optional, one line)",
+    send_reason: "Send",
+    tool_details: "Details of this call",
+    tool_arguments: "Arguments",
+    tool_result: "Result",
+    tool_sources: "Sources",
+    tool_no_arguments: "(none)",
+    tool_no_sources: "The tool named no sources.",
+    tool_details_later: "Its details come once the answer is done.",
+    loading: "Loading…",
+    cached: "cached",
+    fetched_at: "fetched {time}",
+    answered_at: "Answered {time}",
   },
   "zh-CN": {
     title: "botgateway 控制台",
@@ -132,6 +153,27 @@ const BG_STRINGS = {
     this_instance: "本进程",
     refresh: "刷新",
     none: "无",
+    conversations: "对话列表",
+    menu: "菜单",
+    copy: "复制",
+    copied: "已复制",
+    copy_failed: "无法复制，请手动选中回答后复制。",
+    ask_again: "重新提问",
+    vote_up: "有帮助",
+    vote_down: "没帮助",
+    reason_placeholder: "哪里不对？（可选，一行）",
+    send_reason: "发送",
+    tool_details: "这次调用的详情",
+    tool_arguments: "参数",
+    tool_result: "结果",
+    tool_sources: "数据来源",
+    tool_no_arguments: "（无）",
+    tool_no_sources: "该工具未说明数据来源。",
+    tool_details_later: "回答完成后可查看详情。",
+    loading: "加载中…",
+    cached: "缓存",
+    fetched_at: "获取于 {time}",
+    answered_at: "回答于 {time}",
   },
 };
 
@@ -153,12 +195,17 @@ function t(key, values) {
   return text;
 }
 
-/** Fill every element with data-i18n (its text) or data-i18n-placeholder (its placeholder). */
+/** Fill every element with data-i18n (its text), data-i18n-placeholder (its placeholder) or data-i18n-label (the
+ * label and tooltip of a button that shows only a symbol). */
 function bgTranslate(root) {
   document.documentElement.lang = bgLocale();
   for (const el of (root || document).querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
   for (const el of (root || document).querySelectorAll("[data-i18n-placeholder]")) {
     el.placeholder = t(el.dataset.i18nPlaceholder);
+  }
+  for (const el of (root || document).querySelectorAll("[data-i18n-label]")) {
+    el.setAttribute("aria-label", t(el.dataset.i18nLabel));
+    el.title = t(el.dataset.i18nLabel);
   }
 }
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests.paths import REPO
 
@@ -33,9 +35,9 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    """A headless Chromium (the system's), closed after the test."""
+@asynccontextmanager
+async def launched_chromium() -> AsyncIterator[Any]:
+    """A headless Chromium (the system's), closed on the way out; skips the test without Playwright or Chromium."""
     try:
         from playwright.async_api import async_playwright
     except ImportError:
@@ -49,3 +51,18 @@ async def browser() -> AsyncIterator[Any]:
             yield launched
         finally:
             await launched.close()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """A headless Chromium (the system's), closed after the test."""
+    async with launched_chromium() as launched:
+        yield launched
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_browser() -> AsyncIterator[Any]:
+    """One headless Chromium for all the tests of a module (whose tests run in the module's event loop:
+    ``pytestmark = pytest.mark.asyncio(loop_scope="module")``)."""
+    async with launched_chromium() as launched:
+        yield launched

@@ -1,5 +1,5 @@
 """The conversations the console keeps in the browser's localStorage, against a real ``botgateway run``: only each
-turn's question, status, final answer and id are saved (never its card), the newest 50 conversations of 50 turns at
+turn's question, status, final answer, id and time are saved (never its card), the newest 50 conversations of 50 turns at
 most, a full storage drops the oldest and never stops a question, a turn left running by a reload is settled from
 the gateway, and logging out forgets them all."""
 
@@ -71,7 +71,8 @@ async def test_only_the_answer_is_saved_a_reload_shows_it_and_logging_out_forget
     saved = await page.evaluate(SAVED)
     assert len(saved) == 1 and saved[0]["title"] == "which server is 10.0.1.100?"
     (turn,) = saved[0]["turns"]
-    assert set(turn) == {"question", "turnId", "status", "answer"}  # no card: no tool lines, approvals, footer
+    # No card (no tool lines, approvals, footer): the question, its answer, its id and when it was answered.
+    assert set(turn) == {"question", "turnId", "status", "answer", "at"}
     assert turn["status"] == "done" and turn["turnId"] and "prod-db-01" in turn["answer"]
 
     await page.reload()

@@ -25,8 +25,10 @@ from tests.web.browser.test_console_chat import ask, console_config, logged_in
 from tools.demo.server import ScriptedLLMServer
 
 ELEMENTS = {"div", "span", "p", "strong", "em", "code", "pre", "ul", "ol", "li", "blockquote", "br", "a", "table",
-            "thead", "tbody", "tr", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6", "button"}
-"""What a card may be made of (the console's markdown whitelist and the card's own parts)."""
+            "thead", "tbody", "tr", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6", "button", "details", "summary",
+            "time", "svg", "path"}
+"""What a card may be made of (the console's markdown whitelist and the card's own parts: its tool calls that open,
+its time, its buttons' thumbs)."""
 
 CARD = """() => {
   const card = document.querySelector(".card");
@@ -80,11 +82,18 @@ async def test_the_injection_corpus_is_drawn_inert_in_the_console(browser: Any, 
             page.on("request", lambda request: fetched.append(request.url))
             await ask(page, "what do the servers say?")
             await page.locator('.card[data-status="done"]').wait_for(timeout=30_000)
+            groups_count = len(groups())
             if mode == "tool":
-                assert await page.locator(".card .tool-line", has_text="ops__echo").count() == len(groups())
+                assert await page.locator(".card .tool-line", has_text="ops__echo").count() == groups_count
                 [*_, answer_request] = llm.requests
                 assert [m["role"] for m in answer_request["messages"]].count("tool") == len(groups())
             _assert_inert(await page.evaluate(CARD))
+            if mode == "tool":  # each call opened: its arguments and result are drawn as text too
+                for line in await page.locator(".card .tool-line").all():
+                    await line.click()
+                await page.wait_for_function(
+                    "n => document.querySelectorAll('.card .tool-details .tool-field').length === 3 * n", arg=groups_count)
+                _assert_inert(await page.evaluate(CARD))
 
             await page.reload()  # drawn again from what the browser kept, by its own rule
             await page.locator('.card[data-status="done"]').wait_for()
