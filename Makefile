@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.yaml
 
-.PHONY: run test bench check-config clean
+.PHONY: run test docs bench check-config clean
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required: install it or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
@@ -27,8 +27,13 @@ check-config: $(VENV)/.run-installed
 test: $(VENV)/.test-installed
 	$(BIN)/lint-imports
 	$(BIN)/mypy botgateway adapters tools
-	$(BIN)/ruff check botgateway adapters tools tests bench
+	$(BIN)/ruff check botgateway adapters tools tests bench docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+# The documentation site (mkdocs.yml) into build/site/; `make test` builds it strict, so broken links fail there.
+docs: $(VENV)/.test-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python -m bench $(BENCH_ARGS)

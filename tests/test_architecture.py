@@ -74,7 +74,7 @@ def test_a_layering_mistake_breaks_a_contract(tree: Path, module: str, line: str
 
 
 def layout_entries(readme: str) -> list[Path]:
-    """The paths the README's layout section names, each joined to its parent folder by indentation."""
+    """The paths the layout section of docs/layout.md names, each joined to its parent folder by indentation."""
     block = readme.split("## Layout", 1)[1].split("```", 2)[1]
     parents: list[tuple[int, Path]] = []
     named: list[Path] = []
@@ -94,15 +94,15 @@ def layout_entries(readme: str) -> list[Path]:
     return named
 
 
-def test_the_readme_layout_names_only_what_exists() -> None:
-    named = layout_entries((ROOT / "README.md").read_text())
+def test_the_documented_layout_names_only_what_exists() -> None:
+    named = layout_entries((ROOT / "docs" / "layout.md").read_text())
     assert len(named) > 40
     missing = [str(path) for path in named if not (ROOT / path).exists()]
     assert missing == []
 
 
-def test_the_readme_layout_names_every_package_of_the_code() -> None:
-    named = {str(path).rstrip("/") for path in layout_entries((ROOT / "README.md").read_text())}
+def test_the_documented_layout_names_every_package_of_the_code() -> None:
+    named = {str(path).rstrip("/") for path in layout_entries((ROOT / "docs" / "layout.md").read_text())}
     packages = {
         str(init.parent.relative_to(ROOT))
         for top in ("botgateway", "adapters", "tools")
