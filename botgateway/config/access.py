@@ -65,7 +65,7 @@ class ScopeConfig(Section):
     """A slice of resources; empty keys match anything."""
 
     provider: str = ""
-    """``aliyun``, ``tencent``, ``aws`` or ``inventory``; empty: any."""
+    """``aliyun``, ``tencent``, ``aws``, ``kubernetes`` or ``inventory``; empty: any."""
     account: str = ""
     """An account's ``name`` under that provider; empty: any."""
     region: str = ""

@@ -194,8 +194,8 @@ class ToolsConfig(Section):
     charts: ChartsConfig = ChartsConfig()
     """Charts on the metric and cost answers."""
     toolsets: list[str] = Field(default_factory=lambda: list(TOOLSETS))
-    """Toolsets offered (servers, network, data, dns, storage, kubernetes, changes); each works with every enabled
-    provider that has what it needs."""
+    """Toolsets offered (servers, network, data, dns, storage, kubernetes, changes, metrics, cost); each works with
+    every enabled provider that has what it needs."""
 
     @field_validator("toolsets")
     @classmethod
