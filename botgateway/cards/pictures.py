@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from botgateway.artifacts import Artifact, ArtifactPlacement, ArtifactView
 
-__all__ = ["CardPictures", "MAX_PICTURES"]
+__all__ = ["MAX_PICTURES", "CardPictures"]
 
 MAX_PICTURES = 4
 """Pictures one card carries at most: a turn that draws more shows the first ones (each is an upload)."""

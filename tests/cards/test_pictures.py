@@ -105,7 +105,7 @@ async def test_a_sink_without_pictures_draws_them_itself_and_the_model_text_neve
     state = CardState(footer=False)
     streamer = CardStreamer(sink, TARGET, policy=BufferPolicy.from_config(), budget=RateBudget(), state=state)
     await run_turn(streamer, picture())
-    final = [c for c in sink.calls if c.op == "finalize"][0].snapshot
+    final = next(c for c in sink.calls if c.op == "finalize").snapshot
     assert [v.state for v in final.artifacts] == ["shown"] and final.artifacts[0].embed == ""
     assert "could not be shown" not in render_markdown(final, embeds=True)
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from botgateway.config import ToolsConfig
+from tools.demo.recorded_metrics import is_sample_estate
 from tools.estate.fanout import Estate
 from tools.estate.source import EstateSource, Prerequisite, SourceError, Target
-from tools.server_record import provider_label
-from tools.demo.recorded_metrics import is_sample_estate
 from tools.metrics.prometheus import MetricsError, PrometheusSource
+from tools.server_record import provider_label
 from tools.toolsets.definitions import NUMBER_TOOLSETS, TOOLSET_SPECS
 
 __all__ = ["ToolsetStatus", "number_providers", "probe_prometheus", "probe_sources", "toolset_status"]
