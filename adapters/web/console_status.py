@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from adapters.web.console_reports import ReportStore
-from botgateway.budget import RateBudget
+from botgateway.budget import RateBudget, RateLimit
 from botgateway.http.probes import Pingable, Readiness
 from botgateway.stores.base import InstanceStore, OpenCardStore
 
@@ -42,20 +42,24 @@ class StatusParts:
     """This process's instance id (marked among the replicas)."""
 
 
+def _shape(limit: RateLimit) -> str:
+    if limit.windowed:
+        return f"{limit.burst}/{limit.window_s:g}s"
+    return f"{round(limit.rate_per_s, 3):g}/s burst {limit.burst}"
+
+
 def _budgets(budget: RateBudget | None) -> list[dict[str, Any]]:
+    """A row per rate key used lately: its configured limit (``limit``), the limit learned from the platform's
+    throttles (``learned``), the throttles heard, and how its calls are going."""
     if budget is None:
         return []
     rows = []
-    for key in sorted(budget.keys()):
-        limit = budget.limit_of(key)
-        if limit is None:
-            continue
-        windowed = f"{limit.burst}/{limit.window_s:g}s"
-        shape = windowed if limit.windowed else f"{limit.rate_per_s:g}/s burst {limit.burst}"
+    for estimate in budget.estimates():
+        key, limit = estimate.key, estimate.configured
         rows.append({
-            "key": key, "limit": shape, "granted": budget.granted(key), "waiting": budget.waiting(key),
-            "reserved": budget.reserved(key), "spare": round(budget.spare(key, limit), 2),
-            "paused_s": round(budget.paused_for(key), 1),
+            "key": key, "limit": _shape(limit), "learned": _shape(estimate.learned), "throttles": estimate.throttles,
+            "granted": budget.granted(key), "waiting": budget.waiting(key), "reserved": budget.reserved(key),
+            "spare": round(budget.spare(key, limit), 2), "paused_s": round(budget.paused_for(key), 1),
         })
     return rows
 

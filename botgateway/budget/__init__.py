@@ -1,10 +1,12 @@
-"""Rate budgets for platform calls: the fair line, the shape of a limit, and the ledgers behind them.
+"""Rate budgets for platform calls: the fair line, the shape of a limit, the limits learned from throttles, and the
+ledgers behind them.
 
 The ledgers live in memory, or in Redis for a fleet.
 """
 
 from __future__ import annotations
 
+from botgateway.budget.learned import Estimate, Learning
 from botgateway.budget.least_served import LeastServed
 from botgateway.budget.ledgers.base import Verdict
 from botgateway.budget.ledgers.leases import LEASE_MOST
@@ -16,6 +18,8 @@ from botgateway.budget.rate_budget import RateBudget, RateLimit, WouldWait
 __all__ = [
     "FLIGHT_S",
     "LEASE_MOST",
+    "Estimate",
+    "Learning",
     "LeastServed",
     "LocalLedger",
     "RateBudget",

@@ -7,7 +7,10 @@ budget. When no call is free, callers wait in line; the line is served
 round-robin by *owner* (one owner per card), so a card with many calls
 waiting cannot starve another card. A throttle answer from the platform
 :meth:`pauses <RateBudget.pause>` the whole budget, because every other card
-would be throttled too. Calls that open or close a card (``priority=True``)
+would be throttled too, and lowers the limit its calls are granted by until
+quiet gives it back (:mod:`botgateway.budget.learned`): the callers in line
+wait the pause out, then go at the learned rate, never in a volley. Calls that
+open or close a card (``priority=True``)
 go before live updates: a final answer should not queue behind other cards'
 progress updates, and a live update that waits simply carries newer text.
 Live updates go least-served first: a card that shows nothing yet before one
@@ -31,12 +34,15 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cachetools import LRUCache
+
+from botgateway.budget.learned import Estimate
 from botgateway.budget.least_served import LeastServed
 from botgateway.budget.ledgers.base import Ledger, Verdict
 from botgateway.budget.ledgers.local import LocalLedger
 from botgateway.budget.rate_limit import RateLimit
 
-__all__ = ["RateBudget", "RateLimit", "WouldWait"]
+__all__ = ["SHOWN_KEYS", "RateBudget", "RateLimit", "WouldWait"]
 
 _Grant = tuple[str, float]
 """A granted call: the ledger's ticket, and when the dispatcher granted it (the budget's clock)."""
@@ -46,6 +52,10 @@ _Lane = OrderedDict[str, deque[asyncio.Future[_Grant]]]
 
 _MOST_AT_ONCE = 64
 """A token bucket is asked for at most this many calls at once for the callers in line."""
+
+SHOWN_KEYS = 200
+""":meth:`RateBudget.estimates` tells of the keys used most recently, this many at most: a per-channel key for every
+channel of a large workspace must not grow ``/metrics`` without bound."""
 
 
 class WouldWait(Exception):
@@ -106,12 +116,14 @@ class RateBudget:
         self._clock = clock
         self._ledger: Ledger = ledger if ledger is not None else LocalLedger(clock=clock)
         self._lines: dict[str, _Line] = {}
+        self._shown: LRUCache[str, RateLimit] = LRUCache(SHOWN_KEYS)  # the keys used last, for estimates()
 
     def _line(self, key: str, limit: RateLimit) -> _Line:
         line = self._lines.get(key)
         if line is None:
             line = self._lines[key] = _Line(limit=limit)
         line.limit = limit
+        self._shown[key] = limit
         return line
 
     def _later(self, line: _Line, owner: str) -> bool:
@@ -254,12 +266,16 @@ class RateBudget:
         return self._ledger.spare(key, limit)
 
     def pause(self, key: str, seconds: float) -> None:
-        """Hand out no call of ``key`` for ``seconds`` (a throttle answer); the budget restarts empty.
-
-        In a window, the calls it holds now are taken as the platform's real allowance.
-        """
+        """The platform throttled a call of ``key``: hand out no call of it, to any caller, for ``seconds`` (its
+        ``Retry-After``); the budget restarts empty and its limit is learned lower, then given back in quiet
+        (:mod:`botgateway.budget.learned`). Every throttle answer is reported here, once."""
         self._ledger.pause(key, seconds)
         self._wake(key)
+
+    def estimates(self) -> tuple[Estimate, ...]:
+        """Each key's configured limit, learned limit and throttles, for the :data:`SHOWN_KEYS` keys used last
+        (by key). With Redis, the learned limits and throttles are the fleet's, as last seen."""
+        return tuple(self._ledger.estimate(key, limit) for key, limit in sorted(self._shown.items()))
 
     def paused_for(self, key: str) -> float:
         """Seconds left of the pause on ``key`` (0 when not paused)."""

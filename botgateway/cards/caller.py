@@ -7,9 +7,10 @@ process left open, or a sink pays for a call of its own (:class:`BudgetPacer`):
 - the call draws one token of its bucket from the shared
   :class:`~botgateway.budget.rate_budget.RateBudget` (``None``: unpaced, the benchmark's
   baseline only);
-- a throttle answer pauses the whole bucket (every card would be throttled
-  too), for the platform's ``Retry-After`` or, without one, a backoff that
-  grows with each throttle in a row;
+- a throttle answer pauses the whole bucket the call drew from (every card
+  would be throttled too), for the platform's ``Retry-After`` or, without one,
+  a backoff that grows with each throttle in a row; the budget learns from it
+  a lower limit for that bucket (:mod:`botgateway.budget.learned`);
 - transient errors are retried with jittered backoff until the deadline;
 - the result is a :class:`CallOutcome`, never an exception.
 """
@@ -184,7 +185,7 @@ class CardCaller:
                 self.metrics.retries += 1
             last = attempts is not None and attempt + 1 >= attempts
             try:
-                outcome = await self._attempt(op, make_call, attempt, deadline=deadline, retry=retry and not last)
+                outcome = await self._attempt(op, key, make_call, attempt, deadline=deadline, retry=retry and not last)
             finally:
                 if self._budget is not None:
                     self._budget.landed(key)
@@ -199,9 +200,11 @@ class CardCaller:
                 return CallOutcome.TIMEOUT
 
     async def _attempt(
-        self, op: CardOp, make_call: Callable[[], Awaitable[object]], attempt: int, *, deadline: float | None, retry: bool
+        self, op: CardOp, key: str, make_call: Callable[[], Awaitable[object]], attempt: int, *,
+        deadline: float | None, retry: bool,
     ) -> CallOutcome | None:
-        """One try: its outcome, or None when it is to be tried again (after the wait it asked for)."""
+        """One try on the budget of ``key``: its outcome, or None when it is to be tried again (after the wait it
+        asked for)."""
         # A call once made gets the whole call timeout, never just what is left of the deadline: the
         # platform may carry out a call we stopped listening to (a card created that nobody closes, an
         # answer counted lost), and a busy event loop can eat those last moments before the answer is read.
@@ -212,7 +215,7 @@ class CardCaller:
             async with asyncio.timeout(self._call_timeout_s):
                 await make_call()
         except RateLimited as exc:
-            pause = self._throttled(op, exc)
+            pause = self._throttled(op, key, exc)
             if not retry:
                 if self._budget is None:
                     await asyncio.sleep(pause)
@@ -246,14 +249,14 @@ class CardCaller:
         """This card's retry delay for ``attempt`` (for waits the caller makes itself)."""
         return self._backoff.delay(attempt)
 
-    def _throttled(self, op: CardOp, exc: RateLimited) -> float:
-        """Pause the call's bucket; returns the pause in seconds."""
+    def _throttled(self, op: CardOp, key: str, exc: RateLimited) -> float:
+        """Report the throttle to the budget of ``key``, the one the call drew from (asking the sink again could name
+        another: a card's plan may have changed meanwhile); returns the pause in seconds."""
         self.metrics.throttles += 1
         self._throttle_streak += 1
         # Without a Retry-After, back off longer on every throttle in a row.
         pause = exc.retry_after if exc.retry_after and exc.retry_after > 0 else self._backoff.delay(self._throttle_streak - 1)
         if self._budget is not None:
-            key, _ = self._rate_key(op)
             self._budget.pause(key, pause)
         log.info("card.throttled", platform=self._platform, op=op, retry_after=exc.retry_after)
         return pause

@@ -138,8 +138,8 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
                              summarizer=usage.summarizer(llm, llm.model))
         stack.push_async_callback(memory.aclose)  # drains the history writer: after the gateway, before the store
         late = LateParts()
-        http, readiness = _http(stack, config, store, telemetry, late, reuse_port=worker_index is not None)
         budget = _budget(stack, config, claim.instance_id)  # closed after the gateway: its cards release theirs
+        http, readiness = _http(stack, config, store, telemetry, late, budget, reuse_port=worker_index is not None)
         web = _web(config, http, store, registry, memory, fleet, readiness=readiness, budget=budget,
                    instance_id=claim.instance_id)
         observers = [*([telemetry] if telemetry is not None else []), usage]
@@ -286,11 +286,11 @@ def _telemetry(config: Config) -> PrometheusTelemetry | None:
 
 
 def _http(
-    stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None, late: LateParts, *,
-    reuse_port: bool,
+    stack: AsyncExitStack, config: Config, store: Store, telemetry: PrometheusTelemetry | None, late: LateParts,
+    budget: RateBudget, *, reuse_port: bool,
 ) -> tuple[HttpServer | None, Readiness | None]:
-    """The gateway's HTTP server with the probes (and ``/metrics``, the alert receiver), when anything is to be
-    served; started by ``run``."""
+    """The gateway's HTTP server with the probes (and ``/metrics``, with the rate budgets' limits; the alert receiver),
+    when anything is to be served; started by ``run``."""
     if not (config.http.enabled or telemetry is not None or config.alerts.enabled):
         return None, None
     from botgateway.http import HttpServer, Readiness, metrics_routes, probe_routes
@@ -302,7 +302,7 @@ def _http(
     if telemetry is not None:
         # Set by the supervisor of --workers for its workers only (see botgateway.http.metrics).
         shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR") if reuse_port else None
-        server.add_routes(metrics_routes(telemetry.registry, multiprocess_dir=shared or None))
+        server.add_routes(metrics_routes(telemetry.registry, multiprocess_dir=shared or None, budget=budget))
     if config.alerts.enabled:
         from botgateway.http.alerts import alert_routes
 

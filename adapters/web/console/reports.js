@@ -153,7 +153,9 @@ async function bgStatusLoad() {
   body.replaceChildren(
     statusSection(t("checks"), statusTable(["name", "result"], checks)),
     statusSection(t("store"), store),
-    statusSection(t("budgets"), statusTable(["key", "limit", "granted", "waiting", "reserved", "spare", "paused_s"], data.budgets)),
+    // "limit" is the configured one; "learned" what the platform's throttles taught (see botgateway.budget.learned).
+    statusSection(t("budgets"), statusTable(
+      ["key", "limit", "learned", "throttles", "granted", "waiting", "reserved", "spare", "paused_s"], data.budgets)),
     statusSection(t("open_cards"), statusTable(["platform", "turn_id", "owner", "age_s"], data.open_cards)),
     statusSection(t("replicas"), statusTable(["instance"], replicas)),
   );

@@ -4,7 +4,7 @@
 first, round-robin per owner, least-served live updates first); a
 :class:`Ledger` keeps the accounts: grants in a window or tokens in a bucket,
 the calls reserved for open cards' finals and cleanups, pauses after a
-throttle, the allowance learned from throttles. One process alone keeps them
+throttle, the limit learned from throttles (:mod:`botgateway.budget.learned`). One process alone keeps them
 in memory (:class:`~botgateway.budget.ledgers.local.LocalLedger`); a fleet keeps them
 in Redis (:class:`~botgateway.budget.ledgers.shared.SharedLedger`), where every
 process's calls and reservations count against the same limits.
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from botgateway.budget.learned import LEARN_BACK, Estimate
 from botgateway.budget.rate_limit import RateLimit
 
 __all__ = ["ARRIVAL_WINDOW_S", "LEARN_BACK", "PACED_SHARE", "SLICES", "Ledger", "Verdict"]
@@ -32,11 +33,6 @@ the window they come."""
 ARRIVAL_WINDOW_S = 1.0
 """A limit on arrivals is per second (:attr:`~botgateway.budget.rate_limit.RateLimit.arrivals_per_s`): a call counts until
 this long after its answer."""
-
-LEARN_BACK = 0.1
-"""After a quiet window, a window's learned allowance grows back by this share of its configured size; a throttle
-lowers it by as much at most."""
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -112,7 +108,13 @@ class Ledger(Protocol):
         ...
 
     def pause(self, key: str, seconds: float) -> None:
-        """Grant no call of ``key`` for ``seconds`` (a throttle answer)."""
+        """The platform throttled a call of ``key``: grant no call of it for ``seconds``, lower its learned limit
+        (:mod:`botgateway.budget.learned`) and count the throttle."""
+        ...
+
+    def estimate(self, key: str, limit: RateLimit) -> Estimate:
+        """``key``'s configured ``limit``, its learned share now and the throttles heard (as last seen, for a ledger
+        that must ask another process)."""
         ...
 
     def paused_for(self, key: str) -> float:

@@ -8,11 +8,12 @@ call its final answer will need, and live updates are granted only from what
 the reservations leave, so progress updates can never spend the calls the
 finals need. Once a window runs low, a card's later live updates are paced over
 the window's slices, so an answer that starts late in the window still gets its
-first text. A throttle inside a window teaches the ledger, step by step, that
-the platform's allowance is smaller than we thought (clock skew, or another
-client shares it); it grows back a little every quiet window. A limit on
-arrivals (DingTalk's QPS, counted as calls arrive) also counts each call from
-its grant until a second after its answer.
+first text. Every throttle teaches the ledger that the platform's limit is
+lower than we thought (clock skew, another client on the same token, a limit
+nobody documented): the key's calls are granted by its learned limit, which
+grows back in quiet (:mod:`botgateway.budget.learned`). A limit on arrivals
+(DingTalk's QPS, counted as calls arrive) also counts each call from its
+grant until a second after its answer.
 
 It is also the fallback of the shared ledger while Redis cannot be reached.
 """
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, LEARN_BACK, PACED_SHARE, SLICES, Verdict
+from botgateway.budget.learned import Estimate, Learned, Learning, learned_limit
+from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, PACED_SHARE, SLICES, Verdict
 from botgateway.budget.rate_limit import RateLimit
 
 __all__ = ["LocalLedger"]
@@ -39,7 +41,7 @@ class _Bucket:
     """The accounts of one key (mutable; owned by :class:`LocalLedger`)."""
 
     limit: RateLimit
-    """Current rate and burst (the latest a caller passed)."""
+    """The configured limit (the latest a caller passed)."""
     tokens: float
     """Tokens available now (fractional while refilling)."""
     updated_at: float
@@ -48,10 +50,14 @@ class _Bucket:
     """No token is handed out before this clock time (set by throttle answers)."""
     grants: deque[float] = field(default_factory=deque)
     """A window's grants still inside it, oldest first (clock times)."""
+    learned: Learned = field(default_factory=Learned)
+    """What throttles taught about the key."""
+    share: float = 1.0
+    """The learned share of ``limit`` the accounts are kept by now (:meth:`LocalLedger._relearn` moves it)."""
+    shape: RateLimit = field(default_factory=lambda: RateLimit(rate_per_s=1.0))
+    """``limit`` at ``share``: the rate, burst and limit on arrivals a token bucket is kept by."""
     capacity: float = 0.0
-    """A window's allowance as learned from throttles (starts at ``limit.burst``)."""
-    adjusted_at: float = 0.0
-    """When the learned allowance last changed."""
+    """A window's calls at ``share`` (fractional: the learned allowance)."""
     reserved: dict[str, int] = field(default_factory=dict)
     """Calls reserved per owner (open cards' finals and cleanups); live updates only get what they leave."""
     paced: deque[float] = field(default_factory=deque)
@@ -70,45 +76,60 @@ class _Bucket:
 class LocalLedger:
     """:class:`~botgateway.budget.ledgers.base.Ledger` in memory: exact and immediate, for one process."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, learning: Learning | None = None) -> None:
+        """``learning``: how throttles lower a key's limit and quiet gives it back (default: :class:`Learning`)."""
         self._clock = clock
+        self._learning = learning if learning is not None else Learning()
         self._buckets: dict[str, _Bucket] = {}
 
     def _bucket(self, key: str, limit: RateLimit) -> _Bucket:
         bucket = self._buckets.get(key)
-        size = float(max(limit.burst, 1))
         if bucket is None:
-            now = self._clock()
-            bucket = _Bucket(limit=limit, tokens=size, updated_at=now, capacity=size, adjusted_at=now)
+            size = float(max(limit.burst, 1))
+            bucket = _Bucket(limit=limit, tokens=size, updated_at=self._clock(), shape=limit, capacity=size)
             self._buckets[key] = bucket
         elif bucket.limit != limit:
             self._refill(bucket)
             bucket.limit = limit
-            bucket.tokens = min(bucket.tokens, size)
-            bucket.capacity = min(bucket.capacity, size)
+            self._reshape(bucket)
         return bucket
+
+    def _relearn(self, bucket: _Bucket, now: float) -> None:
+        """Keep the accounts by the learned share at ``now`` (a quiet period may have given a step back)."""
+        share = bucket.learned.share_at(self._learning, bucket.limit, now)
+        if share != bucket.share:
+            bucket.share = share
+            self._reshape(bucket)
+
+    @staticmethod
+    def _reshape(bucket: _Bucket) -> None:
+        """The limit the accounts are kept by: the configured one at the learned share; no more tokens than it holds."""
+        bucket.shape = learned_limit(bucket.limit, bucket.share)
+        bucket.capacity = max(1.0, bucket.limit.burst * bucket.share)
+        if not bucket.limit.windowed:
+            bucket.tokens = min(bucket.tokens, float(max(bucket.shape.burst, 1)))
 
     def _refill(self, bucket: _Bucket) -> None:
         now = self._clock()
         if bucket.limit.windowed:
+            self._relearn(bucket, now)
             self._slide(bucket, now)
             return
-        # Tokens do not accrue while the platform told us to back off.
+        # Tokens do not accrue while the platform told us to back off; they accrue at the rate learned so far (a
+        # quiet period's step applies from now on: never more calls than the estimate allowed meanwhile).
         start = max(bucket.updated_at, bucket.paused_until)
         if now > start:
-            rate = max(bucket.limit.rate_per_s, 1e-9)
-            bucket.tokens = min(float(max(bucket.limit.burst, 1)), bucket.tokens + (now - start) * rate)
+            rate = max(bucket.shape.rate_per_s, 1e-9)
+            bucket.tokens = min(float(max(bucket.shape.burst, 1)), bucket.tokens + (now - start) * rate)
         bucket.updated_at = max(now, bucket.updated_at)
+        self._relearn(bucket, now)
 
-    def _slide(self, bucket: _Bucket, now: float) -> None:
-        """Drop the grants that left the window; a quiet window gives back some learned-away allowance."""
+    @staticmethod
+    def _slide(bucket: _Bucket, now: float) -> None:
+        """Drop the grants that left the window; what is left of its learned allowance is free."""
         window = bucket.limit.window_s
         while bucket.grants and bucket.grants[0] <= now - window:
             bucket.grants.popleft()
-        size = float(max(bucket.limit.burst, 1))
-        if bucket.capacity < size and now - bucket.adjusted_at >= window:
-            bucket.capacity = min(size, bucket.capacity + max(1.0, size * LEARN_BACK))
-            bucket.adjusted_at = now
         bucket.tokens = bucket.capacity - len(bucket.grants)
 
     def _free(self, bucket: _Bucket, *, live: bool, later: bool) -> bool:
@@ -122,7 +143,7 @@ class LocalLedger:
         needed = 1.0 + (bucket.reservations if live and windowed else 0)
         if bucket.tokens < needed:
             return False
-        if bucket.limit.arrivals_per_s > 0 and self._arriving(bucket, now) >= bucket.limit.arrivals_per_s:
+        if bucket.shape.arrivals_per_s > 0 and self._arriving(bucket, now) >= bucket.shape.arrivals_per_s:
             return False
         if live and windowed and later and self._scarce(bucket):
             slice_s = bucket.limit.window_s / SLICES
@@ -172,7 +193,7 @@ class LocalLedger:
         now = self._clock()
         if now < bucket.paused_until:
             return bucket.paused_until - now
-        arrivals = bucket.limit.arrivals_per_s
+        arrivals = bucket.shape.arrivals_per_s
         if arrivals > 0 and self._arriving(bucket, now) >= arrivals:
             # Held back by calls the platform may still count: until the oldest answer is a second old, or
             # sooner when a call on its way lands (that wakes the queue).
@@ -184,7 +205,7 @@ class LocalLedger:
             if bucket.paced:
                 delay = min(delay, bucket.paced[0] + window / SLICES - now)
             return delay
-        return (1.0 - bucket.tokens) / max(bucket.limit.rate_per_s, 1e-9)
+        return (1.0 - bucket.tokens) / max(bucket.shape.rate_per_s, 1e-9)
 
     def late(self, key: str, seconds: float) -> None:
         """A granted call went out ``seconds`` late: a token bucket counts it from then.
@@ -198,7 +219,7 @@ class LocalLedger:
         if bucket is None or bucket.limit.windowed or seconds <= 0:
             return
         self._refill(bucket)
-        bucket.tokens -= seconds * max(bucket.limit.rate_per_s, 1e-9)
+        bucket.tokens -= seconds * max(bucket.shape.rate_per_s, 1e-9)
 
     def landed(self, key: str) -> None:
         """A granted call got its answer: with a limit on arrivals, it counts until a second from now."""
@@ -255,26 +276,35 @@ class LocalLedger:
         return bucket.reservations if bucket else 0
 
     def pause(self, key: str, seconds: float) -> None:
-        """Grant no call of ``key`` for ``seconds``; the bucket restarts empty.
+        """The platform throttled a call of ``key``: grant none for ``seconds``, the bucket restarts empty, and its
+        limit is learned lower (:mod:`botgateway.budget.learned`; a window by the calls it holds now).
 
-        In a window, the calls it holds now are taken as the platform's real allowance.
+        A throttle while the key is still paused by an earlier one answers a call sent before that one was heard:
+        it is counted, it may make the pause longer, and it lowers nothing more.
         """
         bucket = self._buckets.get(key)
         if bucket is None:
             return
-        until = self._clock() + max(seconds, 0.0)
-        if until <= bucket.paused_until:
-            return
+        now = self._clock()
+        until = now + max(seconds, 0.0)
         self._refill(bucket)
-        bucket.paused_until = until
-        bucket.tokens = 0.0
-        if bucket.limit.windowed:
-            # The platform counted more than we did (skew, another client on the same token): aim lower, but
-            # step by step, since our window may not be the platform's; Retry-After did the rest.
-            learned = max(float(len(bucket.grants)), bucket.capacity * (1 - LEARN_BACK))
-            bucket.capacity = max(1.0, min(bucket.capacity, learned))
-            bucket.adjusted_at = until
-        log.info("rate_budget.paused", key=key, seconds=round(seconds, 3))
+        bucket.learned = bucket.learned.throttled(
+            self._learning, bucket.limit, now, until=max(until, bucket.paused_until), held=len(bucket.grants),
+            lower=now >= bucket.paused_until,
+        )
+        self._relearn(bucket, now)
+        if until > bucket.paused_until:
+            bucket.paused_until = until
+            bucket.tokens = 0.0
+        log.info("rate_budget.paused", key=key, seconds=round(seconds, 3), learned_share=round(bucket.share, 3))
+
+    def estimate(self, key: str, limit: RateLimit) -> Estimate:
+        """``key``'s configured ``limit``, the share of it learned now and the throttles heard."""
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            return Estimate(key=key, configured=limit, share=1.0, throttles=0)
+        share = bucket.learned.share_at(self._learning, limit, self._clock())
+        return Estimate(key=key, configured=limit, share=share, throttles=bucket.learned.throttles)
 
     def paused_for(self, key: str) -> float:
         """Seconds left of the pause on ``key``."""
@@ -288,8 +318,8 @@ class LocalLedger:
         if now < bucket.paused_until:
             return 0.0
         self._refill(bucket)
-        if limit.arrivals_per_s > 0:
-            return max(min(bucket.tokens, float(limit.arrivals_per_s - self._arriving(bucket, now))), 0.0)
+        if bucket.shape.arrivals_per_s > 0:
+            return max(min(bucket.tokens, float(bucket.shape.arrivals_per_s - self._arriving(bucket, now))), 0.0)
         return max(bucket.tokens, 0.0)
 
     def spare(self, key: str, limit: RateLimit) -> float:

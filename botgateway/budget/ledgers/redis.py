@@ -29,12 +29,13 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from botgateway.budget.learned import Learning
 from botgateway.budget.ledgers.scripts import CLAIM, GIVE_BACK, LANDED, PAUSE, PUBLISH, TAKE
 from botgateway.budget.rate_limit import RateLimit
 from botgateway.redis_url import mask_url
 from botgateway.stores.redis_connect import redis_client
 
-__all__ = ["FLIGHT_S", "TIMEOUT_S", "Answer", "RedisLedger"]
+__all__ = ["FLIGHT_S", "TIMEOUT_S", "Answer", "RedisLedger", "Throttled"]
 
 TIMEOUT_S = 2.0
 """A Redis call of the budget that takes longer counts as Redis unreachable (the process falls back)."""
@@ -83,6 +84,22 @@ class Answer:
     """Granted: the grant's name."""
     count: int = 0
     """Calls granted (a token bucket may grant several at once; a window one at most)."""
+    share: float = 1.0
+    """The key's learned share of its configured limit, the fleet's (:mod:`botgateway.budget.learned`)."""
+    throttles: int = 0
+    """Throttle answers heard for the key, by every process."""
+
+
+@dataclass(frozen=True)
+class Throttled:
+    """What the shared accounts of one key made of a throttle answer."""
+
+    until: float
+    """No call of the key before this time (the clock's)."""
+    share: float
+    """The key's learned share of its configured limit now."""
+    throttles: int
+    """Throttle answers heard for the key, by every process, this one included."""
 
 
 class RedisLedger:
@@ -97,8 +114,10 @@ class RedisLedger:
         clock: Callable[[], float] = time.time,
         reservation_ttl_s: float = 30.0,
         safe_url: str = "",
+        learning: Learning | None = None,
     ) -> None:
-        """``reservation_ttl_s``: this process's reservations vanish this long after it last refreshed them."""
+        """``reservation_ttl_s``: this process's reservations vanish this long after it last refreshed them;
+        ``learning``: how throttles lower a key's limit (every process of the fleet must pass the same)."""
         self._redis = client
         self._prefix = prefix
         self.instance_id = instance_id
@@ -109,6 +128,8 @@ class RedisLedger:
         """How long a published reservation count lives without a refresh."""
         self.safe_url = safe_url
         """Where Redis is, password masked (for log lines)."""
+        self.learning = learning if learning is not None else Learning()
+        """How throttles lower a key's limit and quiet gives it back."""
         # Tickets name grants in a window's set: unique across processes and across restarts of one.
         self._tickets = (f"{instance_id}:{secrets.token_hex(4)}:{n}" for n in itertools.count())
         self._take = client.register_script(TAKE)
@@ -127,10 +148,11 @@ class RedisLedger:
         instance_id: str,
         clock: Callable[[], float] = time.time,
         reservation_ttl_s: float = 30.0,
+        learning: Learning | None = None,
     ) -> RedisLedger:
         """The shared accounts in the Redis at ``url`` (connected on first use; raises ValueError for a bad URL)."""
         return cls(_client(url), prefix=prefix, instance_id=instance_id, clock=clock,
-                   reservation_ttl_s=reservation_ttl_s, safe_url=mask_url(url))
+                   reservation_ttl_s=reservation_ttl_s, safe_url=mask_url(url), learning=learning)
 
     def _keys(self, key: str) -> list[str]:
         base = f"{self._prefix}budget:{{{key}}}"
@@ -139,6 +161,10 @@ class RedisLedger:
     @staticmethod
     def _keep_ms(limit: RateLimit) -> int:
         return math.ceil((max(limit.window_s, 0.0) + _KEEP_S) * 1000)
+
+    def _relearning(self, limit: RateLimit) -> list[str]:
+        """The scripts' arguments of how ``limit`` grows back: the step a quiet period gives, and the period."""
+        return [repr(self.learning.step_share(limit)), repr(self.learning.period_s(limit))]
 
     async def take(
         self, key: str, limit: RateLimit, *, live: bool, later: bool, mine: int, peek: bool = False, want: int = 1
@@ -154,23 +180,27 @@ class RedisLedger:
             keys=self._keys(key),
             args=[repr(now), repr(float(limit.rate_per_s)), max(int(limit.burst), 1), repr(float(limit.window_s)),
                   "peek" if peek else "take", int(live), int(later), self.instance_id, int(mine), ticket,
-                  self._keep_ms(limit), max(int(want), 1), max(int(limit.arrivals_per_s), 0), repr(FLIGHT_S)],
+                  self._keep_ms(limit), max(int(want), 1), max(int(limit.arrivals_per_s), 0), repr(FLIGHT_S),
+                  *self._relearning(limit)],
         )
-        granted, retry_in, tokens, reserved, paused_until = reply
+        granted, retry_in, tokens, reserved, paused_until, share, throttles = reply
         count = int(granted)
         return Answer(granted=count > 0, retry_in_s=max(float(retry_in), 0.0), tokens=float(tokens),
                       reserved=int(reserved), mine=int(mine), paused_until=float(paused_until), at=now,
-                      ticket=ticket if count else "", count=count)
+                      ticket=ticket if count else "", count=count, share=float(share), throttles=int(throttles))
 
-    async def pause(self, key: str, limit: RateLimit, seconds: float) -> float:
-        """No call of ``key`` for ``seconds``, for every process; returns when the pause ends."""
+    async def pause(self, key: str, limit: RateLimit, seconds: float) -> Throttled:
+        """The platform throttled a call of ``key``: no call of it for ``seconds``, for every process, and its limit
+        learned lower for every process (unless an earlier throttle's pause still runs); the throttle is counted."""
         keys = self._keys(key)
-        until = await self._pause(
+        learning = self.learning
+        until, share, throttles = await self._pause(
             keys=keys[:2],
             args=[repr(self.clock()), repr(float(seconds)), max(int(limit.burst), 1), repr(float(limit.window_s)),
-                  self._keep_ms(limit)],
+                  self._keep_ms(limit), repr(learning.lowered_share(limit)), repr(learning.floor_share(limit)),
+                  *self._relearning(limit)],
         )
-        return float(until)
+        return Throttled(until=float(until), share=float(share), throttles=int(throttles))
 
     async def give_back(self, key: str, limit: RateLimit, ticket: str) -> None:
         """A granted call was not made: it no longer counts."""
@@ -196,7 +226,7 @@ class RedisLedger:
         claimed, _, _ = await self._claim(
             keys=[state, grants, reserved],
             args=[repr(now), max(int(limit.burst), 1), repr(float(limit.window_s)), self.instance_id, int(calls),
-                  repr(now + self.reservation_ttl_s), math.ceil(self.reservation_ttl_s * 2000)],
+                  repr(now + self.reservation_ttl_s), math.ceil(self.reservation_ttl_s * 2000), *self._relearning(limit)],
         )
         return bool(int(claimed))
 

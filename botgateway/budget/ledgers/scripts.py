@@ -6,8 +6,9 @@ scripts):
 
 - ``K:state`` — HASH: ``clock`` (the latest time any process passed: time
   never runs backwards for a key), ``paused`` (no call before this time),
-  ``tokens``/``ts`` (a token bucket), ``cap``/``adj`` (a window's allowance
-  as learned from throttles, and when it last changed);
+  ``tokens``/``ts`` (a token bucket), ``ls``/``lt``/``thr`` (the learned share
+  of the configured limit, the time quiet periods count from, the throttles
+  heard: :class:`~botgateway.budget.learned.Learned`, the fleet's);
 - ``K:grants`` — ZSET: a window's grants, scored by their time, trimmed to the window;
 - ``K:paced`` — ZSET: a window's paced live updates, trimmed to one slice;
 - ``K:reserved`` — HASH: process instance id → ``"<calls> <expiry>"``: the calls
@@ -25,12 +26,38 @@ truncates Lua numbers to integers in replies.
 
 from __future__ import annotations
 
-from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, LEARN_BACK, PACED_SHARE, SLICES
+from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, PACED_SHARE, SLICES
 
 __all__ = ["CLAIM", "GIVE_BACK", "LANDED", "PAUSE", "PUBLISH", "TAKE"]
 
 _PLAN = f"""
-local SLICES, PACED_SHARE, LEARN_BACK, ARRIVAL_WINDOW = {SLICES}, {PACED_SHARE}, {LEARN_BACK}, {ARRIVAL_WINDOW_S}
+local SLICES, PACED_SHARE, ARRIVAL_WINDOW = {SLICES}, {PACED_SHARE}, {ARRIVAL_WINDOW_S}
+"""
+
+_LEARNED = """
+-- The learned share of the configured limit at ``now`` (botgateway.budget.learned.Learned.share_at): the share set by
+-- the last throttle that taught something, plus ``step`` per quiet ``period`` since ``lt``.
+local function learned_share(ls, lt, now, step, period)
+  local share = tonumber(ls) or 1
+  if share >= 1 then
+    return 1
+  end
+  local since = tonumber(lt) or now
+  return math.min(1, share + math.floor(math.max(now - since, 0) / period) * step)
+end
+
+-- How long a key's accounts must outlive its last use so that what it learned is kept until all of it is given back.
+local function relearn_ms(share, step, period)
+  if share >= 1 then
+    return 0
+  end
+  return math.ceil((1 - share) / step) * period * 1000
+end
+
+-- Whole calls at ``share`` of ``calls``, one at least (botgateway.budget.learned.learned_limit).
+local function learned_calls(calls, share)
+  return math.max(math.floor(calls * share + 1e-9), 1)
+end
 """
 
 _RESERVED = """
@@ -56,10 +83,12 @@ end
 # KEYS: state, grants, paced, reserved, arriving.
 # ARGV: now, rate_per_s, size, window_s, mode ('take' | 'peek'), live ('1'/'0'), later ('1'/'0'),
 #       instance, calls reserved by that instance now, ticket, keep_ms, calls wanted (a bucket grants up to that many),
-#       arrivals per second (0: no limit on arrivals; then one call is granted at most), longest flight in seconds.
+#       arrivals per second (0: no limit on arrivals; then one call is granted at most), longest flight in seconds,
+#       learning step (share given back per quiet period), quiet period in seconds.
+# rate_per_s, size and arrivals are the configured limit's: the accounts are kept by them at the learned share.
 # Returns {calls granted (0/1; a bucket up to the calls wanted), retry_in, tokens left, calls reserved fleet-wide,
-#          paused until}.
-TAKE = _PLAN + _RESERVED + """
+#          paused until, learned share, throttles heard}.
+TAKE = _PLAN + _LEARNED + _RESERVED + """
 local now = tonumber(ARGV[1])
 local rate = math.max(tonumber(ARGV[2]), 1e-9)
 local size = math.max(tonumber(ARGV[3]), 1)
@@ -68,33 +97,31 @@ local take = ARGV[5] == 'take'
 local live = ARGV[6] == '1'
 local later = ARGV[7] == '1'
 local keep = tonumber(ARGV[11])
-local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'tokens', 'ts', 'cap', 'adj')
+local step, period = tonumber(ARGV[15]), tonumber(ARGV[16])
+local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'tokens', 'ts', 'ls', 'lt', 'thr')
 now = math.max(now, tonumber(st[1]) or 0)
 local paused = tonumber(st[2]) or 0
+local share = learned_share(st[5], st[6], now, step, period)
+local throttles = tonumber(st[7]) or 0
 
 -- Reservations of every live process: the caller's own as it counts them now, the others' as last refreshed.
 local reserved = tonumber(ARGV[9]) + reserved_by_others(KEYS[4], ARGV[8], now)
 
 local function reply(granted, retry, tokens)
   redis.call('HSET', KEYS[1], 'clock', tostring(now))
-  local ttl = keep + math.max(paused - now, 0) * 1000
+  local ttl = keep + math.max(paused - now, 0) * 1000 + relearn_ms(share, step, period)
   for i = 1, 3 do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       redis.call('PEXPIRE', KEYS[i], math.ceil(ttl))
     end
   end
-  return {granted, tostring(retry), tostring(tokens), reserved, tostring(paused)}
+  return {granted, tostring(retry), tostring(tokens), reserved, tostring(paused), tostring(share), throttles}
 end
 
 if window > 0 then
-  local cap = math.min(tonumber(st[5]) or size, size)
-  local adj = tonumber(st[6]) or now
+  -- The window's allowance as learned (fractional, like the in-memory ledger's).
+  local cap = math.max(1, size * share)
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-  if cap < size and now - adj >= window then
-    cap = math.min(size, cap + math.max(1, size * LEARN_BACK))
-    adj = now
-  end
-  redis.call('HSET', KEYS[1], 'cap', tostring(cap), 'adj', tostring(adj))
   local tokens = cap - redis.call('ZCARD', KEYS[2])
   if not take then
     return reply(0, 0, tokens)
@@ -128,18 +155,22 @@ if window > 0 then
   return reply(1, 0, tokens - 1)
 end
 
--- A token bucket: tokens do not accrue while paused.
+-- A token bucket, kept by its rate, burst and limit on arrivals at the learned share; tokens do not accrue while paused,
+-- and accrue at the rate learned when they were last counted (a quiet period's step applies from now on).
+size = learned_calls(size, share)
 local tokens = math.min(tonumber(st[3]) or size, size)
 local ts = tonumber(st[4]) or now
 local start = math.max(ts, paused)
 if now > start then
-  tokens = math.min(size, tokens + (now - start) * rate)
+  tokens = math.min(size, tokens + (now - start) * rate * learned_share(st[5], st[6], ts, step, period))
 end
+rate = rate * share
 ts = math.max(now, ts)
 -- A limit on arrivals: the calls on their way or answered within the last second, whichever process made them.
 local arrivals = tonumber(ARGV[13]) or 0
 local arriving = 0
 if arrivals > 0 then
+  arrivals = learned_calls(arrivals, share)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
   arriving = redis.call('ZCARD', KEYS[5])
 end
@@ -170,31 +201,41 @@ end
 return reply(0, (1 - tokens) / rate, tokens)
 """
 
-# KEYS: state, grants. ARGV: now, seconds, size, window_s, keep_ms. Returns the pause's end.
-# A window takes the calls it holds now as the platform's real allowance, one step at a time.
-PAUSE = _PLAN + """
+# KEYS: state, grants. ARGV: now, seconds, size, window_s, keep_ms, decrease (the share's factor), floor (the lowest
+# share), learning step, quiet period in seconds. Returns {the pause's end, the learned share, throttles heard}.
+# A throttle answer: the key is paused, counted, and learned lower (botgateway.budget.learned.Learned.throttled) unless
+# an earlier throttle's pause still runs (this one answers a call sent before that one was heard). A window is lowered
+# towards the calls it holds now, the platform's real allowance, one step at a time.
+PAUSE = _LEARNED + """
 local now = tonumber(ARGV[1])
 local size = math.max(tonumber(ARGV[3]), 1)
 local window = tonumber(ARGV[4])
-local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'cap')
+local step, period = tonumber(ARGV[8]), tonumber(ARGV[9])
+local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'ls', 'lt', 'thr')
 now = math.max(now, tonumber(st[1]) or 0)
 local paused = tonumber(st[2]) or 0
 local untl = now + math.max(tonumber(ARGV[2]), 0)
-if untl > paused then
-  paused = untl
-  redis.call('HSET', KEYS[1], 'clock', tostring(now), 'paused', tostring(paused))
+local share = learned_share(st[3], st[4], now, step, period)
+local throttles = (tonumber(st[5]) or 0) + 1
+redis.call('HSET', KEYS[1], 'clock', tostring(now), 'thr', throttles)
+if now >= paused then
+  local lowered = share * tonumber(ARGV[6])
   if window > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-    local cap = math.min(tonumber(st[3]) or size, size)
-    local learned = math.max(redis.call('ZCARD', KEYS[2]), cap * (1 - LEARN_BACK))
-    cap = math.max(1, math.min(cap, learned))
-    redis.call('HSET', KEYS[1], 'cap', tostring(cap), 'adj', tostring(paused))
-  else
+    lowered = math.max(lowered, redis.call('ZCARD', KEYS[2]) / size)
+  end
+  share = math.max(tonumber(ARGV[7]), math.min(share, lowered))
+  redis.call('HSET', KEYS[1], 'ls', tostring(share), 'lt', tostring(untl))
+end
+if untl > paused then
+  paused = untl
+  redis.call('HSET', KEYS[1], 'paused', tostring(paused))
+  if window <= 0 then
     redis.call('HSET', KEYS[1], 'tokens', '0', 'ts', tostring(now))
   end
-  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[5]) + (paused - now) * 1000))
 end
-return tostring(paused)
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[5]) + (paused - now) * 1000 + relearn_ms(share, step, period)))
+return {tostring(paused), tostring(share), throttles}
 """
 
 # KEYS: arriving. ARGV: ticket, now. A granted call got its answer: it counts for one second more (if it still
@@ -218,16 +259,17 @@ return 1
 """
 
 # KEYS: state, grants, reserved. ARGV: now, size, window_s, instance, calls (that instance's reservations with the
-# one claimed), expiry, keep_ms. A window's call promised to a card's final only while the window, as learned, still
-# has one beyond every live process's reservations (and is not paused): checked and written in one step, so two
-# processes planning at once cannot promise the same call. Returns {1 claimed / 0 not, calls left, others' reservations}.
-CLAIM = _RESERVED + """
+# one claimed), expiry, keep_ms, learning step, quiet period in seconds. A window's call promised to a card's final only
+# while the window, as learned, still has one beyond every live process's reservations (and is not paused): checked and
+# written in one step, so two processes planning at once cannot promise the same call. Returns {1 claimed / 0 not,
+# calls left, others' reservations}.
+CLAIM = _LEARNED + _RESERVED + """
 local now = tonumber(ARGV[1])
 local size = math.max(tonumber(ARGV[2]), 1)
 local window = tonumber(ARGV[3])
-local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'cap')
+local st = redis.call('HMGET', KEYS[1], 'clock', 'paused', 'ls', 'lt')
 now = math.max(now, tonumber(st[1]) or 0)
-local cap = math.min(tonumber(st[3]) or size, size)
+local cap = math.max(1, size * learned_share(st[3], st[4], now, tonumber(ARGV[8]), tonumber(ARGV[9])))
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
 local tokens = cap - redis.call('ZCARD', KEYS[2])
 local others = reserved_by_others(KEYS[3], ARGV[4], now)

@@ -8,7 +8,9 @@ so all processes together keep every platform limit:
 - reservations are fleet-wide: each process's total per key is kept in Redis
   with an expiry it refreshes while it lives (:class:`~botgateway.budget.ledgers.reservations.ReservationBook`),
   and live updates get only what every live process's reservations leave;
-- a throttle seen by one process pauses the key for all;
+- a throttle seen by one process pauses the key for all, and lowers its
+  learned limit for all (:mod:`botgateway.budget.learned`: the learned share
+  and the throttles heard are kept in Redis beside the key's bucket);
 - a limit on arrivals (DingTalk's QPS) counts every process's calls from their
   grant until a second after their answer, so calls bunched on their way from
   several processes cannot push a second past the limit either;
@@ -35,6 +37,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -42,6 +45,7 @@ from redis.exceptions import RedisError
 
 from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
+from botgateway.budget.learned import Estimate
 from botgateway.budget.ledgers.base import Verdict
 from botgateway.budget.ledgers.leases import Leases
 from botgateway.budget.ledgers.local import LocalLedger
@@ -84,7 +88,7 @@ class SharedLedger:
         self._poll_s = poll_s
         self._probe = probe
         self._tasks = BackgroundTasks()
-        self._local = LocalLedger(clock=self._clock)
+        self._local = LocalLedger(clock=self._clock, learning=redis.learning)
         self._leases = Leases(self._share)
         self._book = ReservationBook(redis.publish, on_error=self._lost, refresh_s=refresh_s, tasks=self._tasks)
         self._limits: dict[str, RateLimit] = {}
@@ -242,7 +246,8 @@ class SharedLedger:
             self._local.landed(key)  # granted by the local share (a call it did not grant is not counted)
 
     def pause(self, key: str, seconds: float) -> None:
-        """No call of ``key`` for ``seconds``, here at once and for every process through Redis."""
+        """The platform throttled a call of ``key``: no call of it for ``seconds``, here at once and for every process
+        through Redis, where its learned limit is lowered for all and the throttle counted."""
         until = self._clock() + max(seconds, 0.0)
         if until > self._paused.get(key, 0.0):
             self._paused[key] = until
@@ -252,7 +257,24 @@ class SharedLedger:
             self._local.pause(key, seconds)
             return
         log.info("rate_budget.paused", key=key, seconds=round(seconds, 3), fleet=True)
-        self._push(self._redis.pause(key, limit, seconds), name="rate-budget:pause")
+        self._push(self._throttle(key, limit, seconds), name="rate-budget:pause")
+
+    async def _throttle(self, key: str, limit: RateLimit, seconds: float) -> None:
+        """Tell the fleet of a throttle, then look at the key again: what it learned shows at once."""
+        throttled = await self._redis.pause(key, limit, seconds)
+        self._seen[key] = await self._redis.take(key, limit, live=True, later=False, mine=self._book.count(key),
+                                                 peek=True)
+        log.info("rate_budget.learned", key=key, share=round(throttled.share, 3), throttles=throttled.throttles)
+
+    def estimate(self, key: str, limit: RateLimit) -> Estimate:
+        """``key``'s configured ``limit``, its learned share and the fleet's throttles, as last seen (looked up again
+        in the background once ``poll_s`` old); the local share's own while Redis is away."""
+        if not self.shared:
+            return replace(self._local.estimate(key, limit.share(self._share)), configured=limit)
+        seen = self._look(key, limit)
+        if seen is None:
+            return Estimate(key=key, configured=limit, share=1.0, throttles=0)
+        return Estimate(key=key, configured=limit, share=seen.share, throttles=seen.throttles)
 
     def paused_for(self, key: str) -> float:
         """Seconds left of the pause on ``key``, as far as this process knows."""
