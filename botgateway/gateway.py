@@ -25,7 +25,8 @@ Several processes on one Redis (a ``fleet``) behave as one: a turn also takes
 its conversation's lease before it runs, so one turn per conversation holds
 across processes. If the whole process dies, its cards stay on record as open,
 owned by its instance id, and :mod:`botgateway.cards.recovery` closes them (from this
-process's heartbeats, other replicas know it is gone).
+process's heartbeats, other replicas know it is gone), or runs their questions again
+into them, once (:mod:`botgateway.turns.resume`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from botgateway.turns.checks import (
     moved_checks,
     unprompted_checks,
 )
+from botgateway.turns.resume import Resumer
 
 __all__ = ["Gateway", "GatewayStore"]
 
@@ -142,10 +144,14 @@ class Gateway:
         self._drain = Drain(
             queues=self._queues, scheduler=self._scheduler, handoff=handoff, instance_id=self.instance_id
         )
+        resumer = Resumer(store, config, instance_id=self.instance_id, schedule=self._schedule,
+                          closing=lambda: self._closing.closed)
         self.recovery = Recovery(
-            store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__
+            store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__,
+            resume=resumer.resume,
         )
-        """Heartbeats of this process and the closing of orphaned cards (:mod:`botgateway.cards.recovery`)."""
+        """Heartbeats of this process, and the resuming or closing of orphaned cards (:mod:`botgateway.cards.recovery`,
+        :mod:`botgateway.turns.resume`)."""
 
     def _admission_of(
         self, store: GatewayStore, decisions: Decisions, *, access: AccessHook, limits: PrincipalLimits, votes: bool,

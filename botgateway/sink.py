@@ -27,6 +27,8 @@ __all__ = [
     "CardSink",
     "CardTarget",
     "ChannelCards",
+    "ChannelLines",
+    "LinePlace",
     "PermanentError",
     "PrivateNotes",
     "RateLimited",
@@ -227,6 +229,35 @@ class Replanning(Protocol):
         True when :meth:`CardSink.rate_key` now names another bucket for it; False when there is no other way
         (the card then waits for the call it planned).
         """
+        ...
+
+
+class LinePlace(Protocol):
+    """One card's place in its channel's line for new messages (see :class:`ChannelLines`)."""
+
+    async def turn(self) -> None:
+        """Wait until the card may make its channel's next new message; at once when it may already."""
+        ...
+
+    def leave(self) -> None:
+        """The card needs no place any more: its first message was made, or it ended without one. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class ChannelLines(Protocol):
+    """A sink whose platform takes a channel's new messages slowly (Slack: about one a second per channel).
+
+    When many answers wait for one channel, its new messages go in the order the
+    questions came: each card lines up when it starts, and makes its first
+    message when its turn comes, with whatever it shows by then: an answer that
+    is ready by its turn goes out finished, in one message, and one still being
+    written starts its live card. Waiting in line is never cut short by the
+    answer ending: a card that left its place would lose it.
+    """
+
+    def line_up(self, target: CardTarget) -> LinePlace:
+        """A place at the end of the line of ``target``'s channel, for the card of ``target``."""
         ...
 
 

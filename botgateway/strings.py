@@ -21,6 +21,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         # the card
         "queued": "⏳ Waiting for the previous question to finish…",
         "queued_position": "⏳ Waiting for the previous question to finish (position {position} in line)…",
+        "queued_busy": "⏳ Many questions are being answered right now; yours starts soon (position {position} in line)…",
         "thinking": "🤔 Thinking…",
         "working": "⚙️ Working…",
         "tool_running": "🔧 {name}{args} …",
@@ -57,6 +58,19 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "moved_note": "↪ Moved to another instance of the bot while this one restarts; the answer follows here.",
         "moved_expired": "Sorry, this question waited too long while the bot restarted, so it was not answered. Please ask again.",
         "interrupted": "Interrupted because the bot restarted. Please ask again.",
+        "resumed": "↻ Resumed after a restart.",
+        "resumed_below": "Interrupted because the bot restarted; the answer follows in a new message.",
+        "resume_wrote": (
+            "Interrupted because the bot restarted after calling {tool}, which can change things, so it was not run "
+            "again. Please check, then ask again."
+        ),
+        "resume_approval": (
+            "Interrupted because the bot restarted while a call waited for an approval, so it was not run again. "
+            "Please ask again."
+        ),
+        "resume_too_old": "Interrupted because the bot restarted, and the question is too old to answer again now. Please ask again.",
+        "resume_again": "Interrupted by a restart again, after it had been resumed once. Please ask again.",
+        "resume_unrecorded": "Interrupted because the bot restarted before the question was on record. Please ask again.",
         # a turn's pictures (charts)
         "chart_failed": "📈 The chart “{title}” could not be shown: {reason}.",
         "chart_slow": "its upload did not finish in time",
@@ -210,6 +224,7 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         # the card
         "queued": "⏳ 正在等待上一个问题完成…",
         "queued_position": "⏳ 正在等待上一个问题完成（排在第 {position} 位）…",
+        "queued_busy": "⏳ 当前有很多问题正在回答，马上轮到你（排在第 {position} 位）…",
         "thinking": "🤔 思考中…",
         "working": "⚙️ 处理中…",
         "tool_running": "🔧 {name}{args} …",
@@ -246,6 +261,13 @@ STRINGS: Mapping[str, Mapping[str, str]] = {
         "moved_note": "↪ 本实例正在重启，问题已转交给机器人的另一个实例，回答随后在此发出。",
         "moved_expired": "抱歉，机器人重启期间这个问题等待太久，未能回答。请重新提问。",
         "interrupted": "机器人重启，回答被中断，请重新提问。",
+        "resumed": "↻ 机器人重启后已继续回答。",
+        "resumed_below": "机器人重启，回答被中断；回答在新消息中继续。",
+        "resume_wrote": "机器人重启，回答被中断。此前已调用可能改变系统状态的 {tool}，因此没有重新执行。请先检查，再重新提问。",
+        "resume_approval": "机器人重启时有调用正在等待审批，回答被中断且没有重新执行。请重新提问。",
+        "resume_too_old": "机器人重启，回答被中断，且问题已过去太久，不再重新回答。请重新提问。",
+        "resume_again": "回答已在重启后继续过一次，又因重启被中断。请重新提问。",
+        "resume_unrecorded": "机器人重启，回答被中断，问题未能及时记录。请重新提问。",
         # a turn's pictures (charts)
         "chart_failed": "📈 图表“{title}”无法显示：{reason}。",
         "chart_slow": "上传未能及时完成",

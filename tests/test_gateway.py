@@ -613,7 +613,8 @@ async def test_a_replica_closes_the_cards_of_a_replica_that_stopped_beating(tmp_
 
     # Two gateways on one SQLite file, as two processes would be.
     async for a in _harness(tmp_path, ScriptedLLMServer(responder=responder), **REPLICA):
-        async for b in _harness(tmp_path, ScriptedLLMServer(), **REPLICA):
+        # B answers no question again (resume_within_s 0): A's card is closed as interrupted.
+        async for b in _harness(tmp_path, ScriptedLLMServer(), **REPLICA, resume_within_s=0):
             try:
                 await a.gateway.start()
                 await b.gateway.start()

@@ -9,7 +9,9 @@ such a card's thread is a question (:meth:`SlackAdapter.adopt_thread`).
 A live card's Stop and Approve / Deny are :mod:`adapters.slack.presses`; a
 final answer's Refresh and 👍 / 👎 buttons, and the modal a 👎 opens, are
 :mod:`adapters.slack.answer_actions`; the assistant pane's prompts and status
-are :mod:`adapters.slack.assistant`. Every delivery is acknowledged at once;
+are :mod:`adapters.slack.assistant`. Every delivery is acknowledged at once,
+and every question taken gets a reaction at once (:mod:`adapters.slack.acks`):
+in a busy channel its answer may wait for the channel's next message slots;
 the turn runs in the gateway's own task. A retried delivery (same ``event_id``, or the same channel
 and ``ts`` arriving as both ``app_mention`` and ``message``) starts one turn.
 
@@ -30,6 +32,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.acks import QuestionAcks
 from adapters.slack.answer_actions import AnswerActions
 from adapters.slack.assistant import AssistantPane
 from adapters.slack.connection import (
@@ -149,6 +152,7 @@ class SlackAdapter:
         self.names = DisplayNames(self.client)
         """Users' display names (cached)."""
         self._pane = AssistantPane(self.client, config, self._first_delivery)
+        self._acks = QuestionAcks(self.client, config, pacer=pacer, tasks=self._tasks)
         self._observer = observer
         self._connect_timeout_s = connect_timeout_s
         self._authorized: AuthorizeResult | None = None
@@ -369,6 +373,8 @@ class SlackAdapter:
             return Delivery(kind, "duplicate", "same channel and ts", submission)
         if submission.status in ("started", "queued") and submission.turn_id:
             assistant_thread = direct and bool(event.get("thread_ts"))
+            if not assistant_thread:  # the pane shows its status instead
+                self._acks.taken(team, channel, str(event.get("ts") or ""))
             self._tasks.spawn(self._pane.follow(submission, channel, thread_ts if assistant_thread else None),
                               name=f"slack-follow:{submission.turn_id}")
         return Delivery(kind, "submitted", submission.status, submission)

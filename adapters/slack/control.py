@@ -12,7 +12,9 @@ like a card's final: the control reserves one ``chat.delete`` of the
 workspace when it is opened, and the delete is a priority call that uses it,
 so live updates can never spend it and the control goes as soon as its answer
 ends; the reservation is given back once the control is gone (deleted, taken
-away another way, failed for good, or never posted).
+away another way, failed for good, or never posted). A control waits until no
+answer of its channel waits for its first message (:mod:`adapters.slack.channel_line`):
+it never takes the slot of a queued answer.
 
 A call waiting for an approval shows on the control too (:meth:`StopControls.show`):
 what would run, with Approve and Deny buttons, edited away once decided. A
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -131,9 +133,11 @@ class StopControls:
     """Posts and retires the Stop controls of native streams, one per card (kept across continuation parts)."""
 
     def __init__(self, client: AsyncWebClient, *, buckets: SlackBuckets, pacer: CallPacer | None,
-                 enabled: bool = True) -> None:
-        """``enabled``: False when the config turns Stop buttons off (no control is ever posted)."""
+                 enabled: bool = True, idle: Callable[[CardTarget], Awaitable[None]] | None = None) -> None:
+        """``enabled``: False when the config turns Stop buttons off (no control is ever posted); ``idle(target)``
+        returns once no answer of ``target``'s channel waits for its first message (None: controls never wait)."""
         self._client = client
+        self._idle = idle
         self._enabled = enabled
         self._buckets = buckets
         self._pacer = pacer
@@ -283,6 +287,8 @@ class StopControls:
                 control.posting = False
 
         try:
+            if self._idle is not None:
+                await self._idle(target)  # the answers waiting in the channel's line go first
             response = await paced(self._pacer, self._buckets.post_bucket(target), post,
                                    owner=_owner(target), attempts=CONTROL_ATTEMPTS)
             if response is None:

@@ -13,6 +13,8 @@ would refuse one.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -120,6 +122,11 @@ class EditMessages:
                 unfurl_links=False,
                 unfurl_media=False,
             )
+
+    def shown(self, target: CardTarget, snapshot: CardSnapshot) -> str:
+        """A digest of what the card's message shows for ``snapshot`` (text and blocks): an edit to the same is not made."""
+        shown = [card_text(snapshot, allowed_mentions(target)), self._blocks(target, snapshot)]
+        return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()[:32]
 
     def check_size(self, snapshot: CardSnapshot) -> None:
         """Live text is kept under ``max_live_bytes`` (UTF-8), so CJK answers split as early as Latin ones."""

@@ -2,8 +2,13 @@
 
 Slack's tiers are per workspace per method, counted in per-minute windows for
 all cards together: ``chat.update`` and ``chat.delete`` Tier 3,
-``chat.startStream`` and ``chat.stopStream`` Tier 2, ``chat.appendStream`` Tier 4;
-``chat.postMessage`` is about one a second per channel. A chart's upload makes
+``chat.startStream`` and ``chat.stopStream`` Tier 2, ``chat.appendStream`` Tier 4.
+Beside the tiers, a channel takes about one new message a second, with short
+bursts, threads included: every message creation in one channel
+(``chat.postMessage``, and ``chat.startStream`` unless
+``stream_starts_per_channel`` is off) draws from that channel's bucket
+(:meth:`SlackBuckets.post_bucket`). ``reactions.add`` (the sign a question was
+taken) is Tier 3 and makes no message. A chart's upload makes
 two Tier 4 calls, ``files.getUploadURLExternal`` and ``files.completeUploadExternal``. :class:`SlackBuckets`
 names the bucket (key and limit) each call draws from.
 
@@ -28,7 +33,8 @@ if TYPE_CHECKING:
     from botgateway.config import SlackConfig
 
 __all__ = [
-    "DELETE_RATE_PER_MIN", "FILES_RATE_PER_MIN", "Bucket", "SlackBuckets", "on_own_budget", "paced", "release", "reserve", "window_limit",
+    "CHANNEL_SKEW", "DELETE_RATE_PER_MIN", "FILES_RATE_PER_MIN", "REACTIONS_RATE_PER_MIN", "Bucket", "SlackBuckets",
+    "channel_limit", "on_own_budget", "paced", "release", "reserve", "window_limit",
 ]
 
 _T = TypeVar("_T")
@@ -42,6 +48,14 @@ DELETE_RATE_PER_MIN = 50.0
 FILES_RATE_PER_MIN = 100.0
 """``files.getUploadURLExternal`` and ``files.completeUploadExternal`` are Tier 4 (100+ per minute per workspace)."""
 
+REACTIONS_RATE_PER_MIN = 50.0
+"""``reactions.add`` is Tier 3 (50+ per minute per workspace)."""
+
+CHANNEL_SKEW = 1.1
+"""A channel's window is planned this much longer than Slack's: a message granted on time may arrive a moment late
+(a slow request before it, a busy loop), and Slack counts arrivals. A tenth of the window, not a tenth of the calls:
+90 % of a three-message burst would be two."""
+
 
 _NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
 
@@ -53,6 +67,16 @@ def window_limit(calls: float, window_s: float) -> RateLimit:
     budget plans the window across all open cards (finals reserved, live updates from the rest).
     """
     return RateLimit.window(max(int(calls * 0.9), 1), window_s)
+
+
+def channel_limit(rate_per_s: float, burst: int) -> RateLimit:
+    """A channel's new messages: ``burst`` at once, about ``rate_per_s`` a second on average.
+
+    A window of ``burst`` messages per ``burst / rate_per_s`` seconds (stretched by :data:`CHANNEL_SKEW`), the
+    shape of "about one a second, with short bursts": a token bucket with a burst would let ``burst`` messages
+    go at once and then one a second, more than Slack's window takes.
+    """
+    return RateLimit.window(burst, burst / rate_per_s * CHANNEL_SKEW)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,11 +92,14 @@ class SlackBuckets:
     start: RateLimit
     """``chat.startStream`` (Tier 2: new streams, continuation parts, rollovers), per workspace."""
     post: RateLimit
-    """``chat.postMessage`` (placeholders, fallbacks, Stop controls), per channel."""
+    """New messages in one channel: ``chat.postMessage`` (placeholders, finished answers, fallbacks, Stop controls),
+    and ``chat.startStream`` when ``stream_starts_per_channel``."""
     delete: RateLimit
     """``chat.delete``, per workspace."""
     files: RateLimit
     """Each of the two ``files.*`` calls of an upload, per workspace (one bucket per method)."""
+    reactions: RateLimit
+    """``reactions.add``, per workspace."""
 
     @classmethod
     def from_config(cls, config: SlackConfig) -> SlackBuckets:
@@ -83,9 +110,10 @@ class SlackBuckets:
             stream=window_limit(config.append_rate_per_min, window),
             stop=window_limit(config.stop_stream_rate_per_min, window),
             start=window_limit(config.start_stream_rate_per_min, window),
-            post=RateLimit(rate_per_s=config.post_rate_per_s, burst=1),
+            post=channel_limit(config.post_rate_per_s, config.post_burst),
             delete=window_limit(DELETE_RATE_PER_MIN, window),
             files=window_limit(FILES_RATE_PER_MIN, window),
+            reactions=window_limit(REACTIONS_RATE_PER_MIN, window),
         )
 
     def update_bucket(self, target: CardTarget) -> Bucket:
@@ -105,8 +133,12 @@ class SlackBuckets:
         return f"slack:{_team(target)}:chat.startStream", self.start
 
     def post_bucket(self, target: CardTarget) -> Bucket:
-        """``chat.postMessage`` in ``target``'s channel."""
+        """New messages in ``target``'s channel (``chat.postMessage``; ``chat.startStream`` too, when counted)."""
         return f"slack:{_team(target)}:post:{target.chat_id}", self.post
+
+    def reaction_bucket(self, target: CardTarget) -> Bucket:
+        """``reactions.add`` of ``target``'s workspace."""
+        return f"slack:{_team(target)}:reactions.add", self.reactions
 
     def no_call_bucket(self, target: CardTarget) -> Bucket:
         """What a deferred answer's creation and updates draw from: they make no call, so nothing limits them."""

@@ -12,6 +12,15 @@ Stop button while live.
 ``streaming: auto`` tries native first and remembers, per workspace, when
 Slack says native streaming is not available there.
 
+A channel takes about one new message a second, so the answers of one
+channel make their first message in the order the questions came
+(:mod:`adapters.slack.channel_line`): each card lines up when it starts and,
+when its turn comes, makes its message with what it shows by then. An answer
+that is ready by then goes out *finished*, in one message, never a placeholder
+first; one still being written starts its live card. ``chat.startStream``
+draws from the channel's budget too (``stream_starts_per_channel``), the
+workspace's Tier 2 window paid by the sink on the side.
+
 Each answer's mode is planned from the budgets when it starts (:meth:`SlackCardSink.plan`):
 native while ``chat.startStream`` and ``chat.stopStream`` have calls to spare
 beyond what open streams reserved; otherwise edit mode while ``chat.update``
@@ -38,9 +47,10 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import structlog
 from cachetools import LRUCache
 
+from adapters.slack.channel_line import ChannelLines, Place
 from adapters.slack.control import StopControls, is_control
 from adapters.slack.edit import EditMessages, post_ephemeral
-from adapters.slack.handles import CardKey, card_key
+from adapters.slack.handles import CardKey, as_edit, card_key
 from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
 from adapters.slack.native import NativeStreams, StreamBroken
@@ -60,7 +70,8 @@ __all__ = ["SlackCardSink"]
 
 log = structlog.get_logger(__name__)
 
-_Mode: TypeAlias = Literal["native", "edit", "deferred"]
+_Mode: TypeAlias = Literal["native", "edit", "deferred", "done"]
+"""How a card's next calls are made; ``done``: its message went out finished, and nothing is left to show."""
 
 _MAX_CARDS = 10_000
 """Cards whose mode is remembered at most; the least recently used (never finalized) are forgotten."""
@@ -90,7 +101,9 @@ class SlackCardSink:
         self._client = client
         self._native = NativeStreams(client, config, buckets=self._buckets, pacer=pacer, clock=clock)
         self._edit = EditMessages(client, config)
-        self._controls = StopControls(client, buckets=self._buckets, pacer=pacer, enabled=config.stop_button)
+        self._lines = ChannelLines()
+        self._controls = StopControls(client, buckets=self._buckets, pacer=pacer, enabled=config.stop_button,
+                                      idle=self._lines.idle)
         self._uploads = ChartUploads(client, self._buckets, pacer)
         # Mode per live card, so rate_key names the bucket the next call really uses.
         self._modes: LRUCache[CardKey, _Mode] = LRUCache(_MAX_CARDS)
@@ -101,6 +114,10 @@ class SlackCardSink:
 
     # --- budgets ----------------------------------------------------------------
 
+    def line_up(self, target: CardTarget) -> Place:
+        """The card of ``target`` lines up for its channel's next new message (:mod:`adapters.slack.channel_line`)."""
+        return self._lines.line_up(target)
+
     def native_available(self, workspace_id: str) -> bool:
         """False once auto mode learned that this workspace cannot stream natively."""
         return self._native.available(workspace_id)
@@ -108,18 +125,20 @@ class SlackCardSink:
     def rate_key(self, op: CardOp, target: CardTarget) -> Bucket:
         """The bucket of the call ``op`` makes next for ``target``.
 
-        Creating a card: ``chat.startStream`` per workspace when it will stream
-        natively, else ``chat.postMessage`` per channel (fallbacks too). Updates:
-        ``chat.update`` or stream appends per workspace, shared by all cards.
-        Finalizing a recovered Stop control: ``chat.delete`` per workspace. A
-        deferred answer makes no call until its final, one ``chat.postMessage``.
+        Creating a card: a new message in the channel (``chat.postMessage``, or
+        ``chat.startStream`` when stream starts count per channel), else
+        ``chat.startStream`` per workspace; fallbacks are channel messages too.
+        Updates: ``chat.update`` or stream appends per workspace, shared by all
+        cards. Finalizing a recovered Stop control: ``chat.delete`` per
+        workspace. A deferred answer makes no call until its final, one
+        ``chat.postMessage``; an answer that went out finished makes none.
         """
         if op == "finalize" and is_control(target):
             return self._buckets.delete_bucket(target)  # a recovered Stop control is deleted
         mode = self._planned_create_mode(target) if op == "create" else self._modes.get(card_key(target))
-        if op == "create" and mode == "native":
+        if op == "create" and mode == "native" and not self._config.stream_starts_per_channel:
             return self._buckets.start_bucket(target)
-        if op in ("create", "update") and mode == "deferred":
+        if (op in ("create", "update") and mode == "deferred") or (op in ("update", "finalize") and mode == "done"):
             return self._buckets.no_call_bucket(target)
         if op in ("create", "fallback") or mode == "deferred":
             return self._buckets.post_bucket(target)
@@ -138,6 +157,10 @@ class SlackCardSink:
         mode = self._modes.get(key)
         if mode is None:
             mode = self._modes[key] = self.plan(target)
+        elif mode == "native" and not self._may_start(target):
+            # The workspace's stream window was spent since the plan: the card is an edited message, planned so
+            # before its final is reserved.
+            mode = self._modes[key] = self._edit_or_deferred(target)
         return mode
 
     def plan(self, target: CardTarget) -> _Mode:
@@ -168,6 +191,8 @@ class SlackCardSink:
         """
         key = card_key(target)
         mode = self._modes.get(key)
+        if mode == "native" and op == "create" and self._config.stream_starts_per_channel:
+            return False  # the channel's budget is what it waits for, and an edited message would wait for it too
         if mode == "native" and op in ("create", "finalize"):
             new: _Mode = self._edit_or_deferred(target)
         elif mode == "edit" and op == "finalize":
@@ -198,14 +223,20 @@ class SlackCardSink:
     # --- CardSink -----------------------------------------------------------------
 
     async def create(self, target: CardTarget, snapshot: CardSnapshot) -> CardHandle:
-        """Start a native stream (when possible) or post the placeholder message; a deferred answer makes no call."""
+        """The card's first message, made in its slot: the finished answer when it is complete by then, else a native
+        stream (when possible) or the placeholder message; a deferred answer makes no call."""
+        self._lines.made(target)  # its slot is granted: the next answer of the channel moves up
         planned = self._planned_create_mode(target)
         # A card with a preamble (an alert's) lives on and is edited later: it needs its message now.
         if planned == "deferred" and not snapshot.final and not snapshot.preamble:
             return CardHandle(card_id=f"deferred-{target.turn_id}-{snapshot.part}", target=target, data={"mode": "deferred"})
-        if planned == "native" and self._initial_mode(target, snapshot) == "native":
+        per_channel = self._config.stream_starts_per_channel
+        channel_paid = planned in ("edit", "done") or (planned == "native" and per_channel)
+        if snapshot.final and not snapshot.preamble:
+            return await self._post_finished(target, snapshot, paid=channel_paid)
+        if planned == "native" and self._initial_mode(target, snapshot) == "native" and self._may_start(target):
             try:
-                handle = await self._native.start(target, snapshot, paid=planned == "native")
+                handle = await self._native.start(target, snapshot, paid=not per_channel)
             except StreamBroken as exc:
                 log.info("slack.stream_unavailable", team=target.workspace_id, reason=str(exc))
             else:
@@ -214,14 +245,47 @@ class SlackCardSink:
                     self._controls.open(target, prompts=snapshot.approvals)
                 return handle
         self._modes[card_key(target)] = "edit"
-        if planned == "edit":
+        if channel_paid:
             return await self._edit.post(target, snapshot)
         return await on_own_budget(self._pacer, self._buckets.post_bucket(target), target,
                                    lambda: self._edit.post(target, snapshot))
 
+    def _may_start(self, target: CardTarget) -> bool:
+        """Whether a stream can start now when the sink pays its workspace's ``chat.startStream`` window itself: the
+        channel slot is taken, and an edited message uses it at once instead of holding it while the window slides."""
+        if not self._config.stream_starts_per_channel or self._pacer is None:
+            return True
+        return self._spare(self._buckets.start_bucket(target)) >= 1
+
+    async def _post_finished(self, target: CardTarget, snapshot: CardSnapshot, *, paid: bool) -> CardHandle:
+        """The answer is complete by its slot: one finished message, no placeholder first (``paid``: the streamer
+        drew the channel's slot for it; else the pacer draws it)."""
+        if paid:
+            posted = await self._edit.post(target, snapshot)
+        else:
+            posted = await on_own_budget(self._pacer, self._buckets.post_bucket(target), target,
+                                         lambda: self._edit.post(target, snapshot))
+        self._modes[card_key(target)] = "done"
+        return CardHandle(card_id=posted.card_id, target=target,
+                          data={**posted.data, "mode": "done", "shown": self._edit.shown(target, snapshot)})
+
+    async def _finish_posted(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
+        """A message that went out finished is edited only when the final shows something else by now (a picture's
+        line); ``chat.update`` is then paid by the pacer, the streamer having drawn nothing for it."""
+        shown = self._edit.shown(handle.target, snapshot)
+        if handle.data.get("shown") != shown:
+            edited = as_edit(handle)
+            await on_own_budget(self._pacer, self._buckets.update_bucket(handle.target), handle.target,
+                                lambda: self._edit.edit(edited, snapshot))
+            handle = CardHandle(card_id=edited.card_id, target=handle.target,
+                                data={**edited.data, "mode": "done", "shown": shown})
+        if not snapshot.continued:  # the answer's last part: an earlier part's stream may have left a Stop control
+            await self._controls.close(handle.target)
+        return handle
+
     async def update(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Show ``snapshot``: append the new part to the stream, or edit the message (nothing for a deferred answer)."""
-        if handle.data.get("mode") == "deferred":
+        if handle.data.get("mode") in ("deferred", "done"):
             return handle
         stream = self._native.of(handle)
         if stream is not None:
@@ -247,6 +311,8 @@ class SlackCardSink:
         if handle.data.get("mode") == "deferred":
             await self._edit.post_plain(handle.target, snapshot)  # the answer, complete, in one go
             return handle
+        if handle.data.get("mode") == "done":
+            return await self._finish_posted(handle, snapshot)
         stream = self._native.of(handle)
         if stream is not None:
             try:

@@ -3,7 +3,9 @@
 Creating, updating and finalizing it all go through the card's
 :class:`~botgateway.cards.caller.CardCaller`; a sink may move the card (a new
 message after a mode change), and the new handle is adopted here, with its
-open-card record.
+open-card record. Where the platform takes a channel's new messages in line
+(:class:`~botgateway.sink.ChannelLines`), the card's first creation waits for
+its place in that line first.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import structlog
 
 from botgateway.cards.caller import CallOutcome, CardCaller
 from botgateway.cards.records import OpenCardRecords
-from botgateway.sink import CardHandle, CardSink, CardTarget
+from botgateway.sink import CardHandle, CardSink, CardTarget, LinePlace
 from botgateway.snapshot import CardSnapshot
 
 __all__ = ["LiveCard"]
@@ -35,6 +37,8 @@ class LiveCard:
         *,
         on_visible: Callable[[CardSnapshot], None],
     ) -> None:
+        self.place: LinePlace | None = None
+        """The card's place in its channel's line for its first message, until it is made (None: no line)."""
         self._sink = sink
         self._target = target
         self._caller = caller
@@ -47,6 +51,18 @@ class LiveCard:
         self.vanished = False
         """The platform said the card no longer exists (not just "cannot update")."""
         self._reserved = False  # this part's final call is reserved
+
+    async def wait_turn(self) -> None:
+        """Wait for the card's turn in its channel's line (at once without one). Never cut short: a card that left
+        its place would lose it, and its answer, ready meanwhile, goes out finished when the turn comes."""
+        if self.place is not None:
+            await self.place.turn()
+
+    def leave_line(self) -> None:
+        """The card needs no place in its channel's line any more (its first message was made, or it is ending)."""
+        if self.place is not None:
+            self.place.leave()
+            self.place = None
 
     def next_part(self) -> None:
         """Forget the current card: the next part gets a card of its own."""
@@ -62,6 +78,7 @@ class LiveCard:
         ``OK`` sets :attr:`handle` and records the card as open."""
         result: list[CardHandle] = []
         shown: list[CardSnapshot] = []
+        await self.wait_turn()
         if not self._reserved:
             # Reserved before the wait, as the card is planned: cards planned meanwhile see the call taken.
             await self._caller.reserve_final()
@@ -72,6 +89,8 @@ class LiveCard:
             result.append(await self._sink.create(self._target, shown[-1]))
 
         outcome = await self._caller.call("create", create, deadline=deadline, interrupt=interrupt)
+        if outcome is not CallOutcome.INTERRUPTED:
+            self.leave_line()  # its slot was used (or refused): the next card of the channel goes
         if outcome is not CallOutcome.OK or not result:
             if outcome is not CallOutcome.INTERRUPTED:
                 part = shown[-1].part if shown else 0

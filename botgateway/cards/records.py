@@ -13,13 +13,20 @@ stay in order (a record is removed only after it was added), and
 :meth:`OpenCardRecords.forget`, on the way out of the turn, waits for them.
 The price is a short window after creation in which a crash leaves the card
 unrecorded, against a card that shows nothing while the Store is busy.
+
+A typed question's cards are recorded through :class:`ResumableRecords`, which
+puts on each record what a recovering process needs to run the turn again
+(:mod:`botgateway.turns.resume_record`) and writes it again, behind, when the
+turn's progress changes (a tool call starts or ends).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import structlog
 
@@ -27,7 +34,7 @@ from botgateway.background import BackgroundTasks
 from botgateway.sink import CardHandle, CardTarget, target_to_dict
 from botgateway.stores.base import OpenCard, OpenCardStore
 
-__all__ = ["OpenCardRecords"]
+__all__ = ["OpenCardRecords", "ResumableRecords"]
 
 log = structlog.get_logger(__name__)
 
@@ -92,3 +99,59 @@ class OpenCardRecords:
         if task is not None:
             self._last = task
         return task
+
+
+class ResumableRecords:
+    """The open-card store of one turn's cards, each record carrying ``resume()``: the turn's question and progress.
+
+    Handed to the turn's cards in place of the Store: each record they write is stamped with ``resume()`` as it is
+    then, and :meth:`progressed` writes it again on the records still open, in the background (latest wins: one
+    rewrite waits at most). A rewrite never lands after its record's removal (one lock orders the writes), so a
+    card that is final is never put back on record.
+    """
+
+    def __init__(
+        self, store: OpenCardStore, resume: Callable[[], Mapping[str, Any]], *, background: BackgroundTasks
+    ) -> None:
+        """``background`` owns the rewrites (cancelled at shutdown: a record then keeps what it said before)."""
+        self._store = store
+        self._resume = resume
+        self._background = background
+        self._open: dict[tuple[str, str], OpenCard] = {}
+        self._lock = asyncio.Lock()
+        self._rewrite_waiting = False
+
+    async def add_open_card(self, card: OpenCard) -> None:
+        """Record ``card`` as open, with the turn's record as it is now."""
+        self._open[(card.platform, card.card_id)] = card
+        async with self._lock:
+            await self._store.add_open_card(dataclasses.replace(card, resume=self._resume()))
+
+    async def remove_open_card(self, platform: str, card_id: str) -> None:
+        """Forget the card (after any rewrite of it already under way)."""
+        self._open.pop((platform, card_id), None)
+        async with self._lock:
+            await self._store.remove_open_card(platform, card_id)
+
+    async def open_cards(self, platform: str | None = None) -> list[OpenCard]:
+        """The Store's open cards."""
+        return await self._store.open_cards(platform)
+
+    def progressed(self) -> None:
+        """The turn's record changed: write it again on its open cards, behind the turn (returns at once)."""
+        if self._rewrite_waiting or not self._open:
+            return  # the waiting rewrite reads the record when it runs; a card not yet on record gets it when added
+        self._rewrite_waiting = True
+        self._background.spawn(self._rewrite(), name="card-record-progress")
+
+    async def _rewrite(self) -> None:
+        async with self._lock:
+            self._rewrite_waiting = False
+            resume = self._resume()
+            for key, card in list(self._open.items()):
+                if key not in self._open:
+                    continue  # removed while an earlier one was written: it stays removed
+                try:
+                    await self._store.add_open_card(dataclasses.replace(card, resume=resume))
+                except Exception:
+                    log.exception("card.store_progress_failed", platform=card.platform)

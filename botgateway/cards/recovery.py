@@ -10,16 +10,21 @@ process closes what its predecessor left open.
 An instance id may outlive its process (:mod:`botgateway.instance`): a process
 restarted under the same id finds its predecessor's cards owned by itself and
 still "live" (the dead process's heartbeat has not expired, and the new one
-renews it). So at start-up it closes them at once: cards of its own id created
-before it started that no running turn of it holds.
+renews it). So at start-up it takes care of them at once: cards of its own id
+created before it started that no running turn of it holds.
+
+An orphan is not always closed: the gateway's ``resume`` (:mod:`botgateway.turns.resume`)
+may run its turn again, once, into the same card ("resumed after a restart"),
+when the card's record says that turn may run again; else the card is closed
+with the reason ``resume`` gives.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias
 
 import structlog
 
@@ -32,7 +37,7 @@ from botgateway.snapshot import CardSnapshot
 from botgateway.stores.base import ClaimStore, InstanceStore, OpenCard, OpenCardStore
 from botgateway.strings import t
 
-__all__ = ["Recovery", "RecoveryStore", "target_from_open_card"]
+__all__ = ["Recovery", "RecoveryStore", "Resume", "target_from_open_card"]
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +49,11 @@ RECOVER_MAX_WAIT_S = 10.0
 """Closing one orphan gives up after this long: start-up does not stall on an old card."""
 RECOVER_CLAIM_TTL_S = 120.0
 """One replica claims an orphaned card before closing it; others retry it only after this long."""
+
+
+Resume: TypeAlias = Callable[[OpenCard, CardSink], Awaitable[str | None]]
+"""Runs an orphan's turn again into it (``sink``: its platform's): None when the card is taken care of (its turn
+runs again, here or in the process that claimed it first), else the note the card is closed with, saying why not."""
 
 
 def target_from_open_card(card: OpenCard) -> CardTarget:
@@ -68,10 +78,13 @@ class Recovery:
         *,
         instance_id: str,
         is_running: Callable[[str], bool],
+        resume: Resume | None = None,
     ) -> None:
-        """``is_running(turn_id)`` tells whether a turn is this process's own, still running."""
+        """``is_running(turn_id)`` tells whether a turn is this process's own, still running; ``resume`` runs an
+        orphan's turn again when it may (``None``: every orphan is closed as interrupted)."""
         self.instance_id = instance_id
         """This process's id: the owner of its open cards."""
+        self._resume = resume
         self._store = store
         self._budget = budget
         self._config = config
@@ -105,15 +118,16 @@ class Recovery:
     async def recover_open_cards(
         self, sinks: Mapping[str, CardSink], *, older_than_s: float = 0.0, at_start: bool = False
     ) -> int:
-        """Finalize cards left streaming by a process that is gone; returns how many were closed.
+        """Resume or finalize cards left streaming by a process that is gone; returns how many were resumed or closed.
 
         A card is an orphan when its owner no longer sends heartbeats; a card
         without an owner (written by an older release) when it is older than
         ``older_than_s``. This process's own cards are never touched; ``at_start``
         (the first pass after start-up), the cards a previous process of the same
-        instance id left are closed too, without waiting for a heartbeat. Each
-        orphan is finalized as failed with a short "interrupted, please ask
-        again" note, retried a few times when throttled or failing
+        instance id left are taken care of too, without waiting for a heartbeat.
+        Each orphan's turn is run again when ``resume`` says it may; otherwise the
+        card is finalized as failed with a short note saying why ("interrupted,
+        please ask again"), retried a few times when throttled or failing
         transiently. A card the sink still cannot finalize (deleted, expired)
         is forgotten. Cards of platforms without a sink here are left for the
         process that serves them.
@@ -126,7 +140,7 @@ class Recovery:
         # Read after the cards: a process beats before it creates any card, so every owner seen above is listed if live.
         live = await self._live_owners(cards)
         now = time.time()
-        closed = 0
+        closed = resumed = 0
         for card in cards:
             if not self._orphaned(card, live, now, older_than_s, at_start):
                 continue
@@ -136,11 +150,14 @@ class Recovery:
                 continue
             if not await self._claim(card):
                 continue
-            if await self._finalize(card, sink):
+            note = await self._resumed(card, sink)
+            if note is None:
+                resumed += 1
+            elif await self._finalize(card, sink, note):
                 closed += 1
         if cards:
-            log.info("gateway.recovered", open_cards=len(cards), finalized=closed)
-        return closed
+            log.info("gateway.recovered", open_cards=len(cards), finalized=closed, resumed=resumed)
+        return closed + resumed
 
     async def aclose(self) -> None:
         """Stop watching and beating, and drop this process's heartbeat: its cards left open are orphans now."""
@@ -211,15 +228,27 @@ class Recovery:
     async def _claim(self, card: OpenCard) -> bool:
         """Whether this process should close ``card`` (several replicas may find the same orphan at once)."""
         try:
-            return await self._store.claim(f"recover:{card.platform}:{card.card_id}", RECOVER_CLAIM_TTL_S)
+            # Per turn too: a card whose resumed turn was interrupted again is the same card, with another turn.
+            return await self._store.claim(f"recover:{card.platform}:{card.card_id}:{card.turn_id}", RECOVER_CLAIM_TTL_S)
         except Exception:
             return True  # closing a card twice beats leaving it spinning
 
-    async def _finalize(self, card: OpenCard, sink: CardSink) -> bool:
-        """Close one orphan as "interrupted"; its record is dropped whatever happens (a card that cannot be closed never will be)."""
+    async def _resumed(self, card: OpenCard, sink: CardSink) -> str | None:
+        """None when ``card``'s turn runs again (here or elsewhere); else the note it is closed with."""
+        if self._resume is None:
+            return t(target_from_open_card(card).locale, "interrupted")
+        try:
+            return await self._resume(card, sink)
+        except Exception as exc:  # a card that cannot be resumed is still closed
+            log.exception("gateway.resume_failed", card_id=card.card_id, error=type(exc).__name__)
+            return t(target_from_open_card(card).locale, "interrupted")
+
+    async def _finalize(self, card: OpenCard, sink: CardSink, note: str) -> bool:
+        """Close one orphan as failed, saying ``note``; its record is dropped whatever happens (a card that cannot be
+        closed never will be)."""
         target = target_from_open_card(card)
         # A card that shows outside data above its turn (an alert's status) keeps it: its turn saved it on the target.
-        snapshot = CardSnapshot(status="failed", error=t(target.locale, "interrupted"), locale=target.locale, seq=1 << 30,
+        snapshot = CardSnapshot(status="failed", error=note, locale=target.locale, seq=1 << 30,
                                 preamble=str(target.extra.get("preamble") or ""))
         handle = CardHandle(card_id=card.card_id, target=target, data=dict(card.target.get("handle", {}) or {}))
         # A restart often meets a throttled platform: a card dropped here would spin forever, so throttles are waited out.

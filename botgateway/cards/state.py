@@ -246,17 +246,19 @@ class CardState:
             self._touch()
         return new
 
-    def mark_queued(self, position: int = 0) -> None:
-        """Show the card as waiting for the previous question of the conversation (``position`` 1 = next)."""
+    def mark_queued(self, position: int = 0, *, busy: bool = False) -> None:
+        """Show the card as waiting for the previous question of the conversation (``position`` 1 = next), or with
+        ``busy`` for a free turn slot of the gateway, every slot answering someone."""
         if self._seen_event or self.final:
             return
         self._status = "queued"
         self._queue_position = max(position, 0)
-        self._error = (
-            t(self.locale, "queued_position", position=position)
-            if position > 0
-            else t(self.locale, "queued")
-        )
+        if busy:
+            self._error = t(self.locale, "queued_busy", position=max(position, 1))
+        elif position > 0:
+            self._error = t(self.locale, "queued_position", position=position)
+        else:
+            self._error = t(self.locale, "queued")
         self._touch()
 
     def mark_started(self) -> None:

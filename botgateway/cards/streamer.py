@@ -11,6 +11,8 @@
 - every call goes through the card's :class:`~botgateway.cards.caller.CardCaller`
   (shared budget, throttle pauses, retries);
 - a long answer continues in a new card (:class:`~botgateway.cards.parts.PartCursor`);
+- where a channel takes its new messages in line (:class:`~botgateway.sink.ChannelLines`), the card lines up when
+  it starts and is created when its turn comes, with what it shows by then (finished, when the answer is);
 - the final answer is delivered by :class:`~botgateway.cards.delivery.FinalDelivery`,
   which never loses it, and a card left behind by a fallback is closed in the
   background (:class:`~botgateway.cards.late_close.LateCloser`).
@@ -48,7 +50,7 @@ from botgateway.events import (
     ToolCallStarted,
     TurnEvent,
 )
-from botgateway.sink import CardHandle, CardSink, CardTarget, Replanning
+from botgateway.sink import CardHandle, CardSink, CardTarget, ChannelLines, Replanning
 from botgateway.snapshot import CardSnapshot, Narration
 from botgateway.stores.base import OpenCardStore
 
@@ -136,6 +138,7 @@ class CardStreamer:
         self._records = records
         self._cursor = PartCursor(state, sink.max_chars)
         self._card = LiveCard(sink, target, self._caller, records, on_visible=self._live_visible)
+        self._sink = sink
         self._late = LateCloser(
             sink, target, self._caller, records,
             late_close_s=timing.late_close_s, backoff=timing.late_backoff,
@@ -178,7 +181,7 @@ class CardStreamer:
         """
         if self._worker is not None:
             return
-        self._worker = asyncio.create_task(self._run(), name=f"card-streamer:{self._owner}")
+        self._worker = self._spawn()
         if not wait:
             return
         try:
@@ -211,6 +214,10 @@ class CardStreamer:
         """Push the current state now (the queue position changed, the turn left the queue)."""
         self._picture_changed()
 
+    def nudge(self) -> None:
+        """:meth:`refresh` for a caller that cannot wait (a callback): the update goes as the card's pacing allows."""
+        self._picture_changed()
+
     def _picture_changed(self) -> None:
         if self._finishing.is_set():
             return  # the final, still to come, carries it
@@ -229,7 +236,7 @@ class CardStreamer:
         self._wake.set()
         self._pacing.stop()
         if self._worker is None:
-            self._worker = asyncio.create_task(self._run(), name=f"card-streamer:{self._owner}")
+            self._worker = self._spawn()
         # Shielded: a cancelled caller must not abort the delivery of the final answer.
         await asyncio.shield(self._worker)
         return self.metrics
@@ -254,6 +261,7 @@ class CardStreamer:
         open-card record in the Store, so start-up recovery closes it.
         """
         await self._pictures.aclose()
+        self._card.leave_line()  # a worker cancelled before its first step never gives its place up itself
         tasks = [t for t in (self._worker, *self._late.running()) if t is not None and not t.done()]
         for task in tasks:
             task.cancel()
@@ -264,8 +272,23 @@ class CardStreamer:
 
     # --- the worker: all sink calls of this card happen here, one at a time ---
 
+    def _spawn(self) -> asyncio.Task[None]:
+        """Line the card up in its channel (in the order the turns start), then start the worker."""
+        if isinstance(self._sink, ChannelLines):
+            self._card.place = self._sink.line_up(self.target)
+        return asyncio.create_task(self._run(), name=f"card-streamer:{self._owner}")
+
     async def _run(self) -> None:
         try:
+            await self._run_card()
+        finally:
+            self._card.leave_line()  # whatever happened, the card holds up its channel's line no more
+
+    async def _run_card(self) -> None:
+        try:
+            if self.policy.live and not self._finishing.is_set():
+                # Not cut short when the answer ends meanwhile: the final then goes out finished in this turn.
+                await self._card.wait_turn()
             if self.policy.live and not self._finishing.is_set():
                 # Rendered when the budget grants the call: a card created late already shows the text so far.
                 await self._card.create(

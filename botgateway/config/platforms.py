@@ -89,7 +89,18 @@ class SlackConfig(AdapterBase):
     update_rate_per_min: float = Field(50.0, gt=0)
     """chat.update budget per workspace, shared by all cards."""
     post_rate_per_s: float = Field(1.0, gt=0)
-    """chat.postMessage budget per channel."""
+    """New messages per second in one channel (``chat.postMessage``, and ``chat.startStream`` unless
+    ``stream_starts_per_channel`` is off): Slack takes about one a second per channel, threads included."""
+    post_burst: int = Field(3, ge=1, le=20)
+    """New messages one channel takes at once: at most this many in any ``post_burst / post_rate_per_s`` seconds
+    (Slack allows short bursts). The planner spends these slots in the order the questions came."""
+    stream_starts_per_channel: bool = True
+    """Count each ``chat.startStream`` against its channel's message budget too (Slack does not say whether it does;
+    counting it is the safe side). Off: native streams start on the workspace's Tier 2 budget alone."""
+    ack_reaction: str = Field("eyes", max_length=100, pattern=r"^[a-z0-9_+'-]*$")
+    """Emoji name (no colons) added as a reaction to each question at once, as the sign it was taken: it costs no
+    message in the channel, whose queue may be long in an incident (``reactions.add``, its own Tier 3 budget). Empty:
+    none. The assistant pane shows its status instead."""
     append_rate_per_min: float = Field(100.0, gt=0)
     """chat.appendStream budget per workspace (Tier 4)."""
     start_stream_rate_per_min: float = Field(20.0, gt=0)

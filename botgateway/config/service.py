@@ -75,8 +75,17 @@ class GatewayConfig(Section):
 
     max_queued_per_conversation: int = Field(3, ge=0)
     """Questions waiting behind a running turn in one conversation; more are refused politely."""
-    max_concurrent_turns: int = Field(64, ge=1)
-    """Turns running at once across all conversations."""
+    max_concurrent_turns: int = Field(128, ge=1)
+    """Turns running at once in this process; more wait for a slot, their cards saying their place, and each asker
+    holds at most ``limits.max_slot_share`` of them.
+
+    A turn holds its slot while the model writes and the tools run, not while its card waits for a platform's
+    budget, so the slots are sized for a burst's generation: a hundred questions at once (an incident) all start
+    writing at once. With 64, the 36 past them waited a whole generation first: Slack N=100 took p95 14.8 s
+    where 128 take 8.2 s. The platforms' budgets carry that burst by themselves: their planner defers live
+    updates, never finals, and DingTalk's 20 calls a second take 100 answers' two calls each in 10 s whatever
+    the slots. A running turn costs a task and its model stream, a few hundred KB; lower this for a model
+    provider that takes fewer requests at once."""
     max_question_chars: int = Field(20_000, ge=100)
     """Longest question accepted, in characters; a longer one is refused with a note saying the limit, and never reaches the model."""
     admins: list[str] = Field(default_factory=list)
@@ -141,6 +150,15 @@ class GatewayConfig(Section):
 
     Older (nobody was there to take it: the whole fleet restarted at once), it is
     not answered any more and its asker is asked to ask again.
+    """
+    resume_within_s: float = Field(300.0, ge=0)
+    """How old a question may be for the process that recovers it to answer it again after a crash (0: never).
+
+    A question whose process died while answering (a crash, ``kill -9``, a lost node) is run again once, by
+    whichever process finds its card left open: the same one restarted, or another replica. Only when every tool
+    call it had made only reads, and no call waited for an approval; its card says it was resumed after a restart,
+    and the answer goes into it. An older question, or a turn that may have changed something, has its card
+    closed with the reason, as is a resumed turn interrupted again.
     """
     replicas: int = Field(1, ge=1)
     """How many gateway processes are expected to run at once (replicas × workers), sharing the platforms' rate limits.

@@ -67,6 +67,7 @@ def encode_card(card: OpenCard) -> str:
             "target": dict(card.target),
             "created_at": card.created_at,
             "owner": card.owner,
+            **({"resume": dict(card.resume)} if card.resume else {}),
         }
     )
 
@@ -81,6 +82,7 @@ def decode_card(text: str | bytes) -> OpenCard:
         target=data.get("target") or {},
         created_at=float(data.get("created_at") or 0.0),
         owner=str(data.get("owner") or ""),
+        resume=resume if isinstance(resume := data.get("resume"), dict) else {},
     )
 
 

@@ -159,6 +159,10 @@ class OpenCard:
     Recovery spares a card whose owner is live (see :meth:`InstanceStore.live_instances`)
     and closes it once that owner stops sending heartbeats.
     """
+    resume: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-ready: what a recovering process needs to run the card's turn again, once (the question, who asked where,
+    the tool calls made so far; :mod:`botgateway.turns.resume`). Empty when the turn is not to be resumed, or a
+    release that kept none wrote the record."""
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,10 @@ class TurnRunner:
             if waited:
                 turn.state.mark_started()
                 await turn.streamer.refresh()
-            async with self._slots.hold(asker_of(msg)):
+            async with self._slots.hold(asker_of(msg), on_place=lambda place: _show_slot_place(turn, place)):
+                if turn.state.status == "queued":  # it waited for a slot: the card says it runs now
+                    turn.state.mark_started()
+                    await turn.streamer.refresh()
                 if turn.moving is not None:
                     await turn.moving  # a draining gateway is moving it: moved, this task is cancelled here
                 started = time.monotonic()
@@ -230,6 +233,12 @@ async def _show_queued(turn: ScheduledTurn) -> None:
         await turn.streamer.refresh()
     except Exception as exc:  # the card catches up with the next update
         log.debug("gateway.refresh_failed", turn_id=turn.turn_id, error=type(exc).__name__)
+
+
+def _show_slot_place(turn: ScheduledTurn, place: int) -> None:
+    """Every turn slot is taken: the card says where the turn is in line for one (1: next)."""
+    turn.state.mark_queued(place, busy=True)
+    turn.streamer.nudge()
 
 
 def _tell(turn: ScheduledTurn, event: TurnEvent) -> None:

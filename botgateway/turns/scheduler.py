@@ -22,9 +22,11 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from botgateway.access import PrincipalLimits, asker_of, write_refusal
+from botgateway.answers import is_question
 from botgateway.background import BackgroundTasks
 from botgateway.cards.buffer_policy import BufferPolicy
 from botgateway.cards.factory import CardFactory
+from botgateway.cards.records import ResumableRecords
 from botgateway.config import Config
 from botgateway.events import EventListener
 from botgateway.fleet import Fleet
@@ -37,6 +39,7 @@ from botgateway.telemetry import TurnObserver
 from botgateway.turns.fair_slots import FairSlots, fair_share
 from botgateway.turns.queues import ConversationQueues
 from botgateway.turns.replies import Replies
+from botgateway.turns.resume_record import TurnProgress
 from botgateway.turns.runner import TurnRunner
 from botgateway.turns.turn import ScheduledTurn
 
@@ -54,8 +57,9 @@ class TurnScheduler:
         config: The ``gateway``, ``limits`` and ``card`` sections.
         queues: This process's scheduled turns, one line per conversation.
         cards: Builds each turn's card.
-        background: The cards' own background work (closing a card after a fallback delivery); cancelled at shutdown
-            after the turns (recovery closes such cards at the next start).
+        background: The cards' own background work (closing a card after a fallback delivery, writing a question's
+            progress on its card's record); cancelled at shutdown after the turns (recovery closes such cards at the
+            next start).
         side: The gateway's side tasks (notes, queue refreshes), waited for at shutdown like the turns.
         replies: How a question refused for a full line is answered (it is audited in ``store`` first).
         limits: The askers' limits: a turn's place in them ends when it ends, or at once when it never runs.
@@ -89,6 +93,7 @@ class TurnScheduler:
         self._replies = replies
         self._limits = limits
         self._is_admin = is_admin
+        self._tools = loop.tools
         slots = config.gateway.max_concurrent_turns
         self._runner = TurnRunner(
             loop,
@@ -196,8 +201,19 @@ class TurnScheduler:
             target=dataclasses.replace(msg.target, turn_id=turn_id),
             ctx=dataclasses.replace(msg.ctx, conversation_id=msg.conversation_id, roles=frozenset(roles)),
         )
-        state, streamer = self._cards.build(sink, msg.target, policy)
-        return ScheduledTurn(msg, turn_id, state, streamer)
+        cards, progress = self._cards, None
+        if self._config.gateway.resume_within_s > 0 and is_question(msg.target):
+            # A typed question's cards carry it on record, with its tool calls so far: a crash does not lose it.
+            progress = TurnProgress(msg, turn_id, read_only=self._read_only)
+            records = ResumableRecords(cards.store, progress.record, background=self._background)
+            progress.on_change = records.progressed
+            cards = dataclasses.replace(cards, store=records)
+        state, streamer = cards.build(sink, msg.target, policy)
+        return ScheduledTurn(msg, turn_id, state, streamer, progress)
+
+    def _read_only(self, name: str) -> bool:
+        """Whether the tool ``name`` says it only reads (a call of any other keeps its turn from being resumed)."""
+        return getattr(self._tools.get(name), "read_only", False) is True
 
     def _release(self, turn: ScheduledTurn) -> None:
         """Take ``turn`` off its conversation, let the next waiting question run and show the others their place."""

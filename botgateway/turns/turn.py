@@ -32,6 +32,7 @@ from botgateway.messages import InboundMessage, TurnOutcome
 from botgateway.redaction import RedactSecrets, redact_text
 from botgateway.stores.base import AuditRecord, ToolCallRow
 from botgateway.tooling.contract import Source
+from botgateway.turns.resume_record import RESUMED_FROM, TurnProgress
 from botgateway.usage import USAGE_KEY, usage_entry
 
 __all__ = ["ScheduledTurn"]
@@ -53,7 +54,10 @@ class _Where(TypedDict):
 class ScheduledTurn:
     """One scheduled turn (mutable; owned by the gateway)."""
 
-    def __init__(self, msg: InboundMessage, turn_id: str, state: CardState, streamer: CardStreamer) -> None:
+    def __init__(
+        self, msg: InboundMessage, turn_id: str, state: CardState, streamer: CardStreamer,
+        progress: TurnProgress | None = None,
+    ) -> None:
         self.msg = msg
         """The question, as the adapter handed it over (``target.turn_id`` set)."""
         self.turn_id = turn_id
@@ -102,9 +106,13 @@ class ScheduledTurn:
         """Each model call's usage as the audit record keeps it (:func:`~botgateway.usage.recorder.usage_entry`)."""
         self.listener: EventListener | None = None
         """Told of each event as the card is (an HTTP API client's stream); ``None``: nobody listens."""
+        self.progress = progress
+        """What its card's record keeps to run it again after a crash (``None``: it is not to be resumed)."""
 
     def observe(self, event: TurnEvent) -> None:
-        """Keep what the audit record needs."""
+        """Keep what the audit record needs (and its card's record, to resume it)."""
+        if self.progress is not None:
+            self.progress.observe(event)
         if isinstance(event, ToolCallStarted):
             self.tool_calls[event.call_id] = {
                 "name": event.name, "arguments": _REDACT.redact(dict(event.arguments)), "started_at": time.time()
@@ -185,6 +193,7 @@ class ScheduledTurn:
             started_at=self.started_at,
             duration_s=round(duration_s, 3),
             extra={**({"card": metrics.to_dict()} if metrics is not None else {}),
+                   **({RESUMED_FROM: resumed} if (resumed := msg.target.extra.get(RESUMED_FROM)) else {}),
                    **({"model": self.model} if self.model else {}),
                    **({USAGE_KEY: list(self.model_calls)} if self.model_calls else {})},
             **self._where(),

@@ -11,6 +11,11 @@ behaves like Slack where it matters for the card pipeline:
   ``chat.startStream`` Tier 2, ``chat.appendStream`` Tier 4, ``chat.postMessage``
   per channel; tests pass scaled-down windows) answer either
   ``ok:false, error: ratelimited`` bodies or HTTP 429 with ``Retry-After``;
+* a channel's new messages (``channel_limit``: about one a second with short
+  bursts, :data:`SLACK_CHANNEL_MESSAGES`) are counted together, whatever method
+  makes them: ``chat.postMessage`` and, unless ``stream_starts_per_channel`` is
+  off, ``chat.startStream``, in threads too; past the window, the same throttle;
+* ``reactions.add`` keeps each message's reactions (:attr:`FakeSlack.reactions`);
 * ``fail(method, ...)`` injects errors (``ok:false`` codes, HTTP 5xx);
 * ``chat.startStream`` / ``appendStream`` / ``stopStream`` keep the streamed
   markdown and task updates of a message; ``chat.delete`` removes a message
@@ -61,6 +66,8 @@ TRIGGER_TTL_S = 3.0
 """A ``trigger_id`` opens a modal within this long after its interaction, once (Slack's rule)."""
 APP_TOKEN = "xapp-fake-app-token"
 SIGNING_SECRET = "fake-signing-secret"
+MESSAGE_METHODS = ("chat.postMessage", "chat.startStream")
+"""Methods that make a new message in a channel (``chat.startStream`` only while stream starts are counted)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ class Window:
     """What the window is counted per (Slack's ``chat.postMessage`` special limit is per channel)."""
 
 
+SLACK_CHANNEL_MESSAGES = Window(3, 3.0, "channel")
+"""Slack's limit on a channel's new messages as the fake models it: about one a second, bursts of three."""
+
+
 @dataclass
 class Call:
     """One recorded Web API call."""
@@ -84,7 +95,7 @@ class Call:
     args: dict[str, Any]
     """Arguments (JSON body, form body and query merged; ``token`` removed)."""
     at: float
-    """Monotonic time the call arrived."""
+    """When the call arrived (the fake's clock: monotonic unless a test gave its own)."""
     ok: bool = True
     """Whether the fake answered ``ok: true``."""
     error: str = ""
@@ -177,7 +188,11 @@ class FakeSlack:
         retry_after: float = 1.0,
         streaming_enabled: bool = True,
         latency_s: float = 0.0,
+        channel_limit: Window | None = None,
+        stream_starts_per_channel: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock`` times the calls and counts the rate windows (a test's virtual clock; default: monotonic)."""
         self.team_id = team_id
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
@@ -191,6 +206,13 @@ class FakeSlack:
         """False makes ``chat.startStream`` answer ``not_allowed_token_type`` like a workspace without AI features."""
         self.latency_s = latency_s
         """Delay before every Web API answer (simulates a slow Slack)."""
+        self.channel_limit = channel_limit
+        """New messages one channel takes, whatever method makes them (None: not limited beyond ``limits``)."""
+        self.stream_starts_per_channel = stream_starts_per_channel
+        """Whether ``chat.startStream`` counts as one of its channel's new messages."""
+        self._clock = clock
+        self.reactions: dict[tuple[str, str], list[str]] = defaultdict(list)
+        """Reactions added per (channel, ts) of a message, in order (``reactions.add``)."""
         self.user_names: dict[str, str] = {"U1": "alice", "U2": "bob"}
         """Display names ``users.info`` knows."""
         self.usergroups: dict[str, list[str]] = {}
@@ -489,7 +511,7 @@ class FakeSlack:
                 except ValueError:
                     pass
         token = args.pop("token", None) or request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        call = Call(method, args, time.monotonic())
+        call = Call(method, args, self._clock())
         self.calls.append(call)
         try:
             if self.latency_s:
@@ -523,16 +545,13 @@ class FakeSlack:
         window = self.limits.get(method)
         if window is not None:
             scope = str(args.get("channel", "")) if window.scope == "channel" else self.team_id
-            accepted = self._accepted[(method, scope)]
-            while accepted and call.at - accepted[0] >= window.seconds:
-                accepted.popleft()
-            if len(accepted) >= window.calls:
-                retry = max(0.05, window.seconds - (call.at - accepted[0]))
-                if self.limit_style == "http429":
-                    # Whole seconds, rounded up like Slack's: rounding down would invite a retry that is throttled again.
-                    return self._reply(call, error="ratelimited", status=429, headers={"Retry-After": str(math.ceil(retry))})
-                return self._reply(call, error="ratelimited")
-            accepted.append(call.at)
+            throttle = self._over(call, window, (method, scope))
+            if throttle is not None:
+                return throttle
+        if self.channel_limit is not None and self._makes_message(method):
+            throttle = self._over(call, self.channel_limit, ("messages", str(args.get("channel", ""))))
+            if throttle is not None:
+                return throttle
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return self._reply(call, error="unknown_method")
@@ -541,7 +560,33 @@ class FakeSlack:
             return self._reply(call, error=result)
         return self._reply(call, result)
 
+    def _makes_message(self, method: str) -> bool:
+        return method in MESSAGE_METHODS and (method != "chat.startStream" or self.stream_starts_per_channel)
+
+    def _over(self, call: Call, window: Window, key: tuple[str, str]) -> web.Response | None:
+        """The throttle answer when ``call`` is past ``window`` counted under ``key``; else None (the call counts)."""
+        accepted = self._accepted[key]
+        while accepted and call.at - accepted[0] >= window.seconds:
+            accepted.popleft()
+        if len(accepted) < window.calls:
+            accepted.append(call.at)
+            return None
+        retry = max(0.05, window.seconds - (call.at - accepted[0]))
+        if self.limit_style == "http429":
+            # Whole seconds, rounded up like Slack's: rounding down would invite a retry that is throttled again.
+            return self._reply(call, error="ratelimited", status=429, headers={"Retry-After": str(math.ceil(retry))})
+        return self._reply(call, error="ratelimited")
+
     # Each _m_<method> returns a body dict (ok) or an error code string.
+
+    def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any] | str:
+        channel, ts, name = str(args.get("channel") or ""), str(args.get("timestamp") or ""), str(args.get("name") or "")
+        if not channel or not ts or not name:
+            return "invalid_arguments" if channel else "channel_not_found"
+        if name in self.reactions[(channel, ts)]:
+            return "already_reacted"
+        self.reactions[(channel, ts)].append(name)
+        return {}
 
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any] | str:
         return {"url": "https://fake.slack.com/", "team": "Fake", "user": "botgateway", "team_id": self.team_id,

@@ -134,14 +134,20 @@ async def test_two_questions_of_one_thread_on_two_replicas_run_one_after_the_oth
     assert any(answer_of(first) in str(m.get("content")) for m in asked[1]["messages"] if m.get("role") == "assistant")
 
 
-async def test_a_killed_replica_s_cards_are_finalized_by_the_others(fleet: Fleet) -> None:
+async def test_a_killed_replica_s_question_is_resumed_once_by_another_in_its_card(fleet: Fleet) -> None:
     c = fleet.replicas[2]
     thread = await fleet.ask(c, "[slow 2] scan every region", channel="CKILL", user="U2")
     await fleet.fake.wait_for(lambda: any("Still looking" in m.markdown() for m in fleet.bot_messages("CKILL", thread)),
                               timeout=60)
+    [card] = fleet.bot_messages("CKILL", thread)
     c.signal(signal.SIGKILL)
     await c.process.wait()
-    await fleet.fake.wait_for(lambda: not any(map(looks_live, fleet.bot_messages("CKILL", thread))), timeout=60)
+    # Another replica runs the question again, once, into the same card (it streams on: a slow question).
+    await fleet.fake.wait_for(lambda: "Resumed after a restart" in card.text and "Still looking" in card.text,
+                              timeout=60)
+    assert [m.ts for m in fleet.bot_messages("CKILL", thread)] == [card.ts]
+    resumed = [line for r in fleet.replicas[:2] for line in r.log_lines() if line.get("event") == "gateway.resumed"]
+    assert len(resumed) == 1, resumed
     # The others still answer.
     follow = await fleet.ask(fleet.replicas[0], "[q 7] still there?", channel="CAFTER", user="U3")
     await fleet.fake.wait_for(lambda: _answered(fleet, "CAFTER", follow, 7), timeout=60)

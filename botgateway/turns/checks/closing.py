@@ -19,6 +19,11 @@ class Closing:
         """Refuse every question from now on."""
         self._closed = True
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (nothing new starts here any more)."""
+        return self._closed
+
     async def __call__(self, msg: InboundMessage, turn_id: str) -> InboundMessage | Verdict:
         """``msg``, unless the process is closing."""
         if not self._closed:

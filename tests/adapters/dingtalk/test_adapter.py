@@ -309,7 +309,7 @@ async def test_ten_concurrent_group_questions_stay_under_20_qps_with_exact_answe
 # --- crash recovery -----------------------------------------------------------------------------
 
 
-async def test_crash_recovery_finalizes_a_card_left_open(make_env):
+async def test_crash_recovery_resumes_the_question_into_the_card_left_open(make_env):
     fake = await make_env.fake()
     crashed = await make_env(fake=fake, db="shared.db")
     crashed.llm_server.enqueue(Script(chunks=[role_chunk(), *text_chunks("回答到一半"), Pause(30)]))
@@ -321,11 +321,16 @@ async def test_crash_recovery_finalizes_a_card_left_open(make_env):
     # The first process stops acting (crashed); a new one starts on the same store.
     await crashed.adapter.stop()
     restarted = await make_env(fake=fake, db="shared.db")
-    # What `botgateway run` does once its adapters are up.
-    closed = await restarted.gateway.recovery.recover_open_cards({"dingtalk": restarted.adapter.sink})
-    assert closed == 1
-    assert card.finalized and card.error
-    assert "请重新提问" in card.updates[-1]["content"]
+    restarted.llm_server.enqueue(Script.text("完整的回答。"))
+    # What `botgateway run` does once its adapters are up: the question (no tool called) is answered again.
+    assert await restarted.gateway.recovery.recover_open_cards({"dingtalk": restarted.adapter.sink}) == 1
+    [resumed] = await restarted.store.open_cards()  # the same card, its record now the resumed turn's
+    assert resumed.card_id == open_card.card_id and resumed.resume["resumed_from"] == open_card.turn_id
+    outcome = await asyncio.wait_for(restarted.gateway.wait_turn(resumed.turn_id), 15)
+    assert outcome is not None and outcome.outcome == "done"
+    assert card.finalized and not card.error and "完整的回答。" in card.updates[-1]["content"]
+    assert "重启后已继续回答" in card.updates[-1]["content"]
+    assert len(fake.cards) == 1  # the same card, no other
     assert await restarted.store.open_cards() == []
 
 

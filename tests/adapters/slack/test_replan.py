@@ -52,7 +52,7 @@ async def fake() -> AsyncIterator[FakeSlack]:
 async def test_a_stream_whose_window_was_spent_after_the_plan_starts_as_an_edited_message(fake: FakeSlack) -> None:
     budget = RateBudget(clock=Clock())
     config = SlackConfig(bot_token=SecretStr(BOT_TOKEN), api_base_url=fake.api_url, streaming="native",
-                         stop_button=False)
+                         stop_button=False, stream_starts_per_channel=False)
     client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=5)
     sink = SlackCardSink(client, config, pacer=BudgetPacer(budget))
     buckets = SlackBuckets.from_config(config)

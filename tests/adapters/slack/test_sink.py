@@ -397,7 +397,7 @@ def _budgeted(fake: FakeSlack, budget: RateBudget, clock: Clock | None = None, *
 
 async def test_native_creates_draw_the_workspace_start_stream_budget(fake: FakeSlack) -> None:
     budget = RateBudget()
-    sink = _budgeted(fake, budget, streaming="auto", start_stream_rate_per_min=20, rate_window_s=2)
+    sink = _budgeted(fake, budget, streaming="auto", start_stream_rate_per_min=20, rate_window_s=2, stream_starts_per_channel=False)
     a, b = _target(channel="C1", turn="a"), _target(channel="C2", turn="b")
     key, limit = sink.rate_key("create", a)
     assert key == sink.rate_key("create", b)[0] == "slack:T0001:chat.startStream"  # Tier 2, per workspace
@@ -420,7 +420,7 @@ async def test_native_creates_draw_the_workspace_start_stream_budget(fake: FakeS
 
 async def test_a_queued_card_pays_for_its_placeholder_and_retries_use_the_post_budget(fake: FakeSlack) -> None:
     budget = RateBudget()
-    sink = _budgeted(fake, budget, streaming="native")
+    sink = _budgeted(fake, budget, streaming="native", stream_starts_per_channel=False)
     target = _target(turn="q")
     assert sink.rate_key("create", target)[0] == "slack:T0001:chat.startStream"  # budgeted as a stream…
     fake.fail("chat.postMessage", "ratelimited", status=429, retry_after=0.2)
@@ -439,7 +439,7 @@ async def test_a_queued_card_pays_for_its_placeholder_and_retries_use_the_post_b
 async def test_rollover_draws_the_start_stream_budget_itself(fake: FakeSlack) -> None:
     budget = RateBudget()
     clock = Clock()
-    sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240)
+    sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240, stream_starts_per_channel=False)
     handle = await sink.create(_target(), snap("working"))
     await sink.update(handle, snap("streaming", "part one, "))
     assert budget.granted("slack:T0001:chat.startStream") == 0
@@ -457,7 +457,7 @@ async def test_a_throttled_rollover_pauses_the_start_stream_bucket_not_the_appen
     budget = RateBudget()
     clock = Clock()
     # a short window: the paused bucket restarts empty and refills at the window's pace
-    sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240, rate_window_s=2)
+    sink = _budgeted(fake, budget, clock, streaming="native", stream_rollover_s=240, rate_window_s=2, stream_starts_per_channel=False)
     handle = await sink.create(_target(), snap("working"))
     await sink.update(handle, snap("streaming", "part one, "))
     clock.now += 241

@@ -1,0 +1,132 @@
+"""Each Slack channel's line of answers waiting to make their first message, in the order the questions came.
+
+A channel takes about one new message a second. Thirty questions in one
+channel are therefore a queue, whatever the workspace's budgets allow: the
+k-th answer cannot be complete before the k-th message slot. The line hands
+the slots out in arrival order: only the card at the head goes to the
+channel's budget for its slot, and the next one moves up once the head's
+call is being made (:meth:`ChannelLines.made`) or the head needs no slot any
+more (:meth:`Place.leave`). The card at the head makes its message with
+whatever it shows by then: an answer that is ready goes out finished, in one
+message, and one still being written starts its live card, which is finished
+later on the workspace's budgets, no channel slot needed.
+
+Calls that do not open an answer (a fallback, a deferred answer's final) do
+not line up: they draw from the channel's budget directly. A Stop control waits
+until the line is empty (:meth:`ChannelLines.idle`): it never takes a queued
+answer's slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import OrderedDict
+
+from adapters.slack.handles import CardKey, card_key
+from botgateway.sink import CardTarget
+
+__all__ = ["ChannelLines", "Place"]
+
+_Channel = tuple[str, str]
+"""Workspace and channel of a line."""
+
+
+class Place:
+    """One card's place in its channel's line (a :class:`~botgateway.sink.LinePlace`)."""
+
+    def __init__(self, lines: ChannelLines, channel: _Channel, card: CardKey, number: int) -> None:
+        self._lines = lines
+        self.channel = channel
+        """The line's workspace and channel."""
+        self.card = card
+        """The card holding the place."""
+        self.number = number
+        """Its number in the line (increasing in arrival order)."""
+        self.head = asyncio.Event()
+        """Set once the place is the first of its line."""
+        self.left = False
+        """True once the place was given up."""
+
+    async def turn(self) -> None:
+        """Wait until this card is the first of its channel's line (at once when it is, or left)."""
+        if not self.left:
+            await self.head.wait()
+
+    def leave(self) -> None:
+        """Give the place up; the next card of the line moves up. Idempotent."""
+        self._lines.leave(self)
+
+    @property
+    def ahead(self) -> int:
+        """Answers ahead of this one in its channel's line (0 at the head or once left)."""
+        return self._lines.ahead(self)
+
+
+class ChannelLines:
+    """Every channel's line of answers waiting for their first message (mutable; one per sink)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[_Channel, OrderedDict[int, Place]] = {}
+        self._emptied: dict[_Channel, asyncio.Event] = {}  # set when the channel's line empties
+        self._by_card: dict[CardKey, Place] = {}
+        self._numbers = itertools.count()
+
+    def line_up(self, target: CardTarget) -> Place:
+        """A place at the end of the line of ``target``'s channel (a card that lines up again keeps its place)."""
+        card = card_key(target)
+        held = self._by_card.get(card)
+        if held is not None and not held.left:
+            return held
+        channel = (target.workspace_id, target.chat_id)
+        line = self._lines.setdefault(channel, OrderedDict())
+        place = Place(self, channel, card, next(self._numbers))
+        line[place.number] = place
+        self._by_card[card] = place
+        if len(line) == 1:
+            place.head.set()
+        return place
+
+    def made(self, target: CardTarget) -> None:
+        """The first message of ``target``'s card is being made (its slot was granted): the next card moves up."""
+        place = self._by_card.get(card_key(target))
+        if place is not None:
+            place.leave()
+
+    def leave(self, place: Place) -> None:
+        """Take ``place`` out of its line; when it was the head, the next place becomes the head."""
+        if place.left:
+            return
+        place.left = True
+        place.head.set()  # whoever waits on it stops waiting
+        if self._by_card.get(place.card) is place:
+            del self._by_card[place.card]
+        line = self._lines.get(place.channel)
+        if line is None or place.number not in line:
+            return
+        was_head = next(iter(line)) == place.number
+        del line[place.number]
+        if not line:
+            del self._lines[place.channel]
+            emptied = self._emptied.pop(place.channel, None)
+            if emptied is not None:
+                emptied.set()
+        elif was_head:
+            next(iter(line.values())).head.set()
+
+    def ahead(self, place: Place) -> int:
+        """Places ahead of ``place`` in its line."""
+        line = self._lines.get(place.channel)
+        if place.left or line is None:
+            return 0
+        return sum(1 for number in line if number < place.number)
+
+    async def idle(self, target: CardTarget) -> None:
+        """Return once no answer of ``target``'s channel waits for its first message (at once when none does)."""
+        channel = (target.workspace_id, target.chat_id)
+        while channel in self._lines:
+            await self._emptied.setdefault(channel, asyncio.Event()).wait()
+
+    def waiting(self, workspace_id: str, chat_id: str) -> int:
+        """Answers in the line of one channel now, the head included."""
+        return len(self._lines.get((workspace_id, chat_id), ()))
