@@ -11,10 +11,15 @@ group ``cidBench000i==``: DingTalk's conversations are per group, and the
 gateway runs one turn per conversation at a time, so N concurrent questions
 come from N groups. The card's ``openSpaceId`` (or the message's session)
 identifies the turn.
+
+A fleet of K replicas (``--replicas``) holds K Stream connections, one per
+process; the fake hands the messages to them in turn, as DingTalk balances an
+app's connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from typing import Any
@@ -45,9 +50,11 @@ class DingTalkSide(PlatformSide):
     platform = "dingtalk"
     methods = ("card create", "card stream", "card update", "message (session webhook)", "message (group)")
 
-    def __init__(self, settings: BenchSettings, answers: list[str]) -> None:
+    def __init__(self, settings: BenchSettings, answers: list[str], *, replicas: int = 1) -> None:
+        """``replicas``: the Stream connections to wait for, one per gateway process."""
         super().__init__(answers)
         self.settings = settings
+        self.replicas = replicas
         self.fake = FakeDingTalk(qps_limit=settings.dingtalk_qps, latency_s=settings.latency_ms / 1000.0)
         self._order = itertools.count()
         self._keys: dict[int, tuple[str, float]] = {}
@@ -74,8 +81,13 @@ class DingTalkSide(PlatformSide):
         return {"platform_url": url, "client_id": self.fake.client_id, "client_secret": self.fake.client_secret}
 
     async def wait_connected(self, timeout: float) -> None:
-        """Until the adapter's Stream-mode websocket is open."""
+        """Until every replica's Stream-mode websocket is open."""
         await self.fake.wait_connected(timeout)
+        deadline = time.monotonic() + timeout
+        while sum(1 for ws in self.fake.sockets if not ws.closed) < self.replicas:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.fake.sockets)} of {self.replicas} Stream connections open")
+            await asyncio.sleep(0.05)  # the fake announces no connection; a fleet's start is not measured
 
     async def push(self, turn: int) -> None:
         """A bot-message ``CALLBACK`` frame; the moment is the mention's inbound time."""

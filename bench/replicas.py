@@ -1,14 +1,18 @@
-"""The worker processes of one Slack scenario: one in Socket Mode, or K replicas of a fleet sharing Redis.
+"""The worker processes of one chat scenario: one (Socket Mode or Stream mode, SQLite), or K replicas sharing Redis.
 
 With one replica (the default) the scenario runs as it always has: one
-worker, Socket Mode, SQLite. With ``--replicas K`` above 1, K workers are
-configured as the replicas of a deployment behind a load balancer are: Slack
-in HTTP Events mode, each on its own port (``http_ports`` from the Slack
-side, which posts every mention to each of them), the Redis store under the
-scenario's key prefix, ``gateway.replicas: K`` and an instance id of its own
-(``bench-r<i>-…``; the ids' lock files go in the scenario's folder). Their
-numbers are reported together: CPU seconds and peak RSS summed, each
-replica's own beside them.
+worker, SQLite. With ``--replicas K`` above 1, K workers are configured as
+the replicas of a deployment are: the Redis store under the scenario's key
+prefix, ``gateway.replicas: K`` and an instance id of its own
+(``bench-r<i>-…``; the ids' lock files go in the scenario's folder); on
+Slack in HTTP Events mode behind a load balancer, each on its own port
+(``http_ports`` from the Slack side, which posts every mention to each of
+them); on DingTalk each with its own Stream connection. Their numbers are
+reported together: CPU seconds and peak RSS summed, each replica's own
+beside them.
+
+The same call with another ``folder`` builds the workers again as they were
+(the same SQLite file, the same instance ids): the crash scenario's restart.
 """
 
 from __future__ import annotations
@@ -24,15 +28,20 @@ __all__ = ["fleet_process", "marked_warnings", "replica_workers"]
 
 
 def replica_workers(job: dict[str, Any], folder: Path, *, replicas: int, prefix: str = "") -> list[WorkerProcess]:
-    """The workers of a scenario: ``job``'s one, or ``replicas`` replicas sharing Redis under ``prefix``."""
+    """The workers of a scenario: ``job``'s one, or ``replicas`` replicas sharing Redis under ``prefix``.
+
+    ``folder`` holds their job, stderr and result files (the one worker's SQLite file is in ``job["tmp"]``)."""
     if replicas == 1:
+        folder.mkdir(parents=True, exist_ok=True)
         return [WorkerProcess(job, folder)]
     fleet = []
     for index in range(replicas):
         mine = folder / f"r{index}"
         mine.mkdir(parents=True, exist_ok=True)
         share = {**job, "replicas": replicas, "instance_id": f"bench-r{index}-{prefix.split(':')[1][:8]}",
-                 "http_port": job["http_ports"][index], "redis_url": REDIS_URL, "redis_prefix": prefix}
+                 "redis_url": REDIS_URL, "redis_prefix": prefix}
+        if "http_ports" in job:  # Slack: events over HTTP, each replica on its port
+            share["http_port"] = job["http_ports"][index]
         fleet.append(WorkerProcess(share, mine, env={"TMPDIR": str(folder)}))
     return fleet
 

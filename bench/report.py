@@ -9,6 +9,7 @@ and is shown as ``∞``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from rich.table import Table
 
 from bench.charts import charts_lines, charts_tables
 from bench.core_report import core_chart_row, core_problem_lines, core_table
+from bench.crash import crash_lines
 from bench.estate import estate_lines, estate_table
+from bench.incident import incident_lines
 
 COLORS = {"slack/auto": "#2b8a3e", "slack/edit": "#1c7ed6", "dingtalk/card": "#e8590c"}
 
@@ -45,8 +48,18 @@ def _sort_key(value: float | None, failed: int) -> float:
 
 
 def best_floor(result: dict[str, Any]) -> dict[str, Any]:
-    """The scenario's lowest floor (by p95 completion) over the plans shown for it; the first on ties."""
+    """The scenario's floor (:func:`bench.floor.scenario_floor`); in a report of before it, the lowest p95 of the
+    plans shown."""
+    if "floor" in result:
+        return dict(result["floor"])
     return min(result["floors"], key=lambda f: _sort_key(f["complete_s"]["p95"], f["complete_s"].get("failed", 0)))
+
+
+def _ratios(result: dict[str, Any]) -> str:
+    """Measured ÷ floor, p50 and p95 (``1.04× / 1.31×``)."""
+    ratio = result.get("ratio") or {}
+    return " / ".join("∞" if ratio.get(k) is None and result["complete_s"].get("failed") else
+                      "—" if ratio.get(k) is None else f"{ratio[k]:.2f}×" for k in ("p50", "p95"))
 
 
 def _distance(result: dict[str, Any]) -> str:
@@ -61,7 +74,8 @@ def _latency_table(results: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     twice = any("answered_twice" in r for r in results)  # Slack's results count them
     for name, justify in [("scenario", "left"), ("exact", "right"), ("first text p50 / p95", "right"),
-                          ("complete p50 / p95 / max", "right"), ("floor p95", "right"), ("p95 − floor", "right"), ("throttled", "right"),
+                          ("complete p50 / p95 / max", "right"), ("floor p50 / p95", "right"), ("÷ floor", "right"),
+                          ("p95 − floor", "right"), ("throttled", "right"),
                           ("live left", "right"), *([("answered twice", "right")] if twice else []),
                           ("mention → model p50", "right"), ("CPU s / RSS MB", "right")]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -72,7 +86,8 @@ def _latency_table(results: list[dict[str, Any]], title: str) -> Table:
             f"{r['exact']}/{r['answers']}",
             _pct(r["first_text_s"], "p50", "p95"),
             _pct(r["complete_s"], "p50", "p95", "max"),
-            f"{_s(best['complete_s']['p95'])} ({best['plan']})",
+            _pct(best["complete_s"], "p50", "p95"),
+            _ratios(r),
             _distance(r),
             str(_throttled(r)),
             str(r["live_left"]["count"]),
@@ -102,26 +117,51 @@ def _calls_table(results: list[dict[str, Any]], title: str) -> Table:
 
 
 def _floor_lines(result: dict[str, Any], gen_s: float) -> list[str]:
+    """Each plan's floor, then the scenario's beside the figures: the ratios, and each answer against its own."""
     lines = []
     for f in result["floors"]:
         c = f["complete_s"]
         budget = f"calls ÷ rate {f['calls_over_rate_s']:.1f} s on {f['busiest_limit']}" if f["busiest_limit"] else "no limit binds"
+        aside = "" if f.get("in_floor", True) else " (shown beside the floor, not part of it)"
         lines.append(
             f"  floor {f['plan']} ({f['calls']}): {budget}; best schedule complete p50/p95/max "
-            f"{_s(c['p50'])}/{_s(c['p95'])}/{_s(c['max'])} s (gen {gen_s:g} s)"
+            f"{_s(c['p50'])}/{_s(c['p95'])}/{_s(c['max'])} s (gen {gen_s:g} s){aside}"
         )
+    if "floor" not in result:
+        return lines
+    best, complete = result["floor"], result["complete_s"]
+    over = result["over_floor_s"]
+    lines.append(
+        f"  [bold]FLOOR[/] {best['plan']}: p50/p95/max {_s(best['complete_s']['p50'])}/{_s(best['complete_s']['p95'])}/"
+        f"{_s(best['complete_s']['max'])} s (generation {best['gen_s']:g} s, round trip {best['latency_s'] * 1000:g} ms) · "
+        f"measured {_pct(complete, 'p50', 'p95')} s = {_ratios(result)} the floor · each answer past its own floor "
+        f"p50/p95/max {_pct(over, 'p50', 'p95', 'max')} s"
+    )
     return lines
 
 
+def _shape_lines(result: dict[str, Any]) -> list[str]:
+    """An incident's channel, a crash's kill and restart."""
+    variant = result["scenario"].get("variant", "")
+    if variant.startswith("incident"):
+        return incident_lines(result)
+    if variant == "crash" and "crash" in result:
+        return crash_lines(result)
+    return []
+
+
 def _fleet_lines(result: dict[str, Any]) -> list[str]:
-    """A Slack fleet's replicas (the table sums their CPU and RSS), and what went wrong delivering to them."""
+    """A fleet's replicas (the table sums their CPU and RSS), and on Slack what went wrong delivering to them."""
     replicas = result["process"].get("replicas")
     if not replicas:
         return []
     each = "; ".join(f"replica {p['index']} CPU {p['cpu_s']:.1f} s, RSS {p['peak_rss_bytes'] / 2**20:.0f} MB"
                      for p in replicas)
-    lines = [(f"  {len(replicas)} replicas sharing Redis, Slack events over HTTP, every mention posted to each "
-              f"(the table sums their CPU and RSS): {each}")]
+    how = ("Slack events over HTTP, every mention posted to each" if "deliveries" in result
+           else "a Stream connection each, the messages handed to them in turn")
+    lines = [f"  {len(replicas)} replicas sharing Redis, {how} (the table sums their CPU and RSS): {each}"]
+    if "deliveries" not in result:
+        return lines
     twice = result["answered_twice"]
     if twice["count"]:
         lines.append(f"  [yellow]{twice['count']} turns answered twice[/] (e.g. turns {twice['turns'][:5]}; "
@@ -150,7 +190,7 @@ def _problem_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_report(report: dict[str, Any], console: Console | None = None, *, paths: list[Path] = ()) -> None:
+def print_report(report: dict[str, Any], console: Console | None = None, *, paths: Sequence[Path] = ()) -> None:
     """Latency and call tables per platform, floors, goals, machine load and the command to reproduce."""
     console = console or Console()
     settings = report["settings"]
@@ -178,7 +218,7 @@ def print_report(report: dict[str, Any], console: Console | None = None, *, path
         lines = (core_problem_lines(r) if r["scenario"]["platform"] == "core"
                  else estate_lines(r) if r["scenario"]["platform"] == "estate"
                  else charts_lines(r) if r["scenario"]["platform"] == "charts"
-                 else _floor_lines(r, gen_s) + _fleet_lines(r) + _problem_lines(r))
+                 else _floor_lines(r, gen_s) + _shape_lines(r) + _fleet_lines(r) + _problem_lines(r))
         for line in lines:
             console.print(line, soft_wrap=True)
     _print_goals(report, console)

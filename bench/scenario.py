@@ -7,9 +7,12 @@ or :mod:`bench.dingtalk_side`) and a fresh scripted model
 run`` builds them), waits for its socket, pushes the mentions (all at once or
 spread), follows every answer on the platform until all are complete or the
 deadline passes, waits ``live_check_s`` more, counts what still looks live,
-then stops the worker. A Slack scenario of K replicas (``--replicas``) starts
-K workers sharing Redis under a key prefix of its own (:mod:`bench.replicas`)
-and posts every mention to each of them. A ``core`` scenario has no platform
+then stops the worker. A scenario of K replicas (``--replicas``) starts K
+workers sharing Redis under a key prefix of its own (:mod:`bench.replicas`);
+on Slack it posts every mention to each of them. An incident puts every
+mention in one Slack channel (:mod:`bench.incident`); a crash kills every
+worker mid-burst and starts it again (:mod:`bench.crash`). Each scenario's
+floor (:mod:`bench.floor`) goes beside its figures. A ``core`` scenario has no platform
 and runs through :mod:`bench.core_scenario`; ``estate`` and ``charts`` run
 through :mod:`bench.estate` and :mod:`bench.charts` (whose calls count runs
 chat scenarios through :func:`run_scenario`). Scenarios run one after another,
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import math
 import os
 import platform
 import resource
@@ -31,22 +35,16 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.analysis import (
-    Goal,
-    answered_twice,
-    model_numbers,
-    replica_goal,
-    scenario_floors,
-    scenario_goals,
-    turn_latencies,
-)
+from bench.analysis import Goal, answered_twice, floor_distance, model_numbers, scenario_floors, turn_latencies
 from bench.charts import charts_goals, charts_progress, run_charts_scenario
+from bench.chat_goals import chat_goals
 from bench.core_analysis import core_goals, cpu_cores_text, fleet_goal, throughput_goal
 from bench.core_scenario import run_core_scenario
+from bench.crash import crash_and_restart, crash_numbers
 from bench.dingtalk_side import DingTalkSide
 from bench.estate import estate_goals, estate_progress, run_estate_scenario
 from bench.fleet import every, scenario_redis
-from bench.model import BenchModelServer, make_answers, make_responder
+from bench.model import BenchModelServer, Generation, make_answers, make_responder
 from bench.process_stats import usable_cpus
 from bench.replicas import fleet_process, marked_warnings, replica_workers
 from bench.settings import BenchSettings, Scenario
@@ -85,8 +83,9 @@ def machine_info() -> dict[str, Any]:
 def make_side(settings: BenchSettings, scenario: Scenario, answers: list[str]) -> PlatformSide:
     """The fake platform of ``scenario``."""
     if scenario.platform == "slack":
-        return SlackSide(settings, answers, replicas=scenario.replicas)
-    return DingTalkSide(settings, answers)
+        return SlackSide(settings, answers, replicas=scenario.replicas, one_channel=scenario.one_channel,
+                         stream_starts_counted=scenario.stream_starts_counted)
+    return DingTalkSide(settings, answers, replicas=scenario.replicas)
 
 
 async def _push_all(side: PlatformSide, offsets: list[float], start: float) -> None:
@@ -137,46 +136,81 @@ async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: lis
         tool_rounds=settings.tool_rounds,
     )
     folder.mkdir(parents=True, exist_ok=True)
+    crash: dict[str, Any] | None = None
     async with _store(scenario) as prefix:
         job = {"settings": settings.to_dict(), "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
-               "tmp": str(folder), "llm_url": await model.start(), **await side.start(), **(job_extra or {})}
+               "tmp": str(folder), "llm_url": await model.start(), **await side.start(),
+               "stream_starts_per_channel": scenario.stream_starts_counted, **(job_extra or {})}
         workers = replica_workers(job, folder, replicas=scenario.replicas, prefix=prefix)
+        crashing: asyncio.Task[dict[str, Any]] | None = None
         try:
             await every(worker.start() for worker in workers)
             await side.wait_connected(30.0)
             cpu_before, start = _cpu_s(), time.monotonic()
             offsets = settings.arrival_offsets(scenario)
+            if scenario.variant == "crash":  # replaces the workers in ``workers`` with their restarted selves
+                crashing = asyncio.create_task(crash_and_restart(
+                    workers, start + settings.crash_at_s,
+                    lambda: replica_workers(job, folder / "restarted", replicas=scenario.replicas, prefix=prefix)))
             ended = await asyncio.wait_for(_follow(side, settings, offsets, start), settings.worker_timeout_s)
+            if crashing is not None:
+                timing = await crashing
+                crash = {"timing": timing, "start": start}
             live, calls, timeline = side.live_left(), side.counts(), side.timeline(start)
             fakes_cpu = _cpu_s() - cpu_before
             process = fleet_process(await every(worker.stop() for worker in workers))
         except TimeoutError:
             raise WorkerFailed(f"the scenario did not finish within {settings.worker_timeout_s:g} s") from None
         finally:
+            if crashing is not None and not crashing.done():
+                crashing.cancel()
+                await asyncio.gather(crashing, return_exceptions=True)
             await asyncio.gather(*(worker.kill() for worker in workers))
             await model.stop()
             await side.stop()
+    floors = scenario_floors(settings, scenario)
     result = {
         "scenario": {"name": scenario.name, "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
-                     "arrival": scenario.arrival, "replicas": scenario.replicas},
+                     "arrival": scenario.arrival, "replicas": scenario.replicas, "variant": scenario.variant},
         **turn_latencies(side.watches),
         "model": model_numbers(model.generations, side.watches, settings.gen_s),
         "calls": calls,
         "methods": list(side.methods),
         "timeline": timeline,
         "live_left": live,
-        "floors": scenario_floors(settings, scenario),
+        "floors": floors["plans"],
+        "floor": floors["best"],
         "answers_ended_after_s": ended - start,
         "process": process,
         "fakes_cpu_s": fakes_cpu,
         "worker_warnings": marked_warnings(workers),
     }
+    result.update(floor_distance(result))
     if isinstance(side, SlackSide):
-        result["answered_twice"] = answered_twice(model.generations, side.answer_messages())
-        result["deliveries"] = {"replicas": side.replicas, "posted": side.delivered,
-                                "failed_count": len(side.delivery_failures), "failed": side.delivery_failures[:10]}
+        result.update(_slack_numbers(side, scenario, result, model.generations, crash))
         result["redis_prefix"] = prefix
     return result
+
+
+def _slack_numbers(side: SlackSide, scenario: Scenario, result: dict[str, Any], generations: list[Generation],
+                   crash: dict[str, Any] | None) -> dict[str, Any]:
+    """What only Slack counts: throttles per channel, turns answered twice, the deliveries to a fleet, a crash's."""
+    numbers: dict[str, Any] = {
+        "throttles_per_channel": side.throttles_per_channel(),
+        "stream_starts_counted": scenario.stream_starts_counted,
+        "deliveries": {"replicas": side.replicas, "posted": side.delivered,
+                       "failed_count": len(side.delivery_failures), "failed": side.delivery_failures[:10]},
+    }
+    if crash is None:
+        numbers["answered_twice"] = answered_twice(generations, side.answer_messages())
+        return numbers
+    # A resumed question is asked twice by design: twice is two whole answers.
+    exact = [answer["exact"] for answer in result["per_answer"]]
+    whole = side.whole_answer_messages()
+    numbers["crash"] = crash_numbers(crash["timing"], crash["start"], generations, exact, whole,
+                                     result["live_left"]["count"])
+    numbers["answered_twice"] = answered_twice([g for g in generations if g.completed], whole)
+    return numbers
 
 
 async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -205,10 +239,8 @@ async def run_benchmark(settings: BenchSettings, *, progress: Callable[[str], No
                     goals = charts_goals(result)
                 else:
                     result = await run_scenario(settings, scenario, answers, Path(tmp) / scenario.key)
-                    goals = scenario_goals(result, settings.gen_s, settings.live_check_s)
                     # A fleet next to the same scenario on one replica, which ran before it.
-                    if (beside := replica_goal(result, results)) is not None:
-                        goals.append(beside)
+                    goals = chat_goals(result, results, settings.gen_s, settings.live_check_s)
             except WorkerFailed as exc:
                 failures[scenario.name] = str(exc)
                 say(f"{scenario.name} FAILED: {exc}")
@@ -246,5 +278,8 @@ def _progress_line(result: dict[str, Any], took: float) -> str:
                 f"{cpu_cores_text(result)}")
     throttled = sum(c.get("throttled", 0) for c in result["calls"].values())
     twice = f", {result['answered_twice']['count']} answered twice" if "answered_twice" in result else ""
+    p95, floor_p95 = result["complete_s"]["p95"], result["floor"]["complete_s"]["p95"]
+    against = (f"complete p95 {p95:.2f} s, floor {floor_p95:.2f} s" if p95 is not None and not math.isinf(p95)
+               else f"complete p95 ∞, floor {floor_p95:.2f} s")
     return (f"{result['scenario']['name']} done in {took:.0f} s: {result['exact']}/{result['answers']} exact, "
-            f"{throttled} throttled, {result['live_left']['count']} live-looking left{twice}")
+            f"{against}, {throttled} throttled, {result['live_left']['count']} live-looking left{twice}")

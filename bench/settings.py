@@ -6,8 +6,9 @@ A run is a set of *scenarios*: platform (Slack with ``streaming: auto`` or
 concurrent turns (``core_turns``) submitted at once through the Gateway into
 an in-process sink, the model offering ``core_chunks_per_s`` in all, in one
 worker process or split over ``workers`` of them sharing Redis. Each Slack
-scenario runs once per count of ``replicas``: above 1, that many botgateway
-processes sharing Redis, each mention delivered to every one of them. Every
+scenario (and DingTalk's) runs once per count of ``replicas``: above 1, that many
+botgateway processes sharing Redis. ``incident`` puts N Slack askers in one
+channel, ``crash`` kills every gateway process mid-burst and starts it again. Every
 scenario uses the same seeded answers, so turn *i* asks and gets the same
 thing everywhere.
 :meth:`BenchSettings.to_argv` gives back the exact flags, so the report can
@@ -24,10 +25,16 @@ from typing import Any
 
 from botgateway.config import MAX_WORKERS
 
-PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "core", "estate", "charts")
-"""Platforms, in the order they run (``core``: the Gateway into the bench's own sink, no chat platform; ``estate``:
-``find_resource`` over the clouds' fakes, see :mod:`bench.estate`; ``charts``: chart render timings and the platform
-calls a chart adds to an answer, see :mod:`bench.charts`)."""
+PLATFORMS: tuple[str, ...] = ("slack", "dingtalk", "incident", "crash", "core", "estate", "charts")
+"""Platforms, in the order they run (``incident``: N askers in one Slack channel, see :mod:`bench.incident`;
+``crash``: ``kill -9`` mid-burst and a restart, on Slack, see :mod:`bench.crash`; ``core``: the Gateway into the
+bench's own sink, no chat platform; ``estate``: ``find_resource`` over the clouds' fakes, see :mod:`bench.estate`;
+``charts``: chart render timings and the platform calls a chart adds to an answer, see :mod:`bench.charts`)."""
+
+STREAM_STARTS: tuple[str, ...] = ("counted", "uncounted")
+"""``incident``: whether a ``chat.startStream`` is one of its channel's new messages (the fake and the adapter's
+``stream_starts_per_channel`` alike), or draws from the workspace's Tier 2 alone."""
+
 
 CHART_PLATFORMS: tuple[str, ...] = ("slack", "dingtalk")
 """The chat platforms the ``charts`` scenario counts a chart's calls on."""
@@ -60,23 +67,51 @@ class Scenario:
     workers: int = 1
     """``core``: the worker processes the turns are split over (above 1 they share the Redis store)."""
     replicas: int = 1
-    """``slack``: botgateway processes (replicas) behind a load balancer; above 1 they share the Redis store, take
-    Slack's events over HTTP, and every mention is delivered to each of them (Slack's retries, a balancer's)."""
+    """``slack`` and ``dingtalk``: botgateway processes (replicas) behind a load balancer; above 1 they share the
+    Redis store. Slack's take the events over HTTP, every mention delivered to each of them (Slack's retries, a
+    balancer's); DingTalk's each hold a Stream connection, and the fake hands the messages to them in turn."""
+    variant: str = ""
+    """Slack: ``""`` one channel per mention; ``incident``: every mention in one channel, stream starts counted in
+    its bucket (``incident-uncounted``: not counted); ``crash``: every process killed (``kill -9``) mid-burst and
+    started again."""
+
+    @property
+    def one_channel(self) -> bool:
+        """Every mention is in the same channel (the incident)."""
+        return self.variant.startswith("incident")
+
+    @property
+    def stream_starts_counted(self) -> bool:
+        """A ``chat.startStream`` is one of its channel's new messages (the fake's and the adapter's default)."""
+        return self.variant != "incident-uncounted"
+
+    def variant_text(self) -> str:
+        """``incident (one channel, stream starts counted)``; empty for the usual shape."""
+        if self.variant == "crash":
+            return "crash + restart"
+        if not self.one_channel:
+            return ""
+        if self.mode == "edit":
+            return "incident (one channel)"
+        return f"incident (one channel, stream starts {'counted' if self.stream_starts_counted else 'not counted'})"
 
     @property
     def name(self) -> str:
         """``slack/edit N=50 burst``; ``slack/auto N=50 burst, 2 replicas``; ``core N=1000 burst, 2 workers``."""
         kind = f"{self.platform}/{self.mode}" if self.mode else self.platform
-        fleet = f", {self.workers} workers" if self.workers > 1 else ""
+        fleet = f", {self.variant_text()}" if self.variant else ""
+        fleet += f", {self.workers} workers" if self.workers > 1 else ""
         fleet += f", {self.replicas} replicas" if self.replicas > 1 else ""
         return f"{kind} N={self.n} {self.arrival}{fleet}"
 
     @property
     def key(self) -> str:
-        """A file-name-safe id: ``slack-edit-50-burst``; ``slack-auto-50-burst-r2``; ``core-1000-burst-w2``."""
+        """A file-name-safe id: ``slack-edit-50-burst``; ``slack-auto-50-burst-r2``; ``core-1000-burst-w2``;
+        ``slack-auto-30-burst-incident-uncounted``."""
         fleet = f"w{self.workers}" if self.workers > 1 else ""
         fleet += f"r{self.replicas}" if self.replicas > 1 else ""
-        return "-".join(part for part in (self.platform, self.mode, str(self.n), self.arrival, fleet) if part)
+        parts = (self.platform, self.mode, str(self.n), self.arrival, self.variant, fleet)
+        return "-".join(part for part in parts if part)
 
 
 @dataclass(frozen=True)
@@ -98,9 +133,20 @@ class BenchSettings:
     """``core``: worker processes, built as ``botgateway run --workers`` builds them (the Redis store on
     127.0.0.1:6379 above 1); turn *i* goes to worker ``i % workers``. The chat platforms run one worker."""
     replicas: tuple[int, ...] = (1,)
-    """``slack``: each scenario runs once per count, one replica first. Above 1, that many worker processes,
-    each a replica of its own (``gateway.replicas``, its own instance id) with Slack in HTTP Events mode, sharing
-    the Redis on 127.0.0.1:6379; mention *i* is posted to replica ``i % K`` first, then to every other one."""
+    """``slack``, ``dingtalk``, ``incident``, ``crash``: each scenario runs once per count, one replica first. Above
+    1, that many worker processes, each a replica of its own (``gateway.replicas``, its own instance id) sharing the
+    Redis on 127.0.0.1:6379. Slack's in HTTP Events mode: mention *i* is posted to replica ``i % K`` first, then to
+    every other one; DingTalk's each hold a Stream connection, taking the messages in turn."""
+    incident_n: tuple[int, ...] = (30,)
+    """``incident``: numbers of askers, all in one Slack channel at once."""
+    incident_stream_starts: tuple[str, ...] = STREAM_STARTS
+    """``incident``: with stream starts counted in the channel's bucket, without, or both (auto mode; edit mode makes
+    no stream and runs once)."""
+    crash_n: int = 20
+    """``crash``: questions at once, one Slack channel each."""
+    crash_at_s: float = 3.0
+    """``crash``: seconds after the burst at which every gateway process is killed (``kill -9``), then started
+    again."""
     arrivals: tuple[str, ...] = ARRIVALS
     """Arrival patterns."""
     spread_s: float = 60.0
@@ -169,12 +215,32 @@ class BenchSettings:
             if platform == "charts":  # N: the renders of each chart
                 out.append(Scenario("charts", "", self.charts_renders, "renders+calls"))
                 continue
+            fleets = sorted(self.replicas)
+            if platform == "incident":
+                out.extend(Scenario("slack", mode, n, "burst", replicas=k, variant=variant)
+                           for mode, variant in self._incident_variants() for n in self.incident_n for k in fleets)
+                continue
+            if platform == "crash":
+                out.extend(Scenario("slack", mode, self.crash_n, "burst", replicas=k, variant="crash")
+                           for mode in self.slack_modes for k in fleets)
+                continue
             modes = self.slack_modes if platform == "slack" else ("card",)
-            fleets = sorted(self.replicas) if platform == "slack" else [1]
             for mode in modes:
                 for n in self.ns:
                     for arrival in self.arrivals:
                         out.extend(Scenario(platform, mode, n, arrival, replicas=k) for k in fleets)
+        return out
+
+    def _incident_variants(self) -> list[tuple[str, str]]:
+        """``(mode, variant)`` of the incident scenarios: edit mode once (it makes no stream)."""
+        out = []
+        for mode in self.slack_modes:
+            for starts in self.incident_stream_starts:
+                if mode == "edit" and starts == "uncounted":
+                    continue
+                out.append((mode, "incident" if starts == "counted" else "incident-uncounted"))
+            if mode == "edit" and self.incident_stream_starts == ("uncounted",):
+                out.append((mode, "incident"))
         return out
 
     def arrival_offsets(self, scenario: Scenario) -> list[float]:
@@ -184,8 +250,12 @@ class BenchSettings:
         return [i * self.spread_s / scenario.n for i in range(scenario.n)]
 
     def channel_of(self, turn: int) -> int:
-        """The Slack channel number of mention ``turn``."""
+        """The Slack channel number of mention ``turn`` (the usual shape: ``--channels``)."""
         return turn % self.channels if self.channels else turn
+
+    def channels_of(self, scenario: Scenario) -> list[int]:
+        """The channel number of each mention of ``scenario``: all 0 in an incident."""
+        return [0 if scenario.one_channel else self.channel_of(turn) for turn in range(scenario.n)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready settings (tuples become lists)."""
@@ -196,7 +266,7 @@ class BenchSettings:
     def from_dict(cls, data: dict[str, Any]) -> BenchSettings:
         """The inverse of :meth:`to_dict` (used by the worker subprocess)."""
         names = {f.name for f in fields(cls)}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
         return cls(**values)
 
     def to_argv(self) -> list[str]:
@@ -235,6 +305,10 @@ class BenchSettings:
             "--charts-renders", str(self.charts_renders),
             "--charts-answers", str(self.charts_answers),
             "--charts-platforms", ",".join(self.charts_platforms) or "none",
+            "--incident-n", ",".join(str(n) for n in self.incident_n),
+            "--incident-stream-starts", ",".join(self.incident_stream_starts),
+            "--crash-n", str(self.crash_n),
+            "--crash-at-s", num(self.crash_at_s),
         ]  # fmt: skip
         if self.config:
             argv += ["--config", self.config]
@@ -317,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = p.add_argument
     add("--platform", dest="platforms", type=_choices("--platform", PLATFORMS, all_word=True), default=d.platforms,
-        help="slack, dingtalk, core, estate, charts or all (default all)")
+        help="slack, dingtalk, incident, crash, core, estate, charts or all (default all)")
     add("--slack-modes", type=_choices("--slack-modes", SLACK_MODES), default=d.slack_modes,
         help="Slack streaming modes to run (default auto,edit)")
     add("--n", dest="ns", type=_counts("--n", "10,50,100"), default=d.ns,
@@ -330,8 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="core: worker processes sharing the Redis on 127.0.0.1:6379, as botgateway run --workers starts them "
              "(default 1: one process with SQLite)")
     add("--replicas", type=_counts("--replicas", "1,2,3"), default=d.replicas,
-        help="slack: comma-separated numbers of replicas each scenario runs on, one replica first; above 1 they share "
-             "the Redis on 127.0.0.1:6379, take events over HTTP, and every mention is delivered to each (default 1)")
+        help="slack, dingtalk, incident, crash: comma-separated numbers of replicas each scenario runs on, one replica "
+             "first; above 1 they share the Redis on 127.0.0.1:6379 (Slack's take events over HTTP, every mention "
+             "delivered to each; DingTalk's each hold a Stream connection) (default 1)")
     add("--arrivals", type=_choices("--arrivals", ARRIVALS), default=d.arrivals, help="burst, spread or both (default both)")
     add("--spread-s", type=_number("--spread-s", float), default=d.spread_s, help="spread arrivals over this many seconds (default 60)")
     add("--gen-s", type=_number("--gen-s", float), default=d.gen_s, help="model generation time per answer (default 6.4)")
@@ -372,6 +447,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="charts: answers at once per run of the calls count, without and with a chart (default 10)")
     add("--charts-platforms", type=_platforms_or_none, default=d.charts_platforms,
         help="charts: slack, dingtalk, both (default) or none (render timings only)")
+    add("--incident-n", type=_counts("--incident-n", "30"), default=d.incident_n,
+        help="incident: comma-separated numbers of askers, all in one Slack channel (default 30)")
+    add("--incident-stream-starts", type=_choices("--incident-stream-starts", STREAM_STARTS),
+        default=d.incident_stream_starts,
+        help="incident: stream starts counted in the channel's message bucket, uncounted, or both (default both)")
+    add("--crash-n", type=_number("--crash-n", int), default=d.crash_n,
+        help="crash: questions at once, one Slack channel each (default 20)")
+    add("--crash-at-s", type=_number("--crash-at-s", float), default=d.crash_at_s,
+        help="crash: kill -9 every gateway process this many seconds after the burst, then start it again (default 3)")
     add("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
     return p
 

@@ -3,12 +3,15 @@
 Limits (per workspace unless noted, sliding windows, HTTP 429 + ``Retry-After``
 past them): ``chat.update`` and ``chat.delete`` 50/min (Tier 3),
 ``chat.startStream`` and ``chat.stopStream`` 20/min (Tier 2),
-``chat.appendStream`` 100/min (Tier 4), ``chat.postMessage`` about 1/s per
-channel with short bursts (``post_burst`` per ``post_burst`` seconds).
+``chat.appendStream`` 100/min (Tier 4), and a channel's new messages about
+1/s with short bursts (``post_burst`` per ``post_burst`` seconds), whatever
+method makes them: ``chat.postMessage`` and, when stream starts are counted
+(the default, and the incident's first variant), ``chat.startStream``, in
+threads too.
 
 Mention *i* is an ``app_mention`` from user ``U000i`` (display name
-``user<i>``) in channel ``settings.channel_of(i)``; the bot answers in its
-thread, so the thread identifies the turn.
+``user<i>``) in channel ``settings.channel_of(i)`` (in an incident, all in
+``C0000``); the bot answers in its thread, so the thread identifies the turn.
 
 With one replica the mention goes over Socket Mode. A fleet of K replicas
 takes Slack's events over HTTP, each replica on its own port: the side, as
@@ -28,7 +31,7 @@ from typing import Any
 import aiohttp
 
 from adapters.slack.render import STOP_ACTION_ID
-from bench.floor import slack_limits
+from bench.floor import CHANNEL, slack_limits
 from bench.model import user_text
 from bench.observe import View
 from bench.settings import BenchSettings
@@ -47,10 +50,19 @@ POST_TIMEOUT_S = 30.0
 """How long one event post to a replica may take before it counts as undelivered."""
 
 
+def body(msg: Message) -> str:
+    """Every markdown (or section) block of the message, in order, else its ``text``: a card with a preamble (a
+    resumed answer's note) shows it in a block of its own above the answer."""
+    texts = [str(b.get("text", "")) for b in msg.blocks if b.get("type") == "markdown"]
+    texts += [str(b["text"].get("text", "")) for b in msg.blocks
+              if b.get("type") == "section" and isinstance(b.get("text"), dict)]
+    return "\n".join(texts) if texts else msg.text
+
+
 def _shown_text(msg: Message) -> str:
     """The message's body and its context lines (a stream's Stop control says "working" in a context block)."""
     context = [str(e.get("text", "")) for b in msg.blocks if b.get("type") == "context" for e in b.get("elements", [])]
-    return "\n".join([msg.markdown(), *context])
+    return "\n".join([body(msg), *context])
 
 
 def looks_live(msg: Message) -> bool:
@@ -65,11 +77,16 @@ class SlackSide(PlatformSide):
     """Fake Slack for one scenario."""
 
     platform = "slack"
-    methods = ("chat.postMessage", "chat.update", "chat.delete", "chat.startStream", "chat.appendStream", "chat.stopStream")
+    methods = ("chat.postMessage", "chat.update", "chat.delete", "chat.startStream", "chat.appendStream", "chat.stopStream",
+               "reactions.add")
 
-    def __init__(self, settings: BenchSettings, answers: list[str], *, replicas: int = 1) -> None:
+    def __init__(self, settings: BenchSettings, answers: list[str], *, replicas: int = 1, one_channel: bool = False,
+                 stream_starts_counted: bool = True) -> None:
+        """``one_channel``: every mention in ``C0000`` (the incident); ``stream_starts_counted``: a
+        ``chat.startStream`` is one of its channel's new messages."""
         super().__init__(answers)
         self.settings = settings
+        self.one_channel = one_channel
         self.replicas = replicas
         """Replicas the events go to over HTTP (1: Socket Mode)."""
         self.events_urls: list[str] = []
@@ -80,17 +97,18 @@ class SlackSide(PlatformSide):
         """Event posts a replica did not answer 200 (what answered, or the error)."""
         self._posts: set[asyncio.Task[None]] = set()
         self._http: aiohttp.ClientSession | None = None
-        windows = {
-            method: Window(limit.calls, limit.seconds, "channel" if limit.per_channel else "workspace")
-            for method, limit in slack_limits(settings.post_burst).items()
-        }
-        self.fake = FakeSlack(limits=windows, limit_style="http429", latency_s=settings.latency_ms / 1000.0)
+        limits = slack_limits(settings.post_burst)
+        channel = limits.pop(CHANNEL)
+        windows = {method: Window(limit.calls, limit.seconds, "workspace") for method, limit in limits.items()}
+        self.fake = FakeSlack(limits=windows, limit_style="http429", latency_s=settings.latency_ms / 1000.0,
+                              channel_limit=Window(channel.calls, channel.seconds, "channel"),
+                              stream_starts_per_channel=stream_starts_counted)
         self._threads: dict[tuple[str, str], int] = {}
         continued = [t(LOCALE, "continued"), *(t(LOCALE, "continuation", part=k) for k in range(2, 10))]
         for watch in self.watches:
             name = f"user{watch.turn}"
             self.fake.user_names[self.user(watch.turn)] = name
-            watch.decorations = (f"@{name}", *continued)
+            watch.decorations = (f"@{name}", t(LOCALE, "resumed"), *continued)
         self.fake.watch(self._on_change)
 
     @staticmethod
@@ -100,7 +118,7 @@ class SlackSide(PlatformSide):
 
     def channel(self, turn: int) -> str:
         """The channel mention ``turn`` is in."""
-        return f"C{self.settings.channel_of(turn):04d}"
+        return f"C{0 if self.one_channel else self.settings.channel_of(turn):04d}"
 
     async def start(self) -> dict[str, Any]:
         """Serve the Web API and Socket Mode; the worker's adapter points its ``api_base_url`` here.
@@ -158,8 +176,27 @@ class SlackSide(PlatformSide):
         counts = [0] * len(self.watches)
         for msg in self.fake.messages.values():
             turn = self._threads.get((msg.channel, msg.thread_ts or ""))
-            if turn is not None and self.watches[turn].answer[:ANSWER_HEAD] in msg.markdown():
+            if turn is not None and self.watches[turn].answer[:ANSWER_HEAD] in body(msg):
                 counts[turn] += 1
+        return counts
+
+    def whole_answer_messages(self) -> list[int]:
+        """Per turn, the bot messages in its thread that show the whole answer (more than one: a question answered
+        twice; a message an interrupted attempt left with part of the answer does not count)."""
+        counts = [0] * len(self.watches)
+        for msg in self.fake.messages.values():
+            turn = self._threads.get((msg.channel, msg.thread_ts or ""))
+            if turn is not None and self.watches[turn].answer in body(msg):
+                counts[turn] += 1
+        return counts
+
+    def throttles_per_channel(self) -> dict[str, int]:
+        """Throttled calls (429) per channel they were for, every method together."""
+        counts: dict[str, int] = {}
+        for call in self.fake.calls:
+            if call.error == "ratelimited" or call.status == 429:
+                channel = str(call.args.get("channel", ""))
+                counts[channel] = counts.get(channel, 0) + 1
         return counts
 
     def _on_change(self, msg: Message, change: str, at: float) -> None:
@@ -168,14 +205,14 @@ class SlackSide(PlatformSide):
             return
         watch = self.watches[turn]
         was_done = watch.done
-        view = None if change == "delete" else View(msg.ts, float(msg.ts), msg.markdown(), looks_live(msg))
+        view = None if change == "delete" else View(msg.ts, float(msg.ts), body(msg), looks_live(msg))
         watch.update(view, msg.ts, at)
         self._after_update(watch, was_done)
 
     def live_left(self) -> dict[str, Any]:
         """Bot messages still showing a placeholder, a cursor, a Stop button, or still streaming."""
         live = [m for m in self.fake.messages.values() if looks_live(m)]
-        return {"count": len(live), "examples": [f"{m.channel}/{m.ts}: {m.markdown()[:60]!r}" for m in live[:5]]}
+        return {"count": len(live), "examples": [f"{m.channel}/{m.ts}: {body(m)[:60]!r}" for m in live[:5]]}
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per Web API method."""

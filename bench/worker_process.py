@@ -91,8 +91,13 @@ class WorkerProcess:
             raise WorkerFailed(f"the worker exited with code {code}{_tail(self._errors)}")
         return json.loads(self._result.read_text())
 
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id once started."""
+        return None if self._proc is None else self._proc.pid
+
     async def kill(self) -> None:
-        """Kill the worker if it still runs (never outlive the fakes it talks to)."""
+        """Kill the worker (``SIGKILL``, as ``kill -9``) if it still runs (never outlive the fakes it talks to)."""
         if self._proc is not None and self._proc.returncode is None:
             self._proc.kill()
             await asyncio.shield(self._proc.wait())

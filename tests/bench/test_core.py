@@ -308,7 +308,8 @@ def test_core_flags() -> None:
     everything = parse_settings(["--platform", "all", "--n", "10", "--core-turns", "200", "--arrivals", "burst",
                                  "--slack-modes", "edit"])
     names = [s.name for s in everything.scenarios()]
-    assert names == ["slack/edit N=10 burst", "dingtalk/card N=10 burst", "core N=200 burst", "estate/3x2x3 N=15 cold+warm",
+    assert names == ["slack/edit N=10 burst", "dingtalk/card N=10 burst", "slack/edit N=30 burst, incident (one channel)",
+                     "slack/edit N=20 burst, crash + restart", "core N=200 burst", "estate/3x2x3 N=15 cold+warm",
                      "charts N=40 renders+calls"]
     assert parse_settings([]).core_turns == (200, 1000)
     fleet = parse_settings(["--platform", "core", "--core-turns", "1000", "--workers", "2"])
