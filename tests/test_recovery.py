@@ -20,25 +20,36 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
+from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.limits import SlackBuckets
+from adapters.slack.sink import SlackCardSink
 from botgateway.answers import as_question
 from botgateway.budget import RateBudget
 from botgateway.cards.buffer_policy import BufferPolicy
-from botgateway.config import parse_config
+from botgateway.cards.caller import BudgetPacer
+from botgateway.config import SlackConfig, parse_config
 from botgateway.events import ApprovalRequested, ToolCallFinished, ToolCallStarted, TurnEvent
+from botgateway.fleet.lease import ConversationLeases
+from botgateway.fleet.redis_fleet import fleet_client
 from botgateway.gateway import Gateway
 from botgateway.history import Memory
 from botgateway.loop import ToolLoop
 from botgateway.messages import InboundMessage, Submission
 from botgateway.model import LLMClient
-from botgateway.sink import CardTarget, target_to_dict
+from botgateway.sink import CardHandle, CardTarget, Replanning, target_to_dict
+from botgateway.snapshot import CardSnapshot
 from botgateway.stores.base import OpenCard
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import Tool, ToolContext, ToolRegistry, tool
 from botgateway.turns.resume_record import RESUMED_FROM, TurnProgress
+from botgateway.turns.resumed_card import resumed_sink
 from tests.fakes.gateway import RecordingSink
 from tests.fakes.restart import restart_tool
+from tests.fakes.slack import BOT_TOKEN as SLACK_BOT_TOKEN
+from tests.fakes.slack import FakeSlack, Message
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer
@@ -269,8 +280,8 @@ async def test_two_replicas_recovering_at_once_resume_the_question_once(shared: 
         assert sorted(handled) == [0, 1]
         resumer = a if handled[0] else b
         resumed = resumer.gateway.running_turn(CONVERSATION)
-        assert resumed is not None
-        await asyncio.wait_for(resumer.gateway.wait_turn(resumed), 10)
+        if resumed is not None:  # else it already ended (checked below by its answer)
+            await asyncio.wait_for(resumer.gateway.wait_turn(resumed), 10)
         assert a.server.request_count + b.server.request_count == 1
         assert resumer.sink.cards["card-9"].answer == "web-1." and (a if resumer is b else b).sink.calls == []
         assert await a.store.open_cards() == []
@@ -437,3 +448,112 @@ async def test_a_left_card_keeps_the_outside_data_it_showed_above_its_turn(sqlit
         assert await h.recover() == 1
         final = h.sink.cards["card-9"]
         assert final.status == "failed" and final.preamble == "🔥 Firing · HostDown" and "ask again" in final.error
+
+
+# --- a Slack card taken over (auto mode: the card left open is a native stream) -------------------------------------
+
+
+def _slack_sink(fake: FakeSlack) -> SlackCardSink:
+    """A restarted process's Slack sink in ``streaming: auto``, paced by its budget as ``botgateway run`` paces it."""
+    client = AsyncWebClient(token=SLACK_BOT_TOKEN, base_url=fake.api_url, timeout=5)
+    config = SlackConfig(bot_token=SecretStr(SLACK_BOT_TOKEN), api_base_url=fake.api_url, streaming="auto")
+    return SlackCardSink(client, config, pacer=BudgetPacer(RateBudget()))
+
+
+def _slack_target(turn: str) -> CardTarget:
+    return CardTarget(platform="slack", chat_id="C1", thread_id="100.000001", turn_id=turn, user_id="U1",
+                      user_name="alice", is_group=True, workspace_id="T0001", locale="en")
+
+
+def _answers_in(fake: FakeSlack) -> list[Message]:
+    """The thread's messages but the killed stream's Stop control (a restart's recovery takes that away)."""
+    return [m for m in fake.thread("C1", "100.000001") if all(b.get("value") != "t-old" for b in m.buttons())]
+
+
+async def _left_stream(fake: FakeSlack) -> CardHandle:
+    """The card a killed process left: a native stream, mid-answer (its process gone, nothing stops it)."""
+    handle = await _slack_sink(fake).create(_slack_target("t-old"), CardSnapshot(status="streaming", answer="Looking it up", seq=1))
+    assert fake.messages[("C1", handle.card_id)].streaming
+    return CardHandle(card_id=handle.card_id, target=_slack_target("t-new"))
+
+
+async def test_a_taken_over_slack_stream_is_an_edited_message_budgeted_as_chat_update(sqlite: Store) -> None:
+    async with FakeSlack() as fake:
+        left = await _left_stream(fake)
+        sink, target, store = _slack_sink(fake), left.target, await sqlite()
+        try:
+            resumed = resumed_sink(sink, left, store)
+            update = SlackBuckets.from_config(SlackConfig()).update_bucket(target)[0]
+            # Every call of the card, its taking over included, is budgeted as what it is made as: chat.update.
+            assert {op: resumed.rate_key(op, target)[0] for op in ("create", "update", "finalize")} == dict.fromkeys(
+                ("create", "update", "finalize"), update)
+            assert isinstance(resumed, Replanning) and not resumed.replan("finalize", target)  # never deferred
+            handle = await resumed.create(target, CardSnapshot(status="working", answer="", part=1, seq=1))
+            handle = await resumed.update(handle, CardSnapshot(status="streaming", answer="web-1 is", part=1, seq=2))
+            await resumed.finalize(handle, CardSnapshot(status="done", answer="web-1 is 10.0.1.100.", part=1, seq=3))
+            assert resumed.rate_key("finalize", target)[0] == update
+        finally:
+            await store.close()
+    [card] = _answers_in(fake)
+    assert card.ts == left.card_id and not card.streaming and "web-1 is 10.0.1.100." in card.text
+    assert "Resumed after a restart" in card.text and not card.buttons()
+    made = [call.method for call in fake.calls]
+    assert "chat.appendStream" not in made[made.index("chat.stopStream"):]  # edited from its takeover on
+    # Its stream stopped before the first edit: no edit refused (each would be one more chat.update than budgeted).
+    assert [c.error for c in fake.calls if c.method == "chat.update" and c.error] == []
+
+
+async def test_a_card_left_open_is_closed_when_the_resumed_answer_goes_out_another_way(sqlite: Store) -> None:
+    async with FakeSlack() as fake:
+        left = await _left_stream(fake)
+        sink, target, store = _slack_sink(fake), left.target, await sqlite()
+        try:
+            resumed = resumed_sink(sink, left, store)
+            # Its creation never went through (a timeout, a throttle): the answer goes out as a new message.
+            await resumed.fallback(target, CardSnapshot(status="done", answer="web-1 is 10.0.1.100.", part=1, seq=3))
+        finally:
+            await store.close()
+    card, answer = _answers_in(fake)
+    assert card.ts == left.card_id and not card.streaming and "the answer follows in a new message" in card.text
+    assert "web-1 is 10.0.1.100." not in card.text and "web-1 is 10.0.1.100." in answer.text
+
+
+# --- the restarted process's own conversation leases (a fleet on Redis) ---------------------------------------------
+
+
+async def _never_queued() -> None:
+    raise AssertionError("the lease was waited for")
+
+
+async def test_a_process_restarted_under_its_id_takes_its_dead_predecessors_lease_over_at_once() -> None:
+    prefix = unique_prefix()
+    try:
+        async with fleet_client(REDIS_URL, "dead") as dead_client, fleet_client(REDIS_URL, "restarted") as client:
+            dead = ConversationLeases(dead_client, prefix, "host-1", ttl_s=30, renew_s=10)
+            assert await dead.acquire("c", dead.holder_id("t-old"), queued=_never_queued) is False
+            killed_token = dead.token("c")
+            await dead.aclose()  # killed: it neither renews nor gives the lease back; it would lapse in 30 s
+
+            restarted = ConversationLeases(client, prefix, "host-1", ttl_s=30, renew_s=10, recheck_s=0.05)
+            other = ConversationLeases(client, prefix, "host-2", ttl_s=30, renew_s=10, recheck_s=0.05)
+            # Its own id's lease, held by no turn of it: the dead process's, taken over without waiting, fenced anew.
+            assert await restarted.acquire("c", restarted.holder_id("t-new"), queued=_never_queued) is False
+            assert killed_token is not None and (restarted.token("c") or 0) > killed_token
+            # Its own live turn's lease, or another process's, is waited for.
+            for leases, turn in ((restarted, "t-next"), (other, "t-other")):
+                queued = asyncio.Event()
+
+                async def show_queued(event: asyncio.Event = queued) -> None:
+                    event.set()
+
+                waiting = asyncio.create_task(leases.acquire("c", leases.holder_id(turn), queued=show_queued))
+                await queued.wait()
+                assert not waiting.done() and restarted.holds("c", restarted.holder_id("t-new"))
+                waiting.cancel()
+                await asyncio.gather(waiting, return_exceptions=True)
+            await restarted.release("c", restarted.holder_id("t-new"))
+            assert await other.acquire("c", other.holder_id("t-other"), queued=_never_queued) is False
+            await other.release("c", other.holder_id("t-other"))
+            await asyncio.gather(restarted.aclose(), other.aclose())
+    finally:
+        await purge_prefix(prefix)

@@ -107,6 +107,8 @@ class SlackCardSink:
         self._uploads = ChartUploads(client, self._buckets, pacer)
         # Mode per live card, so rate_key names the bucket the next call really uses.
         self._modes: LRUCache[CardKey, _Mode] = LRUCache(_MAX_CARDS)
+        # Cards taken over whose message may still be a dead process's stream: stopped before their first edit.
+        self._taken_over: LRUCache[CardKey, bool] = LRUCache(_MAX_CARDS)
 
     def keep_controls_on_record(self, store: OpenCardStore, instance_id: str) -> None:
         """Record Stop controls in ``store`` as the cards are (owned by ``instance_id``), for recovery after a crash."""
@@ -178,6 +180,13 @@ class SlackCardSink:
             log.info("slack.answer_deferred", team=target.workspace_id, reason="chat.update budget reserved for finals")
             return "deferred"
         return "edit"
+
+    def take_over(self, target: CardTarget) -> None:
+        """``target``'s card is a message another process made (a resumed turn's): it is an edited message from
+        now on, each of its calls made, and so budgeted, as ``chat.update`` (a native stream cannot be taken
+        over, and a deferred answer would leave that message as it was)."""
+        self._modes[card_key(target)] = "edit"
+        self._taken_over[card_key(target)] = True
 
     def replan(self, op: CardOp, target: CardTarget) -> bool:
         """The call planned for ``op`` cannot be had soon: the answer takes the next strategy down.
@@ -296,9 +305,18 @@ class SlackCardSink:
             except StreamBroken as exc:
                 return await self._to_edit(handle, snapshot, str(exc))
         self._edit.check_size(snapshot)
+        if handle.data.get("mode") is None and self._taken_over.pop(card_key(handle.target), False):
+            await self._stop_left(handle)
         handle = self._edit.handle_of(handle)
         await self._edit.edit(handle, snapshot)
         return handle
+
+    async def _stop_left(self, handle: CardHandle) -> None:
+        """End the stream a dead process may have left in the taken-over message, so its first edit is taken (else
+        Slack refuses it, and each takeover costs two ``chat.update``); its own ``chat.stopStream``, paid here."""
+        channel, ts = str(handle.data.get("channel") or handle.target.chat_id), handle.card_id
+        await on_own_budget(self._pacer, self._buckets.stop_bucket(handle.target), handle.target,
+                            lambda: self._native.stop_quietly(channel, ts))
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Show the final ``snapshot`` and end the stream; the Stop button goes away.

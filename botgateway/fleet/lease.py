@@ -17,7 +17,10 @@ a process that lost its lease cannot commit any more.
 A turn that finds the lease held waits: it is woken by the release notice the
 holder publishes on the control channel (:meth:`ConversationLeases.wake`), and
 tries again every ``recheck_s`` anyway (a killed holder publishes nothing; its
-lease lapses). The lease is given back only after the turn's history is in the
+lease lapses). A lease held under this process's own instance id by no turn of
+this process is its predecessor's (an instance id outlives a restart, and is
+never held by two live processes: :mod:`botgateway.instance`): it is taken over
+at once, the new token fencing off anything the dead process had under way. The lease is given back only after the turn's history is in the
 store (:meth:`~botgateway.fleet.redis_fleet.RedisFleet.hand_over`), so whoever
 takes it next reads that history, in whatever process.
 
@@ -55,11 +58,14 @@ RECHECK_S = 2.0
 FENCE_TTL_S = 30 * 86_400.0
 """A conversation's fencing counter outlives its lease by this long (a new one would start from the clock anyway)."""
 
-# KEYS: lease, fence. ARGV: holder, ttl_ms, fence_ttl_ms. Returns the new fencing token, or 0 when held by another.
+# KEYS: lease, fence. ARGV: holder, ttl_ms, fence_ttl_ms, stale (a holder prefix whose lease is taken over, or '').
+# Returns the new fencing token, or 0 when held by another.
 _TAKE = SEED_FROM_CLOCK + """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) == false then
+local current = redis.call('GET', KEYS[1])
+if current and (ARGV[4] == '' or string.sub(current, 1, string.len(ARGV[4])) ~= ARGV[4]) then
   return 0
 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local token
 if redis.call('EXISTS', KEYS[2]) == 1 then
   token = redis.call('INCR', KEYS[2])
@@ -144,6 +150,8 @@ class ConversationLeases:
         self._release = client.register_script(_RELEASE)
         self._held: dict[str, _Held] = {}
         self._waiters: dict[str, _Waiters] = {}
+        self._ours: dict[str, set[str]] = {}
+        """Per conversation, this process's holders taking, holding or giving back its lease (until given back)."""
         self._reachable = True
         self._renewals = BackgroundTasks()
         """One renewal per lease held."""
@@ -171,6 +179,7 @@ class ConversationLeases:
         """
         waiters = self._waiters.setdefault(conversation_id, _Waiters())
         waiters.count += 1
+        self._ours.setdefault(conversation_id, set()).add(holder)
         waited = False
         try:
             unreachable_since: float | None = None
@@ -214,8 +223,10 @@ class ConversationLeases:
     async def _try(self, conversation_id: str, holder: str) -> int | None:
         """One attempt: the new token (0: Redis unreachable, run unfenced), or ``None`` when another holds it."""
         keys = conversation_keys(self._prefix, conversation_id)
+        # Only when no other turn of this process has a part in it: then a holder under this id is a dead predecessor.
+        stale = self.holder_id("") if self._ours.get(conversation_id) == {holder} else ""
         try:
-            args: list[str | int] = [holder, self._ttl_ms, int(FENCE_TTL_S * 1000)]
+            args: list[str | int] = [holder, self._ttl_ms, int(FENCE_TTL_S * 1000), stale]
             token = int(await self._take(keys=[keys.lease, keys.fence], args=args))
         except Exception as exc:
             if self._reachable:
@@ -263,6 +274,12 @@ class ConversationLeases:
             await self._release(keys=[lease], args=[holder, control_channel(self._prefix), message])
         except Exception as exc:  # it lapses after its TTL
             log.warning("fleet.lease_release_failed", conversation=conversation_id, error=type(exc).__name__)
+        finally:
+            ours = self._ours.get(conversation_id)
+            if ours is not None:
+                ours.discard(holder)
+                if not ours:
+                    del self._ours[conversation_id]
 
     def wake(self, conversation_id: str) -> None:
         """A lease of the conversation was given back: its waiting turns try at once."""

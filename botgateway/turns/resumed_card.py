@@ -7,12 +7,18 @@ finalized first (which ends such a stream) and updated again; where that fails t
 for good) it is closed with a note that the answer follows, its record is dropped, and the turn's card is a new
 one in the same place. Every snapshot of the first part says "resumed after a restart" above the answer (its
 preamble).
+
+A sink with ways of its own to make a card (:class:`TakingOver`: Slack's native streams, its deferred answers) is
+told at once that the card is taken over: it is an edited message, planned and budgeted so (a stream's budget paid
+for edits is a throttle storm), and not replanned while it is the card left open (deferred, it would stay live).
+When the turn's answer still goes out another way (the fallback), the card left open is closed first, saying that
+the answer follows: a taken-over card is never left live, nor showing the answer twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import NoReturn
+from typing import NoReturn, Protocol, runtime_checkable
 
 import structlog
 
@@ -33,9 +39,18 @@ from botgateway.snapshot import CardSnapshot
 from botgateway.stores.base import OpenCardStore
 from botgateway.strings import t
 
-__all__ = ["ResumedSink", "resumed_sink"]
+__all__ = ["ResumedSink", "TakingOver", "resumed_sink"]
 
 log = structlog.get_logger(__name__)
+
+
+@runtime_checkable
+class TakingOver(Protocol):
+    """A sink that plans its cards' calls itself (more than one way to make them), told of a card it did not make."""
+
+    def take_over(self, target: CardTarget) -> None:
+        """``target``'s card is a message made elsewhere: from now on it is edited, and budgeted as edits."""
+        ...
 
 
 class ResumedSink:
@@ -54,7 +69,10 @@ class ResumedSink:
         """The inner sink's size (the note is short)."""
         self._inner = inner
         self._left: CardHandle | None = left  # None once taken over, or given up for a new card
+        self._first: CardHandle | None = left  # the card left open until it is known final (or closed)
         self._store = store
+        if isinstance(inner, TakingOver):
+            inner.take_over(left.target)
 
     def _noted(self, snapshot: CardSnapshot) -> CardSnapshot:
         if snapshot.part != 1:
@@ -93,6 +111,7 @@ class ResumedSink:
 
     def _taken(self, handle: CardHandle) -> CardHandle:
         self._left = None
+        self._first = handle
         return handle
 
     async def _close(self, left: CardHandle) -> bool:
@@ -108,14 +127,17 @@ class ResumedSink:
         """A new card replaces ``left``: close it (when ``close``) and drop its record, then raise the
         :class:`~botgateway.sink.TransientError` that has the caller make the new card."""
         log.info("gateway.resume_new_card", platform=self.platform, card_id=left.card_id, reason=reason[:200])
-        self._left = None
+        self._left = self._first = None
         if close:
             await self._close(left)
+        await self._forget(left)
+        raise TransientError("the card left open cannot be taken over; a new one is made")
+
+    async def _forget(self, left: CardHandle) -> None:
         try:
             await self._store.remove_open_card(left.target.platform, left.card_id)
         except Exception as exc:
             log.warning("gateway.resume_forget_failed", card_id=left.card_id, error=type(exc).__name__)
-        raise TransientError("the card left open cannot be taken over; a new one is made")
 
     def _closing(self, left: CardHandle) -> CardSnapshot:
         locale = left.target.locale
@@ -127,10 +149,20 @@ class ResumedSink:
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """The card's final ``snapshot`` (noted on the first part)."""
-        return await self._inner.finalize(handle, self._noted(snapshot))
+        final = await self._inner.finalize(handle, self._noted(snapshot))
+        if self._first is not None and handle.card_id == self._first.card_id:
+            self._first = None  # final: nothing left open to close
+        return final
 
     async def fallback(self, target: CardTarget, snapshot: CardSnapshot) -> None:
-        """The inner sink's other way of posting ``snapshot`` (noted on the first part)."""
+        """The inner sink's other way of posting ``snapshot`` (noted on the first part); the card left open, unless
+        known final, is closed first saying the answer follows (its creation or its final may have timed out after
+        the platform took it: it would stay live, or show the answer a second time)."""
+        first, self._first, self._left = self._first, None, None
+        if first is not None:
+            first = dataclasses.replace(first, target=target)
+            if await self._close(first):
+                await self._forget(first)  # else left on record: the next start-up's recovery closes it
         await self._inner.fallback(target, self._noted(snapshot))
 
     async def ship_artifact(self, target: CardTarget, artifact: Artifact, handle: CardHandle | None) -> ArtifactPlacement:
@@ -148,8 +180,8 @@ class _ReplanningResumedSink(ResumedSink):
         self._planner = inner
 
     def replan(self, op: CardOp, target: CardTarget) -> bool:
-        """The inner sink's other plan for ``op``; none while the first card is the one left open (an update)."""
-        if op == "create" and self._left is not None:
+        """The inner sink's other plan for ``op``; none while the card is the one left open (edited, its only way)."""
+        if self._left is not None or self._first is not None:
             return False
         return self._planner.replan(op, target)
 
