@@ -31,7 +31,7 @@ from adapters.web.body import BadRequest
 from adapters.web.follow import ClientGone, follow
 from adapters.web.front import TurnOwner, WebFront
 from adapters.web.inert import InertEvents
-from adapters.web.routes import FINAL_SNAPSHOT_WAIT_S, locale_of, note_final, send_board, sse_name
+from adapters.web.routes import last_snapshot, locale_of, note_final, send_board, sse_name
 from adapters.web.session import csrf_ok, request_session
 from adapters.web.sse import SseStream
 from adapters.web.tap import EventTap
@@ -194,11 +194,7 @@ async def _follow_card(stream: SseStream, front: WebFront, msg: InboundMessage, 
     board = front.sink.board(turn_id)
     if board is None or not board.snapshot.final:
         cards.cancel()  # the card is not kept here (the turn moved): the console reads the turn's record
-    done, _ = await asyncio.wait([cards], timeout=FINAL_SNAPSHOT_WAIT_S)
-    if not done:
-        cards.cancel()
-    elif not cards.cancelled():
-        cards.result()
+    await last_snapshot(cards)
     return True
 
 

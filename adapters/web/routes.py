@@ -234,13 +234,18 @@ async def _follow_turn(
         if cards is not None and not (stayed and _final_here(front.sink, submission.turn_id)):
             cards.cancel()  # the client left, or no card here to finish (the turn moved, or crashed before one)
         if cards is not None:
-            # The card is final once the turn ended: its last snapshot goes out (a ConnectionError is the caller's).
-            done, _ = await asyncio.wait([cards], timeout=FINAL_SNAPSHOT_WAIT_S)
-            if not done:
-                cards.cancel()
-            elif not cards.cancelled():
-                cards.result()
+            await last_snapshot(cards)
     return True
+
+
+async def last_snapshot(cards: asyncio.Task[Any]) -> None:
+    """Let the card's stream send its last snapshot, the card being final once the turn ended; a stream that does not
+    end within :data:`FINAL_SNAPSHOT_WAIT_S` is cancelled. A ConnectionError of the stream is the caller's."""
+    done, _ = await asyncio.wait([cards], timeout=FINAL_SNAPSHOT_WAIT_S)
+    if not done:
+        cards.cancel()
+    elif not cards.cancelled():
+        cards.result()
 
 
 def _final_here(sink: WebSink, turn_id: str) -> bool:

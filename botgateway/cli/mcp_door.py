@@ -99,18 +99,10 @@ def stdio_principal(as_principal: str) -> Principal:
 @asynccontextmanager
 async def _tool_plane(config: Config) -> AsyncIterator[tuple[Store, ToolRegistry]]:
     """The store and the live tool registry, closed in reverse order."""
-    from botgateway.cli.runtime import tool_registry
-    from botgateway.stores import open_store
-    from tools.catalog import build_toolset
+    from botgateway.cli.runtime import open_tool_plane
 
     async with AsyncExitStack() as stack:
-        store = await open_store(config.memory, audit_retention_days=config.audit.retention_days)
-        stack.push_async_callback(store.close)
-        toolset = await build_toolset(config.tools)
-        stack.push_async_callback(toolset.aclose)
-        registry = tool_registry(config, toolset.tools)
-        stack.callback(registry.close)
-        toolset.attach(registry)  # MCP servers that come up late add their tools
+        store, _toolset, registry = await open_tool_plane(stack, config)
         yield store, registry
 
 

@@ -105,6 +105,21 @@ class Runtime:
     ``web.enabled`` and the HTTP server runs; ``run`` starts it with the other adapters."""
 
 
+async def open_tool_plane(stack: AsyncExitStack, config: Config) -> tuple[Store, Any, ToolRegistry]:
+    """The Store, the toolset and the live tool registry over them, each closed by ``stack`` in reverse order."""
+    from botgateway.stores import open_store
+    from tools.catalog import build_toolset
+
+    store = await open_store(config.memory, audit_retention_days=config.audit.retention_days)
+    stack.push_async_callback(store.close)
+    toolset = await build_toolset(config.tools)
+    stack.push_async_callback(toolset.aclose)
+    registry = tool_registry(config, toolset.tools)
+    stack.callback(registry.close)
+    toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
+    return store, toolset, registry
+
+
 @asynccontextmanager
 async def build_runtime(config: Config, *, worker_index: int | None = None) -> AsyncIterator[Runtime]:
     """Build the runtime; everything is closed in reverse order on exit.
@@ -114,17 +129,9 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
     """
     from botgateway.approvals import ApprovalDesk
     from botgateway.instance import claim_instance_id
-    from botgateway.stores import open_store
-    from tools.catalog import build_toolset
 
     async with AsyncExitStack() as stack:
-        store = await open_store(config.memory, audit_retention_days=config.audit.retention_days)
-        stack.push_async_callback(store.close)
-        toolset = await build_toolset(config.tools)
-        stack.push_async_callback(toolset.aclose)
-        registry = tool_registry(config, toolset.tools)
-        stack.callback(registry.close)
-        toolset.attach(registry)  # MCP servers that come up late add their tools to this live registry
+        store, toolset, registry = await open_tool_plane(stack, config)
         llm, model_label = await _model(stack, config, registry, toolset)
         # Kept across restarts, so a restarted process closes the cards it left at once (recovery at start).
         claim = claim_instance_id(config.gateway, config.memory, worker_index=worker_index)
