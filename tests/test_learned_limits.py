@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
 from adapters.web.console_status import StatusParts, console_status
-from botgateway.budget import Learning, LocalLedger, RateBudget, RateLimit, RedisLedger, SharedLedger, Verdict
+from botgateway.budget import Learning, LocalLedger, RateBudget, RateLimit, RedisLedger, SharedLedger
 from botgateway.budget.learned import Learned
 from botgateway.budget.rate_budget import SHOWN_KEYS
 from botgateway.cards.caller import CallOutcome, CardCaller
@@ -27,6 +26,7 @@ from botgateway.sink import RateLimited
 from botgateway.stores.sqlite import SqliteStore
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
 from tests.virtual_time import in_virtual_time
+from tests.watched_ledger import CountsRefusals
 
 KEY = "dingtalk:app-1:card"
 BUCKET = RateLimit(rate_per_s=10.0, burst=10)
@@ -228,27 +228,11 @@ class _Clock:
         return self.now
 
 
-class _Watched(SharedLedger):
+class _Watched(CountsRefusals, SharedLedger):
     """A process's shared ledger telling the test each call it refuses its line (the moment a waiting call is known
     not to go), awaitable with :meth:`refused`."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.refusals = 0
-        self._change = asyncio.Event()
-
-    async def take(self, key: str, limit: RateLimit, **kwargs: Any) -> Verdict:
-        verdict = await super().take(key, limit, **kwargs)
-        if not verdict.granted:
-            self.refusals += 1
-            change, self._change = self._change, asyncio.Event()
-            change.set()
-        return verdict
-
-    async def refused(self, count: int) -> None:
-        async with asyncio.timeout(20):
-            while self.refusals < count:
-                await self._change.wait()
+    refusal_wait_s = 20.0  # a shared ledger hears of its turn through Redis polls
 
 
 class _Fleet:

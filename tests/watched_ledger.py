@@ -16,33 +16,44 @@ from typing import Any
 
 from botgateway.budget import LocalLedger, RateLimit, Verdict
 
-__all__ = ["WatchedLedger"]
+__all__ = ["CountsRefusals", "WatchedLedger"]
 
 
-class WatchedLedger(LocalLedger):
-    """:class:`LocalLedger` counting the calls it refuses (:attr:`refusals`), awaitable with :meth:`refused`."""
+class CountsRefusals:
+    """Mixed into a ledger (in-memory or shared): counts the calls it refuses (:attr:`refusals`), awaitable with
+    :meth:`refused`."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(clock=clock)
+    refusal_wait_s = 10.0
+    """How long :meth:`refused` waits by default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.refusals = 0
         """Calls refused so far."""
         self._change = asyncio.Event()
 
     async def take(self, key: str, limit: RateLimit, **kwargs: Any) -> Verdict:
-        """The in-memory ledger's answer, counted when it refuses."""
-        verdict = await super().take(key, limit, **kwargs)
+        """The ledger's answer, counted when it refuses."""
+        verdict: Verdict = await super().take(key, limit, **kwargs)  # type: ignore[misc]
         if not verdict.granted:
             self.refusals += 1
             change, self._change = self._change, asyncio.Event()
             change.set()
         return verdict
 
-    async def refused(self, count: int, timeout_s: float = 10.0) -> None:
+    async def refused(self, count: int, timeout_s: float | None = None) -> None:
         """Wait until ``count`` calls in all were refused; an assertion fails when they never are (the call that
         was to wait went instead)."""
         try:
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(timeout_s or self.refusal_wait_s):
                 while self.refusals < count:
                     await self._change.wait()
         except TimeoutError:
             raise AssertionError(f"{self.refusals} calls refused, not {count}: a call that was to wait went") from None
+
+
+class WatchedLedger(CountsRefusals, LocalLedger):
+    """:class:`LocalLedger` counting the calls it refuses (:attr:`refusals`), awaitable with :meth:`refused`."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock=clock)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from botgateway.artifacts import Artifact, ArtifactPlacement
+from botgateway.artifacts import ArtifactPlacement
 from botgateway.cards import render
 from botgateway.cards.board import StatusBoard
 from botgateway.cards.footer import CardFooter, FooterOptions
@@ -238,13 +238,6 @@ class CardState:
         if changed:
             self._touch()
         return changed
-
-    def add_artifacts(self, artifacts: tuple[Artifact, ...]) -> list[Artifact]:
-        """Pictures that did not come with a tool call (an alert's graph); returns the new ones, to deliver."""
-        new = self.pictures.add(artifacts)
-        if new:
-            self._touch()
-        return new
 
     def mark_queued(self, position: int = 0, *, busy: bool = False) -> None:
         """Show the card as waiting for the previous question of the conversation (``position`` 1 = next), or with

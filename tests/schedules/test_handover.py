@@ -9,9 +9,8 @@ process, the fake Slack) is in tests/cli/test_schedules_cli.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
@@ -45,16 +44,6 @@ class Reports:
             return [CardResult("slack:C0OPS", "done", f"turn-{instance_id}")]
 
         return run
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "gw.db")
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def started_taker(store: SqliteStore, instance_id: str, reports: Reports, *names: str) -> RunNowTaker:

@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -86,16 +85,6 @@ class Reports:
         self.ran.append((schedule.name, slot))
         if slot in self.failing:
             raise RuntimeError("the inventory did not answer")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "gw.db")
-    await store.open()
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 @pytest.fixture
