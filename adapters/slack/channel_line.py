@@ -3,7 +3,8 @@
 A channel takes about one new message a second. Thirty questions in one
 channel are therefore a queue, whatever the workspace's budgets allow: the
 k-th answer cannot be complete before the k-th message slot. The line hands
-the slots out in arrival order: only the card at the head goes to the
+the slots out in arrival order (the order of the questions' ``ts``, Slack's own: turns that start a moment apart
+may line up the other way round): only the card at the head goes to the
 channel's budget for its slot, and the next one moves up once the head's
 call is being made (:meth:`ChannelLines.made`) or the head needs no slot any
 more (:meth:`Place.leave`). The card at the head makes its message with
@@ -20,8 +21,8 @@ answer's slot.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
-from collections import OrderedDict
 
 from adapters.slack.handles import CardKey, card_key
 from botgateway.sink import CardTarget
@@ -31,18 +32,29 @@ __all__ = ["ChannelLines", "Place"]
 _Channel = tuple[str, str]
 """Workspace and channel of a line."""
 
+_Order = tuple[int, int, int, int]
+"""Where a place goes in its line: its question's ``ts`` (seconds, microseconds; a card without one after every
+card with one), then the order of lining up."""
+
+
+def _order(target: CardTarget, number: int) -> _Order:
+    seconds, _, fraction = str(target.extra.get("ts") or "").partition(".")
+    if not seconds.isdigit() or not (fraction.isdigit() or not fraction):
+        return 1, 0, 0, number
+    return 0, int(seconds), int(fraction.ljust(6, "0")[:6]), number
+
 
 class Place:
     """One card's place in its channel's line (a :class:`~botgateway.sink.LinePlace`)."""
 
-    def __init__(self, lines: ChannelLines, channel: _Channel, card: CardKey, number: int) -> None:
+    def __init__(self, lines: ChannelLines, channel: _Channel, card: CardKey, order: _Order) -> None:
         self._lines = lines
         self.channel = channel
         """The line's workspace and channel."""
         self.card = card
         """The card holding the place."""
-        self.number = number
-        """Its number in the line (increasing in arrival order)."""
+        self.order = order
+        """Where it goes in the line (its question's ``ts``, then the order of lining up)."""
         self.head = asyncio.Event()
         """Set once the place is the first of its line."""
         self.left = False
@@ -67,21 +79,23 @@ class ChannelLines:
     """Every channel's line of answers waiting for their first message (mutable; one per sink)."""
 
     def __init__(self) -> None:
-        self._lines: dict[_Channel, OrderedDict[int, Place]] = {}
+        self._lines: dict[_Channel, list[Place]] = {}  # each sorted by order, the head first
         self._emptied: dict[_Channel, asyncio.Event] = {}  # set when the channel's line empties
         self._by_card: dict[CardKey, Place] = {}
         self._numbers = itertools.count()
 
     def line_up(self, target: CardTarget) -> Place:
-        """A place at the end of the line of ``target``'s channel (a card that lines up again keeps its place)."""
+        """A place in the line of ``target``'s channel, behind every question asked before it but never ahead of the
+        head, which may be making its call already (a card that lines up again keeps its place)."""
         card = card_key(target)
         held = self._by_card.get(card)
         if held is not None and not held.left:
             return held
         channel = (target.workspace_id, target.chat_id)
-        line = self._lines.setdefault(channel, OrderedDict())
-        place = Place(self, channel, card, next(self._numbers))
-        line[place.number] = place
+        line = self._lines.setdefault(channel, [])
+        place = Place(self, channel, card, _order(target, next(self._numbers)))
+        at = bisect.bisect_right([p.order for p in line], place.order)
+        line.insert(max(at, 1) if line else 0, place)
         self._by_card[card] = place
         if len(line) == 1:
             place.head.set()
@@ -102,24 +116,24 @@ class ChannelLines:
         if self._by_card.get(place.card) is place:
             del self._by_card[place.card]
         line = self._lines.get(place.channel)
-        if line is None or place.number not in line:
+        if line is None or place not in line:
             return
-        was_head = next(iter(line)) == place.number
-        del line[place.number]
+        was_head = line[0] is place
+        line.remove(place)
         if not line:
             del self._lines[place.channel]
             emptied = self._emptied.pop(place.channel, None)
             if emptied is not None:
                 emptied.set()
         elif was_head:
-            next(iter(line.values())).head.set()
+            line[0].head.set()
 
     def ahead(self, place: Place) -> int:
         """Places ahead of ``place`` in its line."""
         line = self._lines.get(place.channel)
-        if place.left or line is None:
+        if place.left or line is None or place not in line:
             return 0
-        return sum(1 for number in line if number < place.number)
+        return line.index(place)
 
     async def idle(self, target: CardTarget) -> None:
         """Return once no answer of ``target``'s channel waits for its first message (at once when none does)."""

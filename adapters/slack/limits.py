@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from botgateway.config import SlackConfig
 
 __all__ = [
-    "CHANNEL_SKEW", "DELETE_RATE_PER_MIN", "FILES_RATE_PER_MIN", "REACTIONS_RATE_PER_MIN", "Bucket", "SlackBuckets",
+    "DELETE_RATE_PER_MIN", "FILES_RATE_PER_MIN", "REACTIONS_RATE_PER_MIN", "Bucket", "SlackBuckets",
     "channel_limit", "on_own_budget", "paced", "release", "reserve", "window_limit",
 ]
 
@@ -51,32 +51,30 @@ FILES_RATE_PER_MIN = 100.0
 REACTIONS_RATE_PER_MIN = 50.0
 """``reactions.add`` is Tier 3 (50+ per minute per workspace)."""
 
-CHANNEL_SKEW = 1.1
-"""A channel's window is planned this much longer than Slack's: a message granted on time may arrive a moment late
-(a slow request before it, a busy loop), and Slack counts arrivals. A tenth of the window, not a tenth of the calls:
-90 % of a three-message burst would be two."""
-
-
 _NO_CALL = RateLimit(rate_per_s=1000.0, burst=1000)
 
 
 def window_limit(calls: float, window_s: float) -> RateLimit:
-    """Slack's tier as a window: at most 90 % of ``calls`` in any ``window_s`` seconds, spendable in a burst.
+    """Slack's tier as a window: at most ``calls`` in any ``window_s`` seconds, spendable in a burst.
 
-    The 10 % left is room for clock and network skew between our window and Slack's counter; the
-    budget plans the window across all open cards (finals reserved, live updates from the rest).
+    Slack counts a call when it arrives; the budget counts it from its answer (:meth:`Ledger.landed
+    <botgateway.budget.ledgers.base.Ledger.landed>`), by when it has arrived, so the window needs no margin
+    for the network's skew. The budget plans the window across all open cards (finals reserved, live updates
+    from the rest); a tier lower than documented is learned from its first throttle.
     """
-    return RateLimit.window(max(int(calls * 0.9), 1), window_s)
+    return RateLimit.window(max(int(calls), 1), window_s)
 
 
 def channel_limit(rate_per_s: float, burst: int) -> RateLimit:
     """A channel's new messages: ``burst`` at once, about ``rate_per_s`` a second on average.
 
-    A window of ``burst`` messages per ``burst / rate_per_s`` seconds (stretched by :data:`CHANNEL_SKEW`), the
-    shape of "about one a second, with short bursts": a token bucket with a burst would let ``burst`` messages
-    go at once and then one a second, more than Slack's window takes.
+    Slack counts a message when it arrives, ``burst`` in any ``burst / rate_per_s`` seconds: "about one a
+    second, with short bursts". A message granted on time may arrive a moment late (a slow request before it,
+    a busy loop), so each counts from its grant until a window after its answer came back (a limit on
+    arrivals): the channel's next burst waits one round trip more, never a fixed margin of the window.
     """
-    return RateLimit.window(burst, burst / rate_per_s * CHANNEL_SKEW)
+    window_s = burst / rate_per_s
+    return RateLimit(rate_per_s=rate_per_s, burst=burst, arrivals_per_s=burst, arrival_window_s=window_s)
 
 
 @dataclass(frozen=True, kw_only=True)

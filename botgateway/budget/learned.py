@@ -128,7 +128,8 @@ def learned_limit(limit: RateLimit, share: float) -> RateLimit:
     if limit.windowed:
         return RateLimit.window(_calls(limit.burst, share), limit.window_s)
     arrivals = _calls(limit.arrivals_per_s, share) if limit.arrivals_per_s > 0 else 0
-    return RateLimit(rate_per_s=limit.rate_per_s * share, burst=_calls(limit.burst, share), arrivals_per_s=arrivals)
+    return RateLimit(rate_per_s=limit.rate_per_s * share, burst=_calls(limit.burst, share), arrivals_per_s=arrivals,
+                     arrival_window_s=limit.arrival_window_s)
 
 
 def _calls(calls: int, share: float) -> int:

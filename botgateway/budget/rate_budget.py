@@ -86,6 +86,8 @@ class _Line:
     """Set when the accounts change (a release, a pause) so a sleeping dispatcher asks again."""
     granted: int = 0
     """Calls handed out so far (for stats)."""
+    landed: int = 0
+    """Calls handed out whose answer came back (or that failed) so far."""
     served: dict[str, int] = field(default_factory=dict)
     """Live updates granted per owner so far: the least served goes first (a card showing nothing yet)."""
     order: LeastServed = field(default_factory=LeastServed)
@@ -212,6 +214,8 @@ class RateBudget:
         """
         self._ledger.landed(key)
         line = self._lines.get(key)
+        if line is not None:
+            line.landed += 1
         if line is not None and line.limit.arrivals_per_s > 0 and (line.waiters or line.urgent):
             line.wake.set()  # a call held back only by calls on their way may go a second after this one
 
@@ -292,6 +296,11 @@ class RateBudget:
         """How many calls of ``key`` this budget has handed out."""
         line = self._lines.get(key)
         return line.granted if line else 0
+
+    def in_flight(self, key: str) -> int:
+        """How many calls of ``key`` this budget handed out are still on their way (granted, no answer yet)."""
+        line = self._lines.get(key)
+        return max(line.granted - line.landed, 0) if line else 0
 
     def _wake(self, key: str) -> None:
         line = self._lines.get(key)

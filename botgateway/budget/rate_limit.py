@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["RateLimit"]
+__all__ = ["LIVE_TRICKLE", "RateLimit"]
+
+LIVE_TRICKLE = 10
+"""Under a limit on arrivals, live updates always keep one call in this many of the window, reservations or not."""
 
 
 @dataclass(frozen=True)
@@ -19,17 +22,29 @@ class RateLimit:
     window_s: float = 0.0
     """Above 0: a sliding window of ``burst`` calls per ``window_s`` seconds instead of a token bucket."""
     arrivals_per_s: int = 0
-    """Above 0: besides the bucket, at most this many calls in any second *as the platform counts them*, on arrival.
+    """Above 0: besides the bucket, at most this many calls in any :attr:`arrival_window_s` (a second unless it
+    says otherwise) *as the platform counts them*, on arrival.
 
-    A call counts from its grant until one second after its answer came back: the platform counted it somewhere
+    A call counts from its grant until one window after its answer came back: the platform counted it somewhere
     in between. Pacing what is sent cannot keep a limit on arrivals: a network or server stall holds calls sent
     apart and lets them arrive together. Counting the time a call may have been on its way keeps the limit
-    whatever the stall, at the cost of ``arrivals_per_s / (1 + round trip)`` calls per second at most."""
+    whatever the stall, at the cost of one round trip per window: ``arrivals_per_s`` calls per
+    ``arrival_window_s + round trip`` at most. An open card's reserved final holds back live updates here too
+    (the ledgers leave them a tenth of the window at least), so finals due together find the window free."""
+    arrival_window_s: float = 1.0
+    """The span :attr:`arrivals_per_s` counts over (a Slack channel's: its window of a few seconds)."""
 
     @classmethod
     def window(cls, calls: int, window_s: float) -> RateLimit:
         """At most ``calls`` calls in any ``window_s`` seconds."""
         return cls(rate_per_s=calls / window_s, burst=max(int(calls), 1), window_s=window_s)
+
+    def live_room(self, arrivals: int, reserved: int) -> int:
+        """Of ``arrivals`` calls per arrival window (this limit's, maybe learned lower), how many live updates may
+        have counting: what ``reserved`` finals leave, and a tenth of the window at least (a trickle, so a burst's
+        cards still move)."""
+        trickle = max(arrivals // LIVE_TRICKLE, 1)
+        return max(arrivals - min(reserved, arrivals - trickle), trickle)
 
     @property
     def windowed(self) -> bool:
@@ -46,5 +61,6 @@ class RateLimit:
         else:
             shared = RateLimit(rate_per_s=self.rate_per_s / parts, burst=max(self.burst // parts, 1))
         if self.arrivals_per_s > 0:
-            shared = replace(shared, arrivals_per_s=max(self.arrivals_per_s // parts, 1))
+            shared = replace(shared, arrivals_per_s=max(self.arrivals_per_s // parts, 1),
+                             arrival_window_s=self.arrival_window_s)
         return shared

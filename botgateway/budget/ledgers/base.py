@@ -20,7 +20,7 @@ from typing import Protocol
 from botgateway.budget.learned import LEARN_BACK, Estimate
 from botgateway.budget.rate_limit import RateLimit
 
-__all__ = ["ARRIVAL_WINDOW_S", "LEARN_BACK", "PACED_SHARE", "SLICES", "Ledger", "Verdict"]
+__all__ = ["LEARN_BACK", "PACED_SHARE", "SLICES", "Ledger", "Verdict"]
 
 SLICES = 10
 """A window is paced in this many slices for the live updates of cards that already show something."""
@@ -30,9 +30,6 @@ PACED_SHARE = 0.5
 share of it, spread evenly over the slices: the rest stays for new cards' first text and for finals, whenever in
 the window they come."""
 
-ARRIVAL_WINDOW_S = 1.0
-"""A limit on arrivals is per second (:attr:`~botgateway.budget.rate_limit.RateLimit.arrivals_per_s`): a call counts until
-this long after its answer."""
 
 @dataclass(frozen=True)
 class Verdict:
@@ -82,7 +79,8 @@ class Ledger(Protocol):
         ...
 
     def landed(self, key: str) -> None:
-        """A granted call of ``key`` got its answer (or failed): with a limit on arrivals it counts one second more."""
+        """A granted call of ``key`` got its answer (or failed): a window's grant counts from now, and with a limit on
+        arrivals it counts one arrival window more."""
         ...
 
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:

@@ -20,6 +20,7 @@ It is also the fallback of the shared ledger while Redis cannot be reached.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from botgateway.budget.learned import Estimate, Learned, Learning, learned_limit
-from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, PACED_SHARE, SLICES, Verdict
+from botgateway.budget.ledgers.base import PACED_SHARE, SLICES, Verdict
 from botgateway.budget.rate_limit import RateLimit
 
 __all__ = ["LocalLedger"]
@@ -49,7 +50,9 @@ class _Bucket:
     paused_until: float = 0.0
     """No token is handed out before this clock time (set by throttle answers)."""
     grants: deque[float] = field(default_factory=deque)
-    """A window's grants still inside it, oldest first (clock times)."""
+    """A window's grants still inside it, oldest first (clock times; a landed call's moved to its landing)."""
+    unlanded: deque[float] = field(default_factory=deque)
+    """A window's grants whose answer has not come back yet (clock times, oldest first)."""
     learned: Learned = field(default_factory=Learned)
     """What throttles taught about the key."""
     share: float = 1.0
@@ -143,8 +146,11 @@ class LocalLedger:
         needed = 1.0 + (bucket.reservations if live and windowed else 0)
         if bucket.tokens < needed:
             return False
-        if bucket.shape.arrivals_per_s > 0 and self._arriving(bucket, now) >= bucket.shape.arrivals_per_s:
-            return False
+        arrivals = bucket.shape.arrivals_per_s
+        if arrivals > 0:
+            room = bucket.limit.live_room(arrivals, bucket.reservations) if live else arrivals
+            if self._arriving(bucket, now) >= room:
+                return False
         if live and windowed and later and self._scarce(bucket):
             slice_s = bucket.limit.window_s / SLICES
             while bucket.paced and bucket.paced[0] <= now - slice_s:
@@ -154,8 +160,8 @@ class LocalLedger:
 
     @staticmethod
     def _arriving(bucket: _Bucket, now: float) -> int:
-        """Calls the platform may count in the second ending now: on their way, or answered within the second."""
-        while bucket.landings and bucket.landings[0] <= now - ARRIVAL_WINDOW_S:
+        """Calls the platform may count in the window ending now: on their way, or answered within the window."""
+        while bucket.landings and bucket.landings[0] <= now - bucket.limit.arrival_window_s:
             bucket.landings.popleft()
         return bucket.flying + len(bucket.landings)
 
@@ -170,6 +176,7 @@ class LocalLedger:
         bucket.tokens -= 1.0
         if bucket.limit.windowed:
             bucket.grants.append(self._clock())
+            bucket.unlanded.append(bucket.grants[-1])
         if bucket.limit.arrivals_per_s > 0:
             bucket.flying += 1
 
@@ -186,18 +193,21 @@ class LocalLedger:
         answering is immediate, so ``want`` saves nothing here)."""
         if self.take_now(key, limit, live=live, later=later):
             return Verdict(True)
-        return Verdict(False, retry_in_s=self._delay(self._buckets[key]))
+        return Verdict(False, retry_in_s=self._delay(self._buckets[key], live=live))
 
-    def _delay(self, bucket: _Bucket) -> float:
+    def _delay(self, bucket: _Bucket, *, live: bool = False) -> float:
         """How long until a call could be free (a release or pause wakes the queue sooner)."""
         now = self._clock()
         if now < bucket.paused_until:
             return bucket.paused_until - now
         arrivals = bucket.shape.arrivals_per_s
+        if live and arrivals > 0:
+            arrivals = bucket.limit.live_room(arrivals, bucket.reservations)
         if arrivals > 0 and self._arriving(bucket, now) >= arrivals:
-            # Held back by calls the platform may still count: until the oldest answer is a second old, or
-            # sooner when a call on its way lands (that wakes the queue).
-            return bucket.landings[0] + ARRIVAL_WINDOW_S - now if bucket.landings else ARRIVAL_WINDOW_S
+            # Held back by calls the platform may still count: until the oldest answer is a window old, or
+            # sooner when a call on its way lands or a final is released (either wakes the queue).
+            span = bucket.limit.arrival_window_s
+            return bucket.landings[0] + span - now if bucket.landings else span
         if bucket.limit.windowed:
             # The next grant to leave the window or the slice; held back only by reservations: until a release.
             window = bucket.limit.window_s
@@ -222,9 +232,18 @@ class LocalLedger:
         bucket.tokens -= seconds * max(bucket.shape.rate_per_s, 1e-9)
 
     def landed(self, key: str) -> None:
-        """A granted call got its answer: with a limit on arrivals, it counts until a second from now."""
+        """A granted call got its answer: a window's grant counts from now (the platform counted the call on arrival,
+        by now at the latest: a window slid from the grant could let the next call arrive early), and with a limit
+        on arrivals it counts until a window from now. Calls land in the order they were granted, near enough."""
         bucket = self._buckets.get(key)
-        if bucket is None or bucket.flying <= 0:
+        if bucket is None:
+            return
+        if bucket.unlanded:
+            granted = bucket.unlanded.popleft()
+            with contextlib.suppress(ValueError):  # already out of the window: it counts again until then
+                bucket.grants.remove(granted)
+            bucket.grants.append(self._clock())
+        if bucket.flying <= 0:
             return  # granted before the limit counted arrivals, or by the shared accounts
         bucket.flying -= 1
         bucket.landings.append(self._clock())
@@ -238,7 +257,9 @@ class LocalLedger:
             bucket.flying -= 1
         bucket.tokens += 1.0
         if bucket.limit.windowed and bucket.grants:
-            bucket.grants.pop()
+            given = bucket.grants.pop()
+            if bucket.unlanded and bucket.unlanded[-1] == given:
+                bucket.unlanded.pop()
 
     def reserve(self, key: str, limit: RateLimit, owner: str) -> None:
         """Keep one call of ``key`` for ``owner``."""

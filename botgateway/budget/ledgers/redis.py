@@ -208,9 +208,11 @@ class RedisLedger:
         await self._give_back(keys=[*keys[:3], keys[4]],
                               args=[ticket, max(int(limit.burst), 1), repr(float(limit.window_s))])
 
-    async def landed(self, key: str, ticket: str) -> None:
-        """The call granted as ``ticket`` got its answer: with a limit on arrivals, it counts a second more."""
-        await self._landed(keys=self._keys(key)[4:], args=[ticket, repr(self.clock())])
+    async def landed(self, key: str, ticket: str, window_s: float = 1.0) -> None:
+        """The call granted as ``ticket`` got its answer: a window's grant counts from now, and with a limit on
+        arrivals it counts ``window_s`` more."""
+        keys = self._keys(key)
+        await self._landed(keys=[keys[1], keys[4]], args=[ticket, repr(self.clock()), repr(float(window_s))])
 
     async def publish(self, key: str, calls: int) -> None:
         """Tell the fleet this process holds ``calls`` reserved calls of ``key``, for ``reservation_ttl_s`` more."""

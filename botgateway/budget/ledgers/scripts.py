@@ -26,12 +26,13 @@ truncates Lua numbers to integers in replies.
 
 from __future__ import annotations
 
-from botgateway.budget.ledgers.base import ARRIVAL_WINDOW_S, PACED_SHARE, SLICES
+from botgateway.budget.ledgers.base import PACED_SHARE, SLICES
+from botgateway.budget.rate_limit import LIVE_TRICKLE
 
 __all__ = ["CLAIM", "GIVE_BACK", "LANDED", "PAUSE", "PUBLISH", "TAKE"]
 
 _PLAN = f"""
-local SLICES, PACED_SHARE, ARRIVAL_WINDOW = {SLICES}, {PACED_SHARE}, {ARRIVAL_WINDOW_S}
+local SLICES, PACED_SHARE, LIVE_TRICKLE = {SLICES}, {PACED_SHARE}, {LIVE_TRICKLE}
 """
 
 _LEARNED = """
@@ -166,11 +167,16 @@ if now > start then
 end
 rate = rate * share
 ts = math.max(now, ts)
--- A limit on arrivals: the calls on their way or answered within the last second, whichever process made them.
+-- A limit on arrivals: the calls on their way or answered within the last window, whichever process made them.
+-- A live update counts against what the fleet's reserved finals leave of it, a tenth of it at least.
 local arrivals = tonumber(ARGV[13]) or 0
 local arriving = 0
 if arrivals > 0 then
   arrivals = learned_calls(arrivals, share)
+  if live then
+    local trickle = math.max(math.floor(arrivals / LIVE_TRICKLE), 1)
+    arrivals = math.max(arrivals - math.min(reserved, arrivals - trickle), trickle)
+  end
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
   arriving = redis.call('ZCARD', KEYS[5])
 end
@@ -196,7 +202,7 @@ if tokens >= 1 then
   -- Held back by calls the platform may still count: until the first of them stops counting, or a tenth of a
   -- second, as a call on its way may land any moment in another process, which does not wake this one's line.
   local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
-  return reply(0, math.min(math.max(tonumber(first[2]) - now, 0.001), ARRIVAL_WINDOW / 10), tokens)
+  return reply(0, math.min(math.max(tonumber(first[2]) - now, 0.001), 0.1), tokens)
 end
 return reply(0, (1 - tokens) / rate, tokens)
 """
@@ -238,10 +244,13 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[5]) + (paused - now) * 10
 return {tostring(paused), tostring(share), throttles}
 """
 
-# KEYS: arriving. ARGV: ticket, now. A granted call got its answer: it counts for one second more (if it still
-# counts: a call answered after its longest flight was already let go).
-LANDED = f"""
-redis.call('ZADD', KEYS[1], 'XX', tonumber(ARGV[2]) + {ARRIVAL_WINDOW_S}, ARGV[1])
+# KEYS: grants, arriving. ARGV: ticket, now, the span arrivals are counted over. A granted call got its answer: a
+# window's grant counts from now (the platform counted it on arrival, by now at the latest), and with a limit on
+# arrivals it counts for one span more (if it still counts: a call answered after its longest flight was already
+# let go; a grant that left the window stays out).
+LANDED = """
+redis.call('ZADD', KEYS[1], 'XX', tonumber(ARGV[2]), ARGV[1])
+redis.call('ZADD', KEYS[2], 'XX', tonumber(ARGV[2]) + tonumber(ARGV[3]), ARGV[1])
 return 1
 """
 

@@ -155,7 +155,7 @@ class SharedLedger:
             else:
                 self._seen[key] = answer
                 self._leases.add(key, answer.count - want)  # a leased bucket's batch: kept for the next calls
-                if answer.granted and limit.arrivals_per_s > 0:
+                if answer.granted and (limit.arrivals_per_s > 0 or limit.windowed):
                     self._flying.setdefault(key, deque()).append(answer.ticket)
                 # Another process's release frees calls without telling us: ask again within poll_s.
                 return Verdict(answer.granted, retry_in_s=min(answer.retry_in_s, self._poll_s), ticket=answer.ticket,
@@ -237,11 +237,14 @@ class SharedLedger:
             self._local.late(key, seconds)
 
     def landed(self, key: str) -> None:
-        """A granted call got its answer: with a limit on arrivals it counts a second more, in Redis (any of this
-        process's calls of the key on their way stands for it: they count alike), or in the local share."""
+        """A granted call got its answer: a window's grant counts from now, and with a limit on arrivals it counts
+        one window more, in Redis (any of this process's calls of the key on their way stands for it: they count
+        alike), or in the local share."""
         flying = self._flying.get(key)
         if self.shared and flying:
-            self._push(self._redis.landed(key, flying.popleft()), name="rate-budget:landed")
+            limit = self._limits.get(key)
+            window_s = limit.arrival_window_s if limit is not None else 1.0
+            self._push(self._redis.landed(key, flying.popleft(), window_s), name="rate-budget:landed")
         else:
             self._local.landed(key)  # granted by the local share (a call it did not grant is not counted)
 

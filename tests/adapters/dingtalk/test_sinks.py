@@ -202,7 +202,8 @@ async def test_the_card_api_shares_one_bucket_for_every_chat(api, fake):
     keys = {card.rate_key(op, t)[0] for op in ("create", "update", "finalize") for t in (a, b)}
     assert len(keys) == 1
     limit = card.rate_key("update", a)[1]
-    assert limit.rate_per_s <= 20 and limit.burst == 1
+    # 20 calls a second as DingTalk counts them (on arrival), half of them at once.
+    assert (limit.rate_per_s, limit.burst, limit.arrivals_per_s, limit.arrival_window_s) == (20, 10, 20, 1.0)
     assert markdown.rate_key("update", a)[0] != card.rate_key("update", a)[0]
 
 

@@ -17,6 +17,7 @@ the burst.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from pydantic import SecretStr
 
 from adapters.slack import SlackAdapter
 from adapters.slack.adapter import Delivery
-from adapters.slack.limits import CHANNEL_SKEW, SlackBuckets
+from adapters.slack.limits import SlackBuckets
 from adapters.slack.sink import SlackCardSink
 from botgateway.budget import RateBudget
 from botgateway.cards.caller import BudgetPacer
@@ -51,7 +52,7 @@ RATE = 30.0
 """Messages a second per channel, scaled down from Slack's one: the test's clock is virtual, so only the shape counts."""
 LIVE = (1, 2, 3)
 """Askers whose answers the model holds back until their live cards exist."""
-STEP_S = BURST / RATE * CHANNEL_SKEW
+STEP_S = BURST / RATE
 """One window of the channel's budget, on the shared clock."""
 
 
@@ -78,6 +79,12 @@ async def until(check: Callable[[], Awaitable[bool]], timeout_s: float = 15.0) -
     async with asyncio.timeout(timeout_s):
         while not await check():
             await asyncio.sleep(0.02)
+
+
+def _async(check: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def checked() -> bool:
+        return check()
+    return checked
 
 
 class Incident:
@@ -197,8 +204,11 @@ async def test_thirty_askers_in_one_channel_get_their_answers_in_order_each_fini
         await fake.wait_for(lambda k=k: k in incident.completed)  # type: ignore[misc]
 
     # Each window of the channel's budget lets the next three answers out, finished, in the order they were asked.
+    # A message counts until a window after Slack answered it: the clock moves once the answers came back.
+    channel = SlackBuckets.from_config(SlackConfig()).post_bucket(_target())[0]
     while len(incident.completed) < ASKERS:
         done = len(incident.completed)
+        await until(_async(lambda: incident.budget.in_flight(channel) == 0))
         incident.clock.now += STEP_S
         await fake.wait_for(lambda done=done: len(incident.completed) > done)  # type: ignore[misc]
 
@@ -228,10 +238,11 @@ def test_a_channels_budget_is_a_short_burst_then_about_one_a_second() -> None:
     buckets = SlackBuckets.from_config(SlackConfig())
     key, limit = buckets.post_bucket(_target())
     assert key == "slack:T0001:post:C1"
-    assert limit.windowed and limit.burst == 3 and limit.window_s == pytest.approx(3.0 * CHANNEL_SKEW)
+    # Three at once, then counted on arrival: each message until a window (3 s) after Slack answered it.
+    assert (limit.burst, limit.arrivals_per_s, limit.arrival_window_s) == (3, 3, pytest.approx(3.0))
     assert buckets.reaction_bucket(_target())[0] == "slack:T0001:reactions.add"
     faster = SlackBuckets.from_config(SlackConfig(post_rate_per_s=2, post_burst=4)).post
-    assert faster.burst == 4 and faster.window_s == pytest.approx(2.0 * CHANNEL_SKEW)
+    assert (faster.burst, faster.arrivals_per_s, faster.arrival_window_s) == (4, 4, pytest.approx(2.0))
 
 
 @pytest.mark.parametrize("per_channel", [True, False])
@@ -284,6 +295,24 @@ async def test_the_line_lets_one_card_of_a_channel_go_at_a_time_in_arrival_order
     third.leave()
     third.leave()
     assert lines.waiting("T0001", "C1") == 0
+
+
+async def test_the_line_keeps_the_order_the_questions_were_asked_in_whichever_turn_lines_up_first() -> None:
+    from adapters.slack.channel_line import ChannelLines
+
+    def asked(turn: str, ts: str) -> CardTarget:
+        return dataclasses.replace(_target("C1", turn), extra={"ts": ts})
+
+    lines = ChannelLines()
+    head = lines.line_up(asked("t1", "1700000000.000300"))  # the first to line up holds the head, earlier or not
+    third = lines.line_up(asked("t3", "1700000000.000200"))
+    second = lines.line_up(asked("t2", "1700000000.000100"))
+    unknown = lines.line_up(_target("C1", "t4"))  # no ts: after every question that has one
+    fourth = lines.line_up(asked("t5", "1700000001.5"))
+    assert (head.ahead, second.ahead, third.ahead, fourth.ahead, unknown.ahead) == (0, 1, 2, 3, 4)
+    head.leave()
+    await asyncio.wait_for(second.turn(), 1)
+    assert not third.head.is_set()
 
 
 # --- configuration ---------------------------------------------------------------------------------------
