@@ -249,3 +249,65 @@ async def test_a_final_is_promised_only_while_the_window_has_a_call_beyond_the_r
     assert not await budget.claim(KEY, limit, "card-c") and budget.reserved(KEY) == 2  # nothing kept for c
     clock.now += 60.0  # the spent call leaves the window
     assert await budget.claim(KEY, limit, "card-c")
+
+
+def test_a_windows_call_counts_from_its_answer_so_a_late_arrival_cannot_overrun_the_next_window() -> None:
+    """Slack counts a call when it arrives, somewhere between its grant and its answer: the window slides from the
+    answer, so a call that took long to arrive is still in Slack's window when ours would have let it go."""
+    clock = Clock()
+    ledger = LocalLedger(clock=clock)
+    tier = RateLimit.window(2, 60.0)
+    assert ledger.take_now(KEY, tier, live=False, later=False)
+    assert ledger.take_now(KEY, tier, live=False, later=False)
+    clock.now += 10.0
+    ledger.landed(KEY)  # the first answered at once (it was granted at 1000, answered at 1010)...
+    clock.now += 50.0
+    ledger.landed(KEY)  # ...the second only a minute after its grant: Slack may have counted it just now
+    assert not ledger.take_now(KEY, tier, live=False, later=False)  # a minute from the grants, not the answers
+    clock.now += 10.0
+    assert ledger.take_now(KEY, tier, live=False, later=False)  # a minute after the first answer
+    assert not ledger.take_now(KEY, tier, live=False, later=False)
+    clock.now += 50.0
+    assert ledger.take_now(KEY, tier, live=False, later=False)  # a minute after the second answer
+
+
+def test_a_limit_on_arrivals_counts_over_its_own_window() -> None:
+    """A Slack channel takes three new messages in any three seconds: each counts until three seconds after its
+    answer, and its window restarts a round trip late, never a share of the window late."""
+    clock = Clock()
+    ledger = LocalLedger(clock=clock)
+    channel = RateLimit(rate_per_s=1.0, burst=3, arrivals_per_s=3, arrival_window_s=3.0)
+    key = "slack:T1:post:C1"
+    for _ in range(3):
+        assert ledger.take_now(key, channel, live=False, later=False)
+        ledger.landed(key)
+    clock.now += 0.25
+    assert not ledger.take_now(key, channel, live=False, later=False)
+    clock.now += 2.5
+    assert not ledger.take_now(key, channel, live=False, later=False)  # 2.75 s after the answers
+    clock.now += 0.25
+    assert [ledger.take_now(key, channel, live=False, later=False) for _ in range(4)] == [True, True, True, False]
+    assert channel.share(2).arrival_window_s == 3.0
+
+
+def test_live_updates_leave_the_open_cards_finals_a_seconds_calls_and_keep_a_trickle() -> None:
+    """Under a limit on arrivals, a live update sent just before a burst of answers ends holds a final back for a
+    second: live updates only count against what the reserved finals leave, a tenth of the second at least."""
+    clock = Clock()
+    ledger = LocalLedger(clock=clock)
+    qps = RateLimit(rate_per_s=1000.0, burst=1000, arrivals_per_s=20)
+    key = "dingtalk:robot:card"
+    for card in range(15):
+        ledger.reserve(key, qps, f"card-{card}")
+    live = [ledger.take_now(key, qps, live=True, later=True) for _ in range(6)]
+    assert live == [True] * 5 + [False]  # 20 - 15 reserved
+    for card in range(15, 40):
+        ledger.reserve(key, qps, f"card-{card}")
+    assert not ledger.take_now(key, qps, live=True, later=True)  # 40 finals would fill the second: 2 for live...
+    clock.now += 1.0
+    for _ in range(5):
+        ledger.landed(key)
+    clock.now += 1.0
+    assert [ledger.take_now(key, qps, live=True, later=True) for _ in range(3)] == [True, True, False]  # ...a trickle
+    assert all(ledger.take_now(key, qps, live=False, later=False) for _ in range(18))  # finals take the rest
+    assert not ledger.take_now(key, qps, live=False, later=False)

@@ -309,3 +309,44 @@ async def test_calls_on_their_way_count_against_arrivals_across_processes(fleet:
     fleet.clock.now += FLIGHT_S - 5.0  # past the longest flight of the first calls, not of c's second
     assert [(await p.take("dingtalk:app", qps, live=False, later=False)).granted for p in (a, b, c, a)] == [
         True, True, False, False]
+
+
+async def test_a_windows_call_counts_from_its_answer_for_the_whole_fleet(fleet: Fleet) -> None:
+    """Slack counts a call on arrival: in Redis too a window's grant moves to its answer, so a call slow to arrive
+    holds its slot until a window after Slack answered it, whichever process asks next."""
+    a, b = fleet.process("a"), fleet.process("b")
+    tier = RateLimit.window(2, 60.0)
+    assert (await a.take(KEY, tier, live=False, later=False)).granted
+    assert (await a.take(KEY, tier, live=False, later=False)).granted
+    fleet.clock.now += 10.0
+    a.landed(KEY)
+    fleet.clock.now += 50.0
+    a.landed(KEY)  # a minute after its grant
+    await a.settle()
+    assert not (await b.take(KEY, tier, live=False, later=False)).granted  # a minute from the grants: not yet
+    fleet.clock.now += 10.0
+    assert (await b.take(KEY, tier, live=False, later=False)).granted  # a minute from the first answer
+    assert not (await b.take(KEY, tier, live=False, later=False)).granted
+
+
+async def test_a_channels_arrivals_count_over_its_window_and_live_updates_leave_the_fleets_finals(fleet: Fleet) -> None:
+    """A limit on arrivals over a window of its own (a Slack channel's three messages in three seconds) counts a
+    call until a window after its answer in Redis; and live updates leave every process's reserved finals."""
+    a, b = fleet.process("a"), fleet.process("b")
+    channel = RateLimit(rate_per_s=1.0, burst=3, arrivals_per_s=3, arrival_window_s=3.0)
+    for _ in range(3):
+        assert (await a.take("slack:T1:post:C1", channel, live=False, later=False)).granted
+        a.landed("slack:T1:post:C1")
+    await a.settle()
+    fleet.clock.now += 2.5
+    assert not (await b.take("slack:T1:post:C1", channel, live=False, later=False)).granted
+    fleet.clock.now += 0.5
+    assert (await b.take("slack:T1:post:C1", channel, live=False, later=False)).granted
+
+    qps = RateLimit(rate_per_s=1000.0, burst=1000, arrivals_per_s=20)
+    for card in range(30):
+        a.reserve("dingtalk:app", qps, f"card-{card}")
+    await a.settle()  # the fleet hears of a's open cards
+    live = [(await b.take("dingtalk:app", qps, live=True, later=True)).granted for _ in range(3)]
+    assert live == [True, True, False]  # a tenth of the second: the rest is the finals'
+    assert (await b.take("dingtalk:app", qps, live=False, later=False)).granted

@@ -50,6 +50,7 @@ from cachetools import LRUCache
 from adapters.slack.channel_line import ChannelLines, Place
 from adapters.slack.control import StopControls, is_control
 from adapters.slack.edit import EditMessages, post_ephemeral
+from adapters.slack.errors import call_slack
 from adapters.slack.handles import CardKey, as_edit, card_key
 from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
@@ -57,7 +58,7 @@ from adapters.slack.native import NativeStreams, StreamBroken
 from adapters.slack.render import stream_closing
 from adapters.slack.uploads import ChartUploads
 from botgateway.artifacts import Artifact, ArtifactPlacement
-from botgateway.sink import CallPacer, CardHandle, CardOp, CardTarget
+from botgateway.sink import CallPacer, CardGone, CardHandle, CardOp, CardTarget
 from botgateway.snapshot import CardSnapshot
 
 if TYPE_CHECKING:
@@ -75,6 +76,10 @@ _Mode: TypeAlias = Literal["native", "edit", "deferred", "done"]
 
 _MAX_CARDS = 10_000
 """Cards whose mode is remembered at most; the least recently used (never finalized) are forgotten."""
+
+LEFT = "left_in"
+"""A taken-over card's handle data: the channel of the message a dead process left, deleted once the answer is
+posted."""
 
 
 class SlackCardSink:
@@ -182,10 +187,15 @@ class SlackCardSink:
         return "edit"
 
     def take_over(self, target: CardTarget) -> None:
-        """``target``'s card is a message another process made (a resumed turn's): it is an edited message from
-        now on, each of its calls made, and so budgeted, as ``chat.update`` (a native stream cannot be taken
-        over, and a deferred answer would leave that message as it was)."""
-        self._modes[card_key(target)] = "edit"
+        """``target``'s card is a message another process made (a resumed turn's): the answer comes complete, in a
+        new message on the channel's budget, and the message left behind is deleted then.
+
+        Slack still counts the dead process's ``chat.update`` and stream calls of the last minute, which this
+        process cannot know: a resumed answer edited live would spend a window that may be gone, and be throttled
+        where it matters most. A new message and a ``chat.delete`` need only the channel's slot (the burst the dead
+        process spent is seconds old) and the delete tier; nothing of the left message stays live.
+        """
+        self._modes[card_key(target)] = "deferred"
         self._taken_over[card_key(target)] = True
 
     def replan(self, op: CardOp, target: CardTarget) -> bool:
@@ -296,6 +306,10 @@ class SlackCardSink:
         """Show ``snapshot``: append the new part to the stream, or edit the message (nothing for a deferred answer)."""
         if handle.data.get("mode") in ("deferred", "done"):
             return handle
+        if handle.data.get("mode") is None and self._taken_over.pop(card_key(handle.target), False):
+            # The message a dead process left: deleted once the answer is posted (see take_over).
+            return CardHandle(card_id=handle.card_id, target=handle.target,
+                              data={"mode": "deferred", LEFT: str(handle.data.get("channel") or handle.target.chat_id)})
         stream = self._native.of(handle)
         if stream is not None:
             try:
@@ -305,18 +319,21 @@ class SlackCardSink:
             except StreamBroken as exc:
                 return await self._to_edit(handle, snapshot, str(exc))
         self._edit.check_size(snapshot)
-        if handle.data.get("mode") is None and self._taken_over.pop(card_key(handle.target), False):
-            await self._stop_left(handle)
         handle = self._edit.handle_of(handle)
         await self._edit.edit(handle, snapshot)
         return handle
 
-    async def _stop_left(self, handle: CardHandle) -> None:
-        """End the stream a dead process may have left in the taken-over message, so its first edit is taken (else
-        Slack refuses it, and each takeover costs two ``chat.update``); its own ``chat.stopStream``, paid here."""
-        channel, ts = str(handle.data.get("channel") or handle.target.chat_id), handle.card_id
-        await on_own_budget(self._pacer, self._buckets.stop_bucket(handle.target), handle.target,
-                            lambda: self._native.stop_quietly(channel, ts))
+    async def _delete_left(self, handle: CardHandle) -> None:
+        """Delete the message a dead process left (a taken-over card's) now that its answer is posted below it; its
+        own ``chat.delete``, paid here. Gone already is as good."""
+        channel = str(handle.data.get(LEFT) or "")
+        if not channel:
+            return
+        try:
+            await on_own_budget(self._pacer, self._buckets.delete_bucket(handle.target), handle.target,
+                                lambda: call_slack(self._client.chat_delete, channel=channel, ts=handle.card_id))
+        except CardGone:
+            pass
 
     async def finalize(self, handle: CardHandle, snapshot: CardSnapshot) -> CardHandle:
         """Show the final ``snapshot`` and end the stream; the Stop button goes away.
@@ -328,6 +345,7 @@ class SlackCardSink:
             return handle
         if handle.data.get("mode") == "deferred":
             await self._edit.post_plain(handle.target, snapshot)  # the answer, complete, in one go
+            await self._delete_left(handle)
             return handle
         if handle.data.get("mode") == "done":
             return await self._finish_posted(handle, snapshot)

@@ -20,7 +20,6 @@ It is also the fallback of the shared ledger while Redis cannot be reached.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -240,9 +239,9 @@ class LocalLedger:
             return
         if bucket.unlanded:
             granted = bucket.unlanded.popleft()
-            with contextlib.suppress(ValueError):  # already out of the window: it counts again until then
+            if granted in bucket.grants:  # else it left the window already (an answer a window late): it stays out
                 bucket.grants.remove(granted)
-            bucket.grants.append(self._clock())
+                bucket.grants.append(self._clock())
         if bucket.flying <= 0:
             return  # granted before the limit counted arrivals, or by the shared accounts
         bucket.flying -= 1

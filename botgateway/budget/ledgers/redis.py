@@ -208,11 +208,12 @@ class RedisLedger:
         await self._give_back(keys=[*keys[:3], keys[4]],
                               args=[ticket, max(int(limit.burst), 1), repr(float(limit.window_s))])
 
-    async def landed(self, key: str, ticket: str, window_s: float = 1.0) -> None:
-        """The call granted as ``ticket`` got its answer: a window's grant counts from now, and with a limit on
-        arrivals it counts ``window_s`` more."""
+    async def landed(self, key: str, ticket: str, window_s: float = 1.0, *, at: float | None = None) -> None:
+        """The call granted as ``ticket`` got its answer (``at``, default now): a window's grant counts from then,
+        and with a limit on arrivals it counts ``window_s`` more."""
         keys = self._keys(key)
-        await self._landed(keys=[keys[1], keys[4]], args=[ticket, repr(self.clock()), repr(float(window_s))])
+        when = self.clock() if at is None else at
+        await self._landed(keys=[keys[1], keys[4]], args=[ticket, repr(when), repr(float(window_s))])
 
     async def publish(self, key: str, calls: int) -> None:
         """Tell the fleet this process holds ``calls`` reserved calls of ``key``, for ``reservation_ttl_s`` more."""

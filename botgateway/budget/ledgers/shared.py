@@ -244,7 +244,7 @@ class SharedLedger:
         if self.shared and flying:
             limit = self._limits.get(key)
             window_s = limit.arrival_window_s if limit is not None else 1.0
-            self._push(self._redis.landed(key, flying.popleft(), window_s), name="rate-budget:landed")
+            self._push(self._redis.landed(key, flying.popleft(), window_s, at=self._clock()), name="rate-budget:landed")
         else:
             self._local.landed(key)  # granted by the local share (a call it did not grant is not counted)
 
