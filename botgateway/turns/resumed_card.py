@@ -9,8 +9,9 @@ one in the same place. Every snapshot of the first part says "resumed after a re
 preamble).
 
 A sink with ways of its own to make a card (:class:`TakingOver`: Slack's native streams, its deferred answers) is
-told at once that the card is taken over: it is an edited message, planned and budgeted so (a stream's budget paid
-for edits is a throttle storm), and not replanned while it is the card left open (deferred, it would stay live).
+told at once that the card is taken over, and plans it as it sees fit (Slack: the answer complete in a new message,
+the card left deleted then, since the dead process's calls still count against budgets no restarted process can
+see); it is not replanned while it is the card left open.
 When the turn's answer still goes out another way (the fallback), the card left open is closed first, saying that
 the answer follows: a taken-over card is never left live, nor showing the answer twice.
 """
@@ -49,7 +50,7 @@ class TakingOver(Protocol):
     """A sink that plans its cards' calls itself (more than one way to make them), told of a card it did not make."""
 
     def take_over(self, target: CardTarget) -> None:
-        """``target``'s card is a message made elsewhere: from now on it is edited, and budgeted as edits."""
+        """``target``'s card is a message made elsewhere (by a process that died): plan its calls knowing so."""
         ...
 
 
