@@ -9,7 +9,7 @@ they make beyond the one the streamer paid for go through a :class:`CallPacer`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
@@ -28,6 +28,7 @@ __all__ = [
     "CardTarget",
     "ChannelCards",
     "ChannelLines",
+    "FleetLines",
     "LinePlace",
     "PermanentError",
     "PrivateNotes",
@@ -241,6 +242,32 @@ class LinePlace(Protocol):
 
     def leave(self) -> None:
         """The card needs no place any more: its first message was made, or it ended without one. Idempotent."""
+        ...
+
+
+class FleetLines(Protocol):
+    """Lines kept for the whole fleet (:class:`~botgateway.fleet.lines.RedisLines`): a channel's answers on every
+    replica take its new messages in the order their questions were asked."""
+
+    def now(self) -> float:
+        """The unix time a place without its question's own time is ordered by."""
+        ...
+
+    async def join(self, line: str, member: str, order: float) -> None:
+        """``member`` joins ``line`` at ``order`` (its question's unix time)."""
+        ...
+
+    def leave(self, line: str, member: str) -> None:
+        """``member`` leaves ``line`` (in the background)."""
+        ...
+
+    async def first(self, line: str, member: str, keep: Sequence[str] = ()) -> tuple[bool, int]:
+        """Whether ``member`` heads ``line``, and how many are ahead of it; ``keep``: this process's other
+        members of the line, still waiting."""
+        ...
+
+    async def size(self, line: str) -> int:
+        """Members in ``line`` now."""
         ...
 
 

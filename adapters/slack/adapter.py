@@ -60,7 +60,7 @@ from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve
 from botgateway.background import BackgroundTasks
 from botgateway.messages import Submission, conversation_key
 from botgateway.principal import Principal
-from botgateway.sink import CardHandle, CardTarget
+from botgateway.sink import CardHandle, CardTarget, FleetLines
 from botgateway.stores.base import OpenCardStore
 from botgateway.strings import t
 
@@ -124,18 +124,20 @@ class SlackAdapter:
         pacer: CallPacer | None = None,
         groups: GroupResolver | None = None,
         reuse_port: bool = False,
+        lines: FleetLines | None = None,
     ) -> None:
         """``http_port`` overrides ``config.http_port`` (0 picks a free port); ``observer`` sees every :class:`Delivery`;
         ``pacer`` pays for the sink's own calls from the gateway's rate budget (Stop controls of native streams
         share its per-channel post bucket; see :class:`~botgateway.cards.caller.BudgetPacer`); ``groups`` adds the
         asker's user groups to their principal (default: none are looked up); ``reuse_port`` binds HTTP mode's
-        port with ``SO_REUSEPORT`` (worker processes share it)."""
+        port with ``SO_REUSEPORT`` (worker processes share it); ``lines``: the fleet's channel lines, so a channel's
+        answers on every replica take its new messages in the order they were asked (None: one process)."""
         self.config = config
         self._policy = policy
         self._http_port = config.http_port if http_port is None else http_port
         self._reuse_port = reuse_port
         self.client = client or web_client(config)
-        self.sink = SlackCardSink(self.client, config, pacer=pacer)
+        self.sink = SlackCardSink(self.client, config, pacer=pacer, lines=lines)
         """The card sink every Slack answer is streamed through."""
         self.http_url = ""
         """``http://host:port/path`` of the events endpoint once started in HTTP mode."""

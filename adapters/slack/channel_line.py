@@ -12,6 +12,12 @@ whatever it shows by then: an answer that is ready goes out finished, in one
 message, and one still being written starts its live card, which is finished
 later on the workspace's budgets, no channel slot needed.
 
+In a fleet (``fleet``: :class:`~botgateway.sink.FleetLines`) every place also
+joins its channel's line in Redis, ordered by its question's time, and a local
+head goes for its slot only once it heads the fleet's line too: the answers of
+one channel keep the order their questions were asked in whichever replica runs
+them, and no replica takes a slot another's answer is waiting for.
+
 Calls that do not open an answer (a fallback, a deferred answer's final) do
 not line up: they draw from the channel's budget directly. A Stop control waits
 until the line is empty (:meth:`ChannelLines.idle`): it never takes a queued
@@ -22,10 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
+import uuid
 
 from adapters.slack.handles import CardKey, card_key
-from botgateway.sink import CardTarget
+from botgateway.sink import CardTarget, FleetLines
 
 __all__ = ["ChannelLines", "Place"]
 
@@ -37,11 +45,21 @@ _Order = tuple[int, int, int, int]
 card with one), then the order of lining up."""
 
 
+POLL_S = 0.05
+"""How often a local head that waits for the fleet's line asks Redis again (another replica's answer leaving it
+tells nobody here)."""
+
+
 def _order(target: CardTarget, number: int) -> _Order:
     seconds, _, fraction = str(target.extra.get("ts") or "").partition(".")
     if not seconds.isdigit() or not (fraction.isdigit() or not fraction):
         return 1, 0, 0, number
     return 0, int(seconds), int(fraction.ljust(6, "0")[:6]), number
+
+
+def _unix(order: _Order, now: float) -> float:
+    """The fleet's order of a place: its question's ``ts`` (unix time), or ``now`` without one."""
+    return now if order[0] else order[1] + order[2] / 1_000_000
 
 
 class Place:
@@ -59,11 +77,21 @@ class Place:
         """Set once the place is the first of its line."""
         self.left = False
         """True once the place was given up."""
+        self.member = f"{card[-1] if card else ''}:{uuid.uuid4().hex[:12]}"
+        """Its name in the fleet's line (unique across the fleet)."""
+        self.joined = False
+        """Whether it joined the fleet's line."""
+        self.fleet_ahead = 0
+        """Answers ahead of it in the fleet's line, as Redis last said."""
+        self.gone = asyncio.Event()
+        """Set once the place was given up (ends a wait for the fleet's line)."""
 
     async def turn(self) -> None:
-        """Wait until this card is the first of its channel's line (at once when it is, or left)."""
+        """Wait until this card is the first of its channel's line, the fleet's too (at once when it is, or left)."""
+        await self._lines.join(self)
         if not self.left:
             await self.head.wait()
+        await self._lines.fleet_turn(self)
 
     def leave(self) -> None:
         """Give the place up; the next card of the line moves up. Idempotent."""
@@ -71,14 +99,18 @@ class Place:
 
     @property
     def ahead(self) -> int:
-        """Answers ahead of this one in its channel's line (0 at the head or once left)."""
-        return self._lines.ahead(self)
+        """Answers ahead of this one in its channel's line (0 at the head or once left), the fleet's included."""
+        return max(self._lines.ahead(self), 0 if self.left else self.fleet_ahead)
 
 
 class ChannelLines:
-    """Every channel's line of answers waiting for their first message (mutable; one per sink)."""
+    """Every channel's line of answers waiting for their first message (mutable; one per sink).
 
-    def __init__(self) -> None:
+    ``fleet``: the fleet's lines in Redis (none: one process).
+    """
+
+    def __init__(self, fleet: FleetLines | None = None) -> None:
+        self._fleet = fleet
         self._lines: dict[_Channel, list[Place]] = {}  # each sorted by order, the head first
         self._emptied: dict[_Channel, asyncio.Event] = {}  # set when the channel's line empties
         self._by_card: dict[CardKey, Place] = {}
@@ -101,6 +133,29 @@ class ChannelLines:
             place.head.set()
         return place
 
+    async def join(self, place: Place) -> None:
+        """``place`` joins its channel's line in the fleet (once; nothing without a fleet)."""
+        if self._fleet is None or place.joined or place.left:
+            return
+        place.joined = True
+        await self._fleet.join(_line(place.channel), place.member, _unix(place.order, self._fleet.now()))
+
+    async def fleet_turn(self, place: Place) -> None:
+        """Wait until ``place`` heads its channel's line in the fleet too, keeping this process's other places of
+        the line in it meanwhile (at once without a fleet, or once left)."""
+        fleet = self._fleet
+        if fleet is None:
+            return
+        line = _line(place.channel)
+        while not place.left:
+            others = [p.member for p in self._lines.get(place.channel, ()) if p is not place and p.joined]
+            first, ahead = await fleet.first(line, place.member, others)
+            place.fleet_ahead = ahead
+            if first:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(place.gone.wait(), POLL_S)
+
     def made(self, target: CardTarget) -> None:
         """The first message of ``target``'s card is being made (its slot was granted): the next card moves up."""
         place = self._by_card.get(card_key(target))
@@ -113,6 +168,9 @@ class ChannelLines:
             return
         place.left = True
         place.head.set()  # whoever waits on it stops waiting
+        place.gone.set()
+        if self._fleet is not None and place.joined:
+            self._fleet.leave(_line(place.channel), place.member)
         if self._by_card.get(place.card) is place:
             del self._by_card[place.card]
         line = self._lines.get(place.channel)
@@ -136,11 +194,21 @@ class ChannelLines:
         return line.index(place)
 
     async def idle(self, target: CardTarget) -> None:
-        """Return once no answer of ``target``'s channel waits for its first message (at once when none does)."""
+        """Return once no answer of ``target``'s channel waits for its first message, on any replica (at once when
+        none does)."""
         channel = (target.workspace_id, target.chat_id)
-        while channel in self._lines:
-            await self._emptied.setdefault(channel, asyncio.Event()).wait()
+        while True:
+            while channel in self._lines:
+                await self._emptied.setdefault(channel, asyncio.Event()).wait()
+            if self._fleet is None or not await self._fleet.size(_line(channel)):
+                return
+            await asyncio.sleep(POLL_S)  # another replica's answers: their leaving tells nobody here
 
     def waiting(self, workspace_id: str, chat_id: str) -> int:
         """Answers in the line of one channel now, the head included."""
         return len(self._lines.get((workspace_id, chat_id), ()))
+
+
+def _line(channel: _Channel) -> str:
+    """The fleet's name of a channel's line."""
+    return f"{channel[0]}:{channel[1]}"

@@ -58,7 +58,7 @@ from adapters.slack.native import NativeStreams, StreamBroken
 from adapters.slack.render import stream_closing
 from adapters.slack.uploads import ChartUploads
 from botgateway.artifacts import Artifact, ArtifactPlacement
-from botgateway.sink import CallPacer, CardGone, CardHandle, CardOp, CardTarget
+from botgateway.sink import CallPacer, CardGone, CardHandle, CardOp, CardTarget, FleetLines
 from botgateway.snapshot import CardSnapshot
 
 if TYPE_CHECKING:
@@ -94,10 +94,12 @@ class SlackCardSink:
         *,
         clock: Callable[[], float] = time.monotonic,
         pacer: CallPacer | None = None,
+        lines: FleetLines | None = None,
     ) -> None:
         """``pacer`` pays for the calls the sink makes beyond the one the streamer paid for: Stop controls
         of native streams draw from the same per-channel ``chat.postMessage`` bucket as the cards, stream
-        rollovers from the workspace's ``chat.startStream`` bucket (None: those calls are made unpaced)."""
+        rollovers from the workspace's ``chat.startStream`` bucket (None: those calls are made unpaced).
+        ``lines``: the fleet's channel lines (None: this process's alone)."""
         self._config = config
         self._pacer = pacer
         self.max_chars = config.max_live_bytes
@@ -106,7 +108,7 @@ class SlackCardSink:
         self._client = client
         self._native = NativeStreams(client, config, buckets=self._buckets, pacer=pacer, clock=clock)
         self._edit = EditMessages(client, config)
-        self._lines = ChannelLines()
+        self._lines = ChannelLines(fleet=lines)
         self._controls = StopControls(client, buckets=self._buckets, pacer=pacer, enabled=config.stop_button,
                                       idle=self._lines.idle)
         self._uploads = ChartUploads(client, self._buckets, pacer)

@@ -45,7 +45,10 @@ class StatusParts:
 def _shape(limit: RateLimit) -> str:
     if limit.windowed:
         return f"{limit.burst}/{limit.window_s:g}s"
-    return f"{round(limit.rate_per_s, 3):g}/s burst {limit.burst}"
+    shape = f"{round(limit.rate_per_s, 3):g}/s burst {limit.burst}"
+    if limit.arrivals_per_s > 0:  # what the platform counts, on arrival
+        shape += f", {limit.arrivals_per_s}/{limit.arrival_window_s:g}s arriving"
+    return shape
 
 
 def _budgets(budget: RateBudget | None) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["LIVE_TRICKLE", "RateLimit"]
+__all__ = ["LIVE_TRICKLE", "RateLimit", "live_room"]
 
 LIVE_TRICKLE = 10
 """Under a limit on arrivals, live updates always keep one call in this many of the window, reservations or not."""
@@ -39,13 +39,6 @@ class RateLimit:
         """At most ``calls`` calls in any ``window_s`` seconds."""
         return cls(rate_per_s=calls / window_s, burst=max(int(calls), 1), window_s=window_s)
 
-    def live_room(self, arrivals: int, reserved: int) -> int:
-        """Of ``arrivals`` calls per arrival window (this limit's, maybe learned lower), how many live updates may
-        have counting: what ``reserved`` finals leave, and a tenth of the window at least (a trickle, so a burst's
-        cards still move)."""
-        trickle = max(arrivals // LIVE_TRICKLE, 1)
-        return max(arrivals - min(reserved, arrivals - trickle), trickle)
-
     @property
     def windowed(self) -> bool:
         """A window-shaped limit."""
@@ -64,3 +57,11 @@ class RateLimit:
             shared = replace(shared, arrivals_per_s=max(self.arrivals_per_s // parts, 1),
                              arrival_window_s=self.arrival_window_s)
         return shared
+
+
+def live_room(arrivals: int, reserved: int) -> int:
+    """Of ``arrivals`` calls per arrival window (a limit's, maybe learned lower), how many live updates may have
+    counting: what ``reserved`` finals leave, and one call in :data:`LIVE_TRICKLE` at least (a trickle, so a
+    burst's cards still move)."""
+    trickle = max(arrivals // LIVE_TRICKLE, 1)
+    return max(arrivals - min(reserved, arrivals - trickle), trickle)

@@ -96,7 +96,8 @@ def build_adapter(name: str, adapter_config: Any, runtime: Runtime) -> Adapter:
 
         client = web_client(adapter_config)  # built first: the group resolver shares it (its token and base URL)
         return SlackAdapter(adapter_config, store=runtime.store, client=client, pacer=BudgetPacer(runtime.budget),
-                            groups=group_resolver(name, client, adapter_config, runtime.config), reuse_port=reuse_port)
+                            groups=group_resolver(name, client, adapter_config, runtime.config), reuse_port=reuse_port,
+                            lines=runtime.lines)
     if name == "dingtalk":
         from adapters.dingtalk import DingTalkAdapter
         from adapters.dingtalk.adapter import openapi_client

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from botgateway.fleet.directory import FleetDirectory
     from botgateway.fleet.handoff import Handoff
     from botgateway.fleet.lease import ConversationLeases
+    from botgateway.fleet.lines import RedisLines
     from botgateway.fleet.redis_fleet import RedisFleet
     from botgateway.fleet.redis_handoff import RedisHandoff
     from botgateway.gateway import Gateway
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from botgateway.loop import ToolLoop
     from botgateway.model import ModelChain
     from botgateway.schedules.runner import ScheduleRunner
+    from botgateway.sink import FleetLines
     from botgateway.stores.base import Store
     from botgateway.telemetry import PrometheusTelemetry
     from botgateway.usage import UsageRecorder
@@ -103,6 +105,9 @@ class Runtime:
     web: Any = None
     """The web adapter (:class:`adapters.web.WebAdapter`: the HTTP API), its routes mounted on :attr:`http`, when
     ``web.enabled`` and the HTTP server runs; ``run`` starts it with the other adapters."""
+    lines: FleetLines | None = None
+    """The fleet's channel lines (``memory.store: redis``): a Slack channel's answers on every replica take its new
+    messages in the order they were asked. None with SQLite (one process)."""
 
 
 async def open_tool_plane(stack: AsyncExitStack, config: Config) -> tuple[Store, Any, ToolRegistry]:
@@ -158,6 +163,7 @@ async def build_runtime(config: Config, *, worker_index: int | None = None) -> A
             config=config, store=store, memory=memory, llm=llm, tools=registry, toolset=toolset, loop=loop,
             budget=budget, gateway=gateway, model_label=model_label, http=http, readiness=readiness,
             worker_index=worker_index, handoff=fleet.handoff if fleet is not None else None, late=late, web=web,
+            lines=fleet.lines if fleet is not None else None,
         )
 
 
@@ -193,6 +199,8 @@ class _FleetParts:
     """The conversation leases (their tokens fence the memory's writes)."""
     handoff: RedisHandoff
     """The queue of questions moved by draining processes (closed by the exit stack, after the gateway)."""
+    lines: RedisLines
+    """The fleet's channel lines (closed by the exit stack, after the adapters)."""
 
     def join(self, memory: Memory) -> RedisFleet:
         """The fleet the gateway uses: the parts, the control channel, and the hand-over once ``memory`` settles."""
@@ -210,6 +218,7 @@ def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_i
         return None
     from botgateway.fleet.directory import FleetDirectory
     from botgateway.fleet.lease import ConversationLeases
+    from botgateway.fleet.lines import RedisLines
     from botgateway.fleet.redis_fleet import fleet_client
     from botgateway.fleet.redis_handoff import RedisHandoff
 
@@ -221,7 +230,10 @@ def _fleet_parts(stack: AsyncExitStack, config: Config, store: Store, instance_i
     directory = FleetDirectory(client, prefix, instance_id, live=store.live_instances)
     handoff = RedisHandoff(client, prefix, instance_id, live=store.live_instances)
     stack.push_async_callback(handoff.aclose)
-    return _FleetParts(client, prefix, instance_id, directory, leases, handoff)
+    # A dead process's places leave its channels' lines as its instance stops counting as live.
+    lines = RedisLines(client, prefix, ttl_s=gateway.instance_ttl_s)
+    stack.push_async_callback(lines.aclose)
+    return _FleetParts(client, prefix, instance_id, directory, leases, handoff, lines)
 
 
 def _loop(

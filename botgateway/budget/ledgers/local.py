@@ -29,7 +29,7 @@ import structlog
 
 from botgateway.budget.learned import Estimate, Learned, Learning, learned_limit
 from botgateway.budget.ledgers.base import PACED_SHARE, SLICES, Verdict
-from botgateway.budget.rate_limit import RateLimit
+from botgateway.budget.rate_limit import RateLimit, live_room
 
 __all__ = ["LocalLedger"]
 
@@ -147,7 +147,7 @@ class LocalLedger:
             return False
         arrivals = bucket.shape.arrivals_per_s
         if arrivals > 0:
-            room = bucket.limit.live_room(arrivals, bucket.reservations) if live else arrivals
+            room = live_room(arrivals, bucket.reservations) if live else arrivals
             if self._arriving(bucket, now) >= room:
                 return False
         if live and windowed and later and self._scarce(bucket):
@@ -201,7 +201,7 @@ class LocalLedger:
             return bucket.paused_until - now
         arrivals = bucket.shape.arrivals_per_s
         if live and arrivals > 0:
-            arrivals = bucket.limit.live_room(arrivals, bucket.reservations)
+            arrivals = live_room(arrivals, bucket.reservations)
         if arrivals > 0 and self._arriving(bucket, now) >= arrivals:
             # Held back by calls the platform may still count: until the oldest answer is a window old, or
             # sooner when a call on its way lands or a final is released (either wakes the queue).

@@ -168,7 +168,8 @@ end
 rate = rate * share
 ts = math.max(now, ts)
 -- A limit on arrivals: the calls on their way or answered within the last window, whichever process made them.
--- A live update counts against what the fleet's reserved finals leave of it, a tenth of it at least.
+-- A live update counts against what the fleet's reserved finals leave of it, a tenth of it at least
+-- (botgateway.budget.rate_limit.live_room).
 local arrivals = tonumber(ARGV[13]) or 0
 local arriving = 0
 if arrivals > 0 then

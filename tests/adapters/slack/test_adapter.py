@@ -465,7 +465,7 @@ async def test_run_builds_the_adapter_from_the_runtime(tmp_path: Any) -> None:
         await store.open()
         try:
             config = slack_config("http://127.0.0.1:9/v1", fake)
-            runtime = SimpleNamespace(store=store, budget=RateBudget(), config=config, worker_index=None)
+            runtime = SimpleNamespace(store=store, budget=RateBudget(), config=config, worker_index=None, lines=None)
             adapter = build_adapter("slack", config.adapters.slack, runtime)  # type: ignore[arg-type]
             assert adapter.name == "slack" and adapter.sink.platform == "slack"
             assert adapter.sink.max_chars == config.adapters.slack.max_live_bytes

@@ -40,7 +40,7 @@ async def test_the_status_page_shows_what_a_throttle_taught_a_key(browser: Any, 
         table = row.locator("xpath=ancestor::table")
         headers = await table.locator("th").all_text_contents()
         cells = dict(zip(headers, await row.locator("td").all_text_contents(), strict=True))
-        assert (cells["limit"], cells["learned"], cells["throttles"]) == ("19/s burst 1", "9.5/s burst 1", "1")
+        assert (cells["limit"], cells["learned"], cells["throttles"]) == ("19/s burst 1, 20/1s arriving", "9.5/s burst 1, 10/1s arriving", "1")
         await context.close()
     finally:
         await server.aclose()

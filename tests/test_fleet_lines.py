@@ -1,0 +1,133 @@
+"""A channel's line kept for the whole fleet, in the real Redis: each ChannelLines here stands for one replica.
+
+The answers of one Slack channel are spread over the replicas; they take its
+new messages in the order their questions were asked, whichever replica runs
+them, a dead replica's places leave the line once it stops counting as live,
+and Redis out of reach leaves each replica its own line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.slack.channel_line import ChannelLines
+from botgateway.fleet.lines import RedisLines
+from botgateway.sink import CardTarget
+from botgateway.stores.redis_connect import redis_client
+from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.parked import parked
+
+
+class Clock:
+    """Unix time the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def asked(turn: str, ts: str, channel: str = "C1") -> CardTarget:
+    return CardTarget(platform="slack", chat_id=channel, thread_id=ts, turn_id=turn, user_id="U1", is_group=True,
+                      workspace_id="T1", extra={"ts": ts})
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    prefix = unique_prefix()
+    try:
+        yield prefix
+    finally:
+        await purge_prefix(prefix)
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list]:
+    made: list = []
+    try:
+        yield made
+    finally:
+        for client in made:
+            await client.aclose()
+
+
+def replica(prefix: str, clients: list, clock: Clock | None = None, *, url: str = REDIS_URL) -> RedisLines:
+    """One replica's lines on the test's Redis (its own connections, as a process has)."""
+    client = redis_client(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+    clients.append(client)
+    return RedisLines(client, prefix, ttl_s=30.0, clock=clock or Clock())
+
+
+async def until_said(lines: RedisLines, member: str, said: tuple[bool, int]) -> None:
+    """Ask the fleet's line of T1:C1 about ``member`` until it says ``said`` (its place written by now)."""
+    async with asyncio.timeout(5):
+        while await lines.first("T1:C1", member) != said:
+            await asyncio.sleep(0)
+
+
+async def test_a_channels_answers_on_two_replicas_take_its_slots_in_the_order_they_were_asked(
+    prefix: str, clients: list,
+) -> None:
+    a_lines, b_lines = replica(prefix, clients), replica(prefix, clients)
+    a, b = ChannelLines(fleet=a_lines), ChannelLines(fleet=b_lines)
+    third = a.line_up(asked("t3", "1800000000.000300"))  # the first to line up, on replica a...
+    first = b.line_up(asked("t1", "1800000000.000100"))  # ...but asked after these two, on replica b
+    second = b.line_up(asked("t2", "1800000000.000200"))
+    await asyncio.wait_for(first.turn(), 5)  # b's local head, and the fleet's
+    waiting_third, waiting_second = await parked(third.turn()), await parked(second.turn())
+    await until_said(a_lines, third.member, (False, 2))  # third is a's local head, not the fleet's
+    assert not waiting_third.done()
+    b.made(asked("t1", "1800000000.000100"))  # its message is being made: the next one goes
+    await asyncio.wait_for(waiting_second, 5)
+    assert not waiting_third.done()
+    second.leave()  # an answer that ended without a message gives its place up
+    await asyncio.wait_for(waiting_third, 5)
+    third.leave()
+    async with asyncio.timeout(5):  # every place left (in the background): the line is empty
+        while await a_lines.size("T1:C1"):
+            await asyncio.sleep(0)
+
+
+async def test_a_stop_control_waits_for_the_other_replicas_answers_of_its_channel(prefix: str, clients: list) -> None:
+    a, b = ChannelLines(fleet=replica(prefix, clients)), ChannelLines(fleet=replica(prefix, clients))
+    queued = b.line_up(asked("t1", "1800000000.000100"))
+    await asyncio.wait_for(queued.turn(), 5)
+    idle = await parked(a.idle(asked("control", "1800000000.000900")))  # a's own line is empty
+    with pytest.raises(TimeoutError):  # several of a's polls of the fleet's line: none lets the control go
+        await asyncio.wait_for(asyncio.shield(idle), 0.3)
+    queued.leave()
+    await asyncio.wait_for(idle, 5)
+    await asyncio.wait_for(a.idle(asked("control", "1800000000.000900", channel="C2")), 5)  # another channel
+
+
+async def test_a_dead_replicas_places_leave_the_line_once_it_stops_counting_as_live(prefix: str, clients: list) -> None:
+    clock = Clock()
+    dead = ChannelLines(fleet=replica(prefix, clients, clock))
+    alive_lines = replica(prefix, clients, clock)
+    alive = ChannelLines(fleet=alive_lines)
+    for n in range(3):  # lined up, then the replica died: nothing of it pushes their expiries forward again
+        await dead.join(dead.line_up(asked(f"d{n}", f"1800000000.00000{n}")))
+    mine = alive.line_up(asked("t9", "1800000000.000900"))
+    waiting = await parked(mine.turn())
+    clock.now += 29.0
+    await until_said(alive_lines, mine.member, (False, 3))
+    assert not waiting.done()
+    clock.now += 2.0  # past their ttl they are gone, while the live place's own expiry was kept
+    await asyncio.wait_for(waiting, 5)
+    assert await alive_lines.size("T1:C1") == 1
+
+
+async def test_redis_out_of_reach_leaves_each_replica_its_own_line(prefix: str, clients: list) -> None:
+    lines = ChannelLines(fleet=replica(prefix, clients, url="redis://127.0.0.1:1/0"))
+    first, second = lines.line_up(asked("t1", "1800000000.000100")), lines.line_up(asked("t2", "1800000000.000200"))
+    await asyncio.wait_for(first.turn(), 10)
+    waiting = await parked(second.turn())
+    assert not waiting.done()
+    first.leave()
+    await asyncio.wait_for(waiting, 10)
+    second.leave()
+    await asyncio.wait_for(lines.idle(asked("t3", "1800000000.000300")), 10)
