@@ -261,9 +261,9 @@ class FleetLines(Protocol):
         """``member`` leaves ``line`` (in the background)."""
         ...
 
-    async def first(self, line: str, member: str, keep: Sequence[str] = ()) -> tuple[bool, int]:
-        """Whether ``member`` heads ``line``, and how many are ahead of it; ``keep``: this process's other
-        members of the line, still waiting."""
+    async def first(self, line: str, member: str, keep: Sequence[str] = ()) -> tuple[bool, int, int]:
+        """Whether ``member`` heads ``line``, how many are ahead of it, and how many are in it; ``keep``: this
+        process's other members of the line, still waiting."""
         ...
 
     async def size(self, line: str) -> int:

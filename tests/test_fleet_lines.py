@@ -25,7 +25,7 @@ class Clock:
     """Unix time the test moves by hand."""
 
     def __init__(self) -> None:
-        self.now = 1_800_000_000.0
+        self.now = 1_800_000_010.0  # the test's questions were asked ten seconds ago
 
     def __call__(self) -> float:
         return self.now
@@ -65,7 +65,7 @@ def replica(prefix: str, clients: list, clock: Clock | None = None, *, url: str 
 async def until_said(lines: RedisLines, member: str, said: tuple[bool, int]) -> None:
     """Ask the fleet's line of T1:C1 about ``member`` until it says ``said`` (its place written by now)."""
     async with asyncio.timeout(5):
-        while await lines.first("T1:C1", member) != said:
+        while (await lines.first("T1:C1", member))[:2] != said:
             await asyncio.sleep(0)
 
 
@@ -131,3 +131,48 @@ async def test_redis_out_of_reach_leaves_each_replica_its_own_line(prefix: str, 
     await asyncio.wait_for(waiting, 10)
     second.leave()
     await asyncio.wait_for(lines.idle(asked("t3", "1800000000.000300")), 10)
+
+
+async def test_a_head_waiting_for_the_fleet_steps_back_for_a_question_asked_before_it(
+    prefix: str, clients: list,
+) -> None:
+    """A question asked earlier but lined up later on the same replica goes first: else that replica's head would
+    wait for the fleet's head, which waits behind it, for good."""
+    a, b = ChannelLines(fleet=replica(prefix, clients)), ChannelLines(fleet=replica(prefix, clients))
+    other = b.line_up(asked("t1", "1800000000.000100"))
+    await asyncio.wait_for(other.turn(), 5)  # b's answer heads the fleet's line
+    late = a.line_up(asked("t5", "1800000000.000500"))
+    waiting_late = await parked(late.turn())  # a's head, waiting for the fleet's line
+    early = a.line_up(asked("t2", "1800000000.000200"))  # asked before it, lined up after it
+    waiting_early = await parked(early.turn())
+    assert early.head.is_set() and not late.head.is_set()
+    other.leave()
+    await asyncio.wait_for(waiting_early, 5)
+    assert not waiting_late.done()
+    early.leave()
+    await asyncio.wait_for(waiting_late, 5)
+    late.leave()
+
+
+async def test_a_fresh_question_lets_one_asked_a_moment_before_it_on_another_replica_join_first(
+    prefix: str, clients: list,
+) -> None:
+    """In a burst the questions reach the replicas a moment apart: a head whose question is younger than the settle
+    time waits while others wait in its channel, so one asked just before it elsewhere can still take its place."""
+    clock = Clock()
+    clock.now = 1_800_000_000.1  # the questions below were asked a tenth of a second ago
+    a_lines, b_lines = replica(prefix, clients, clock), replica(prefix, clients, clock)
+    a, b = ChannelLines(fleet=a_lines), ChannelLines(fleet=b_lines)
+    alone = a.line_up(asked("t0", "1800000000.000000", channel="C9"))
+    await asyncio.wait_for(alone.turn(), 5)  # alone in its channel: at once, however fresh
+    await b.join(b.line_up(asked("t9", "1800000000.000900")))  # someone else waits in the channel
+    later = a.line_up(asked("t2", "1800000000.000200"))
+    waiting = await parked(later.turn())
+    await until_said(a_lines, later.member, (True, 0))  # it heads the fleet's line, but its question is fresh...
+    earlier = b.line_up(asked("t1", "1800000000.000100"))  # ...and one asked before it arrives on replica b
+    waiting_earlier = await parked(earlier.turn())
+    clock.now += 0.5
+    await asyncio.wait_for(waiting_earlier, 5)
+    assert not waiting.done()
+    earlier.leave()
+    await asyncio.wait_for(waiting, 5)

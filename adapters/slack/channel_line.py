@@ -49,6 +49,11 @@ POLL_S = 0.05
 """How often a local head that waits for the fleet's line asks Redis again (another replica's answer leaving it
 tells nobody here)."""
 
+SETTLE_S = 0.25
+"""In a fleet, a head goes only once its question is this old while other answers wait in its channel: a question
+asked a moment before it, on another replica, may not have joined the fleet's line yet (its event on its way, its
+turn starting). An answer alone in its channel goes at once."""
+
 
 def _order(target: CardTarget, number: int) -> _Order:
     seconds, _, fraction = str(target.extra.get("ts") or "").partition(".")
@@ -85,13 +90,17 @@ class Place:
         """Answers ahead of it in the fleet's line, as Redis last said."""
         self.gone = asyncio.Event()
         """Set once the place was given up (ends a wait for the fleet's line)."""
+        self.going = False
+        """True once its turn came: it goes for its slot, and no place lined up later goes ahead of it."""
 
     async def turn(self) -> None:
         """Wait until this card is the first of its channel's line, the fleet's too (at once when it is, or left)."""
         await self._lines.join(self)
-        if not self.left:
+        while not self.left:
             await self.head.wait()
-        await self._lines.fleet_turn(self)
+            if await self._lines.fleet_turn(self):
+                break
+        self.going = True
 
     def leave(self) -> None:
         """Give the place up; the next card of the line moves up. Idempotent."""
@@ -117,8 +126,9 @@ class ChannelLines:
         self._numbers = itertools.count()
 
     def line_up(self, target: CardTarget) -> Place:
-        """A place in the line of ``target``'s channel, behind every question asked before it but never ahead of the
-        head, which may be making its call already (a card that lines up again keeps its place)."""
+        """A place in the line of ``target``'s channel, behind every question asked before it but never ahead of a
+        head whose turn came, which may be making its call already (a card that lines up again keeps its place).
+        A head still waiting (for the fleet's line) steps back behind a question asked before it."""
         card = card_key(target)
         held = self._by_card.get(card)
         if held is not None and not held.left:
@@ -127,9 +137,13 @@ class ChannelLines:
         line = self._lines.setdefault(channel, [])
         place = Place(self, channel, card, _order(target, next(self._numbers)))
         at = bisect.bisect_right([p.order for p in line], place.order)
-        line.insert(max(at, 1) if line else 0, place)
+        if line and line[0].going:
+            at = max(at, 1)
+        line.insert(at, place)
         self._by_card[card] = place
-        if len(line) == 1:
+        if at == 0:
+            if len(line) > 1:
+                line[1].head.clear()  # stepped back: it waits for its turn again
             place.head.set()
         return place
 
@@ -140,21 +154,27 @@ class ChannelLines:
         place.joined = True
         await self._fleet.join(_line(place.channel), place.member, _unix(place.order, self._fleet.now()))
 
-    async def fleet_turn(self, place: Place) -> None:
-        """Wait until ``place`` heads its channel's line in the fleet too, keeping this process's other places of
-        the line in it meanwhile (at once without a fleet, or once left)."""
+    async def fleet_turn(self, place: Place) -> bool:
+        """Wait until ``place``, the head of its line here, heads its channel's line in the fleet too, keeping this
+        process's other places of the line in it meanwhile (at once without a fleet, or once left). False: it
+        stepped back meanwhile (a question asked before it lined up here)."""
         fleet = self._fleet
         if fleet is None:
-            return
+            return True
         line = _line(place.channel)
+        asked = _unix(place.order, fleet.now())
         while not place.left:
+            if not place.head.is_set():
+                return False
             others = [p.member for p in self._lines.get(place.channel, ()) if p is not place and p.joined]
-            first, ahead = await fleet.first(line, place.member, others)
+            first, ahead, size = await fleet.first(line, place.member, others)
             place.fleet_ahead = ahead
-            if first:
-                return
+            settled = size <= 1 or fleet.now() - asked >= SETTLE_S
+            if first and settled and place.head.is_set():
+                return True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(place.gone.wait(), POLL_S)
+        return True
 
     def made(self, target: CardTarget) -> None:
         """The first message of ``target``'s card is being made (its slot was granted): the next card moves up."""

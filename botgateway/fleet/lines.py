@@ -133,18 +133,18 @@ class RedisLines:
         except Exception as exc:
             self._lost(exc)
 
-    async def first(self, line: str, member: str, keep: Sequence[str] = ()) -> tuple[bool, int]:
-        """Whether ``member`` heads ``line`` (True too when it is not in it, or Redis cannot be reached), and how
-        many members are ahead of it; the expiries of ``member`` and ``keep`` (this process's other places in
-        the line) are pushed forward."""
+    async def first(self, line: str, member: str, keep: Sequence[str] = ()) -> tuple[bool, int, int]:
+        """Whether ``member`` heads ``line`` (True too when it is not in it, or Redis cannot be reached), how many
+        members are ahead of it, and how many are in the line; the expiries of ``member`` and ``keep`` (this
+        process's other places in the line) are pushed forward."""
         try:
-            heads, ahead, _ = await self._first(
+            heads, ahead, size = await self._first(
                 keys=self._keys(line), args=[repr(self._clock()), repr(self._ttl_s), member, *keep])
         except Exception as exc:
             self._lost(exc)
-            return True, 0
+            return True, 0, 0
         self._back()
-        return bool(int(heads)), int(ahead)
+        return bool(int(heads)), int(ahead), int(size)
 
     async def size(self, line: str) -> int:
         """Members in ``line`` now (0 when Redis cannot be reached)."""

@@ -304,12 +304,15 @@ async def test_the_line_keeps_the_order_the_questions_were_asked_in_whichever_tu
         return dataclasses.replace(_target("C1", turn), extra={"ts": ts})
 
     lines = ChannelLines()
-    head = lines.line_up(asked("t1", "1700000000.000300"))  # the first to line up holds the head, earlier or not
+    waiting = lines.line_up(asked("t0", "1700000000.000400"))  # the head, its turn not come yet...
+    head = lines.line_up(asked("t1", "1700000000.000300"))  # ...steps back behind a question asked before it
+    assert head.head.is_set() and not waiting.head.is_set() and waiting.ahead == 1
+    await asyncio.wait_for(head.turn(), 1)  # its turn came: it goes for its slot, nobody goes ahead of it now
     third = lines.line_up(asked("t3", "1700000000.000200"))
     second = lines.line_up(asked("t2", "1700000000.000100"))
     unknown = lines.line_up(_target("C1", "t4"))  # no ts: after every question that has one
     fourth = lines.line_up(asked("t5", "1700000001.5"))
-    assert (head.ahead, second.ahead, third.ahead, fourth.ahead, unknown.ahead) == (0, 1, 2, 3, 4)
+    assert (head.ahead, second.ahead, third.ahead, waiting.ahead, fourth.ahead, unknown.ahead) == (0, 1, 2, 3, 4, 5)
     head.leave()
     await asyncio.wait_for(second.turn(), 1)
     assert not third.head.is_set()
