@@ -188,7 +188,7 @@ async def test_the_status_page_shows_each_keys_configured_and_learned_limit_and_
         await store.close()
     rows = {row["key"]: row for row in status["budgets"]}
     assert {k: rows[KEY][k] for k in ("limit", "learned", "throttles")} == {
-        "limit": "19/s burst 1", "learned": "9.5/s burst 1", "throttles": 1}
+        "limit": "19/s burst 1, 20/1s arriving", "learned": "9.5/s burst 1, 10/1s arriving", "throttles": 1}
     assert {k: rows["slack:T1:chat.update"][k] for k in ("limit", "learned", "throttles")} == {
         "limit": "20/60s", "learned": "20/60s", "throttles": 0}
 

@@ -315,7 +315,10 @@ async def test_crash_recovery_resumes_the_question_into_the_card_left_open(make_
     crashed.llm_server.enqueue(Script(chunks=[role_chunk(), *text_chunks("回答到一半"), Pause(30)]))
     await crashed.ask("会被中断的问题")
     await fake.wait_for(lambda: any("回答到一半" in u["content"] for c in fake.cards.values() for u in c.updates))
-    [open_card] = await crashed.store.open_cards()
+    async with asyncio.timeout(10):  # the card's record is written behind it, by a task of its own
+        while not (cards := await crashed.store.open_cards()):
+            await asyncio.sleep(0.01)
+    [open_card] = cards
     card = fake.cards[open_card.card_id]
     assert not card.finalized
     # The first process stops acting (crashed); a new one starts on the same store.
