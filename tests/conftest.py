@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+
+import pytest
 
 # Tests must never pick up a developer's real credentials from the environment.
 for _name in list(os.environ):
@@ -50,3 +53,15 @@ def pytest_unconfigure(config: object) -> None:
         sys.stderr.write(f"\nERROR: tests left non-daemon threads running ({names}); close what you open.\n")
         sys.stderr.flush()
         os._exit(3)
+
+
+@pytest.fixture
+async def redis_prefix() -> AsyncIterator[str]:
+    """A Redis key prefix of this test alone (on the loopback Redis), its keys purged afterwards."""
+    from tests.fakes.stores import purge_prefix, unique_prefix
+
+    prefix = unique_prefix()
+    try:
+        yield prefix
+    finally:
+        await purge_prefix(prefix)

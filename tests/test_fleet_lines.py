@@ -17,7 +17,7 @@ from adapters.slack.channel_line import ChannelLines
 from botgateway.fleet.lines import RedisLines
 from botgateway.sink import CardTarget
 from botgateway.stores.redis_connect import redis_client
-from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.fakes.stores import REDIS_URL
 from tests.parked import parked
 
 
@@ -34,15 +34,6 @@ class Clock:
 def asked(turn: str, ts: str, channel: str = "C1") -> CardTarget:
     return CardTarget(platform="slack", chat_id=channel, thread_id=ts, turn_id=turn, user_id="U1", is_group=True,
                       workspace_id="T1", extra={"ts": ts})
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    prefix = unique_prefix()
-    try:
-        yield prefix
-    finally:
-        await purge_prefix(prefix)
 
 
 @pytest.fixture
@@ -70,9 +61,9 @@ async def until_said(lines: RedisLines, member: str, said: tuple[bool, int]) -> 
 
 
 async def test_a_channels_answers_on_two_replicas_take_its_slots_in_the_order_they_were_asked(
-    prefix: str, clients: list,
+    redis_prefix: str, clients: list,
 ) -> None:
-    a_lines, b_lines = replica(prefix, clients), replica(prefix, clients)
+    a_lines, b_lines = replica(redis_prefix, clients), replica(redis_prefix, clients)
     a, b = ChannelLines(fleet=a_lines), ChannelLines(fleet=b_lines)
     third = a.line_up(asked("t3", "1800000000.000300"))  # the first to line up, on replica a...
     first = b.line_up(asked("t1", "1800000000.000100"))  # ...but asked after these two, on replica b
@@ -92,8 +83,8 @@ async def test_a_channels_answers_on_two_replicas_take_its_slots_in_the_order_th
             await asyncio.sleep(0)
 
 
-async def test_a_stop_control_waits_for_the_other_replicas_answers_of_its_channel(prefix: str, clients: list) -> None:
-    a, b = ChannelLines(fleet=replica(prefix, clients)), ChannelLines(fleet=replica(prefix, clients))
+async def test_a_stop_control_waits_for_the_other_replicas_answers_of_its_channel(redis_prefix: str, clients: list) -> None:
+    a, b = ChannelLines(fleet=replica(redis_prefix, clients)), ChannelLines(fleet=replica(redis_prefix, clients))
     queued = b.line_up(asked("t1", "1800000000.000100"))
     await asyncio.wait_for(queued.turn(), 5)
     idle = await parked(a.idle(asked("control", "1800000000.000900")))  # a's own line is empty
@@ -104,10 +95,10 @@ async def test_a_stop_control_waits_for_the_other_replicas_answers_of_its_channe
     await asyncio.wait_for(a.idle(asked("control", "1800000000.000900", channel="C2")), 5)  # another channel
 
 
-async def test_a_dead_replicas_places_leave_the_line_once_it_stops_counting_as_live(prefix: str, clients: list) -> None:
+async def test_a_dead_replicas_places_leave_the_line_once_it_stops_counting_as_live(redis_prefix: str, clients: list) -> None:
     clock = Clock()
-    dead = ChannelLines(fleet=replica(prefix, clients, clock))
-    alive_lines = replica(prefix, clients, clock)
+    dead = ChannelLines(fleet=replica(redis_prefix, clients, clock))
+    alive_lines = replica(redis_prefix, clients, clock)
     alive = ChannelLines(fleet=alive_lines)
     for n in range(3):  # lined up, then the replica died: nothing of it pushes their expiries forward again
         await dead.join(dead.line_up(asked(f"d{n}", f"1800000000.00000{n}")))
@@ -121,8 +112,8 @@ async def test_a_dead_replicas_places_leave_the_line_once_it_stops_counting_as_l
     assert await alive_lines.size("T1:C1") == 1
 
 
-async def test_redis_out_of_reach_leaves_each_replica_its_own_line(prefix: str, clients: list) -> None:
-    lines = ChannelLines(fleet=replica(prefix, clients, url="redis://127.0.0.1:1/0"))
+async def test_redis_out_of_reach_leaves_each_replica_its_own_line(redis_prefix: str, clients: list) -> None:
+    lines = ChannelLines(fleet=replica(redis_prefix, clients, url="redis://127.0.0.1:1/0"))
     first, second = lines.line_up(asked("t1", "1800000000.000100")), lines.line_up(asked("t2", "1800000000.000200"))
     await asyncio.wait_for(first.turn(), 10)
     waiting = await parked(second.turn())
@@ -134,11 +125,11 @@ async def test_redis_out_of_reach_leaves_each_replica_its_own_line(prefix: str, 
 
 
 async def test_a_head_waiting_for_the_fleet_steps_back_for_a_question_asked_before_it(
-    prefix: str, clients: list,
+    redis_prefix: str, clients: list,
 ) -> None:
     """A question asked earlier but lined up later on the same replica goes first: else that replica's head would
     wait for the fleet's head, which waits behind it, for good."""
-    a, b = ChannelLines(fleet=replica(prefix, clients)), ChannelLines(fleet=replica(prefix, clients))
+    a, b = ChannelLines(fleet=replica(redis_prefix, clients)), ChannelLines(fleet=replica(redis_prefix, clients))
     other = b.line_up(asked("t1", "1800000000.000100"))
     await asyncio.wait_for(other.turn(), 5)  # b's answer heads the fleet's line
     late = a.line_up(asked("t5", "1800000000.000500"))
@@ -155,13 +146,13 @@ async def test_a_head_waiting_for_the_fleet_steps_back_for_a_question_asked_befo
 
 
 async def test_a_fresh_question_lets_one_asked_a_moment_before_it_on_another_replica_join_first(
-    prefix: str, clients: list,
+    redis_prefix: str, clients: list,
 ) -> None:
     """In a burst the questions reach the replicas a moment apart: a head whose question is younger than the settle
     time waits while others wait in its channel, so one asked just before it elsewhere can still take its place."""
     clock = Clock()
     clock.now = 1_800_000_000.1  # the questions below were asked a tenth of a second ago
-    a_lines, b_lines = replica(prefix, clients, clock), replica(prefix, clients, clock)
+    a_lines, b_lines = replica(redis_prefix, clients, clock), replica(redis_prefix, clients, clock)
     a, b = ChannelLines(fleet=a_lines), ChannelLines(fleet=b_lines)
     alone = a.line_up(asked("t0", "1800000000.000000", channel="C9"))
     await asyncio.wait_for(alone.turn(), 5)  # alone in its channel: at once, however fresh

@@ -34,7 +34,6 @@ from tests.cli.gateway_process import GatewayProcess, free_port, gateway_config,
 from tests.fakes.alertmanager import Alertmanager, require_alertmanager, timestamp
 from tests.fakes.dingtalk import FakeCard, FakeDingTalk, bot_message
 from tests.fakes.slack import FakeSlack, Message
-from tests.fakes.stores import purge_prefix, unique_prefix
 from tests.fleet.harness import Replica, dingtalk_section, fleet_config, slack_section, start_replica
 from tests.paths import FAKES, REPO, SAMPLE_INVENTORY
 from tools.demo.script import Pause, Script, finish_chunk, role_chunk, text_chunks
@@ -456,16 +455,6 @@ async def test_a_card_whose_gateway_died_mid_investigation_is_closed_as_interrup
 
 
 # --- across replicas -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def redis_prefix() -> AsyncIterator[str]:
-    """A Redis key prefix of this test alone, purged afterwards."""
-    prefix = unique_prefix()
-    try:
-        yield prefix
-    finally:
-        await purge_prefix(prefix)
 
 
 async def test_replicas_sharing_redis_keep_one_card_for_a_group_delivered_to_both(

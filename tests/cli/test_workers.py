@@ -28,7 +28,7 @@ from tests.cli.cli_process import run_cli
 from tests.cli.gateway_process import GatewayProcess, free_port, gateway_config, start_gateway
 from tests.fakes.slack import FakeSlack
 from tests.fakes.slack_env import answer_of
-from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.fakes.stores import REDIS_URL
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer
 
@@ -41,13 +41,6 @@ ANSWER = "db-3 is running in cn-shanghai and owned by the payments team."
 async def services() -> AsyncIterator[tuple[FakeSlack, ScriptedLLMServer]]:
     async with FakeSlack() as fake, ScriptedLLMServer(responder=lambda body: Script.text(ANSWER, delay_s=0.01)) as llm:
         yield fake, llm
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    prefix = unique_prefix()
-    yield prefix
-    await purge_prefix(prefix)
 
 
 async def two_workers(tmp_path: Path, fake: FakeSlack, llm: ScriptedLLMServer, prefix: str) -> GatewayProcess:
@@ -83,12 +76,12 @@ async def turns_counted(gateway: GatewayProcess) -> float:
                if sample.name == "botgateway_turns_total")
 
 
-async def test_two_workers_connect_answer_and_stop_with_the_supervisor(tmp_path: Path, services: Any, prefix: str) -> None:
+async def test_two_workers_connect_answer_and_stop_with_the_supervisor(tmp_path: Path, services: Any, redis_prefix: str) -> None:
     fake, llm = services
-    gateway = await two_workers(tmp_path, fake, llm, prefix)
+    gateway = await two_workers(tmp_path, fake, llm, redis_prefix)
     try:
         await gateway.wait_readyz(200)  # both bind the HTTP port; either answers
-        store = RedisStore(REDIS_URL, prefix)
+        store = RedisStore(REDIS_URL, redis_prefix)
         try:
             assert await store.live_instances() == {"pod-7-w0", "pod-7-w1"}
         finally:
@@ -114,9 +107,9 @@ async def test_two_workers_connect_answer_and_stop_with_the_supervisor(tmp_path:
     assert "running 2 worker processes" in gateway.output()
 
 
-async def test_workers_drain_and_exit_when_their_supervisor_is_killed(tmp_path: Path, services: Any, prefix: str) -> None:
+async def test_workers_drain_and_exit_when_their_supervisor_is_killed(tmp_path: Path, services: Any, redis_prefix: str) -> None:
     fake, llm = services
-    gateway = await two_workers(tmp_path, fake, llm, prefix)
+    gateway = await two_workers(tmp_path, fake, llm, redis_prefix)
     try:
         pids = gateway.worker_pids()
         gateway.signal(signal.SIGKILL)

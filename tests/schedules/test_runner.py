@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -25,7 +25,7 @@ from botgateway.schedules.slots import slot_key
 from botgateway.stores.base import Store, StoreError
 from botgateway.stores.redis import RedisStore
 from botgateway.stores.sqlite import SqliteStore
-from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.fakes.stores import REDIS_URL
 from tests.paths import REPO
 
 MONDAY_9_SHANGHAI = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
@@ -245,15 +245,6 @@ async def test_a_slot_whose_claim_fails_is_skipped_and_logged(logs: list[dict[st
     assert reports.ran == [] and down.claims == 1
     failed = events(logs, "schedules.claim_failed")
     assert [(e["name"], e["error"]) for e in failed] == [("stopped-prod", "StoreError")]
-
-
-@pytest.fixture
-async def redis_prefix() -> AsyncIterator[str]:
-    prefix = unique_prefix()
-    try:
-        yield prefix
-    finally:
-        await purge_prefix(prefix)
 
 
 async def test_two_runners_on_two_redis_stores_sharing_a_prefix_run_a_slot_once(redis_prefix: str) -> None:
