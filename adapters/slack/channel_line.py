@@ -95,7 +95,8 @@ class Place:
 
     async def turn(self) -> None:
         """Wait until this card is the first of its channel's line, the fleet's too (at once when it is, or left)."""
-        await self._lines.join(self)
+        if not self.head.is_set():
+            await self._lines.join(self)  # a head joins as it first asks the fleet's line, in one round trip
         while not self.left:
             await self.head.wait()
             if await self._lines.fleet_turn(self):
@@ -153,6 +154,7 @@ class ChannelLines:
             return
         place.joined = True
         await self._fleet.join(_line(place.channel), place.member, _unix(place.order, self._fleet.now()))
+        self._left_meanwhile(place)
 
     async def fleet_turn(self, place: Place) -> bool:
         """Wait until ``place``, the head of its line here, heads its channel's line in the fleet too, keeping this
@@ -167,7 +169,10 @@ class ChannelLines:
             if not place.head.is_set():
                 return False
             others = [p.member for p in self._lines.get(place.channel, ()) if p is not place and p.joined]
-            first, ahead, size = await fleet.first(line, place.member, others)
+            join = None if place.joined else asked
+            place.joined = True
+            first, ahead, size = await fleet.first(line, place.member, others, join=join)
+            self._left_meanwhile(place)
             place.fleet_ahead = ahead
             settled = size <= 1 or fleet.now() - asked >= SETTLE_S
             if first and settled and place.head.is_set():
@@ -175,6 +180,12 @@ class ChannelLines:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(place.gone.wait(), POLL_S)
         return True
+
+    def _left_meanwhile(self, place: Place) -> None:
+        """A place that left while it was joining the fleet's line leaves it again: its leave may have been
+        written before its join."""
+        if place.left and self._fleet is not None:
+            self._fleet.leave(_line(place.channel), place.member)
 
     def made(self, target: CardTarget) -> None:
         """The first message of ``target``'s card is being made (its slot was granted): the next card moves up."""
