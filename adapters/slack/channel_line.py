@@ -95,8 +95,7 @@ class Place:
 
     async def turn(self) -> None:
         """Wait until this card is the first of its channel's line, the fleet's too (at once when it is, or left)."""
-        if not self.head.is_set():
-            await self._lines.join(self)  # a head joins as it first asks the fleet's line, in one round trip
+        await self._lines.join(self)  # at once, head or not: the fleet orders the places it knows of
         while not self.left:
             await self.head.wait()
             if await self._lines.fleet_turn(self):
