@@ -168,10 +168,7 @@ class ChannelLines:
             if not place.head.is_set():
                 return False
             others = [p.member for p in self._lines.get(place.channel, ()) if p is not place and p.joined]
-            join = None if place.joined else asked
-            place.joined = True
-            first, ahead, size = await fleet.first(line, place.member, others, join=join)
-            self._left_meanwhile(place)
+            first, ahead, size = await fleet.first(line, place.member, others)
             place.fleet_ahead = ahead
             settled = size <= 1 or fleet.now() - asked >= SETTLE_S
             if first and settled and place.head.is_set():

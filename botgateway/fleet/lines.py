@@ -32,16 +32,12 @@ __all__ = ["RedisLines"]
 
 log = structlog.get_logger(__name__)
 
-# KEYS: line (ZSET member → order), expiries (HASH member → unix time). ARGV: now, ttl_s, order ('' or the order
-# member joins at, if not in), member, kept members... Pushes the kept members' expiries forward, drops expired
-# members off the head, and returns {1 if member heads the line (or is not in it), members ahead of it, members in
-# the line}.
+# KEYS: line (ZSET member → order), expiries (HASH member → unix time). ARGV: now, ttl_s, member, kept members...
+# Pushes the kept members' expiries forward, drops expired members off the head, and returns
+# {1 if member heads the line (or is not in it), members ahead of it, members in the line}.
 _FIRST = """
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-if ARGV[3] ~= '' then
-  redis.call('ZADD', KEYS[1], 'NX', ARGV[3], ARGV[4])
-end
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   if ARGV[i] ~= '' and redis.call('ZSCORE', KEYS[1], ARGV[i]) then
     redis.call('HSET', KEYS[2], ARGV[i], tostring(now + ttl))
   end
@@ -61,7 +57,7 @@ local keep = math.ceil(ttl * 2000)
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
 local size = redis.call('ZCARD', KEYS[1])
-local rank = redis.call('ZRANK', KEYS[1], ARGV[4])
+local rank = redis.call('ZRANK', KEYS[1], ARGV[3])
 if not rank then
   return {1, 0, size}
 end
@@ -137,16 +133,13 @@ class RedisLines:
         except Exception as exc:
             self._lost(exc)
 
-    async def first(self, line: str, member: str, keep: Sequence[str] = (), *,
-                    join: float | None = None) -> tuple[bool, int, int]:
+    async def first(self, line: str, member: str, keep: Sequence[str] = ()) -> tuple[bool, int, int]:
         """Whether ``member`` heads ``line`` (True too when it is not in it, or Redis cannot be reached), how many
         members are ahead of it, and how many are in the line; the expiries of ``member`` and ``keep`` (this
-        process's other places in the line) are pushed forward. ``join``: ``member`` joins at that order first
-        (if not in), in the same round trip."""
-        order = "" if join is None else repr(float(join))
+        process's other places in the line) are pushed forward."""
         try:
             heads, ahead, size = await self._first(
-                keys=self._keys(line), args=[repr(self._clock()), repr(self._ttl_s), order, member, *keep])
+                keys=self._keys(line), args=[repr(self._clock()), repr(self._ttl_s), member, *keep])
         except Exception as exc:
             self._lost(exc)
             return True, 0, 0
@@ -156,8 +149,7 @@ class RedisLines:
     async def size(self, line: str) -> int:
         """Members in ``line`` now (0 when Redis cannot be reached)."""
         try:
-            _, _, size = await self._first(keys=self._keys(line),
-                                           args=[repr(self._clock()), repr(self._ttl_s), "", ""])
+            _, _, size = await self._first(keys=self._keys(line), args=[repr(self._clock()), repr(self._ttl_s), ""])
         except Exception as exc:
             self._lost(exc)
             return 0
