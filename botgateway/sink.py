@@ -253,8 +253,14 @@ class FleetLines(Protocol):
         """The unix time a place without its question's own time is ordered by."""
         ...
 
-    async def join(self, line: str, member: str, order: float) -> None:
-        """``member`` joins ``line`` at ``order`` (its question's unix time)."""
+    async def join(self, line: str, member: str, order: float, *, announced: str = "") -> None:
+        """``member`` joins ``line`` at ``order`` (its question's unix time), taking over the place of its question's
+        announcement ``announced``."""
+        ...
+
+    async def announce(self, line: str, member: str, order: float) -> None:
+        """A question taken holds its place in ``line`` at ``order`` as ``member``, for a short while, until its
+        card joins."""
         ...
 
     def leave(self, line: str, member: str) -> None:

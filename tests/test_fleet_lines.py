@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -46,11 +47,16 @@ async def clients() -> AsyncIterator[list]:
             await client.aclose()
 
 
-def replica(prefix: str, clients: list, clock: Clock | None = None, *, url: str = REDIS_URL) -> RedisLines:
-    """One replica's lines on the test's Redis (its own connections, as a process has)."""
+def _client(clients: list, url: str = REDIS_URL) -> Any:
+    """A replica's own Redis connections (closed by the ``clients`` fixture)."""
     client = redis_client(url, socket_timeout=2.0, socket_connect_timeout=2.0)
     clients.append(client)
-    return RedisLines(client, prefix, ttl_s=30.0, clock=clock or Clock())
+    return client
+
+
+def replica(prefix: str, clients: list, clock: Clock | None = None, *, url: str = REDIS_URL) -> RedisLines:
+    """One replica's lines on the test's Redis (its own connections, as a process has)."""
+    return RedisLines(_client(clients, url), prefix, ttl_s=30.0, clock=clock or Clock())
 
 
 async def until_said(lines: RedisLines, member: str, said: tuple[bool, int]) -> None:
@@ -167,3 +173,34 @@ async def test_a_fresh_question_lets_one_asked_a_moment_before_it_on_another_rep
     assert not waiting.done()
     earlier.leave()
     await asyncio.wait_for(waiting, 5)
+
+
+async def test_an_announced_question_holds_its_place_until_its_card_takes_it_over_or_it_expires(
+    redis_prefix: str, clients: list,
+) -> None:
+    """A question taken on one replica holds its place before its card lines up; its card's place takes the
+    announcement over (the line does not count it twice), and an announcement no card took over (its process died
+    first) leaves the line after ``announced_ttl_s``."""
+    clock = Clock()
+    a_lines = RedisLines(_client(clients), redis_prefix, ttl_s=30.0, announced_ttl_s=5.0, clock=clock)
+    b_lines = replica(redis_prefix, clients, clock)
+    a, b = ChannelLines(fleet=a_lines), ChannelLines(fleet=b_lines)
+    await a.announce("T1", "C1", "1800000000.000100")
+    later = b.line_up(asked("t2", "1800000000.000200"))
+    waiting = await parked(later.turn())
+    await until_said(b_lines, later.member, (False, 1))
+    early = a.line_up(asked("t1", "1800000000.000100"))
+    await asyncio.wait_for(early.turn(), 5)  # its card took the announcement's place: nothing ahead of it
+    assert await a_lines.size("T1:C1") == 2
+    assert not waiting.done()
+    early.leave()
+    await asyncio.wait_for(waiting, 5)
+    later.leave()
+
+    await a.announce("T1", "C1", "1800000000.000300")  # its process dies before its card lines up
+    last = b.line_up(asked("t4", "1800000000.000400"))
+    waiting = await parked(last.turn())
+    await until_said(b_lines, last.member, (False, 1))
+    clock.now += 5.1
+    await asyncio.wait_for(waiting, 5)
+    last.leave()

@@ -344,9 +344,16 @@ class SlackAdapter:
                 return Delivery(kind, "ignored", "no channel or ts")
             if not await self._first_delivery(body):
                 return Delivery(kind, "duplicate", "retried delivery")
-            return await self._submit(body, event, channel, thread_ts, direct=direct)
+            team = self._team(body, event)
+            # Its place in the channel's line is held from now on: starting the turn may take a while in a burst.
+            await self.sink.lines.announce(team, channel, ts)
+            delivery = await self._submit(body, event, channel, thread_ts, direct=direct)
+            if delivery.submission is None or delivery.submission.status not in ("started", "queued"):
+                self.sink.lines.withdraw(team, channel, ts)  # no card will take the announcement over
+            return delivery
         except Exception as exc:
             log.exception("slack.accept_failed", error=type(exc).__name__)
+            self.sink.lines.withdraw(self._team(body, event), channel, ts)
             try:
                 await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
                                                    text=t(self.config.locale, "error_generic"))

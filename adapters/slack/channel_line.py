@@ -16,7 +16,10 @@ In a fleet (``fleet``: :class:`~botgateway.sink.FleetLines`) every place also
 joins its channel's line in Redis, ordered by its question's time, and a local
 head goes for its slot only once it heads the fleet's line too: the answers of
 one channel keep the order their questions were asked in whichever replica runs
-them, and no replica takes a slot another's answer is waiting for.
+them, and no replica takes a slot another's answer is waiting for. A question
+holds its place in the fleet's line from the moment its replica takes it
+(:meth:`ChannelLines.announce`): in a burst a replica may take a second to
+start its turns, and the other replica's heads would not know of them meanwhile.
 
 Calls that do not open an answer (a fallback, a deferred answer's final) do
 not line up: they draw from the channel's budget directly. A Stop control waits
@@ -51,15 +54,33 @@ tells nobody here)."""
 
 SETTLE_S = 0.25
 """In a fleet, a head goes only once its question is this old while other answers wait in its channel: a question
-asked a moment before it, on another replica, may not have joined the fleet's line yet (its event on its way, its
-turn starting). An answer alone in its channel goes at once."""
+asked a moment before it may not have been announced yet (its event on its way to another replica). An answer alone
+in its channel goes at once."""
+
+
+def _parsed(ts: str) -> tuple[int, int] | None:
+    """A Slack ``ts`` as (seconds, microseconds); None when it is not one."""
+    seconds, _, fraction = ts.partition(".")
+    if not seconds.isdigit() or not (fraction.isdigit() or not fraction):
+        return None
+    return int(seconds), int(fraction.ljust(6, "0")[:6])
 
 
 def _order(target: CardTarget, number: int) -> _Order:
-    seconds, _, fraction = str(target.extra.get("ts") or "").partition(".")
-    if not seconds.isdigit() or not (fraction.isdigit() or not fraction):
+    parsed = _parsed(_question(target))
+    if parsed is None:
         return 1, 0, 0, number
-    return 0, int(seconds), int(fraction.ljust(6, "0")[:6]), number
+    return 0, *parsed, number
+
+
+def _question(target: CardTarget) -> str:
+    """The ``ts`` of the question ``target`` answers (empty when it has none)."""
+    return str(target.extra.get("ts") or "")
+
+
+def _announcement(ts: str) -> str:
+    """The fleet's name of a question's announcement in its channel's line."""
+    return f"ask:{ts}"
 
 
 def _unix(order: _Order, now: float) -> float:
@@ -70,10 +91,12 @@ def _unix(order: _Order, now: float) -> float:
 class Place:
     """One card's place in its channel's line (a :class:`~botgateway.sink.LinePlace`)."""
 
-    def __init__(self, lines: ChannelLines, channel: _Channel, card: CardKey, order: _Order) -> None:
+    def __init__(self, lines: ChannelLines, channel: _Channel, card: CardKey, order: _Order, question: str) -> None:
         self._lines = lines
         self.channel = channel
         """The line's workspace and channel."""
+        self.question = question
+        """The ``ts`` of the question its card answers (empty without one)."""
         self.card = card
         """The card holding the place."""
         self.order = order
@@ -135,7 +158,7 @@ class ChannelLines:
             return held
         channel = (target.workspace_id, target.chat_id)
         line = self._lines.setdefault(channel, [])
-        place = Place(self, channel, card, _order(target, next(self._numbers)))
+        place = Place(self, channel, card, _order(target, next(self._numbers)), _question(target))
         at = bisect.bisect_right([p.order for p in line], place.order)
         if line and line[0].going:
             at = max(at, 1)
@@ -152,8 +175,25 @@ class ChannelLines:
         if self._fleet is None or place.joined or place.left:
             return
         place.joined = True
-        await self._fleet.join(_line(place.channel), place.member, _unix(place.order, self._fleet.now()))
+        announced = _announcement(place.question) if place.question else ""
+        await self._fleet.join(_line(place.channel), place.member, _unix(place.order, self._fleet.now()),
+                               announced=announced)
         self._left_meanwhile(place)
+
+    async def announce(self, workspace_id: str, chat_id: str, ts: str) -> None:
+        """The question ``ts`` of a channel was taken here: in a fleet it holds its place in the channel's line from
+        now on, before its turn starts and its card lines up (whose place takes it over), so that a question asked
+        after it on another replica does not go first meanwhile. Nothing without a fleet or a ``ts``."""
+        parsed = _parsed(ts)
+        if self._fleet is None or parsed is None:
+            return
+        await self._fleet.announce(_line((workspace_id, chat_id)), _announcement(ts), parsed[0] + parsed[1] / 1_000_000)
+
+    def withdraw(self, workspace_id: str, chat_id: str, ts: str) -> None:
+        """The question ``ts`` announced makes no card after all (refused, a stop word, a failure): its
+        announcement leaves the channel's line."""
+        if self._fleet is not None and ts:
+            self._fleet.leave(_line((workspace_id, chat_id)), _announcement(ts))
 
     async def fleet_turn(self, place: Place) -> bool:
         """Wait until ``place``, the head of its line here, heads its channel's line in the fleet too, keeping this

@@ -123,6 +123,11 @@ class SlackCardSink:
 
     # --- budgets ----------------------------------------------------------------
 
+    @property
+    def lines(self) -> ChannelLines:
+        """Every channel's line of answers waiting for their first message (the adapter announces questions in it)."""
+        return self._lines
+
     def line_up(self, target: CardTarget) -> Place:
         """The card of ``target`` lines up for its channel's next new message (:mod:`adapters.slack.channel_line`)."""
         return self._lines.line_up(target)

@@ -15,6 +15,13 @@ Each member has an expiry, pushed forward by its process while it waits: the
 places of a process that died leave the line within ``ttl_s`` instead of
 holding it up for good. Redis out of reach never stops a line: the local order
 goes on alone.
+
+A question holds its place from the moment a replica takes it
+(:meth:`RedisLines.announce`), before its turn starts and its card lines up:
+in a burst a replica may take a second to start its turns, and a question asked
+later on the other replica would go first meanwhile. Its card's place takes the
+announcement over when it joins; an announcement no card takes over (a process
+that died before its card) leaves the line after ``announced_ttl_s``.
 """
 
 from __future__ import annotations
@@ -28,9 +35,14 @@ import structlog
 
 from botgateway.background import BackgroundTasks
 
-__all__ = ["RedisLines"]
+__all__ = ["ANNOUNCED_TTL_S", "RedisLines"]
 
 log = structlog.get_logger(__name__)
+
+ANNOUNCED_TTL_S = 5.0
+"""How long a question announced holds its place in its channel's line without its card joining: far longer than a
+busy replica takes from taking a question to lining its card up (about a second in a burst), short enough that a
+question whose card never came (its process died first) holds nobody up for long."""
 
 # KEYS: line (ZSET member → order), expiries (HASH member → unix time). ARGV: now, ttl_s, member, kept members...
 # Pushes the kept members' expiries forward, drops expired members off the head, and returns
@@ -67,10 +79,15 @@ end
 return {0, rank, size}
 """
 
-# KEYS: line, expiries. ARGV: member, order, expiry (unix time), keep_ms. A member joins (keeping its place if in).
+# KEYS: line, expiries. ARGV: member, order, expiry (unix time), keep_ms, announcement. A member joins (keeping its
+# place if in), taking over its question's announcement (which leaves).
 _JOIN = """
 redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+if ARGV[5] ~= '' then
+  redis.call('ZREM', KEYS[1], ARGV[5])
+  redis.call('HDEL', KEYS[2], ARGV[5])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 1
@@ -92,13 +109,15 @@ class RedisLines:
         prefix: The deployment's key prefix.
         ttl_s: How long a member stays without its process pushing its expiry forward (a dead process's places
             leave the line then).
+        announced_ttl_s: How long a question announced holds its place without its card joining.
         clock: Unix time (tests move it).
     """
 
     def __init__(self, client: aioredis.Redis, prefix: str, *, ttl_s: float = 30.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 announced_ttl_s: float = ANNOUNCED_TTL_S, clock: Callable[[], float] = time.time) -> None:
         self._prefix = prefix
         self._ttl_s = ttl_s
+        self._announced_ttl_s = announced_ttl_s
         self._clock = clock
         self._first = client.register_script(_FIRST)
         self._join = client.register_script(_JOIN)
@@ -114,12 +133,20 @@ class RedisLines:
         """The clock orders without a question's own time are read from (unix time)."""
         return self._clock()
 
-    async def join(self, line: str, member: str, order: float) -> None:
-        """``member`` joins ``line`` at ``order`` (its question's unix time); it keeps its place if it is in."""
-        expiry = self._clock() + self._ttl_s
+    async def join(self, line: str, member: str, order: float, *, announced: str = "") -> None:
+        """``member`` joins ``line`` at ``order`` (its question's unix time); it keeps its place if it is in, and
+        takes over the place of its question's announcement ``announced``, which leaves."""
+        await self._write(line, member, order, self._ttl_s, announced)
+
+    async def announce(self, line: str, member: str, order: float) -> None:
+        """A question taken joins ``line`` at ``order`` as ``member`` until its card's place takes it over (or
+        ``announced_ttl_s`` passes, or it leaves)."""
+        await self._write(line, member, order, self._announced_ttl_s, "")
+
+    async def _write(self, line: str, member: str, order: float, ttl_s: float, announced: str) -> None:
         try:
-            await self._join(keys=self._keys(line),
-                             args=[member, repr(float(order)), repr(expiry), math.ceil(self._ttl_s * 2000)])
+            await self._join(keys=self._keys(line), args=[
+                member, repr(float(order)), repr(self._clock() + ttl_s), math.ceil(self._ttl_s * 2000), announced])
         except Exception as exc:
             self._lost(exc)
 

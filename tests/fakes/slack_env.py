@@ -24,6 +24,7 @@ from botgateway.history import Memory
 from botgateway.loop import ToolLoop
 from botgateway.messages import TurnOutcome
 from botgateway.model import LLMClient
+from botgateway.sink import FleetLines
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import ToolError, ToolRegistry, tool
 from tests.fakes.restart import restart_tool
@@ -132,11 +133,13 @@ async def slack_env(
     access_config: dict[str, Any] | None = None,
     approvals: bool = False,
     tools: list[Any] | None = None,
+    lines: FleetLines | None = None,
     **slack: Any,
 ) -> AsyncIterator[Env]:
     """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order.
 
-    ``tools``: what the model is offered (default: ``find_server`` and ``inventory_lookup``).
+    ``tools``: what the model is offered (default: ``find_server`` and ``inventory_lookup``); ``lines``: the fleet's
+    channel lines, as a replica of a fleet has them (None: one process).
     """
     fake = fake or FakeSlack()
     await fake.start()
@@ -163,7 +166,7 @@ async def slack_env(
     gateway = Gateway(loop=loop, store=store, budget=budget, config=config, model_label="test", **extra)
     deliveries: asyncio.Queue[Delivery] = asyncio.Queue()
     adapter = SlackAdapter(config.adapters.slack, store=store, http_port=http_port, observer=deliveries.put_nowait,
-                           pacer=BudgetPacer(budget))
+                           pacer=BudgetPacer(budget), lines=lines)
     await adapter.start(gateway)
     try:
         yield Env(fake, llm_server, budget, store, gateway, adapter, config, deliveries, restarts)

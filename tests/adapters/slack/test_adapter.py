@@ -19,11 +19,17 @@ import pytest
 from pydantic import SecretStr
 
 from adapters.slack import SlackAdapter, SlackStartError
+from adapters.slack.channel_line import ChannelLines
 from adapters.slack.render import STOP_ACTION_ID
+from botgateway.fleet.lines import RedisLines
+from botgateway.sink import CardTarget
+from botgateway.stores.redis_connect import redis_client
 from botgateway.stores.sqlite import SqliteStore
 from tests.adapters.log_lines import captured_log
 from tests.fakes.slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from tests.fakes.slack_env import ANSWER, Env, answer_of, controls, replies, slack_config, slack_env
+from tests.fakes.stores import REDIS_URL
+from tests.parked import parked
 from tools.demo.script import Script
 
 
@@ -315,6 +321,63 @@ async def test_refusal_and_failed_tool_are_explained_in_the_thread(tmp_path: Any
         [card] = replies(env, "C1", event["ts"])
         assert "❌ inventory_lookup" in card.markdown()
         assert "not reachable" in card.markdown() and "Traceback" not in card.markdown()
+
+
+async def test_in_a_fleet_a_question_holds_its_place_in_its_channels_line_from_when_it_is_taken(
+    tmp_path: Any, redis_prefix: str,
+) -> None:
+    """A busy replica may take a second to start a turn: meanwhile the question it took already holds its place in
+    the fleet's line of its channel, so another replica's answer to a question asked after it waits. Its card takes
+    the place over; a question that makes no card (refused) leaves the line at once."""
+    starting = asyncio.Event()
+
+    async def slow_start(message: Any) -> str | None:
+        if message.ctx.user_id == "U2":
+            return "only the on-call team may ask here"
+        await starting.wait()  # the turn is still starting
+        return None
+
+    clients = [redis_client(REDIS_URL, socket_timeout=2.0) for _ in range(2)]
+    # Announcements held for a minute: a refused question's must be withdrawn, not merely expire.
+    here, elsewhere = (RedisLines(client, redis_prefix, announced_ttl_s=60.0) for client in clients)
+    try:
+        async for env in slack_env(tmp_path, access=slow_start, lines=here):
+            line = f"{env.fake.team_id}:C1"
+            env.llm.enqueue(Script.text(ANSWER))
+            event = env.fake.mention("which server is 10.0.1.100?", channel="C1", user="U1")
+            pushed = asyncio.create_task(env.push(event))
+            async with asyncio.timeout(10):
+                while not await here.size(line):  # taken: announced before its turn starts
+                    await asyncio.sleep(0)
+            seconds, fraction = str(event["ts"]).split(".")
+            after = f"{seconds}.{int(fraction) + 1:06d}"
+            other = ChannelLines(fleet=elsewhere).line_up(CardTarget(
+                platform="slack", chat_id="C1", thread_id=after, turn_id="t-other", user_id="U3", is_group=True,
+                workspace_id=env.fake.team_id, extra={"ts": after}))
+            waiting = await parked(other.turn())
+            async with asyncio.timeout(10):
+                while (await elsewhere.first(line, other.member))[:2] != (False, 1):
+                    await asyncio.sleep(0)
+            assert not waiting.done()  # behind a question whose card does not exist yet
+
+            starting.set()
+            await env.done(await pushed)
+            await asyncio.wait_for(waiting, 10)  # the answer's card took its slot, then the line moved on
+            other.leave()
+            [reply] = replies(env, "C1", event["ts"])
+            assert answer_of(reply.markdown()) == ANSWER
+
+            refused = env.fake.mention("give me root", channel="C1", user="U2")
+            delivery = await env.push(refused)
+            assert delivery.submission is not None and delivery.submission.status == "refused"
+            async with asyncio.timeout(10):
+                while await here.size(line):  # withdrawn, not held for seconds
+                    await asyncio.sleep(0)
+    finally:
+        for lines in (here, elsewhere):
+            await lines.aclose()
+        for client in clients:
+            await client.aclose()
 
 
 async def test_model_failure_is_shown_in_plain_words(env: Env) -> None:
