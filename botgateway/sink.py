@@ -258,9 +258,9 @@ class FleetLines(Protocol):
         announcement ``announced``."""
         ...
 
-    async def announce(self, line: str, member: str, order: float) -> None:
+    def announce(self, line: str, member: str, order: float) -> None:
         """A question taken holds its place in ``line`` at ``order`` as ``member``, for a short while, until its
-        card joins."""
+        card joins (in the background; a join or leave of it waits for the write)."""
         ...
 
     def leave(self, line: str, member: str) -> None:

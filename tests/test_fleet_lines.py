@@ -185,7 +185,7 @@ async def test_an_announced_question_holds_its_place_until_its_card_takes_it_ove
     a_lines = RedisLines(_client(clients), redis_prefix, ttl_s=30.0, announced_ttl_s=5.0, clock=clock)
     b_lines = replica(redis_prefix, clients, clock)
     a, b = ChannelLines(fleet=a_lines), ChannelLines(fleet=b_lines)
-    await a.announce("T1", "C1", "1800000000.000100")
+    a.announce("T1", "C1", "1800000000.000100")
     later = b.line_up(asked("t2", "1800000000.000200"))
     waiting = await parked(later.turn())
     await until_said(b_lines, later.member, (False, 1))
@@ -197,7 +197,7 @@ async def test_an_announced_question_holds_its_place_until_its_card_takes_it_ove
     await asyncio.wait_for(waiting, 5)
     later.leave()
 
-    await a.announce("T1", "C1", "1800000000.000300")  # its process dies before its card lines up
+    a.announce("T1", "C1", "1800000000.000300")  # its process dies before its card lines up
     last = b.line_up(asked("t4", "1800000000.000400"))
     waiting = await parked(last.turn())
     await until_said(b_lines, last.member, (False, 1))

@@ -346,7 +346,7 @@ class SlackAdapter:
                 return Delivery(kind, "duplicate", "retried delivery")
             team = self._team(body, event)
             # Its place in the channel's line is held from now on: starting the turn may take a while in a burst.
-            await self.sink.lines.announce(team, channel, ts)
+            self.sink.lines.announce(team, channel, ts)
             delivery = await self._submit(body, event, channel, thread_ts, direct=direct)
             if delivery.submission is None or delivery.submission.status not in ("started", "queued"):
                 self.sink.lines.withdraw(team, channel, ts)  # no card will take the announcement over

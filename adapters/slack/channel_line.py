@@ -180,14 +180,15 @@ class ChannelLines:
                                announced=announced)
         self._left_meanwhile(place)
 
-    async def announce(self, workspace_id: str, chat_id: str, ts: str) -> None:
+    def announce(self, workspace_id: str, chat_id: str, ts: str) -> None:
         """The question ``ts`` of a channel was taken here: in a fleet it holds its place in the channel's line from
         now on, before its turn starts and its card lines up (whose place takes it over), so that a question asked
-        after it on another replica does not go first meanwhile. Nothing without a fleet or a ``ts``."""
+        after it on another replica does not go first meanwhile (written in the background: the turn starts
+        meanwhile). Nothing without a fleet or a ``ts``."""
         parsed = _parsed(ts)
         if self._fleet is None or parsed is None:
             return
-        await self._fleet.announce(_line((workspace_id, chat_id)), _announcement(ts), parsed[0] + parsed[1] / 1_000_000)
+        self._fleet.announce(_line((workspace_id, chat_id)), _announcement(ts), parsed[0] + parsed[1] / 1_000_000)
 
     def withdraw(self, workspace_id: str, chat_id: str, ts: str) -> None:
         """The question ``ts`` announced makes no card after all (refused, a stop word, a failure): its

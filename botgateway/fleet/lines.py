@@ -26,9 +26,11 @@ that died before its card) leaves the line after ``announced_ttl_s``.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis.asyncio as aioredis
 import structlog
@@ -123,6 +125,7 @@ class RedisLines:
         self._join = client.register_script(_JOIN)
         self._leave = client.register_script(_LEAVE)
         self._writes = BackgroundTasks()
+        self._announcing: dict[tuple[str, str], asyncio.Task[Any]] = {}  # (line, member) → its write, until written
         self._unreachable = False
 
     def _keys(self, line: str) -> list[str]:
@@ -138,12 +141,32 @@ class RedisLines:
         takes over the place of its question's announcement ``announced``, which leaves."""
         await self._write(line, member, order, self._ttl_s, announced)
 
-    async def announce(self, line: str, member: str, order: float) -> None:
+    def announce(self, line: str, member: str, order: float) -> None:
         """A question taken joins ``line`` at ``order`` as ``member`` until its card's place takes it over (or
-        ``announced_ttl_s`` passes, or it leaves)."""
-        await self._write(line, member, order, self._announced_ttl_s, "")
+        ``announced_ttl_s`` passes, or it leaves). Written in the background, while the turn starts: the join or
+        leave that follows waits for it."""
+        key = (line, member)
+        task = self._writes.spawn(self._write(line, member, order, self._announced_ttl_s, ""),
+                                  name="fleet-lines:announce")
+        if task is None:
+            return
+        self._announcing[key] = task
+
+        def written(done: asyncio.Task[Any]) -> None:
+            if self._announcing.get(key) is done:
+                del self._announcing[key]
+
+        task.add_done_callback(written)
+
+    async def _announced(self, line: str, member: str) -> None:
+        """Return once an announcement of ``member`` still being written is (at once when none is)."""
+        task = self._announcing.get((line, member))
+        if task is not None:
+            await asyncio.wait([task])  # not cancelled with the waiter: the write is the fleet's
 
     async def _write(self, line: str, member: str, order: float, ttl_s: float, announced: str) -> None:
+        if announced:
+            await self._announced(line, announced)
         try:
             await self._join(keys=self._keys(line), args=[
                 member, repr(float(order)), repr(self._clock() + ttl_s), math.ceil(self._ttl_s * 2000), announced])
@@ -155,6 +178,7 @@ class RedisLines:
         self._writes.spawn(self._left(line, member), name="fleet-lines:leave")
 
     async def _left(self, line: str, member: str) -> None:
+        await self._announced(line, member)  # a withdrawn announcement leaves after it was written
         try:
             await self._leave(keys=self._keys(line), args=[member])
         except Exception as exc:
