@@ -56,6 +56,7 @@ from adapters.slack.names import DisplayNames
 from adapters.slack.presses import Presses
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads, ThreadStore
+from adapters.slack.web_session import attach_session, detach_session
 from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.background import BackgroundTasks
 from botgateway.messages import Submission, conversation_key
@@ -158,6 +159,7 @@ class SlackAdapter:
         self._observer = observer
         self._connect_timeout_s = connect_timeout_s
         self._authorized: AuthorizeResult | None = None
+        self._own_session = False  # the client's pooled session is ours to close
         self.groups: GroupResolver = groups or NO_GROUPS
         """Looks up the asker's user groups the policy names (given at construction: the composition root builds
         it over the ``client`` it gives too)."""
@@ -173,16 +175,21 @@ class SlackAdapter:
             from botgateway.cards.buffer_policy import BufferPolicy
 
             self._policy = BufferPolicy.from_config(self.config.policy)
-        self._authorized = await check_bot_token(self.client, self.config)
-        self.bot_user_id = self._authorized.bot_user_id or ""
-        self.bot_id = self._authorized.bot_id or ""
-        self.team_id = self._authorized.team_id or ""
-        self._app = self._build_app()
-        if self.config.mode == "socket":
-            self._socket = await open_socket(self._app, self.client, self.config, connect_timeout_s=self._connect_timeout_s)
-        else:
-            self._runner, self.http_url = await serve_http(self._app, self.config, port=self._http_port, team_id=self.team_id,
-                                                           reuse_port=self._reuse_port)
+        self._own_session = attach_session(self.client) or self._own_session
+        try:
+            self._authorized = await check_bot_token(self.client, self.config)
+            self.bot_user_id = self._authorized.bot_user_id or ""
+            self.bot_id = self._authorized.bot_id or ""
+            self.team_id = self._authorized.team_id or ""
+            self._app = self._build_app()
+            if self.config.mode == "socket":
+                self._socket = await open_socket(self._app, self.client, self.config, connect_timeout_s=self._connect_timeout_s)
+            else:
+                self._runner, self.http_url = await serve_http(self._app, self.config, port=self._http_port, team_id=self.team_id,
+                                                               reuse_port=self._reuse_port)
+        except BaseException:
+            await self._close_session()  # nothing else will: a failed start is never stopped
+            raise
         log.info("slack.started", mode=self.config.mode, team=self.team_id, bot_user=self.bot_user_id,
                  streaming=self.config.streaming)
 
@@ -210,6 +217,12 @@ class SlackAdapter:
         await self.stop_receiving()
         await self._tasks.aclose()
         await self.sink.aclose()
+        await self._close_session()
+
+    async def _close_session(self) -> None:
+        if self._own_session:
+            self._own_session = False
+            await detach_session(self.client)
 
     # --- bolt wiring ---------------------------------------------------------------------
 
