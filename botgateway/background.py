@@ -10,12 +10,13 @@ on shutdown, which cancels and awaits whatever is still running.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import inspect
+from collections.abc import Coroutine, Hashable
 from typing import Any
 
 import structlog
 
-__all__ = ["BackgroundTasks"]
+__all__ = ["BackgroundTasks", "OrderedWrites"]
 
 log = structlog.get_logger(__name__)
 
@@ -73,3 +74,46 @@ class BackgroundTasks:
         if tasks:
             log.info("background.cancelled", tasks=len(tasks))
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class OrderedWrites:
+    """Writes made in the background, in order per key: a write waits for the one of its key spawned before it
+    (an entry's removal lands after its addition, whichever task the loop runs first).
+
+    ``tasks``: who owns the writes (shutdown waits for or cancels them there).
+    """
+
+    def __init__(self, tasks: BackgroundTasks) -> None:
+        self._tasks = tasks
+        self._last: dict[Hashable, asyncio.Task[Any]] = {}  # each key's latest write, until it ends
+
+    def spawn(self, key: Hashable, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> None:
+        """Write ``coro`` once the earlier writes of ``key`` are done (never, and ``coro`` closed, once closed)."""
+        if self._tasks.closed:
+            coro.close()
+            return
+        task = self._tasks.spawn(_after(self._last.get(key), coro), name=name)
+        if task is None:
+            return
+        self._last[key] = task
+
+        def ended(done: asyncio.Task[Any]) -> None:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                coro.close()  # cancelled before its turn came: never run
+            if self._last.get(key) is done:
+                del self._last[key]
+
+        task.add_done_callback(ended)
+
+    async def written(self, key: Hashable) -> None:
+        """Return once the writes of ``key`` spawned so far are done (at once when none is pending); the writes are
+        not cancelled with the waiter."""
+        task = self._last.get(key)
+        if task is not None:
+            await asyncio.wait([task])
+
+
+async def _after(before: asyncio.Task[Any] | None, coro: Coroutine[Any, Any, Any]) -> Any:
+    if before is not None:
+        await asyncio.wait([before])
+    return await coro

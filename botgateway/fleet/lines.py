@@ -26,16 +26,14 @@ that died before its card) leaves the line after ``announced_ttl_s``.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import redis.asyncio as aioredis
 import structlog
 
-from botgateway.background import BackgroundTasks
+from botgateway.background import BackgroundTasks, OrderedWrites
 
 __all__ = ["ANNOUNCED_TTL_S", "RedisLines"]
 
@@ -124,8 +122,8 @@ class RedisLines:
         self._first = client.register_script(_FIRST)
         self._join = client.register_script(_JOIN)
         self._leave = client.register_script(_LEAVE)
-        self._writes = BackgroundTasks()
-        self._announcing: dict[tuple[str, str], asyncio.Task[Any]] = {}  # (line, member) → its write, until written
+        self._tasks = BackgroundTasks()
+        self._writes = OrderedWrites(self._tasks)  # a member's leave lands after its announcement
         self._unreachable = False
 
     def _keys(self, line: str) -> list[str]:
@@ -145,28 +143,12 @@ class RedisLines:
         """A question taken joins ``line`` at ``order`` as ``member`` until its card's place takes it over (or
         ``announced_ttl_s`` passes, or it leaves). Written in the background, while the turn starts: the join or
         leave that follows waits for it."""
-        key = (line, member)
-        task = self._writes.spawn(self._write(line, member, order, self._announced_ttl_s, ""),
-                                  name="fleet-lines:announce")
-        if task is None:
-            return
-        self._announcing[key] = task
-
-        def written(done: asyncio.Task[Any]) -> None:
-            if self._announcing.get(key) is done:
-                del self._announcing[key]
-
-        task.add_done_callback(written)
-
-    async def _announced(self, line: str, member: str) -> None:
-        """Return once an announcement of ``member`` still being written is (at once when none is)."""
-        task = self._announcing.get((line, member))
-        if task is not None:
-            await asyncio.wait([task])  # not cancelled with the waiter: the write is the fleet's
+        self._writes.spawn((line, member), self._write(line, member, order, self._announced_ttl_s, ""),
+                           name="fleet-lines:announce")
 
     async def _write(self, line: str, member: str, order: float, ttl_s: float, announced: str) -> None:
         if announced:
-            await self._announced(line, announced)
+            await self._writes.written((line, announced))
         try:
             await self._join(keys=self._keys(line), args=[
                 member, repr(float(order)), repr(self._clock() + ttl_s), math.ceil(self._ttl_s * 2000), announced])
@@ -175,10 +157,9 @@ class RedisLines:
 
     def leave(self, line: str, member: str) -> None:
         """``member`` leaves ``line`` (written in the background: the slot it took is already its own)."""
-        self._writes.spawn(self._left(line, member), name="fleet-lines:leave")
+        self._writes.spawn((line, member), self._left(line, member), name="fleet-lines:leave")
 
     async def _left(self, line: str, member: str) -> None:
-        await self._announced(line, member)  # a withdrawn announcement leaves after it was written
         try:
             await self._leave(keys=self._keys(line), args=[member])
         except Exception as exc:
@@ -220,5 +201,5 @@ class RedisLines:
 
     async def aclose(self) -> None:
         """Wait for the leaves still being written (briefly), then stop."""
-        await self._writes.wait(2.0)
-        await self._writes.aclose()
+        await self._tasks.wait(2.0)
+        await self._tasks.aclose()
