@@ -87,8 +87,7 @@ class Fleet(Protocol):
         ...
 
     async def announce(self, turn_id: str, conversation_id: str) -> None:
-        """``turn_id`` (running or waiting) is this process's: stops for it are sent here (once written, which may
-        be in the background). Never raises."""
+        """``turn_id`` (running or waiting) is this process's: stops for it are sent here. Never raises."""
         ...
 
     def withdraw(self, turn_id: str, conversation_id: str) -> None:

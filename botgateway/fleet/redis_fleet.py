@@ -27,7 +27,7 @@ import redis.asyncio as aioredis
 import structlog
 
 from botgateway.approvals import VoteResult
-from botgateway.background import BackgroundTasks, OrderedWrites
+from botgateway.background import BackgroundTasks
 from botgateway.fleet.base import Ballot, LocalControl, StopAnswer, StopTally
 from botgateway.fleet.control import ControlChannel
 from botgateway.fleet.directory import FleetDirectory
@@ -96,8 +96,7 @@ class RedisFleet:
         self._settle = settle
         self._local: LocalControl | None = None
         self._hand_overs = BackgroundTasks()
-        """Leases given up once their turn's history is written; directory entries written and removed."""
-        self._writes = OrderedWrites(self._hand_overs)  # a turn's entry is removed after it was written
+        """Leases given up once their turn's history is written; directory entries removed."""
 
     async def start(self, local: LocalControl) -> None:
         """Answer requests with ``local`` from now on (waits, bounded, until the channel listens)."""
@@ -119,19 +118,15 @@ class RedisFleet:
     # --- turns and leases -------------------------------------------------------------
 
     async def announce(self, turn_id: str, conversation_id: str) -> None:
-        """Enter ``turn_id`` in the directory, in the background: the turn does not wait a round trip for it, and its
-        withdrawal waits for it. A failure is logged (its stops then work only through this process)."""
-        self._writes.spawn(turn_id, self._announce(turn_id, conversation_id), name=f"fleet-announce-{turn_id}")
-
-    async def _announce(self, turn_id: str, conversation_id: str) -> None:
+        """Enter ``turn_id`` in the directory; a failure is logged (its stops then work only through this process)."""
         try:
             await self.directory.add_turn(turn_id, conversation_id)
         except Exception as exc:
             log.warning("fleet.announce_failed", turn_id=turn_id, error=type(exc).__name__)
 
     def withdraw(self, turn_id: str, conversation_id: str) -> None:
-        """Take ``turn_id`` out of the directory, in the background (after its entry was written)."""
-        self._writes.spawn(turn_id, self._withdraw(turn_id, conversation_id), name=f"fleet-withdraw-{turn_id}")
+        """Take ``turn_id`` out of the directory, in the background."""
+        self._hand_overs.spawn(self._withdraw(turn_id, conversation_id), name=f"fleet-withdraw-{turn_id}")
 
     async def _withdraw(self, turn_id: str, conversation_id: str) -> None:
         try:
