@@ -7,20 +7,21 @@ import asyncio
 from botgateway.background import BackgroundTasks, OrderedWrites
 
 
+async def write(landed: list[str], what: str, gate: asyncio.Event | None = None) -> None:
+    """Note ``what`` as landed, once ``gate`` is set (a slow round trip)."""
+    if gate is not None:
+        await gate.wait()
+    landed.append(what)
+
+
 async def test_a_write_waits_for_the_earlier_write_of_its_key_and_no_other() -> None:
     tasks = BackgroundTasks()
     writes = OrderedWrites(tasks)
     landed: list[str] = []
     slow = asyncio.Event()
-
-    async def write(what: str, gate: asyncio.Event | None = None) -> None:
-        if gate is not None:
-            await gate.wait()  # the addition's round trip is slow
-        landed.append(what)
-
-    writes.spawn("turn-1", write("add turn-1", slow))
-    writes.spawn("turn-1", write("remove turn-1"))
-    writes.spawn("turn-2", write("add turn-2"))
+    writes.spawn("turn-1", write(landed, "add turn-1", slow))
+    writes.spawn("turn-1", write(landed, "remove turn-1"))
+    writes.spawn("turn-2", write(landed, "add turn-2"))
     await writes.written("turn-2")
     assert landed == ["add turn-2"]  # another key does not wait; turn-1's removal waits for its addition
     slow.set()
@@ -32,17 +33,10 @@ async def test_a_write_waits_for_the_earlier_write_of_its_key_and_no_other() -> 
 async def test_a_write_cancelled_before_its_turn_never_runs_and_closed_writes_start_nothing() -> None:
     tasks = BackgroundTasks()
     writes = OrderedWrites(tasks)
-    ran: list[str] = []
-    never = asyncio.Event()
-
-    async def write(what: str, gate: asyncio.Event | None = None) -> None:
-        if gate is not None:
-            await gate.wait()
-        ran.append(what)
-
-    writes.spawn("k", write("first", never))
-    writes.spawn("k", write("second"))
+    landed: list[str] = []
+    writes.spawn("k", write(landed, "first", asyncio.Event()))  # never lands
+    writes.spawn("k", write(landed, "second"))
     await tasks.aclose()  # shutdown: both cancelled, the second before its turn came
-    writes.spawn("k", write("after shutdown"))
+    writes.spawn("k", write(landed, "after shutdown"))
     await writes.written("k")
-    assert ran == []
+    assert landed == []
