@@ -175,6 +175,23 @@ async def test_processes_planning_at_once_never_promise_more_finals_than_a_windo
     assert all([await b.claim("slack:T1:post:C1", bucket, f"card-{n}") for n in range(3)])  # a bucket refills
 
 
+async def test_a_live_update_counted_before_its_own_processs_claim_landed_leaves_the_claimed_call_alone(
+    fleet: Fleet,
+) -> None:
+    # One process plans a card (its claim on its way) while one of its cards asks for a live update: the update's
+    # count of the process's reservations was made before the claim's answer, so it says none. Redis runs the
+    # claim first; the update must still leave the promised call alone, or the card's final finds the window spent.
+    limit = RateLimit.window(2, 60.0)
+    redis = RedisLedger.connect(fleet.url, prefix=fleet.prefix, instance_id="a", clock=fleet.clock)
+    try:
+        assert await redis.claim(KEY, limit, 1)
+        assert (await redis.take(KEY, limit, live=True, later=False, mine=0)).granted  # 2 - 1 promised: one is spare
+        assert not (await redis.take(KEY, limit, live=True, later=False, mine=0)).granted  # the promised one is not
+        assert (await redis.take(KEY, limit, live=False, later=False, mine=0)).granted  # the final gets it
+    finally:
+        await redis.aclose()
+
+
 async def test_a_processes_reservations_vanish_once_it_stops_refreshing_them(fleet: Fleet) -> None:
     limit = RateLimit.window(3, 60.0)
     a, b = fleet.process("a", reservation_ttl_s=30.0), fleet.process("b")

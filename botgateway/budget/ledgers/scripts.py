@@ -79,6 +79,19 @@ local function reserved_by_others(key, instance, now)
   end
   return total
 end
+
+-- The calls ``instance`` holds reserved in the hash ``key`` as Redis last heard (0: none, or expired).
+local function reserved_by(key, instance, now)
+  local held = redis.call('HGET', key, instance)
+  if not held then
+    return 0
+  end
+  local calls, expiry = string.match(held, '^(%d+) (%S+)$')
+  if calls and tonumber(expiry) > now then
+    return tonumber(calls)
+  end
+  return 0
+end
 """
 
 # KEYS: state, grants, paced, reserved, arriving.
@@ -105,8 +118,10 @@ local paused = tonumber(st[2]) or 0
 local share = learned_share(st[5], st[6], now, step, period)
 local throttles = tonumber(st[7]) or 0
 
--- Reservations of every live process: the caller's own as it counts them now, the others' as last refreshed.
-local reserved = tonumber(ARGV[9]) + reserved_by_others(KEYS[4], ARGV[8], now)
+-- Reservations of every live process: the others' as last refreshed; the caller's own as it counts them now, or as
+-- Redis holds them when that is more: a claim of the caller's that landed after it counted (the two on their way at
+-- once) promised a call this take must leave alone.
+local reserved = math.max(tonumber(ARGV[9]), reserved_by(KEYS[4], ARGV[8], now)) + reserved_by_others(KEYS[4], ARGV[8], now)
 
 local function reply(granted, retry, tokens)
   redis.call('HSET', KEYS[1], 'clock', tostring(now))
