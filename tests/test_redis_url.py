@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
 import json
 
 import pytest
@@ -12,6 +14,7 @@ from botgateway.config import parse_config
 from botgateway.redaction import RedactSecrets, redact_text, secret_values
 from botgateway.redis_url import DirectUrl, SentinelUrl, mask_url, parse_redis_url
 from botgateway.stores.redis_connect import SentinelMaster, redis_client
+from tests.fakes.stores import REDIS_URL
 
 MASTER_PW = "master-pw-4e91"
 SENTINEL_PW = "sentinel-pw-a07c"
@@ -59,6 +62,21 @@ def test_the_client_of_a_sentinel_url_asks_the_sentinels_with_their_own_password
     assert [(s["port"], s["password"], s["socket_timeout"]) for s in sentinels] == [
         (1, SENTINEL_PW, 1.5), (2, SENTINEL_PW, 1.5)]
     assert all(s.get("client_name") is None for s in sentinels)  # CLIENT LIST names the master's connections only
+
+
+async def test_every_connection_of_a_client_names_the_library_from_one_lookup_made_with_the_client() -> None:
+    # A burst opens dozens of connections at once; each one reading the package's metadata again was a visible share
+    # of a fleet replica's CPU. The connections still tell Redis who they are (CLIENT SETINFO, from Redis 7.2).
+    client = redis_client(REDIS_URL, client_name="botgateway:lib")
+    try:
+        info = client.connection_pool.connection_kwargs["driver_info"]
+        assert info.name == "redis-py" and info.lib_version == importlib.metadata.version("redis")
+        await asyncio.gather(*(client.blpop(["botgateway:test:nothing"], timeout=0.05) for _ in range(4)))
+        pool = client.connection_pool
+        connections = [*pool._available_connections, *pool._in_use_connections]
+        assert connections and all(conn.driver_info is info for conn in connections)
+    finally:
+        await client.aclose()
 
 
 def test_a_bad_url_is_refused_before_any_connection() -> None:

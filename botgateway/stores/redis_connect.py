@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis import DriverInfo
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 
@@ -74,6 +75,9 @@ def redis_client(
     """
     target = parse_redis_url(url)
     options: dict[str, Any] = {
+        # Made once here: without it, redis-py reads its own version from the package's metadata (an email-format
+        # file, parsed) for every new connection, and a burst of questions opens dozens of them at once.
+        "driver_info": DriverInfo(),
         "decode_responses": decode_responses,
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": socket_connect_timeout,
