@@ -44,6 +44,7 @@ from adapters.slack.connection import (
     serve_http,
     socket_connected,
 )
+from adapters.slack.event_claims import EventClaims
 from adapters.slack.events import (
     HANDLED_SUBTYPES,
     event_team,
@@ -154,7 +155,8 @@ class SlackAdapter:
         self._bot_threads = BotThreads(store)
         self.names = DisplayNames(self.client)
         """Users' display names (cached)."""
-        self._pane = AssistantPane(self.client, config, self._first_delivery)
+        self._claims = EventClaims(self._claim_event)
+        self._pane = AssistantPane(self.client, config, self._claims.first_delivery)
         self._acks = QuestionAcks(self.client, config, pacer=pacer, tasks=self._tasks)
         self._observer = observer
         self._connect_timeout_s = connect_timeout_s
@@ -185,8 +187,9 @@ class SlackAdapter:
             if self.config.mode == "socket":
                 self._socket = await open_socket(self._app, self.client, self.config, connect_timeout_s=self._connect_timeout_s)
             else:
-                self._runner, self.http_url = await serve_http(self._app, self.config, port=self._http_port, team_id=self.team_id,
-                                                               reuse_port=self._reuse_port)
+                self._runner, self.http_url = await serve_http(
+                    self._app, self.config, port=self._http_port, team_id=self.team_id, reuse_port=self._reuse_port,
+                    claim=self._claim_before_ack)
         except BaseException:
             await self._close_session()  # nothing else will: a failed start is never stopped
             raise
@@ -338,13 +341,18 @@ class SlackAdapter:
     def _team(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> str:
         return event_team(body, event, installed_team=self.team_id)
 
-    async def _first_delivery(self, body: Mapping[str, Any]) -> bool:
-        """False for a retried delivery of an event already seen (``event_id`` dedupe)."""
+    async def _claim_event(self, key: str) -> bool:
         assert self._gateway is not None
-        event_id = body.get("event_id")
-        if not event_id:
+        return await self._gateway.first_delivery("slack", key)
+
+    async def _claim_before_ack(self, body: Mapping[str, Any]) -> bool:
+        """HTTP mode: whether this delivery goes on to bolt (see :class:`~adapters.slack.event_claims.EventClaims`)."""
+        if await self._claims.claim(body):
             return True
-        return await self._gateway.first_delivery("slack", f"event:{body.get('team_id', '')}:{event_id}")
+        event = body.get("event")
+        self._report(Delivery(str(event.get("type", "")) if isinstance(event, Mapping) else "", "duplicate",
+                              "retried delivery"))
+        return False
 
     async def _accept(self, body: dict[str, Any], event: dict[str, Any], *, direct: bool) -> Delivery:
         """Turn one person's message into a gateway submission (never raises)."""
@@ -355,7 +363,7 @@ class SlackAdapter:
         try:
             if not channel or not ts:
                 return Delivery(kind, "ignored", "no channel or ts")
-            if not await self._first_delivery(body):
+            if not await self._claims.first_delivery(body):
                 return Delivery(kind, "duplicate", "retried delivery")
             team = self._team(body, event)
             # Its place in the channel's line is held from now on: starting the turn may take a while in a burst.

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
@@ -116,11 +117,15 @@ async def close_socket(handler: AckFirstSocketModeHandler) -> None:
 
 
 async def serve_http(
-    app: AsyncApp, config: SlackConfig, *, port: int, team_id: str, reuse_port: bool = False
+    app: AsyncApp, config: SlackConfig, *, port: int, team_id: str, reuse_port: bool = False,
+    claim: Callable[[Mapping[str, Any]], Awaitable[bool]] | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Serve the Events API for ``app`` (and ``/healthz``); returns the runner and the events URL.
 
     ``reuse_port``: bind with ``SO_REUSEPORT``, so the worker processes of one host share the port.
+    ``claim(body)``: asked before Slack gets its 200; False (another delivery of the event was taken, here or by
+    another process) answers 200 at once and bolt never sees the request. The process that answers a delivery
+    first is then the one that runs it, and a retried delivery costs a fleet one look-up, not bolt's whole dispatch.
     """
     if not config.signing_secret.get_secret_value():
         raise SlackStartError("adapters.slack.signing_secret is empty: HTTP mode needs the app's Signing Secret "
@@ -136,6 +141,8 @@ async def serve_http(
         except RejectedRequest as exc:
             log.warning("slack.http_rejected", status=exc.status, reason=str(exc), remote=request.remote)
             return web.Response(status=exc.status, text=str(exc))
+        if claim is not None and not await claim(bolt_request.body):
+            return web.Response(status=200)
         return await to_aiohttp_response(await app.async_dispatch(bolt_request))
 
     async def healthz(request: web.Request) -> web.Response:

@@ -134,12 +134,14 @@ async def slack_env(
     approvals: bool = False,
     tools: list[Any] | None = None,
     lines: FleetLines | None = None,
+    store: SqliteStore | None = None,
     **slack: Any,
 ) -> AsyncIterator[Env]:
     """Start the fake Slack, the scripted model, a gateway and the adapter; tear down in ``botgateway run``'s order.
 
     ``tools``: what the model is offered (default: ``find_server`` and ``inventory_lookup``); ``lines``: the fleet's
-    channel lines, as a replica of a fleet has them (None: one process).
+    channel lines, as a replica of a fleet has them (None: one process); ``store``: the gateway's store, not yet
+    open (default: a SQLite file in ``tmp_path``).
     """
     fake = fake or FakeSlack()
     await fake.start()
@@ -148,7 +150,7 @@ async def slack_env(
     config = slack_config(llm_url, fake, **slack)
     if access_config is not None:  # the ``access:`` section (``access`` is the gateway's hook)
         config = config.model_copy(update={"access": AccessConfig.model_validate(access_config)})
-    store = SqliteStore(tmp_path / "slack.db")
+    store = store or SqliteStore(tmp_path / "slack.db")
     await store.open()
     memory = Memory(store, max_history_tokens=6000, keep_recent_turns=4)
     llm = LLMClient(config.llm, base_url=llm_url)

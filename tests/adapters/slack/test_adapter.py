@@ -425,6 +425,51 @@ async def test_http_mode_accepts_a_valid_signature_and_rejects_an_invalid_one(tm
         assert len(env.llm.requests) == 1  # the rejected requests never reached the model
 
 
+class GatedClaims(SqliteStore):
+    """A store whose claims of event deliveries wait until the test opens ``gate`` (``asked`` is set when one waits)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        if ":event:" in key:
+            self.asked.set()
+            await self.gate.wait()
+        return await super().claim(key, ttl_s)
+
+
+async def test_http_mode_claims_an_event_before_slack_gets_its_200_and_drops_a_retry_before_bolt(tmp_path: Any) -> None:
+    # A fleet behind a load balancer: the process that acknowledged a delivery is the one that answers it, so a retry
+    # reaching another process finds it taken; and a retry costs one look-up there, not bolt's whole dispatch.
+    store = GatedClaims(tmp_path / "gated.db")
+    async for env in slack_env(tmp_path, mode="http", http_port=0, store=store):
+        fake = env.fake
+        env.llm.enqueue(Script.text("claimed first"))
+        body = json.dumps(fake.event_payload(fake.mention("who answers?", channel="C1"), event_id="EvGATE1"))
+        async with aiohttp.ClientSession() as http:
+            async def post(headers: dict[str, str]) -> int:
+                async with http.post(env.adapter.http_url, data=body, headers=headers) as response:
+                    return response.status
+
+            first = await parked(post(fake.sign(body)))
+            await asyncio.wait_for(store.asked.wait(), 10)
+            await asyncio.wait({first}, timeout=0.3)
+            assert not first.done()  # no acknowledgement while the claim is unanswered
+            assert env.deliveries.empty() and not env.llm.requests  # nor has bolt's listener run
+            store.gate.set()
+            assert await asyncio.wait_for(first, 10) == 200
+            delivery = await env.next_delivery()
+            assert delivery.outcome == "submitted"
+            retry = {**fake.sign(body), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+            assert await post(retry) == 200
+            retried = await env.next_delivery()
+            assert (retried.event_type, retried.outcome, retried.reason) == ("app_mention", "duplicate", "retried delivery")
+        assert (await env.done(delivery)).answer == "claimed first"
+        assert len(env.llm.requests) == 1
+
+
 async def test_http_mode_refuses_junk_with_a_4xx_and_one_warning_each_never_a_traceback(tmp_path: Any) -> None:
     form = "application/x-www-form-urlencoded"
     signed_junk: list[tuple[str, bytes, str]] = [
