@@ -1,7 +1,7 @@
 """The card's status board: narration and one line per tool call, and the approvals waiting now.
 
-:class:`~botgateway.cards.state.CardState` owns the card's lifecycle and its
-answer; the board owns the blocks above the answer. A call's line goes
+:class:`~botgateway.cards.state.CardState` folds the turn's events into the
+card; the board owns the blocks above the answer. A call's line goes
 running → (waiting for approval →) done or failed, and says how its approval
 was decided ("✅ approved by @alice").
 """

@@ -1,6 +1,6 @@
 """The card's footer and freshness notes: the model that answered, tokens, and the sources the answer used.
 
-:class:`~botgateway.cards.state.CardState` owns the turn's lifecycle; this
+:class:`~botgateway.cards.state.CardState` folds the turn's events; this
 part of it folds what the footer needs (the model answering each round, the
 sources of each successful call) and words it when a snapshot is taken, so
 the ages it shows are those of the moment the card is drawn.

@@ -47,8 +47,18 @@ class PartCursor:
         return len(self.answer()) > self.capacity
 
     def view(self) -> CardSnapshot:
-        """The current part as a snapshot (uncut)."""
-        return self._state.part_snapshot(self.part, self._first_block, self._offset, self._epoch)
+        """The current part as a snapshot (uncut): blocks from its first on, the answer past what earlier parts showed.
+
+        Only the first part names the asker and carries the pictures.
+        """
+        full = self._state.snapshot()
+        if self.part == 1 and self._first_block == 0 and (self._offset == 0 or self._epoch != self._state.answer_epoch):
+            return full  # the first part, whole: the usual card, built once
+        first = self.part == 1
+        return replace(
+            full, part=self.part, blocks=full.blocks[self._first_block :], answer=self.answer(),
+            asker=full.asker if first else "", artifacts=full.artifacts if first else (),
+        )
 
     def capped_view(self) -> CardSnapshot:
         """The current part, its answer cut to fit one card (the rest shows in the next part)."""

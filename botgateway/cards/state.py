@@ -7,21 +7,26 @@ above the answer (narration, tool lines, approvals waiting) are its
 :class:`~botgateway.cards.board.StatusBoard`'s; the footer, with the model
 that answered and the sources the answer used (aged when a snapshot is
 taken, also on a tool line whose result came from an old cache), is its
-:class:`~botgateway.cards.footer.CardFooter`'s.
+:class:`~botgateway.cards.footer.CardFooter`'s; the answer (or narration) of
+the round under way and the thought before it are its
+:class:`~botgateway.cards.round_text.RoundText`'s; where the turn is in its
+life (queued, running, ended), and the note the card shows for that, is its
+:class:`~botgateway.cards.lifecycle.CardLifecycle`'s.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from botgateway.artifacts import ArtifactPlacement
-from botgateway.cards import render
+from botgateway.cards import lifecycle, render
 from botgateway.cards.board import StatusBoard
 from botgateway.cards.footer import CardFooter, FooterOptions
+from botgateway.cards.lifecycle import CardLifecycle, Ending
 from botgateway.cards.pictures import CardPictures
+from botgateway.cards.round_text import RoundText
 from botgateway.events import (
     AnswerDelta,
     ApprovalDecided,
@@ -37,29 +42,9 @@ from botgateway.events import (
     UsageReported,
 )
 from botgateway.snapshot import CardSnapshot, CardStatus, Phase
-from botgateway.strings import normalize_locale, t
+from botgateway.strings import normalize_locale
 
 __all__ = ["CardState"]
-
-_FAILURE_KEYS = {
-    "llm_unavailable": "failed_llm_unavailable",
-    "interrupted": "failed_interrupted",
-    "internal": "failed_internal",
-    "timeout": "failed_timeout",
-    "llm_refused": "failed_llm_refused",
-}
-
-
-def _tail(text: str, limit: int) -> str:
-    """The last ``limit`` characters of ``text`` on one line, starting at a word when one is near."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat[-limit:]
-    space = cut.find(" ")
-    if 0 <= space < 20:
-        cut = cut[space + 1 :]
-    return "…" + cut
 
 
 class CardState:
@@ -92,30 +77,19 @@ class CardState:
         ``follow_model``: the model that answered (:class:`ModelAnswering`) replaces ``model_label``;
         ``wall_clock`` (Unix time) ages the sources."""
         self.locale = normalize_locale(locale)
-        self.show_thought = show_thought and thought_chars > 0
-        self.thought_chars = thought_chars
         self.asker = asker
-        self._clock = clock
         options = FooterOptions(stats=footer, tokens=footer_tokens, sources=sources, stale_after_s=stale_after_s,
                                 model_label=model_label, follow_model=follow_model)
         self._footer_view = CardFooter(options, locale=self.locale, wall_clock=wall_clock)
-        self._status: CardStatus = "working"
-        self._queue_position = 0
+        self._life = CardLifecycle(self.locale, clock=clock)
         self._board = StatusBoard(self.locale)
         self.pictures = CardPictures()
         """The turn's pictures (charts) and where each one's delivery is."""
+        self._round_text = RoundText(show_thought=show_thought, thought_chars=thought_chars)
         self._round = 0
         self._max_rounds = 0
-        self._round_text = ""
-        self._answer_epoch = 0
-        self._round_called_tools = False
-        self._thought = ""
         self._tokens = 0
-        self._error = ""
         self._phase: Phase = "thinking"
-        self._started_at = clock()
-        self._ended_at: float | None = None
-        self._seen_event = False
         self._folds: dict[type, Callable[[Any], int]] = {
             RoundStarted: self._round_started,
             ThoughtDelta: self._thought_delta,
@@ -142,26 +116,26 @@ class CardState:
     @property
     def status(self) -> CardStatus:
         """The card's lifecycle status."""
-        return self._status
+        return self._life.status
 
     @property
     def final(self) -> bool:
         """True once done, failed or stopped."""
-        return self._status in ("done", "failed", "stopped")
+        return self._life.final
 
     @property
     def answer(self) -> str:
         """The answer text so far (the current round's visible text)."""
-        return self._round_text
+        return self._round_text.answer
 
     @property
     def answer_epoch(self) -> int:
         """Identity of the current answer text: changes whenever the text so far turns into narration.
 
-        Offsets into :attr:`answer` (kept by the streamer for continuation parts)
+        Offsets into :attr:`answer` (kept by :class:`~botgateway.cards.parts.PartCursor` for continuation parts)
         stay valid while the epoch is unchanged.
         """
-        return self._answer_epoch
+        return self._round_text.epoch
 
     @property
     def block_count(self) -> int:
@@ -169,61 +143,28 @@ class CardState:
         return len(self._board)
 
     def snapshot(self) -> CardSnapshot:
-        """The whole card as of now (first part; the streamer derives continuation parts)."""
-        thought = ""
-        if (
-            self.show_thought
-            and not self.final
-            and self._phase == "thinking"
-            and not self._round_text
-            and self._thought.strip()
-        ):
-            thought = _tail(self._thought, self.thought_chars)
+        """The whole card as of now (first part; :class:`~botgateway.cards.parts.PartCursor` derives the others)."""
+        thought = self._round_text.thought() if self._phase == "thinking" and not self.final else ""
         return CardSnapshot(
-            status=self._status,
+            status=self._life.status,
             blocks=self._footer_view.aged(self._board.blocks),
             thought=thought,
-            answer=self._round_text,
-            error=self._error,
+            answer=self._round_text.answer,
+            error=self._life.note,
             footer=self._footer(),
             locale=self.locale,
             asker=self.asker,
             part=1,
             seq=self.version,
-            queue_position=self._queue_position if self._status == "queued" else 0,
+            queue_position=self._life.queue_position,
             approvals=self._board.approvals,
             artifacts=self.pictures.views,
-        )
-
-    def part_snapshot(self, part: int, first_block: int, answer_offset: int, answer_epoch: int) -> CardSnapshot:
-        """The card of continuation ``part``: blocks from ``first_block`` on and the answer past what earlier parts showed.
-
-        ``answer_offset`` characters of the answer of epoch ``answer_epoch`` were
-        shown by earlier parts; if the answer text has been replaced since
-        (it became narration), the whole of the current text is new.
-        """
-        full = self.snapshot()
-        if part == 1 and first_block == 0 and (answer_offset == 0 or answer_epoch != self._answer_epoch):
-            return full  # the first part, whole: the usual card, built once
-        answer = full.answer[answer_offset:] if answer_epoch == self._answer_epoch else full.answer
-        return replace(
-            full, part=part, blocks=full.blocks[first_block:], answer=answer, asker=full.asker if part == 1 else "",
-            artifacts=full.artifacts if part == 1 else (),
         )
 
     # --- writing ---------------------------------------------------------
 
     def _touch(self) -> None:
         self.version += 1
-
-    def _begin(self) -> None:
-        if not self._seen_event:
-            self._seen_event = True
-            if self._status == "queued":
-                self._status = "working"
-                self._queue_position = 0
-                self._error = ""
-                self._started_at = self._clock()
 
     def artifact_placed(self, ref: str, placement: ArtifactPlacement) -> bool:
         """Picture ``ref`` was delivered (``placement``: what the card shows for it); True when the card changed."""
@@ -242,51 +183,34 @@ class CardState:
     def mark_queued(self, position: int = 0, *, busy: bool = False) -> None:
         """Show the card as waiting for the previous question of the conversation (``position`` 1 = next), or with
         ``busy`` for a free turn slot of the gateway, every slot answering someone."""
-        if self._seen_event or self.final:
-            return
-        self._status = "queued"
-        self._queue_position = max(position, 0)
-        if busy:
-            self._error = t(self.locale, "queued_busy", position=max(position, 1))
-        elif position > 0:
-            self._error = t(self.locale, "queued_position", position=position)
-        else:
-            self._error = t(self.locale, "queued")
-        self._touch()
+        if self._life.queue(position, busy=busy):
+            self._touch()
 
     def mark_started(self) -> None:
         """The turn left the queue and runs now (the first event does this too)."""
-        self._begin()
+        self._life.begin()
         self._touch()
 
     def mark_stopped(self, note: str = "") -> None:
         """The asker (or an admin) stopped the turn: final, partial answer kept, ``note`` or a default shown."""
-        if self.final:
-            return
-        if self._status == "queued":
-            self._error = ""
-        self._end("stopped", note or t(self.locale, "stopped"), tool_reason=t(self.locale, "tool_stopped"))
+        if not self.final:
+            self._end(lifecycle.stopped(self.locale, note))
 
     def mark_failed(self, message: str = "") -> None:
         """End the card as failed with a plain-words ``message``, keeping whatever answer streamed."""
-        if self.final:
-            return
-        message = message or t(self.locale, "failed_unfinished")
-        self._end("failed", t(self.locale, "failed", message=message), tool_reason=message)
+        if not self.final:
+            self._end(lifecycle.failed(self.locale, message))
 
-    def _end(self, status: CardStatus, error: str, *, tool_reason: str) -> None:
-        self._board.end(tool_reason)
-        self._status = status
-        self._error = error
-        self._queue_position = 0
-        self._ended_at = self._clock()
+    def _end(self, ending: Ending) -> None:
+        self._board.end(ending.tool_reason)
+        self._life.end(ending)
         self._touch()
 
     def apply(self, event: TurnEvent) -> int:
         """Fold one event in; returns how many visible characters changed (0 when nothing visible did)."""
         if self.final:
             return 0
-        self._begin()
+        self._life.begin()
         for kind in type(event).__mro__:
             fold = self._folds.get(kind)
             if fold is not None:
@@ -294,11 +218,9 @@ class CardState:
         return 0
 
     def _round_started(self, event: RoundStarted) -> int:
-        self._close_round()
+        self._narrate(self._round_text.new_round())
         self._round = event.round
         self._max_rounds = event.max_rounds
-        self._thought = ""
-        self._round_called_tools = False
         self._phase = "thinking"
         self._touch()
         return 0
@@ -306,29 +228,25 @@ class CardState:
     def _thought_delta(self, event: ThoughtDelta) -> int:
         if not event.text:
             return 0
-        # Keep a bounded tail: only the last ~thought_chars are ever shown.
-        self._thought = (self._thought + event.text)[-max(4 * self.thought_chars, 400) :]
-        shown = self.show_thought and not self._round_text
+        shown = self._round_text.add_thought(event.text)
         if shown:
             self._phase = "thinking"
             self._touch()
-        return len(event.text) if shown else 0
+        return shown
 
     def _answer_delta(self, event: AnswerDelta) -> int:
         if not event.text:
             return 0
-        self._round_text += event.text
+        self._round_text.add(event.text)
         self._phase = "answer"
-        if self._status == "working":
-            self._status = "streaming"
+        self._life.answering()
         self._touch()
         return len(event.text)
 
     def _tool_started(self, event: ToolCallStarted) -> int:
-        self._to_narration()
-        self._round_called_tools = True
+        self._narrate(self._round_text.tool_called())
         line = self._board.started(event)
-        self._status = "working"
+        self._life.calling()
         return self._tool_changed(len(render.tool_line_text(line, self.locale)))
 
     def _tool_finished(self, event: ToolCallFinished) -> int:
@@ -365,45 +283,28 @@ class CardState:
             self._tokens = result.usage.total_tokens
         if self._round == 0:
             self._round = result.rounds
-        before = len(self._round_text)
+        before = len(self._round_text.answer)
         # The result is authoritative: it holds the whole answer even if a delta was missed.
         if result.answer:
-            if not result.answer.startswith(self._round_text):
-                self._answer_epoch += 1  # a different text: earlier offsets no longer apply
-            self._round_text = result.answer
+            self._round_text.settle(result.answer)
         self._phase = "answer"
-        self._end("done", "", tool_reason=t(self.locale, "failed_unfinished"))
-        return max(abs(len(self._round_text) - before), 1)
+        self._end(lifecycle.done(self.locale))
+        return max(abs(len(self._round_text.answer) - before), 1)
 
     def _failed(self, event: TurnFailed) -> int:
-        if event.partial_answer and len(event.partial_answer) >= len(self._round_text):
-            if not event.partial_answer.startswith(self._round_text):
-                self._answer_epoch += 1
-            self._round_text = event.partial_answer
-        if event.reason == "cancelled":
-            self._end("stopped", t(self.locale, "stopped"), tool_reason=t(self.locale, "tool_stopped"))
-        else:
-            key = _FAILURE_KEYS.get(event.reason, "failed")
-            error = t(self.locale, key, message=event.message).strip()
-            self._end("failed", error, tool_reason=event.message or t(self.locale, "failed_unfinished"))
+        if event.partial_answer and len(event.partial_answer) >= len(self._round_text.answer):
+            self._round_text.settle(event.partial_answer)
+        self._end(lifecycle.turn_failed(self.locale, event))
         return 1
 
-    def _to_narration(self) -> None:
-        """The current round called a tool: its visible text so far is narration, not answer."""
-        if self._round_text.strip():
-            self._board.narrate(self._round, self._round_text)
-        if self._round_text:
-            self._answer_epoch += 1
-        self._round_text = ""
-
-    def _close_round(self) -> None:
-        if self._round_called_tools:
-            self._to_narration()
+    def _narrate(self, text: str) -> None:
+        """``text``, the current round's so far, is narration: the board shows it above the tool lines."""
+        if text.strip():
+            self._board.narrate(self._round, text)
 
     def _footer(self) -> str:
-        if self._status == "queued" or not self._footer_view.shown:
+        if self._life.status == "queued" or not self._footer_view.shown:
             return ""
-        end = self._ended_at if self._ended_at is not None else self._clock()
         return self._footer_view.text(
-            round=self._round, max_rounds=self._max_rounds, tokens=self._tokens, elapsed_s=end - self._started_at
+            round=self._round, max_rounds=self._max_rounds, tokens=self._tokens, elapsed_s=self._life.elapsed_s()
         )

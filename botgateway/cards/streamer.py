@@ -10,7 +10,9 @@
   kept (latest wins) — the next update simply carries everything;
 - every call goes through the card's :class:`~botgateway.cards.caller.CardCaller`
   (shared budget, throttle pauses, retries);
-- a long answer continues in a new card (:class:`~botgateway.cards.parts.PartCursor`);
+- each live update, and what its outcome means for the next, is a
+  :class:`~botgateway.cards.live_updates.LiveUpdater`'s; a long answer continues in a
+  new card (:class:`~botgateway.cards.parts.PartCursor`);
 - where a channel takes its new messages in line (:class:`~botgateway.sink.ChannelLines`), the card lines up when
   it starts and is created when its turn comes, with what it shows by then (finished, when the answer is);
 - the final answer is delivered by :class:`~botgateway.cards.delivery.FinalDelivery`,
@@ -21,7 +23,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 
@@ -31,10 +32,11 @@ from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.budget import RateBudget
 from botgateway.cards.buffer_policy import BufferPolicy
-from botgateway.cards.caller import LIVE_BACKOFF, CallOutcome, CardCaller
+from botgateway.cards.caller import LIVE_BACKOFF, CardCaller
 from botgateway.cards.delivery import FinalDelivery
 from botgateway.cards.late_close import LateCloser
 from botgateway.cards.live import LiveCard
+from botgateway.cards.live_updates import LiveUpdater
 from botgateway.cards.metrics import CardMetrics
 from botgateway.cards.pacing import Pacing
 from botgateway.cards.parts import PartCursor
@@ -125,13 +127,8 @@ class CardStreamer:
         """Filled in as the turn runs; also returned by :meth:`finish`."""
         owner = f"{target.platform}:{target.chat_id}:{target.turn_id}:{id(self):x}"
         self._caller = CardCaller(
-            budget,
-            lambda op: sink.rate_key(op, target),
-            owner=owner,
-            platform=target.platform,
-            metrics=self.metrics,
-            backoff=timing.backoff,
-            call_timeout_s=timing.final_deadline_s,
+            budget, lambda op: sink.rate_key(op, target), owner=owner, platform=target.platform, metrics=self.metrics,
+            backoff=timing.backoff, call_timeout_s=timing.final_deadline_s,
             replan=(lambda op: sink.replan(op, target)) if isinstance(sink, Replanning) else None,
         )
         records = OpenCardRecords(store, target, instance_id=instance_id)
@@ -156,11 +153,15 @@ class CardStreamer:
         self._wake = asyncio.Event()
         self._pacing = Pacing(policy, state.phase, on_due=self._wake.set, metrics=self.metrics)
         self._finishing = asyncio.Event()
+        self._updater = LiveUpdater(
+            state, card=self._card, cursor=self._cursor, caller=self._caller, pacing=self._pacing,
+            delivery=self._delivery, final_deadline_s=timing.final_deadline_s, finishing=self._finishing,
+            wake=self._wake.set, platform=target.platform,
+        )
         self._worker: asyncio.Task[None] | None = None
         self._first_token_at: float | None = None
         self._hurried = False  # the first text went without yielding to the feeders first
         self._finish_called_at: float | None = None
-        self._live_attempts = 0
 
     # --- public API -------------------------------------------------------
 
@@ -287,13 +288,7 @@ class CardStreamer:
     async def _run_card(self) -> None:
         try:
             if self.policy.live and not self._finishing.is_set():
-                # Not cut short when the answer ends meanwhile: the final then goes out finished in this turn.
-                await self._card.wait_turn()
-            if self.policy.live and not self._finishing.is_set():
-                # Rendered when the budget grants the call: a card created late already shows the text so far.
-                await self._card.create(
-                    self._cursor.view, deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
-                )
+                await self._updater.create_first()
         except Exception:
             log.exception("card.create_crashed", platform=self.target.platform)
         finally:
@@ -311,7 +306,7 @@ class CardStreamer:
                     if self._finishing.is_set():
                         break
                 if self._pacing.due and self.policy.live and not self._card.gone:
-                    await self._send_live()
+                    await self._updater.send()
                     self._pacing.evaluate()
                 elif self._pacing.due:
                     # No live card (gone, or live updates off): the final delivers it all.
@@ -329,80 +324,6 @@ class CardStreamer:
             if not self._late.closing:
                 self._caller.release()  # whatever the final did, the card needs no more of the budget
             # else the card is closed in the background, on the call it reserved: the closer releases it
-
-    async def _send_live(self) -> None:
-        if self.state.final:
-            # The final snapshot is finish()'s job; nothing live is left to send.
-            self._pacing.clear()
-            return
-        if self._cursor.overflows() and self._card.handle is not None:
-            await self._roll_over()
-            self._pacing.again()
-            return
-        self._pacing.sent()
-        if self._card.handle is None:
-            await self._create_part()
-            return
-        self._live_attempts += 1
-        outcome, sent = await self._card.update(self._cursor.view, interrupt=self._finishing)
-        if sent is not None:
-            await self._after_live(outcome, sent=sent)
-
-    async def _create_part(self) -> None:
-        """The card of this part does not exist yet (creation was refused or timed out): try again."""
-        created = self._cursor.capped_view()
-        outcome = await self._card.create(
-            created, deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
-        )
-        if outcome is CallOutcome.TOO_LONG and self._cursor.shrink(len(created.answer)):
-            self._pacing.again()
-        elif outcome is CallOutcome.TOO_LONG:
-            self._card.gone = True
-
-    async def _after_live(self, outcome: CallOutcome, *, sent: CardSnapshot) -> None:
-        if outcome is CallOutcome.OK:
-            self._live_attempts = 0
-        elif outcome in (CallOutcome.INTERRUPTED, CallOutcome.TIMEOUT):
-            return
-        elif outcome is CallOutcome.THROTTLED:
-            # The bucket is paused: the next update waits for it and carries the newest text.
-            self._pacing.again()
-        elif outcome is CallOutcome.RETRY:
-            # Transient: back off, then coalesce into the next update, which carries the newest text.
-            self._pacing.again(wake=False)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._caller.backoff(self._live_attempts - 1)):
-                    await self._finishing.wait()
-            self._wake.set()
-        elif outcome is CallOutcome.TOO_LONG:
-            # Aim below what was refused, not below what streamed in meanwhile.
-            if self._cursor.shrink(len(sent.answer)):
-                self._pacing.again()
-            else:
-                self._card.gone = True
-        else:
-            log.warning("card.live_updates_stopped", platform=self.target.platform, reason=outcome.value)
-            self._card.gone = True
-            self._card.vanished = outcome is CallOutcome.GONE
-
-    async def _roll_over(self) -> None:
-        """Close the current card at a clean split point and open the next part."""
-        cut = self._cursor.split()
-        closing = self._cursor.closing_view(cut)
-        outcome = await self._delivery.deliver_part(closing, deadline=time.monotonic() + self.timing.final_deadline_s)
-        if outcome == "too_long":
-            if self._cursor.shrink(cut):
-                return  # the platform refused this much: close the card at a smaller cut on the next flush
-            await self._delivery.give_up_card(closing)  # even a minimal part is refused: the message below has it
-        self._cursor.advance(cut)
-        self._card.next_part()
-        if not self._finishing.is_set():
-            created = self._cursor.capped_view()
-            made = await self._card.create(
-                created, deadline=time.monotonic() + self.timing.final_deadline_s, interrupt=self._finishing
-            )
-            if made is CallOutcome.TOO_LONG:
-                self._cursor.shrink(len(created.answer))
 
     def _first_text_waits(self) -> bool:
         """The first text is pending and the card shows none yet: it goes at once, not an event-loop turn later

@@ -185,17 +185,6 @@ def test_queued_card_says_it_waits_then_starts() -> None:
     assert "0.0 s" in snap.footer
 
 
-def test_part_snapshot_shows_only_what_earlier_parts_did_not() -> None:
-    state = CardState(asker="alice")
-    tool_round(state)
-    state.apply(RoundStarted(round=2, max_rounds=8))
-    state.apply(AnswerDelta(text="A" * 50 + "B" * 50))
-    part2 = state.part_snapshot(2, first_block=state.block_count, answer_offset=50, answer_epoch=state.answer_epoch)
-    assert part2.part == 2 and part2.blocks == () and part2.answer == "B" * 50 and part2.asker == ""
-    whole = state.part_snapshot(1, 0, 0, state.answer_epoch - 1)  # an older epoch: the whole text is new
-    assert whole.asker == "alice" and whole.answer == "A" * 50 + "B" * 50
-
-
 def test_answer_epoch_changes_only_when_the_text_is_replaced() -> None:
     state = CardState()
     state.apply(AnswerDelta(text="Looking"))
