@@ -32,6 +32,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ from bench.settings import BenchSettings, Scenario
 from bench.side import PlatformSide
 from bench.slack_side import SlackSide
 from bench.stats import jsonable
-from bench.worker_process import WorkerFailed
+from bench.worker_process import WorkerFailed, WorkerProcess
 from tools.demo.script import Script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -136,59 +137,94 @@ async def run_scenario(settings: BenchSettings, scenario: Scenario, answers: lis
         tool_rounds=settings.tool_rounds,
     )
     folder.mkdir(parents=True, exist_ok=True)
-    crash: dict[str, Any] | None = None
     async with _store(scenario) as prefix:
         job = {"settings": settings.to_dict(), "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
                "tmp": str(folder), "llm_url": await model.start(), **await side.start(),
                "stream_starts_per_channel": scenario.stream_starts_counted, **(job_extra or {})}
         workers = replica_workers(job, folder, replicas=scenario.replicas, prefix=prefix)
-        crashing: asyncio.Task[dict[str, Any]] | None = None
         try:
-            await every(worker.start() for worker in workers)
-            await side.wait_connected(30.0)
-            cpu_before, start = _cpu_s(), time.monotonic()
-            offsets = settings.arrival_offsets(scenario)
-            if scenario.variant == "crash":  # replaces the workers in ``workers`` with their restarted selves
-                crashing = asyncio.create_task(crash_and_restart(
-                    workers, start + settings.crash_at_s,
-                    lambda: replica_workers(job, folder / "restarted", replicas=scenario.replicas, prefix=prefix)))
-            ended = await asyncio.wait_for(_follow(side, settings, offsets, start), settings.worker_timeout_s)
-            if crashing is not None:
-                timing = await crashing
-                crash = {"timing": timing, "start": start}
-            live, calls, timeline = side.live_left(), side.counts(), side.timeline(start)
-            fakes_cpu = _cpu_s() - cpu_before
-            process = fleet_process(await every(worker.stop() for worker in workers))
-        except TimeoutError:
-            raise WorkerFailed(f"the scenario did not finish within {settings.worker_timeout_s:g} s") from None
+            run = await _drive(settings, scenario, side, workers, lambda: replica_workers(
+                job, folder / "restarted", replicas=scenario.replicas, prefix=prefix))
         finally:
-            if crashing is not None and not crashing.done():
-                crashing.cancel()
-                await asyncio.gather(crashing, return_exceptions=True)
             await asyncio.gather(*(worker.kill() for worker in workers))
             await model.stop()
             await side.stop()
+    result = _chat_result(settings, scenario, side, model, run, workers)
+    if isinstance(side, SlackSide):
+        result.update(_slack_numbers(side, scenario, result, model.generations, run.crash))
+        result["redis_prefix"] = prefix
+    return result
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What driving a chat scenario's workers measured, before the report reads it."""
+
+    start: float
+    """When the mentions began (``time.monotonic()``)."""
+    ended: float
+    """When the answers ended (``time.monotonic()``)."""
+    live: dict[str, Any]
+    """What still looked live ``live_check_s`` after the answers (:meth:`PlatformSide.live_left`)."""
+    calls: dict[str, dict[str, int]]
+    """The platform calls per method."""
+    timeline: dict[str, dict[str, list[int]]]
+    """The platform calls per method per second."""
+    fakes_cpu_s: float
+    """CPU seconds this process (the fakes and the model) spent meanwhile."""
+    process: dict[str, Any]
+    """The workers' numbers (CPU, RSS), as they stopped."""
+    crash: dict[str, Any] | None
+    """A crash scenario's timing and start; None otherwise."""
+
+
+async def _drive(settings: BenchSettings, scenario: Scenario, side: PlatformSide, workers: list[WorkerProcess],
+                 restarted: Callable[[], list[WorkerProcess]]) -> _Run:
+    """Start the workers, push the mentions, follow the answers and stop the workers (a crash scenario kills them
+    mid-burst and puts ``restarted()`` in their place in ``workers``); the caller kills whatever is left."""
+    crashing: asyncio.Task[dict[str, Any]] | None = None
+    try:
+        await every(worker.start() for worker in workers)
+        await side.wait_connected(30.0)
+        cpu_before, start = _cpu_s(), time.monotonic()
+        offsets = settings.arrival_offsets(scenario)
+        if scenario.variant == "crash":  # replaces the workers in ``workers`` with their restarted selves
+            crashing = asyncio.create_task(crash_and_restart(workers, start + settings.crash_at_s, restarted))
+        ended = await asyncio.wait_for(_follow(side, settings, offsets, start), settings.worker_timeout_s)
+        crash = None if crashing is None else {"timing": await crashing, "start": start}
+        live, calls, timeline = side.live_left(), side.counts(), side.timeline(start)
+        fakes_cpu = _cpu_s() - cpu_before
+        process = fleet_process(await every(worker.stop() for worker in workers))
+    except TimeoutError:
+        raise WorkerFailed(f"the scenario did not finish within {settings.worker_timeout_s:g} s") from None
+    finally:
+        if crashing is not None and not crashing.done():
+            crashing.cancel()
+            await asyncio.gather(crashing, return_exceptions=True)
+    return _Run(start, ended, live, calls, timeline, fakes_cpu, process, crash)
+
+
+def _chat_result(settings: BenchSettings, scenario: Scenario, side: PlatformSide, model: BenchModelServer, run: _Run,
+                 workers: list[WorkerProcess]) -> dict[str, Any]:
+    """The scenario's section of the report: latencies, the model's pace, calls, what was left live, the floor."""
     floors = scenario_floors(settings, scenario)
     result = {
         "scenario": {"name": scenario.name, "platform": scenario.platform, "mode": scenario.mode, "n": scenario.n,
                      "arrival": scenario.arrival, "replicas": scenario.replicas, "variant": scenario.variant},
         **turn_latencies(side.watches),
         "model": model_numbers(model.generations, side.watches, settings.gen_s),
-        "calls": calls,
+        "calls": run.calls,
         "methods": list(side.methods),
-        "timeline": timeline,
-        "live_left": live,
+        "timeline": run.timeline,
+        "live_left": run.live,
         "floors": floors["plans"],
         "floor": floors["best"],
-        "answers_ended_after_s": ended - start,
-        "process": process,
-        "fakes_cpu_s": fakes_cpu,
+        "answers_ended_after_s": run.ended - run.start,
+        "process": run.process,
+        "fakes_cpu_s": run.fakes_cpu_s,
         "worker_warnings": marked_warnings(workers),
     }
     result.update(floor_distance(result))
-    if isinstance(side, SlackSide):
-        result.update(_slack_numbers(side, scenario, result, model.generations, crash))
-        result["redis_prefix"] = prefix
     return result
 
 

@@ -389,6 +389,21 @@ def build_parser() -> argparse.ArgumentParser:
             "The core platform submits N turns at once into an in-process sink and measures the core itself."
         ),
     )
+    # In this order: --help lists the flags as they are added.
+    _scenario_flags(p, d)
+    _model_flags(p, d)
+    _platform_flags(p, d)
+    _run_flags(p, d)
+    _estate_flags(p, d)
+    _charts_flags(p, d)
+    _incident_and_crash_flags(p, d)
+    p.add_argument("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s,
+                   help=argparse.SUPPRESS)
+    return p
+
+
+def _scenario_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """Which scenarios run: platforms, Slack modes, counts, workers, replicas and arrivals."""
     add = p.add_argument
     add("--platform", dest="platforms", type=_choices("--platform", PLATFORMS, all_word=True), default=d.platforms,
         help="slack, dingtalk, incident, crash, core, estate, charts or all (default all)")
@@ -409,11 +424,21 @@ def build_parser() -> argparse.ArgumentParser:
              "delivered to each; DingTalk's each hold a Stream connection) (default 1)")
     add("--arrivals", type=_choices("--arrivals", ARRIVALS), default=d.arrivals, help="burst, spread or both (default both)")
     add("--spread-s", type=_number("--spread-s", float), default=d.spread_s, help="spread arrivals over this many seconds (default 60)")
+
+
+def _model_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """The scripted model's answers: how long, how chunked, after how many tool rounds."""
+    add = p.add_argument
     add("--gen-s", type=_number("--gen-s", float), default=d.gen_s, help="model generation time per answer (default 6.4)")
     add("--answer-chars", type=_range, default=d.answer_chars, metavar="MIN-MAX", help="answer length range (default 1100-1300)")
     add("--chunk-chars", type=_number("--chunk-chars", int), default=d.chunk_chars, help="characters per model chunk (default 4)")
     add("--tool-rounds", type=_number("--tool-rounds", int, allow_zero=True), default=d.tool_rounds,
         help="inventory tool-call rounds before the answer (default 0)")
+
+
+def _platform_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """The fake chat platforms: channels, latency and rate limits."""
+    add = p.add_argument
     add("--channels", type=_number("--channels", int, allow_zero=True), default=d.channels,
         help="Slack channels the mentions share (default 0: one channel per mention)")
     add("--latency-ms", type=_number("--latency-ms", float, allow_zero=True), default=d.latency_ms,
@@ -421,6 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--post-burst", type=_number("--post-burst", int), default=d.post_burst,
         help="Slack chat.postMessage: this many per channel per this many seconds (default 3)")
     add("--dingtalk-qps", type=_number("--dingtalk-qps", int), default=d.dingtalk_qps, help="DingTalk card API QPS (default 20)")
+
+
+def _run_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """How a run waits, seeds, configures the gateway and reports."""
+    add = p.add_argument
     add("--settle-s", type=_number("--settle-s", float), default=d.settle_s,
         help="how long after the last arrival + generation answers may still complete (default 90)")
     add("--live-check-s", type=_number("--live-check-s", float, allow_zero=True), default=d.live_check_s,
@@ -429,6 +459,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--config", default=d.config, help="botgateway config to take the card section and the adapters' policy from")
     add("--out", default=d.out, help="folder for the JSON report and PNG chart (default bench/results/)")
     add("--profile", action="store_true", help="core: profile the worker with cProfile (slows it; timings not representative)")
+
+
+def _estate_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """The ``estate`` scenario: the clouds' fakes and the lookups over them."""
+    add = p.add_argument
     add("--estate-providers", type=_choices("--estate-providers", ESTATE_PROVIDERS), default=d.estate_providers,
         help="estate: clouds find_resource fans out over (default aliyun,tencent,aws)")
     add("--estate-accounts", type=_number("--estate-accounts", int), default=d.estate_accounts,
@@ -441,12 +476,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="estate: warm lookups on one toolset (default 200)")
     add("--estate-delay-ms", type=_number("--estate-delay-ms", float, allow_zero=True), default=d.estate_delay_ms,
         help="estate: how long every fake cloud API call takes (default 100)")
+
+
+def _charts_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """The ``charts`` scenario: render timings and the calls a chart adds."""
+    add = p.add_argument
     add("--charts-renders", type=_number("--charts-renders", int), default=d.charts_renders,
         help="charts: timed renders of each chart, one at a time and again two at once (default 40)")
     add("--charts-answers", type=_number("--charts-answers", int), default=d.charts_answers,
         help="charts: answers at once per run of the calls count, without and with a chart (default 10)")
     add("--charts-platforms", type=_platforms_or_none, default=d.charts_platforms,
         help="charts: slack, dingtalk, both (default) or none (render timings only)")
+
+
+def _incident_and_crash_flags(p: argparse.ArgumentParser, d: BenchSettings) -> None:
+    """The ``incident`` scenario (askers in one Slack channel) and the ``crash`` one (kill -9 and restart)."""
+    add = p.add_argument
     add("--incident-n", type=_counts("--incident-n", "30"), default=d.incident_n,
         help="incident: comma-separated numbers of askers, all in one Slack channel (default 30)")
     add("--incident-stream-starts", type=_choices("--incident-stream-starts", STREAM_STARTS),
@@ -456,8 +501,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="crash: questions at once, one Slack channel each (default 20)")
     add("--crash-at-s", type=_number("--crash-at-s", float), default=d.crash_at_s,
         help="crash: kill -9 every gateway process this many seconds after the burst, then start it again (default 3)")
-    add("--worker-timeout-s", type=_number("--worker-timeout-s", float), default=d.worker_timeout_s, help=argparse.SUPPRESS)
-    return p
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> BenchSettings:

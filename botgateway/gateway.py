@@ -144,14 +144,19 @@ class Gateway:
         self._drain = Drain(
             queues=self._queues, scheduler=self._scheduler, handoff=handoff, instance_id=self.instance_id
         )
-        resumer = Resumer(store, config, instance_id=self.instance_id, schedule=self._schedule,
-                          closing=lambda: self._closing.closed)
-        self.recovery = Recovery(
-            store, budget, config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__,
-            resume=resumer.resume,
-        )
+        self.recovery = self._recovery_of(store, budget)
         """Heartbeats of this process, and the resuming or closing of orphaned cards (:mod:`botgateway.cards.recovery`,
         :mod:`botgateway.turns.resume`)."""
+
+    def _recovery_of(self, store: GatewayStore, budget: RateBudget) -> Recovery:
+        """The heartbeats and the recovery of orphaned cards, whose questions are resumed through this gateway's
+        scheduling."""
+        resumer = Resumer(store, self._config, instance_id=self.instance_id, schedule=self._schedule,
+                          closing=lambda: self._closing.closed)
+        return Recovery(
+            store, budget, self._config.gateway, instance_id=self.instance_id, is_running=self._queues.__contains__,
+            resume=resumer.resume,
+        )
 
     def _admission_of(
         self, store: GatewayStore, decisions: Decisions, *, access: AccessHook, limits: PrincipalLimits, votes: bool,

@@ -253,6 +253,23 @@ async def build_toolset(
     mcp_backoff: Backoff = RECONNECT_BACKOFF,
 ) -> Toolset:
     """Every tool ``config`` asks for; MCP servers are connected concurrently."""
+    providers = await _started_providers(config)
+    toolset = _server_toolset(config, providers)
+    await _add_estate_tools(toolset, config, providers)
+    if config.mcp:
+        await _add_mcp_tools(toolset, config, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
+    log.info(
+        "toolset_ready",
+        providers=toolset.providers,
+        tools=len(toolset.tools),
+        mcp_servers=len(config.mcp),
+        problems=len(toolset.problems),
+    )
+    return toolset
+
+
+async def _started_providers(config: ToolsConfig) -> list[Provider]:
+    """The enabled providers, their clients built when the server tools will ask them (all closed on a failure)."""
     providers = build_providers(config)
     try:
         # Clients are built (their SDKs imported) now, not inside the first question's tool timeout.
@@ -262,12 +279,17 @@ async def build_toolset(
         for provider in providers:
             await provider.aclose()
         raise
+    return providers
+
+
+def _server_toolset(config: ToolsConfig, providers: Sequence[Provider]) -> Toolset:
+    """A toolset of the server lookup tools over ``providers`` (none unless the ``servers`` toolset is on)."""
     slowest = max((p.timeout_s for p in providers if isinstance(p, CloudProvider)), default=0.0)
     # Pages are fetched one after another; leave room for a couple before the registry gives up.
     timeout = max(config.default_timeout_s, 2 * slowest + 5) if slowest else None
     tools, lookups = build_cloud_tools(providers, timeout_s=timeout) if "servers" in config.toolsets else ([], [])
     names = [p.name for p in providers]
-    toolset = Toolset(
+    return Toolset(
         tools=list(tools),
         providers=names,
         lookup_tools=lookups,
@@ -275,6 +297,10 @@ async def build_toolset(
         provider_objects=list(providers),
         config=config,
     )
+
+
+async def _add_estate_tools(toolset: Toolset, config: ToolsConfig, providers: Sequence[Provider]) -> None:
+    """Add the estate's resource tools and the metric and cost tools (the toolset is closed on a failure)."""
     budget = RateBudget()  # one budget per cloud API, whichever tool calls it
     try:
         sources = estate_sources(config, providers, budget=budget)
@@ -291,22 +317,17 @@ async def build_toolset(
         toolset.add(estate_tool)
     for number_tool in toolset.numbers.tools:
         toolset.add(number_tool)
-    if config.mcp:
-        manager = McpManager(config.mcp, connect_timeout_s=mcp_connect_timeout_s, backoff=mcp_backoff)
-        try:
-            await manager.start()
-            manager.attach(toolset)
-        except BaseException:
-            await manager.aclose()
-            await toolset.aclose()
-            raise
-        toolset.mcp = manager
-        toolset.problems.extend(manager.problems)
-    log.info(
-        "toolset_ready",
-        providers=names,
-        tools=len(toolset.tools),
-        mcp_servers=len(config.mcp),
-        problems=len(toolset.problems),
-    )
-    return toolset
+
+
+async def _add_mcp_tools(toolset: Toolset, config: ToolsConfig, *, connect_timeout_s: float, backoff: Backoff) -> None:
+    """Connect the MCP servers and add their tools; a server that does not start is one of the toolset's problems."""
+    manager = McpManager(config.mcp, connect_timeout_s=connect_timeout_s, backoff=backoff)
+    try:
+        await manager.start()
+        manager.attach(toolset)
+    except BaseException:
+        await manager.aclose()
+        await toolset.aclose()
+        raise
+    toolset.mcp = manager
+    toolset.problems.extend(manager.problems)

@@ -1,8 +1,9 @@
 """The DingTalk adapter: receives bot messages (Stream mode or HTTP callback) and submits turns.
 
-A message is acked at once; parsing and submitting happen in a task the
-adapter owns, and the turn itself runs in the gateway's task, so neither a
-slow platform call nor a dropped stream socket can cancel an answer. Each turn
+A message arrives through :class:`~adapters.dingtalk.connection.DingTalkConnection`
+and is acked at once; parsing and submitting happen in a task the adapter
+owns, and the turn itself runs in the gateway's task, so neither a slow
+platform call nor a dropped stream socket can cancel an answer. Each turn
 gets an AI card or one markdown reply (:mod:`adapters.dingtalk.inbound`).
 
 Cards nobody asked for (an alert's, a report) go to a group as an AI card, or
@@ -31,6 +32,7 @@ import structlog
 from adapters.dingtalk.answer_buttons import AnswerPresses, parse_answer_press
 from adapters.dingtalk.approval_cards import parse_card_action
 from adapters.dingtalk.callback import CallbackServer
+from adapters.dingtalk.connection import DingTalkConnection
 from adapters.dingtalk.inbound import (
     card_mode,
     card_presser,
@@ -130,8 +132,6 @@ class DingTalkAdapter:
         self.robot_code = config.robot_code or config.client_id
         """The robot code cards and messages are sent as."""
         self._gateway = gateway
-        self._clock = clock
-        self._reuse_port = reuse_port
         self.api = api or openapi_client(config, session)
         """The shared OpenAPI client."""
         self.monitor = ThrottleMonitor(
@@ -151,8 +151,10 @@ class DingTalkAdapter:
         """Recent (msgId, submission) pairs, oldest first (for diagnostics and tests)."""
         self._handoffs = BackgroundTasks()
         self._corp_id = ""
-        self._stream: StreamConnection | None = None
-        self._callback: CallbackServer | None = None
+        self._connection = DingTalkConnection(
+            config, self.api, on_message=self.receive, on_card_action=self.receive_card_action,
+            first_use=self._first_use_of_signature, clock=clock, reuse_port=reuse_port,
+        )
         self._api_closer: asyncio.Future[None] | None = None
         self.groups: GroupResolver = groups or NO_GROUPS
         """Looks up the asker's departments the policy names (given at construction: the composition root builds
@@ -172,12 +174,12 @@ class DingTalkAdapter:
     @property
     def stream(self) -> StreamConnection | None:
         """The stream connection (Stream mode, once started)."""
-        return self._stream
+        return self._connection.stream
 
     @property
     def callback_server(self) -> CallbackServer | None:
         """The callback server (HTTP mode, once started)."""
-        return self._callback
+        return self._connection.callback_server
 
     @property
     def gateway(self) -> Gateway | None:
@@ -204,53 +206,8 @@ class DingTalkAdapter:
         problems = config_problems(self.config, self._gateway.config.memory.dedupe_ttl_s)
         if problems:
             raise ValueError("adapters.dingtalk: " + "; ".join(problems))
-        if self.config.mode == "http":
-            await self._start_callback()
-        else:
-            await self._start_stream()
+        await self._connection.start()
         log.info("dingtalk.started", mode=self.config.mode, cards=self.sink.card is not None)
-
-    async def _start_callback(self) -> None:
-        self._callback = CallbackServer(
-            secret=self.config.client_secret.get_secret_value(),
-            on_message=self._on_callback,
-            first_use=self._first_use_of_signature,
-            max_skew_s=self.config.callback_max_skew_s,
-            host=self.config.http_host,
-            port=self.config.http_port,
-            path=self.config.http_path,
-            clock=self._clock,
-            reuse_port=self._reuse_port,
-        )
-        await self._callback.start()
-
-    async def _start_stream(self) -> None:
-        from dingtalk_stream import Credential  # the SDK is only needed in Stream mode
-
-        from adapters.dingtalk.stream import StreamConnection
-
-        self._stream = StreamConnection(
-            Credential(self.config.client_id, self.config.client_secret.get_secret_value()),
-            self.receive,
-            api_base_url=self.config.api_base_url,
-            session=self.api.session(),
-            on_card_action=self.receive_card_action if self._card_buttons() else None,
-        )
-        # A refused app id/secret fails the start with a plain reason; a network
-        # problem does not (the connection keeps retrying in the background).
-        first: dict[str, Any] | None = None
-        try:
-            first = await self._stream.open_connection_async()
-        except PermissionError as exc:
-            await self.api.aclose()
-            raise ValueError(str(exc)) from None
-        except ConnectionError as exc:
-            log.warning("dingtalk.stream_unreachable", detail=str(exc))
-        self._stream.run_in_background(first)
-
-    def _card_buttons(self) -> bool:
-        """Whether cards carry buttons that call back (approval cards, a final answer's buttons)."""
-        return bool(self.config.approval_template_id or (self.config.answer_buttons and self.config.card_template_id))
 
     async def _first_use_of_signature(self, key: str) -> bool:
         # the gateway's dedupe claims it in the Store, so every replica sees a pair used anywhere
@@ -260,17 +217,12 @@ class DingTalkAdapter:
     @property
     def connected(self) -> bool:
         """Whether DingTalk can deliver to us now: the stream is connected, or the callback server listens."""
-        if self._stream is not None:
-            return self._stream.connected.is_set()
-        return self._callback is not None and self._callback.listening
+        return self._connection.connected
 
     async def stop_receiving(self) -> None:
         """Close the stream connection (or stop listening for callbacks), then hand the messages already acked to
         the gateway; the sink keeps finishing the answers in progress. Idempotent."""
-        if self._stream is not None:
-            await self._stream.stop()
-        if self._callback is not None:
-            await self._callback.stop()
+        await self._connection.stop()
         # Handing a message to the gateway is quick; one stuck longer (a hung store) must not outlive the adapter.
         await self._handoffs.wait(timeout=HANDOFF_TIMEOUT_S)
         log.info("dingtalk.stopped_receiving", mode=self.config.mode)
@@ -326,9 +278,6 @@ class DingTalkAdapter:
             await self.sink.markdown.sender.send_private(user_id, t(self.config.locale, "reply_title"), note)
         except Exception as exc:
             log.warning("dingtalk.private_note_failed", error=str(exc) or type(exc).__name__)
-
-    async def _on_callback(self, data: dict[str, Any]) -> None:
-        self.receive(data)
 
     async def _handle_safely(self, data: dict[str, Any]) -> None:
         try:

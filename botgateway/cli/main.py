@@ -12,8 +12,9 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from botgateway.config import (
@@ -51,44 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    run = sub.add_parser("run", help="start every adapter config.yaml enables")
-    _config_arg(run)
-    run.add_argument("--workers", type=_worker_count, default=None, metavar="N",
-                     help=f"run N worker processes sharing the store (1-{MAX_WORKERS}; default: gateway.workers)")
-    # Set by the supervisor of --workers for each worker process; not for people.
-    run.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
-
+    _run_parser(sub)
     chat = sub.add_parser("chat", help="interactive chat in this terminal")
     _config_arg(chat)
-
-    ask = sub.add_parser("ask", help="ask one question and print the answer")
-    ask.add_argument("question", help="the question, in quotes")
-    ask.add_argument("--json", action="store_true", help="print one JSON object per event, then the result")
-    ask.add_argument("--conversation", default="cli", help="conversation id, to ask follow-ups (default: cli)")
-    ask.add_argument("--new", action="store_true", help="forget the conversation's history first, then ask")
-    ask.add_argument("--as", dest="as_principal", default="", metavar="PRINCIPAL",
-                     help="ask as this principal (slack:U0123), through the access policy")
-    ask.add_argument("--channel", default="", help="with --as: the channel it asks in (slack:C0OPS; default: a direct chat)")
-    _config_arg(ask)
-
+    _ask_parser(sub)
     check = sub.add_parser("check-config", help="validate the configuration and print every problem")
     _config_arg(check)
-
-    tools = sub.add_parser("tools", help="list or call tools without a model")
-    tools_sub = tools.add_subparsers(dest="tools_command", metavar="ACTION")
-    tools_sub.required = True
-    tools_list = tools_sub.add_parser("list", help="list the tools the model is offered")
-    _config_arg(tools_list)
-    tools_call = tools_sub.add_parser("call", help="call one tool")
-    tools_call.add_argument("name", help="tool name, as in 'tools list'")
-    tools_call.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an argument (repeatable); VALUE is parsed as JSON when it is valid JSON",
-    )
-    _config_arg(tools_call)
+    _tools_parser(sub)
     from botgateway.cli.eval_cmd import add_eval_parser
 
     _config_arg(add_eval_parser(sub))
@@ -104,6 +74,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     _config_arg(add_mcp_parser(sub))
     return parser
+
+
+def _run_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="start every adapter config.yaml enables")
+    _config_arg(run)
+    run.add_argument("--workers", type=_worker_count, default=None, metavar="N",
+                     help=f"run N worker processes sharing the store (1-{MAX_WORKERS}; default: gateway.workers)")
+    # Set by the supervisor of --workers for each worker process; not for people.
+    run.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def _ask_parser(sub: Any) -> None:
+    ask = sub.add_parser("ask", help="ask one question and print the answer")
+    ask.add_argument("question", help="the question, in quotes")
+    ask.add_argument("--json", action="store_true", help="print one JSON object per event, then the result")
+    ask.add_argument("--conversation", default="cli", help="conversation id, to ask follow-ups (default: cli)")
+    ask.add_argument("--new", action="store_true", help="forget the conversation's history first, then ask")
+    ask.add_argument("--as", dest="as_principal", default="", metavar="PRINCIPAL",
+                     help="ask as this principal (slack:U0123), through the access policy")
+    ask.add_argument("--channel", default="", help="with --as: the channel it asks in (slack:C0OPS; default: a direct chat)")
+    _config_arg(ask)
+
+
+def _tools_parser(sub: Any) -> None:
+    tools = sub.add_parser("tools", help="list or call tools without a model")
+    tools_sub = tools.add_subparsers(dest="tools_command", metavar="ACTION")
+    tools_sub.required = True
+    tools_list = tools_sub.add_parser("list", help="list the tools the model is offered")
+    _config_arg(tools_list)
+    tools_call = tools_sub.add_parser("call", help="call one tool")
+    tools_call.add_argument("name", help="tool name, as in 'tools list'")
+    tools_call.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an argument (repeatable); VALUE is parsed as JSON when it is valid JSON",
+    )
+    _config_arg(tools_call)
 
 
 def _schedules_parser(sub: Any) -> None:
@@ -232,68 +241,99 @@ def _print_config_problems(error: ConfigError) -> None:
 
 
 async def _dispatch(args: argparse.Namespace, config: Config) -> int:
-    command = args.command
-    if command == "ask":
-        from botgateway.cli.ask import run_ask
+    """Run the sub-command ``args.command`` (one of :data:`_COMMANDS`)."""
+    command = _COMMANDS.get(args.command)
+    if command is None:
+        raise AssertionError(f"unhandled command {args.command}")
+    return await command(args, config)
 
-        return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new,
-                             as_principal=args.as_principal, channel=args.channel)
-    if command == "run":
-        workers = args.workers or config.gateway.workers
-        if args.worker_index is None and workers > 1:
-            from botgateway.cli.supervisor import supervise
 
-            key = "--workers" if args.workers else "gateway.workers"
-            return await supervise(config, config_path=args.config, workers=workers, key=key)
-        from botgateway.cli.run import run
+async def _ask(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.ask import run_ask
 
-        if workers != config.gateway.workers:  # --workers: this process's share of the fleet's budgets counts it
-            config = config.model_copy(update={"gateway": config.gateway.model_copy(update={"workers": workers})})
-        return await run(config, worker_index=args.worker_index)
-    if command == "chat":
-        from botgateway.cli.run import chat
+    return await run_ask(config, args.question, json_mode=args.json, conversation_id=args.conversation, new=args.new,
+                         as_principal=args.as_principal, channel=args.channel)
 
-        return await chat(config)
-    if command == "eval":
-        from botgateway.cli.eval_cmd import run_eval
 
-        return await run_eval(config, cases=Path(args.cases), model=args.model, tags=args.tag, json_file=args.json_file,
-                              min_pass=args.min_pass, concurrency=args.concurrency)
-    if command == "audit":
-        from botgateway.cli.audit import run_audit
+async def _run(args: argparse.Namespace, config: Config) -> int:
+    workers = args.workers or config.gateway.workers
+    if args.worker_index is None and workers > 1:
+        from botgateway.cli.supervisor import supervise
 
-        return await run_audit(
-            config, since=args.since, user=args.user, tool=args.tool, fmt=args.format, limit=args.limit
-        )
-    if command == "feedback":
-        from botgateway.cli.feedback import run_feedback
+        key = "--workers" if args.workers else "gateway.workers"
+        return await supervise(config, config_path=args.config, workers=workers, key=key)
+    from botgateway.cli.run import run
 
-        return await run_feedback(config, since=args.since, vote=args.vote, fmt=args.format, limit=args.limit)
-    if command == "usage":
-        from botgateway.cli.usage import run_usage
+    if workers != config.gateway.workers:  # --workers: this process's share of the fleet's budgets counts it
+        config = config.model_copy(update={"gateway": config.gateway.model_copy(update={"workers": workers})})
+    return await run(config, worker_index=args.worker_index)
 
-        return await run_usage(config, by=args.by, since=args.since, fmt=args.format, limit=args.limit)
-    if command == "access":
-        from botgateway.cli.access import explain
 
-        return await explain(config, args.principal, channel=args.channel, external=args.external)
-    if command == "schedules":
-        from botgateway.cli import schedules as schedules_cli
+async def _chat(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.run import chat
 
-        if args.schedules_command == "run":
-            return await schedules_cli.schedules_run(config, args.name)
-        return schedules_cli.schedules_list(config, fmt=args.format, after=args.after)
-    if command == "mcp":
-        from botgateway.cli.mcp_door import mcp_command
+    return await chat(config)
 
-        return await mcp_command(config, args)
-    if command == "tools":
-        from botgateway.cli import tools as tools_cli
 
-        if args.tools_command == "list":
-            return await tools_cli.tools_list(config)
-        return await tools_cli.tools_call(config, args.name, list(args.arg))
-    raise AssertionError(f"unhandled command {command}")
+async def _eval(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.eval_cmd import run_eval
+
+    return await run_eval(config, cases=Path(args.cases), model=args.model, tags=args.tag, json_file=args.json_file,
+                          min_pass=args.min_pass, concurrency=args.concurrency)
+
+
+async def _audit(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.audit import run_audit
+
+    return await run_audit(config, since=args.since, user=args.user, tool=args.tool, fmt=args.format, limit=args.limit)
+
+
+async def _feedback(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.feedback import run_feedback
+
+    return await run_feedback(config, since=args.since, vote=args.vote, fmt=args.format, limit=args.limit)
+
+
+async def _usage(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.usage import run_usage
+
+    return await run_usage(config, by=args.by, since=args.since, fmt=args.format, limit=args.limit)
+
+
+async def _access(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.access import explain
+
+    return await explain(config, args.principal, channel=args.channel, external=args.external)
+
+
+async def _schedules(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli import schedules as schedules_cli
+
+    if args.schedules_command == "run":
+        return await schedules_cli.schedules_run(config, args.name)
+    return schedules_cli.schedules_list(config, fmt=args.format, after=args.after)
+
+
+async def _mcp(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli.mcp_door import mcp_command
+
+    return await mcp_command(config, args)
+
+
+async def _tools(args: argparse.Namespace, config: Config) -> int:
+    from botgateway.cli import tools as tools_cli
+
+    if args.tools_command == "list":
+        return await tools_cli.tools_list(config)
+    return await tools_cli.tools_call(config, args.name, list(args.arg))
+
+
+_COMMANDS: Mapping[str, Callable[[argparse.Namespace, Config], Awaitable[int]]] = MappingProxyType({
+    "ask": _ask, "run": _run, "chat": _chat, "eval": _eval, "audit": _audit, "feedback": _feedback,
+    "usage": _usage, "access": _access, "schedules": _schedules, "mcp": _mcp, "tools": _tools,
+})
+"""What runs each sub-command that needs the configuration and an event loop (``web`` and ``check-config`` need
+neither: :func:`main` runs them itself)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,9 +3,10 @@
 Each product has its own OpenAPI client (``alibabacloud_<product><version>``),
 built from a ``tea_openapi`` :class:`Config` with the account's keys (or the
 SDK's credential chain) and the product's endpoint; OSS has its own SDK
-(``alibabacloud_oss_v2``, signature v4). The records are mapped in
-:mod:`tools.providers.aliyun.mapping`; the budgets, throttle retries and paging
-are :class:`~tools.estate.sdk_source.SdkSource`'s.
+(``alibabacloud_oss_v2``, signature v4). Each API's requests are built and
+its answers unwrapped in :mod:`tools.providers.aliyun.calls`, the records are
+mapped in :mod:`tools.providers.aliyun.mapping`; the budgets, throttle retries
+and paging are :class:`~tools.estate.sdk_source.SdkSource`'s.
 
 Some kinds need a second call per record (an SLB's listeners and backend
 health, a group's rules, a database's addresses). Those calls share the
@@ -19,8 +20,6 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime
-from functools import partial
 from typing import Any, ClassVar, TypeVar
 
 from botgateway.config import CloudAccount
@@ -28,7 +27,7 @@ from tools.estate.gathering import raise_or
 from tools.estate.resource import Change, Resource
 from tools.estate.sdk_source import Page, Product, SdkSource, env_has
 from tools.estate.source import MAX_PER_LISTING, ChangeQuery, Listing, SourceError, Target
-from tools.providers.aliyun import mapping
+from tools.providers.aliyun import calls, mapping
 from tools.providers.aliyun.servers import CHAIN_ENV, CHAIN_FILES
 from tools.providers.sdk import credential_chain_configured, resolve_keys, short_reason, split_endpoint
 
@@ -65,9 +64,6 @@ _DEFAULT_REGION = "cn-hangzhou"
 
 _TRAIL_DAYS = 90
 """How far back ActionTrail's event lookup reaches."""
-
-_PAGE = 100
-"""Records asked per page (the most every listing API here allows, but KVStore and NAT at 50)."""
 
 _PERMISSION = re.compile(r"^(Forbidden|NoPermission|Unauthorized|AccessDenied)|NotAuthorized", re.I)
 _CREDENTIALS = re.compile(
@@ -196,20 +192,10 @@ class AliyunEstate(SdkSource):
         return Listing(tuple(to_resource(i, target.account, target.region) for i in items), cut, f"{product}:{api}")
 
     async def _databases(self, target: Target) -> Listing:
-        from alibabacloud_rds20140815 import models
-
         deadline = time.monotonic() + self.timeout_s
-        fetch = _numbered_fetch(lambda client, number: client.describe_dbinstances(
-            models.DescribeDBInstancesRequest(region_id=target.region, page_number=number, page_size=_PAGE)
-        ), "Items", "DBInstance", "TotalRecordCount")
-
-        def net_info(client: Any, item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-            request = models.DescribeDBInstanceNetInfoRequest(dbinstance_id=item.get("DBInstanceId"))
-            body = _body(client.describe_dbinstance_net_info(request))
-            return _items(body, "DBInstanceNetInfos", "DBInstanceNetInfo")
-
-        items, cut = await self._pages(target, "rds", "DescribeDBInstances", fetch)
-        infos = await self._each(target, "rds", "DescribeDBInstanceNetInfo", net_info, items, deadline, required=False)
+        items, cut = await self._pages(target, "rds", "DescribeDBInstances", calls.database_pages(target.region))
+        infos = await self._each(target, "rds", "DescribeDBInstanceNetInfo", calls.database_net_info, items, deadline,
+                                 required=False)
         resources = tuple(
             mapping.to_database(item, _ok(info), target.account, target.region, note=_not_read(info))
             for item, info in zip(items, infos, strict=True)
@@ -217,31 +203,13 @@ class AliyunEstate(SdkSource):
         return Listing(resources, cut, "rds:DescribeDBInstances+DescribeDBInstanceNetInfo")
 
     async def _caches(self, target: Target) -> Listing:
-        from alibabacloud_r_kvstore20150101 import models
-
-        fetch = _numbered_fetch(lambda client, number: client.describe_instances(
-            models.DescribeInstancesRequest(region_id=target.region, page_number=number, page_size=50)
-        ), "Instances", "KVStoreInstance")
+        fetch = calls.cache_pages(target.region)
         return await self._plain(target, "kvstore", "DescribeInstances", fetch, mapping.to_cache)
 
     async def _load_balancers(self, target: Target) -> Listing:
-        from alibabacloud_slb20140515 import models
-
         deadline = time.monotonic() + self.timeout_s
-        fetch = _numbered_fetch(lambda client, number: client.describe_load_balancers(
-            models.DescribeLoadBalancersRequest(region_id=target.region, page_number=number, page_size=_PAGE)
-        ), "LoadBalancers", "LoadBalancer")
-
-        def attribute(client: Any, item: Mapping[str, Any]) -> Mapping[str, Any]:
-            lb = item.get("LoadBalancerId")
-            request = models.DescribeLoadBalancerAttributeRequest(region_id=target.region, load_balancer_id=lb)
-            return _body(client.describe_load_balancer_attribute(request))
-
-        def health(client: Any, item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-            lb = item.get("LoadBalancerId")
-            request = models.DescribeHealthStatusRequest(region_id=target.region, load_balancer_id=lb)
-            return _items(_body(client.describe_health_status(request)), "BackendServers", "BackendServer")
-
+        fetch = calls.load_balancer_pages(target.region)
+        attribute, health = calls.load_balancer_attribute(target.region), calls.backend_health(target.region)
         items, cut = await self._pages(target, "slb", "DescribeLoadBalancers", fetch)
         attributes, healths = await asyncio.gather(
             self._each(target, "slb", "DescribeLoadBalancerAttribute", attribute, items, deadline),
@@ -255,21 +223,8 @@ class AliyunEstate(SdkSource):
         return Listing(resources, cut, "slb:DescribeLoadBalancers+DescribeLoadBalancerAttribute+DescribeHealthStatus")
 
     async def _security_groups(self, target: Target) -> Listing:
-        from alibabacloud_ecs20140526 import models
-
         deadline = time.monotonic() + self.timeout_s
-
-        def fetch(client: Any, token: Any) -> Page:
-            request = models.DescribeSecurityGroupsRequest(region_id=target.region, max_results=_PAGE, next_token=token)
-            body = _body(client.describe_security_groups(request))
-            return Page(_items(body, "SecurityGroups", "SecurityGroup"), body.get("NextToken") or None)
-
-        def rules(client: Any, group: Mapping[str, Any]) -> Mapping[str, Any]:
-            request = models.DescribeSecurityGroupAttributeRequest(
-                region_id=target.region, security_group_id=group.get("SecurityGroupId"), direction="all"
-            )
-            return _body(client.describe_security_group_attribute(request))
-
+        fetch, rules = calls.security_group_pages(target.region), calls.security_group_rules(target.region)
         groups, cut = await self._pages(target, "ecs", "DescribeSecurityGroups", fetch)
         attributes = await self._each(target, "ecs", "DescribeSecurityGroupAttribute", rules, groups, deadline)
         resources = tuple(
@@ -279,34 +234,22 @@ class AliyunEstate(SdkSource):
         return Listing(resources, cut, "ecs:DescribeSecurityGroups+DescribeSecurityGroupAttribute")
 
     async def _eips(self, target: Target) -> Listing:
-        from alibabacloud_vpc20160428 import models
-
-        fetch = _numbered_fetch(lambda client, number: client.describe_eip_addresses(
-            models.DescribeEipAddressesRequest(region_id=target.region, page_number=number, page_size=_PAGE)
-        ), "EipAddresses", "EipAddress")
+        fetch = calls.eip_pages(target.region)
         return await self._plain(target, "vpc", "DescribeEipAddresses", fetch, mapping.to_eip)
 
     async def _nat_gateways(self, target: Target) -> Listing:
-        from alibabacloud_vpc20160428 import models
-
-        fetch = _numbered_fetch(lambda client, number: client.describe_nat_gateways(
-            models.DescribeNatGatewaysRequest(region_id=target.region, page_number=number, page_size=50)
-        ), "NatGateways", "NatGateway")
+        fetch = calls.nat_gateway_pages(target.region)
         return await self._plain(target, "vpc", "DescribeNatGateways", fetch, mapping.to_nat_gateway)
 
     async def _dns_records(self, target: Target) -> Listing:
-        from alibabacloud_alidns20150109 import models
-
-        domains = _numbered_fetch(lambda client, number: client.describe_domains(
-            models.DescribeDomainsRequest(page_number=number, page_size=_PAGE)
-        ), "Domains", "Domain")
-        zones, cut = await self._pages(target, "alidns", "DescribeDomains", domains)
+        zones, cut = await self._pages(target, "alidns", "DescribeDomains", calls.domain_pages())
         names = [str(zone.get("DomainName") or "") for zone in zones]
         api = "alidns:DescribeDomains+DescribeDomainRecords"
         # Every zone's first page at once (most zones fit in one); then, in zone order as if read one by one, a
         # zone with more is read again up to what the bound leaves, and the first failure in order fails it all.
         firsts = await asyncio.gather(*(
-            self._pages(target, "alidns", "DescribeDomainRecords", _zone_fetch(name), bound=_PAGE) for name in names
+            self._pages(target, "alidns", "DescribeDomainRecords", calls.zone_record_pages(name), bound=calls.PAGE)
+            for name in names
         ), return_exceptions=True)
         out: list[Resource] = []
         for name, first in zip(names, firsts, strict=True):
@@ -315,31 +258,21 @@ class AliyunEstate(SdkSource):
             rows, zone_cut = raise_or(first)
             bound = MAX_PER_LISTING - len(out)
             if zone_cut and bound > len(rows):
-                rows, zone_cut = await self._pages(target, "alidns", "DescribeDomainRecords", _zone_fetch(name), bound)
+                rows, zone_cut = await self._pages(target, "alidns", "DescribeDomainRecords",
+                                                   calls.zone_record_pages(name), bound)
             out.extend(mapping.to_dns_records(rows[:bound], name, target.account))
             cut = cut or zone_cut or len(rows) > bound
         return Listing(tuple(out), cut, api)
 
     async def _buckets(self, target: Target) -> Listing:
-        import alibabacloud_oss_v2 as oss
-
         deadline = time.monotonic() + self.timeout_s
-
-        def fetch(client: Any, token: Any) -> Page:
-            result = client.list_buckets(oss.ListBucketsRequest(marker=token, max_keys=1000))
-            items = [_bucket_info(b) for b in result.buckets or []]
-            return Page(items, result.next_marker if result.is_truncated and result.next_marker else None)
-
-        def acl(client: Any, name: str) -> str:
-            return str(client.get_bucket_acl(oss.GetBucketAclRequest(bucket=name)).acl or "")
-
-        buckets, cut = await self._pages(target, "oss", "ListBuckets", fetch)
+        buckets, cut = await self._pages(target, "oss", "ListBuckets", calls.bucket_pages())
         names: dict[str, list[str]] = {}
         for info in buckets:  # an ACL is read at the bucket's own regional endpoint, every region's at once
             names.setdefault(str(info.get("Region") or ""), []).append(str(info["Name"]))
         grants = await asyncio.gather(*(
-            self._each(Target(target.provider, target.account, region), "oss", "GetBucketAcl", acl, in_region,
-                       deadline, required=False)
+            self._each(Target(target.provider, target.account, region), "oss", "GetBucketAcl", calls.bucket_acl,
+                       in_region, deadline, required=False)
             for region, in_region in names.items()
         ))
         acls: dict[str, str | SourceError] = {}
@@ -356,25 +289,12 @@ class AliyunEstate(SdkSource):
 
     async def read_changes(self, target: Target, query: ChangeQuery) -> Sequence[Change]:
         """ActionTrail events on the resource (looked up by its id, else its name), newest first."""
-        from alibabacloud_actiontrail20200706 import models
-
         wanted = query.resource_id or query.resource_name
         if not wanted:
             raise SourceError("error", "ActionTrail is looked up by a resource id or name; give one")
         now = time.time()
         start = max(query.since, now - _TRAIL_DAYS * 86400)
-        end = query.until or now
-        attribute = models.LookupEventsRequestLookupAttribute(key="ResourceName", value=wanted)
-
-        def fetch(client: Any, token: Any) -> Page:
-            request = models.LookupEventsRequest(
-                lookup_attribute=[attribute], start_time=_iso(start), end_time=_iso(end),
-                max_results=min(50, max(1, query.limit)), next_token=token,
-            )
-            body = _body(client.lookup_events(request))
-            events = [e for e in body.get("Events") or [] if isinstance(e, Mapping)]
-            return Page(events, (body.get("NextToken") or None) if events else None)
-
+        fetch = calls.trail_event_pages(wanted, start, query.until or now, query.limit)
         events, _ = await self._pages(target, "actiontrail", "LookupEvents", fetch, bound=max(1, query.limit))
         changes = [
             mapping.to_change(e, target.account, target.region, wanted_id=query.resource_id or wanted,
@@ -488,38 +408,6 @@ def failure(exc: BaseException, label: str, product: str, api: str) -> SourceErr
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _body(response: Any) -> Mapping[str, Any]:
-    """An OpenAPI response's body as the API's own dict."""
-    body = getattr(response, "body", None)
-    return body.to_map() if body is not None else {}
-
-
-def _items(body: Mapping[str, Any], outer: str, inner: str) -> list[Mapping[str, Any]]:
-    """``body[outer][inner]`` (how every list arrives: ``{"Items": {"DBInstance": [...]}}``)."""
-    node = (body.get(outer) or {}).get(inner) if isinstance(body.get(outer), Mapping) else None
-    return [item for item in node or [] if isinstance(item, Mapping)]
-
-
-def _numbered(body: Mapping[str, Any], items: list[Mapping[str, Any]], number: int, seen: int,
-              total_key: str = "TotalCount") -> Page:
-    """A ``PageNumber``-paged answer; the next token is (next page, records so far) while records remain."""
-    seen += len(items)
-    total = int(body.get(total_key) or 0)
-    return Page(items, (number + 1, seen) if items and seen < total else None)
-
-
-def _numbered_fetch(request: Callable[[Any, int], Any], outer: str, inner: str,
-                    total_key: str = "TotalCount") -> Callable[[Any, Any], Page]:
-    """A page fetcher for a ``PageNumber``/``PageSize`` API: ``request(client, page_number)`` calls it."""
-
-    def fetch(client: Any, token: Any) -> Page:
-        number, seen = token or (1, 0)
-        body = _body(request(client, number))
-        return _numbered(body, _items(body, outer, inner), number, seen, total_key)
-
-    return fetch
-
-
 def _guarded(fn: Callable[..., V], label: str, product: str, api: str) -> Callable[..., V]:
     """``fn`` raising :func:`failure`'s error for its API instead of the SDK's."""
 
@@ -532,18 +420,6 @@ def _guarded(fn: Callable[..., V], label: str, product: str, api: str) -> Callab
     return guarded
 
 
-def _zone_page(make_request: Callable[..., Any], zone: str, client: Any, number: int) -> Any:
-    """One page of an Alidns zone's records."""
-    return client.describe_domain_records(make_request(domain_name=zone, page_number=number, page_size=_PAGE))
-
-
-def _zone_fetch(zone: str) -> Callable[[Any, Any], Page]:
-    """The page fetcher of an Alidns zone's records."""
-    from alibabacloud_alidns20150109 import models
-
-    return _numbered_fetch(partial(_zone_page, models.DescribeDomainRecordsRequest, zone), "DomainRecords", "Record")
-
-
 def _not_read(result: object) -> str:
     """The note on a record whose second call failed."""
     return f"not read: {result.reason}" if isinstance(result, SourceError) else ""
@@ -551,23 +427,6 @@ def _not_read(result: object) -> str:
 
 def _ok(result: V | SourceError) -> V | None:
     return None if isinstance(result, SourceError) else result
-
-
-def _iso(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _bucket_info(bucket: Any) -> dict[str, Any]:
-    """An OSS v2 ``BucketProperties`` as the ``ListBuckets`` XML names its fields."""
-    return {
-        "Name": bucket.name,
-        "Region": bucket.region,
-        "Location": bucket.location,
-        "CreationDate": bucket.creation_date,
-        "StorageClass": bucket.storage_class,
-        "ExtranetEndpoint": bucket.extranet_endpoint,
-        "IntranetEndpoint": bucket.intranet_endpoint,
-    }
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
