@@ -1,6 +1,6 @@
 """The Slack adapter: slack-bolt ``AsyncApp`` wiring and the triggers that start a turn.
 
-Triggers: an @mention in a channel (answered in its thread), direct messages,
+Triggers (:mod:`adapters.slack.triggers`): an @mention in a channel (answered in its thread), direct messages,
 follow-ups in a thread the bot is answering in (no new mention needed) and the
 AI assistant pane (suggested prompts when a thread opens, a status while
 working). Cards nobody asked for (an alert's, a report) are posted as
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import structlog
@@ -44,19 +43,13 @@ from adapters.slack.connection import (
     serve_http,
     socket_connected,
 )
+from adapters.slack.delivery import Delivery
 from adapters.slack.event_claims import EventClaims
-from adapters.slack.events import (
-    HANDLED_SUBTYPES,
-    event_team,
-    inbound_message,
-    is_from_bot,
-    mentioned_users,
-    strip_mention,
-)
 from adapters.slack.names import DisplayNames
 from adapters.slack.presses import Presses
 from adapters.slack.sink import SlackCardSink
 from adapters.slack.threads import BotThreads, ThreadStore
+from adapters.slack.triggers import Triggers
 from adapters.slack.web_session import attach_session, detach_session
 from botgateway.access import NO_GROUPS, GroupResolver, resolve_message, resolve_safely
 from botgateway.background import BackgroundTasks
@@ -64,7 +57,6 @@ from botgateway.messages import Submission, conversation_key
 from botgateway.principal import Principal
 from botgateway.sink import CardHandle, CardTarget, FleetLines
 from botgateway.stores.base import OpenCardStore
-from botgateway.strings import t
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -87,20 +79,6 @@ def web_client(config: SlackConfig) -> AsyncWebClient:
 
 class SlackStore(ThreadStore, OpenCardStore, Protocol):
     """The part of the Store the adapter uses: the threads it answers in, and the records of its Stop controls."""
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What the adapter did with one Slack delivery (for metrics, logs and tests)."""
-
-    event_type: str
-    """``app_mention``, ``message``, ``assistant_thread_started``, ``block_actions``, ``view_submission``…"""
-    outcome: Literal["submitted", "ignored", "duplicate", "failed", "handled"]
-    """submitted to the gateway, ignored (and why), a retried duplicate, failed, or handled without a turn."""
-    reason: str = ""
-    """Why it was ignored or failed, in a few words."""
-    submission: Submission | None = None
-    """The gateway's answer for submitted messages (``await submission.done`` waits for the final card)."""
 
 
 class SlackAdapter:
@@ -244,14 +222,21 @@ class SlackAdapter:
             ignoring_self_events_enabled=False,
             process_before_response=False,
         )
-        app.event("app_mention")(self._on_mention)
-        app.event("message")(self._on_message)
-        app.event("assistant_thread_started")(self._on_assistant_thread_started)
+        self._triggers().register(app)
         self._button_handlers(app)
         # Everything else the app is subscribed to is acknowledged and ignored.
         app.event(re.compile(".*"))(self._ignore)
         app.error(self._on_error)
         return app
+
+    def _triggers(self) -> Triggers:
+        """The listeners of the events that start a turn, given what they use (known once started)."""
+        assert self._policy is not None
+        return Triggers(self._gateway, config=self.config, client=self.client, sink=self.sink, policy=self._policy,
+                        names=self.names, resolve=lambda message: resolve_message(message, self.groups),
+                        threads=self._bot_threads, claims=self._claims, pane=self._pane, acks=self._acks,
+                        tasks=self._tasks, report=self._report, bot_user_id=self.bot_user_id, bot_id=self.bot_id,
+                        team_id=self.team_id)
 
     def _button_handlers(self, app: AsyncApp) -> None:
         """Listen to the cards' buttons, each handler given what it uses (known once started: the gateway, the
@@ -290,42 +275,6 @@ class SlackAdapter:
             except Exception:
                 log.exception("slack.observer_failed")
 
-    # --- triggers -----------------------------------------------------------------------
-
-    async def _on_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        if self._from_bot(event):
-            self._report(Delivery("app_mention", "ignored", "from a bot"))
-            return
-        self._report(await self._accept(body, event, direct=False))
-
-    async def _on_message(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        self._report(await self._classify_message(body, event))
-
-    async def _classify_message(self, body: dict[str, Any], event: dict[str, Any]) -> Delivery:
-        subtype = event.get("subtype")
-        if subtype not in HANDLED_SUBTYPES:
-            return Delivery("message", "ignored", f"subtype {subtype}")  # edits, deletions, joins, bot posts
-        if self._from_bot(event):
-            return Delivery("message", "ignored", "from a bot")
-        if event.get("channel_type") == "im":
-            return await self._accept(body, event, direct=True)
-        thread_ts = event.get("thread_ts")
-        if not thread_ts or thread_ts == event.get("ts"):
-            return Delivery("message", "ignored", "channel message without a mention")
-        mentioned = mentioned_users(str(event.get("text") or ""))
-        if self.bot_user_id in mentioned:
-            return Delivery("message", "ignored", "answered as app_mention")
-        if mentioned:
-            return Delivery("message", "ignored", "addressed to someone else")
-        team = self._team(body, event)
-        if not await self._bot_threads.contains(team, str(event.get("channel")), str(thread_ts)):
-            return Delivery("message", "ignored", "not a thread the bot answers in")
-        return await self._accept(body, event, direct=False)
-
-    async def _on_assistant_thread_started(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        outcome, reason = await self._pane.thread_started(body, event)
-        self._report(Delivery("assistant_thread_started", outcome, reason))
-
     # --- how the handlers of button presses report (adapters.slack.presses, adapters.slack.answer_actions) -----
 
     def report_action(self, outcome: Literal["submitted", "ignored", "handled"], reason: str,
@@ -333,13 +282,7 @@ class SlackAdapter:
         """Report what a button press (or modal) came to (metrics, logs, tests)."""
         self._report(Delivery(event_type, outcome, reason, submission))
 
-    # --- from an event to a turn -------------------------------------------------------------
-
-    def _from_bot(self, event: Mapping[str, Any]) -> bool:
-        return is_from_bot(event, bot_user_id=self.bot_user_id, bot_id=self.bot_id, ignore_bots=self.config.ignore_bots)
-
-    def _team(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> str:
-        return event_team(body, event, installed_team=self.team_id)
+    # --- retried deliveries -------------------------------------------------------------------
 
     async def _claim_event(self, key: str) -> bool:
         assert self._gateway is not None
@@ -353,61 +296,6 @@ class SlackAdapter:
         self._report(Delivery(str(event.get("type", "")) if isinstance(event, Mapping) else "", "duplicate",
                               "retried delivery"))
         return False
-
-    async def _accept(self, body: dict[str, Any], event: dict[str, Any], *, direct: bool) -> Delivery:
-        """Turn one person's message into a gateway submission (never raises)."""
-        kind = str(event.get("type") or "message")
-        channel = str(event.get("channel") or "")
-        ts = str(event.get("ts") or "")
-        thread_ts = event.get("thread_ts") or (None if direct else ts)
-        try:
-            if not channel or not ts:
-                return Delivery(kind, "ignored", "no channel or ts")
-            if not await self._claims.first_delivery(body):
-                return Delivery(kind, "duplicate", "retried delivery")
-            team = self._team(body, event)
-            # Its place in the channel's line is held from now on: starting the turn may take a while in a burst.
-            self.sink.lines.announce(team, channel, ts)
-            delivery = await self._submit(body, event, channel, thread_ts, direct=direct)
-            if delivery.submission is None or delivery.submission.status not in ("started", "queued"):
-                self.sink.lines.withdraw(team, channel, ts)  # no card will take the announcement over
-            return delivery
-        except Exception as exc:
-            log.exception("slack.accept_failed", error=type(exc).__name__)
-            self.sink.lines.withdraw(self._team(body, event), channel, ts)
-            try:
-                await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
-                                                   text=t(self.config.locale, "error_generic"))
-            except Exception:
-                log.warning("slack.error_note_failed", error=type(exc).__name__)
-            return Delivery(kind, "failed", type(exc).__name__)
-
-    async def _submit(self, body: dict[str, Any], event: dict[str, Any], channel: str,
-                      thread_ts: str | None, *, direct: bool) -> Delivery:
-        assert self._gateway is not None and self._policy is not None
-        kind = str(event.get("type") or "message")
-        team = self._team(body, event)
-        text = strip_mention(str(event.get("text") or ""), self.bot_user_id)
-        if not text:
-            return Delivery(kind, "ignored", "no text")  # a bare mention or an empty file share
-        user_name = await self.names.of(str(event.get("user") or ""), event.get("user_profile"))
-        message = inbound_message(event, team=team, thread_ts=thread_ts, direct=direct, text=text,
-                                  user_name=user_name, config=self.config)
-        message = await resolve_message(message, self.groups)
-        if thread_ts and not direct:
-            self._bot_threads.remember(team, channel, thread_ts, self._tasks)
-        submission = await self._gateway.submit(message, self.sink, self._policy)
-        log.info("slack.submitted", status=submission.status, turn_id=submission.turn_id, channel=channel,
-                 direct=direct, event_id=body.get("event_id"))
-        if submission.status == "duplicate":
-            return Delivery(kind, "duplicate", "same channel and ts", submission)
-        if submission.status in ("started", "queued") and submission.turn_id:
-            assistant_thread = direct and bool(event.get("thread_ts"))
-            if not assistant_thread:  # the pane shows its status instead
-                self._acks.taken(team, channel, str(event.get("ts") or ""))
-            self._tasks.spawn(self._pane.follow(submission, channel, thread_ts if assistant_thread else None),
-                              name=f"slack-follow:{submission.turn_id}")
-        return Delivery(kind, "submitted", submission.status, submission)
 
     # --- cards nobody asked for ---------------------------------------------------------------
 
@@ -429,7 +317,7 @@ class SlackAdapter:
         await self._bot_threads.adopt(team, channel, ts)
         if self.config.session_scope == "user":
             return None
-        # What _accept gives a reply in that thread (inbound_message's conversation key).
+        # What the triggers give a reply in that thread (inbound_message's conversation key).
         return conversation_key(self.name, self.config.session_scope, workspace=team, chat=channel, thread=ts)
 
     async def resolve_principal(self, principal: Principal) -> Principal:

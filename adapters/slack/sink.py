@@ -21,15 +21,10 @@ first; one still being written starts its live card. ``chat.startStream``
 draws from the channel's budget too (``stream_starts_per_channel``), the
 workspace's Tier 2 window paid by the sink on the side.
 
-Each answer's mode is planned from the budgets when it starts (:meth:`SlackCardSink.plan`):
-native while ``chat.startStream`` and ``chat.stopStream`` have calls to spare
-beyond what open streams reserved; otherwise edit mode while ``chat.update``
-has; otherwise *deferred*: no message until the answer is complete, then one
-message (or a few, when long) on the channel's ``chat.postMessage`` budget. So
-a spent budget never leaves anyone with nothing, and never delays finals.
-
-:meth:`SlackCardSink.rate_key` names the bucket (:mod:`adapters.slack.limits`)
-of the call the streamer is about to pay for. When the sink ends up making a
+Each answer's mode (native, edit, or *deferred*: one message once the answer
+is complete) is planned from the budgets when it starts, and
+:meth:`SlackCardSink.rate_key` names the bucket of the call the streamer is
+about to pay for (:mod:`adapters.slack.planner`). When the sink ends up making a
 different call (a queued card that cannot stream, native streaming refused, a
 stream rolled over) or one of its own (Stop controls), the
 :class:`~botgateway.sink.CallPacer` pays for it. Slack answers are mapped onto
@@ -42,19 +37,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING
 
 import structlog
-from cachetools import LRUCache
 
 from adapters.slack.channel_line import ChannelLines, Place
 from adapters.slack.control import StopControls, is_control
 from adapters.slack.edit import EditMessages, post_ephemeral
 from adapters.slack.errors import call_slack
-from adapters.slack.handles import CardKey, as_edit, card_key
+from adapters.slack.handles import as_edit
 from adapters.slack.inert import allowed_mentions
 from adapters.slack.limits import Bucket, SlackBuckets, on_own_budget
 from adapters.slack.native import NativeStreams, StreamBroken
+from adapters.slack.planner import AnswerPlanner, Mode
 from adapters.slack.render import stream_closing
 from adapters.slack.uploads import ChartUploads
 from botgateway.artifacts import Artifact, ArtifactPlacement
@@ -70,12 +65,6 @@ if TYPE_CHECKING:
 __all__ = ["SlackCardSink"]
 
 log = structlog.get_logger(__name__)
-
-_Mode: TypeAlias = Literal["native", "edit", "deferred", "done"]
-"""How a card's next calls are made; ``done``: its message went out finished, and nothing is left to show."""
-
-_MAX_CARDS = 10_000
-"""Cards whose mode is remembered at most; the least recently used (never finalized) are forgotten."""
 
 LEFT = "left_in"
 """A taken-over card's handle data: the channel of the message a dead process left, deleted once the answer is
@@ -112,10 +101,7 @@ class SlackCardSink:
         self._controls = StopControls(client, buckets=self._buckets, pacer=pacer, enabled=config.stop_button,
                                       idle=self._lines.idle)
         self._uploads = ChartUploads(client, self._buckets, pacer)
-        # Mode per live card, so rate_key names the bucket the next call really uses.
-        self._modes: LRUCache[CardKey, _Mode] = LRUCache(_MAX_CARDS)
-        # Cards taken over whose message may still be a dead process's stream: stopped before their first edit.
-        self._taken_over: LRUCache[CardKey, bool] = LRUCache(_MAX_CARDS)
+        self._planner = AnswerPlanner(config, self._buckets, pacer, self._native.available)
 
     def keep_controls_on_record(self, store: OpenCardStore, instance_id: str) -> None:
         """Record Stop controls in ``store`` as the cards are (owned by ``instance_id``), for recovery after a crash."""
@@ -137,114 +123,24 @@ class SlackCardSink:
         return self._native.available(workspace_id)
 
     def rate_key(self, op: CardOp, target: CardTarget) -> Bucket:
-        """The bucket of the call ``op`` makes next for ``target``.
+        """The bucket of the call ``op`` makes next for ``target`` (:meth:`AnswerPlanner.rate_key
+        <adapters.slack.planner.AnswerPlanner.rate_key>`)."""
+        return self._planner.rate_key(op, target)
 
-        Creating a card: a new message in the channel (``chat.postMessage``, or
-        ``chat.startStream`` when stream starts count per channel), else
-        ``chat.startStream`` per workspace; fallbacks are channel messages too.
-        Updates: ``chat.update`` or stream appends per workspace, shared by all
-        cards. Finalizing a recovered Stop control: ``chat.delete`` per
-        workspace. A deferred answer makes no call until its final, one
-        ``chat.postMessage``; an answer that went out finished makes none.
-        """
-        if op == "finalize" and is_control(target):
-            return self._buckets.delete_bucket(target)  # a recovered Stop control is deleted
-        mode = self._planned_create_mode(target) if op == "create" else self._modes.get(card_key(target))
-        if op == "create" and mode == "native" and not self._config.stream_starts_per_channel:
-            return self._buckets.start_bucket(target)
-        if (op in ("create", "update") and mode == "deferred") or (op in ("update", "finalize") and mode == "done"):
-            return self._buckets.no_call_bucket(target)
-        if op in ("create", "fallback") or mode == "deferred":
-            return self._buckets.post_bucket(target)
-        if (mode or self._initial_mode(target)) == "native":
-            return self._buckets.stop_bucket(target) if op == "finalize" else self._buckets.stream_bucket(target)
-        return self._buckets.update_bucket(target)
-
-    def _planned_create_mode(self, target: CardTarget) -> _Mode:
-        """The mode ``rate_key("create")`` budgets for: the card's mode so far, else the plan made now (and kept).
-
-        The snapshot is not known yet, so a queued card (which never streams) is
-        budgeted as a stream on its first try; :meth:`create` then has the pacer pay
-        for the placeholder, and the card's retries and later parts use what it became.
-        """
-        key = card_key(target)
-        mode = self._modes.get(key)
-        if mode is None:
-            mode = self._modes[key] = self.plan(target)
-        elif mode == "native" and not self._may_start(target):
-            # The workspace's stream window was spent since the plan: the card is an edited message, planned so
-            # before its final is reserved.
-            mode = self._modes[key] = self._edit_or_deferred(target)
-        return mode
-
-    def plan(self, target: CardTarget) -> _Mode:
-        """The mode a new answer starts in, from the budgets as they are now (see the module docstring)."""
-        mode = self._initial_mode(target)
-        if self._pacer is None:
-            return mode
-        if mode == "native" and (self._spare(self._buckets.start_bucket(target)) < 1
-                                 or self._spare(self._buckets.stop_bucket(target)) < 1):
-            mode = "edit"  # no stream could start now, or its stop would take a reserved call
-        return self._edit_or_deferred(target) if mode == "edit" else mode
-
-    def _edit_or_deferred(self, target: CardTarget) -> _Mode:
-        if self._pacer is not None and self._spare(self._buckets.update_bucket(target)) < 1:
-            log.info("slack.answer_deferred", team=target.workspace_id, reason="chat.update budget reserved for finals")
-            return "deferred"
-        return "edit"
+    def plan(self, target: CardTarget) -> Mode:
+        """The mode a new answer starts in, from the budgets as they are now (:mod:`adapters.slack.planner`)."""
+        return self._planner.plan(target)
 
     def take_over(self, target: CardTarget) -> None:
         """``target``'s card is a message another process made (a resumed turn's): the answer comes complete, in a
-        new message on the channel's budget, and the message left behind is deleted then.
-
-        Slack still counts the dead process's ``chat.update`` and stream calls of the last minute, which this
-        process cannot know: a resumed answer edited live would spend a window that may be gone, and be throttled
-        where it matters most. A new message and a ``chat.delete`` need only the channel's slot (the burst the dead
-        process spent is seconds old) and the delete tier; nothing of the left message stays live.
-        """
-        self._modes[card_key(target)] = "deferred"
-        self._taken_over[card_key(target)] = True
+        new message on the channel's budget, and the message left behind is deleted then
+        (:meth:`AnswerPlanner.take_over <adapters.slack.planner.AnswerPlanner.take_over>`)."""
+        self._planner.take_over(target)
 
     def replan(self, op: CardOp, target: CardTarget) -> bool:
-        """The call planned for ``op`` cannot be had soon: the answer takes the next strategy down.
-
-        The plan read the budgets as this process last saw them, a moment old in a fleet: another replica may
-        have spent the workspace's window meanwhile, or promised its calls to its own cards' finals. A stream
-        whose ``chat.startStream`` cannot start soon, or whose ``chat.stopStream`` cannot be promised, starts as
-        an edited message instead; an edited message whose final ``chat.update`` cannot be promised is deferred
-        (one message once the answer is complete, on the channel's ``chat.postMessage`` budget). A deferred
-        answer has no other way (:class:`~botgateway.sink.Replanning`).
-        """
-        key = card_key(target)
-        mode = self._modes.get(key)
-        if mode == "native" and op == "create" and self._config.stream_starts_per_channel:
-            return False  # the channel's budget is what it waits for, and an edited message would wait for it too
-        if mode == "native" and op in ("create", "finalize"):
-            new: _Mode = self._edit_or_deferred(target)
-        elif mode == "edit" and op == "finalize":
-            new = "deferred"
-        else:
-            return False
-        self._modes[key] = new
-        log.info("slack.answer_replanned", team=target.workspace_id, mode=new, op=op,
-                 reason="the workspace's budget for that call is spent or promised to other answers")
-        return True
-
-    def _spare(self, bucket: Bucket) -> float:
-        assert self._pacer is not None
-        return self._pacer.spare(*bucket)
-
-    def _initial_mode(self, target: CardTarget, snapshot: CardSnapshot | None = None) -> _Mode:
-        mode = self._config.streaming
-        if mode == "edit" or not target.thread_id:
-            return "edit"  # a stream must be a reply in a thread
-        if snapshot is not None and snapshot.status == "queued":
-            return "edit"  # the queue note must disappear later; a stream cannot take text back
-        if snapshot is not None and snapshot.preamble:
-            return "edit"  # a preamble (an alert's status) changes later; a stream cannot take text back
-        if mode == "auto" and not self._native.available(target.workspace_id):
-            return "edit"
-        return "native"
+        """The call planned for ``op`` cannot be had soon: the answer takes the next strategy down
+        (:meth:`AnswerPlanner.replan <adapters.slack.planner.AnswerPlanner.replan>`)."""
+        return self._planner.replan(op, target)
 
     # --- CardSink -----------------------------------------------------------------
 
@@ -252,7 +148,7 @@ class SlackCardSink:
         """The card's first message, made in its slot: the finished answer when it is complete by then, else a native
         stream (when possible) or the placeholder message; a deferred answer makes no call."""
         self._lines.made(target)  # its slot is granted: the next answer of the channel moves up
-        planned = self._planned_create_mode(target)
+        planned = self._planner.create_mode(target)
         # A card with a preamble (an alert's) lives on and is edited later: it needs its message now.
         if planned == "deferred" and not snapshot.final and not snapshot.preamble:
             return CardHandle(card_id=f"deferred-{target.turn_id}-{snapshot.part}", target=target, data={"mode": "deferred"})
@@ -260,28 +156,22 @@ class SlackCardSink:
         channel_paid = planned in ("edit", "done") or (planned == "native" and per_channel)
         if snapshot.final and not snapshot.preamble:
             return await self._post_finished(target, snapshot, paid=channel_paid)
-        if planned == "native" and self._initial_mode(target, snapshot) == "native" and self._may_start(target):
+        if (planned == "native" and self._planner.initial_mode(target, snapshot) == "native"
+                and self._planner.may_start(target)):
             try:
                 handle = await self._native.start(target, snapshot, paid=not per_channel)
             except StreamBroken as exc:
                 log.info("slack.stream_unavailable", team=target.workspace_id, reason=str(exc))
             else:
-                self._modes[card_key(target)] = "native"
+                self._planner.became(target, "native")
                 if not snapshot.final:
                     self._controls.open(target, prompts=snapshot.approvals)
                 return handle
-        self._modes[card_key(target)] = "edit"
+        self._planner.became(target, "edit")
         if channel_paid:
             return await self._edit.post(target, snapshot)
         return await on_own_budget(self._pacer, self._buckets.post_bucket(target), target,
                                    lambda: self._edit.post(target, snapshot))
-
-    def _may_start(self, target: CardTarget) -> bool:
-        """Whether a stream can start now when the sink pays its workspace's ``chat.startStream`` window itself: the
-        channel slot is taken, and an edited message uses it at once instead of holding it while the window slides."""
-        if not self._config.stream_starts_per_channel or self._pacer is None:
-            return True
-        return self._spare(self._buckets.start_bucket(target)) >= 1
 
     async def _post_finished(self, target: CardTarget, snapshot: CardSnapshot, *, paid: bool) -> CardHandle:
         """The answer is complete by its slot: one finished message, no placeholder first (``paid``: the streamer
@@ -291,7 +181,7 @@ class SlackCardSink:
         else:
             posted = await on_own_budget(self._pacer, self._buckets.post_bucket(target), target,
                                          lambda: self._edit.post(target, snapshot))
-        self._modes[card_key(target)] = "done"
+        self._planner.became(target, "done")
         return CardHandle(card_id=posted.card_id, target=target,
                           data={**posted.data, "mode": "done", "shown": self._edit.shown(target, snapshot)})
 
@@ -313,7 +203,7 @@ class SlackCardSink:
         """Show ``snapshot``: append the new part to the stream, or edit the message (nothing for a deferred answer)."""
         if handle.data.get("mode") in ("deferred", "done"):
             return handle
-        if handle.data.get("mode") is None and self._taken_over.pop(card_key(handle.target), False):
+        if handle.data.get("mode") is None and self._planner.left_behind(handle.target):
             # The message a dead process left: deleted once the answer is posted (see take_over).
             return CardHandle(card_id=handle.card_id, target=handle.target,
                               data={"mode": "deferred", LEFT: str(handle.data.get("channel") or handle.target.chat_id)})
@@ -404,7 +294,7 @@ class SlackCardSink:
         stream = self._native.forget(handle)
         channel = stream.channel if stream else str(handle.data.get("channel") or handle.target.chat_id)
         ts = stream.ts if stream else str(handle.data.get("ts") or handle.card_id)
-        self._modes[card_key(handle.target)] = "edit"
+        self._planner.became(handle.target, "edit")
         await self._native.stop_quietly(channel, ts)
         await self._controls.close(handle.target)  # the edited message carries its own Stop button
         edited = CardHandle(card_id=handle.card_id, target=handle.target, data={"mode": "edit", "channel": channel, "ts": ts})

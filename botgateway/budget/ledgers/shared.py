@@ -20,12 +20,14 @@ so all processes together keep every platform limit:
 A Redis round trip cannot be made synchronously, so :meth:`SharedLedger.take_now`
 answers False and the line asks :meth:`SharedLedger.take`. What a sink plans
 by (:meth:`SharedLedger.spare`) is answered from the key's last answer, looked
-up again in the background once it is older than ``poll_s``.
+up again in the background once it is older than ``poll_s``
+(:class:`~botgateway.budget.ledgers.last_seen.LastSeen`).
 
 When Redis cannot be reached (refused, timed out, failing over), the process
 says so once and goes on with a :class:`~botgateway.budget.ledgers.local.LocalLedger`
 holding its share of every limit (the limit ÷ ``share``, the processes the
-fleet runs), probing Redis with the core backoff. When Redis answers again,
+fleet runs), probing Redis with the core backoff
+(:class:`~botgateway.budget.ledgers.outage.OutageWatch`). When Redis answers again,
 this process's reservations and the window grants it made meanwhile are
 written there, and the shared accounts take over (said once too). Callers in
 line are not lost by either switch: they are answered by whichever side is on.
@@ -36,9 +38,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import structlog
 from redis.exceptions import RedisError
@@ -47,12 +48,13 @@ from botgateway.background import BackgroundTasks
 from botgateway.backoff import Backoff
 from botgateway.budget.learned import Estimate
 from botgateway.budget.ledgers.base import Verdict
+from botgateway.budget.ledgers.last_seen import LastSeen
 from botgateway.budget.ledgers.leases import Leases
 from botgateway.budget.ledgers.local import LocalLedger
-from botgateway.budget.ledgers.redis import Answer, RedisLedger
+from botgateway.budget.ledgers.outage import OutageWatch
+from botgateway.budget.ledgers.redis import RedisLedger
 from botgateway.budget.ledgers.reservations import ReservationBook
 from botgateway.budget.rate_limit import RateLimit
-from botgateway.redaction import redact_text
 
 __all__ = ["PROBE_BACKOFF", "SharedLedger"]
 
@@ -86,20 +88,22 @@ class SharedLedger:
         self._clock: Callable[[], float] = redis.clock
         self._share = max(int(share), 1)
         self._poll_s = poll_s
-        self._probe = probe
         self._tasks = BackgroundTasks()
         self._local = LocalLedger(clock=self._clock, learning=redis.learning)
         self._leases = Leases(self._share)
         self._book = ReservationBook(redis.publish, on_error=self._lost, refresh_s=refresh_s, tasks=self._tasks)
         self._limits: dict[str, RateLimit] = {}
-        self._seen: dict[str, Answer] = {}
-        self._looking: set[str] = set()
+        self._seen = LastSeen(redis, self._book, poll_s=poll_s, tasks=self._tasks, on_error=self._lost)
         self._paused: dict[str, float] = {}
-        self._absorbed: dict[str, float] = {}
         self._flying: dict[str, deque[str]] = {}  # per key with a limit on arrivals: tickets granted, not landed
-        self._pushes: set[asyncio.Task[Any]] = set()
-        self.shared = True
+        self._outage = OutageWatch(redis, self._local, self._book, limits=self._limits, share=self._share, probe=probe,
+                                   tasks=self._tasks, on_lost=self._forget_grants,
+                                   on_back=self._seen.clear)  # what was seen before the outage says nothing now
+
+    @property
+    def shared(self) -> bool:
         """True while the accounts are Redis's; False while this process spends its local share."""
+        return self._outage.shared
 
     # --- calls ----------------------------------------------------------------------------
 
@@ -129,7 +133,7 @@ class SharedLedger:
         except Exception as exc:
             self._lost(exc)
         else:
-            self._seen[key] = answer
+            self._seen.note(key, answer)
             if self.shared and self._paused.get(key, 0.0) <= self._clock():
                 self._leases.add(key, answer.count)
         finally:
@@ -153,7 +157,7 @@ class SharedLedger:
             except Exception as exc:  # unreachable, or an answer we cannot read: callers in line are served anyway
                 self._lost(exc)
             else:
-                self._seen[key] = answer
+                self._seen.note(key, answer)
                 self._leases.add(key, answer.count - want)  # a leased bucket's batch: kept for the next calls
                 if answer.granted and (limit.arrivals_per_s > 0 or limit.windowed):
                     self._flying.setdefault(key, deque()).append(answer.ticket)
@@ -173,7 +177,7 @@ class SharedLedger:
         elif self.shared and self._leases.size(limit):
             self._leases.add(key, 1)  # a leased bucket's call: kept for the next one, no round trip
         elif self.shared:
-            self._push(self._redis.give_back(key, limit, ticket), name="rate-budget:give-back")
+            self._outage.push(self._redis.give_back(key, limit, ticket), name="rate-budget:give-back")
 
     # --- reservations ---------------------------------------------------------------------
 
@@ -223,8 +227,7 @@ class SharedLedger:
 
         Raises what Redis raised (while it is unreachable, nothing is written).
         """
-        if self._pushes:
-            await asyncio.wait(set(self._pushes))
+        await self._outage.pushed()
         if self.shared:
             await self._book.flush()
 
@@ -244,7 +247,8 @@ class SharedLedger:
         if self.shared and flying:
             limit = self._limits.get(key)
             window_s = limit.arrival_window_s if limit is not None else 1.0
-            self._push(self._redis.landed(key, flying.popleft(), window_s, at=self._clock()), name="rate-budget:landed")
+            self._outage.push(self._redis.landed(key, flying.popleft(), window_s, at=self._clock()),
+                              name="rate-budget:landed")
         else:
             self._local.landed(key)  # granted by the local share (a call it did not grant is not counted)
 
@@ -260,13 +264,12 @@ class SharedLedger:
             self._local.pause(key, seconds)
             return
         log.info("rate_budget.paused", key=key, seconds=round(seconds, 3), fleet=True)
-        self._push(self._throttle(key, limit, seconds), name="rate-budget:pause")
+        self._outage.push(self._throttle(key, limit, seconds), name="rate-budget:pause")
 
     async def _throttle(self, key: str, limit: RateLimit, seconds: float) -> None:
         """Tell the fleet of a throttle, then look at the key again: what it learned shows at once."""
         throttled = await self._redis.pause(key, limit, seconds)
-        self._seen[key] = await self._redis.take(key, limit, live=True, later=False, mine=self._book.count(key),
-                                                 peek=True)
+        await self._seen.refresh(key, limit)
         log.info("rate_budget.learned", key=key, share=round(throttled.share, 3), throttles=throttled.throttles)
 
     def estimate(self, key: str, limit: RateLimit) -> Estimate:
@@ -274,7 +277,8 @@ class SharedLedger:
         in the background once ``poll_s`` old); the local share's own while Redis is away."""
         if not self.shared:
             return replace(self._local.estimate(key, limit.share(self._share)), configured=limit)
-        seen = self._look(key, limit)
+        self._limits[key] = limit
+        seen = self._seen.look(key, limit)
         if seen is None:
             return Estimate(key=key, configured=limit, share=1.0, throttles=0)
         return Estimate(key=key, configured=limit, share=seen.share, throttles=seen.throttles)
@@ -291,7 +295,8 @@ class SharedLedger:
             return 0.0
         if not self.shared:
             return self._local.available(key, limit.share(self._share))
-        seen = self._look(key, limit)
+        self._limits[key] = limit
+        seen = self._seen.look(key, limit)
         return max(seen.tokens if seen else float(max(limit.burst, 1)), 0.0)
 
     def spare(self, key: str, limit: RateLimit) -> float:
@@ -305,85 +310,16 @@ class SharedLedger:
         others = seen.reserved - seen.mine if seen else 0
         return max(available - others - self._book.count(key), 0.0)
 
-    def _look(self, key: str, limit: RateLimit) -> Answer | None:
-        """The key's last answer; a fresh one is asked for in the background once it is ``poll_s`` old."""
-        self._limits[key] = limit
-        seen = self._seen.get(key)
-        if (seen is None or self._clock() - seen.at >= self._poll_s) and key not in self._looking:
-            self._looking.add(key)
-            self._tasks.spawn(self._peek(key, limit), name="rate-budget:peek")
-        return seen
-
-    async def _peek(self, key: str, limit: RateLimit) -> None:
-        try:
-            self._seen[key] = await self._redis.take(key, limit, live=True, later=False, mine=self._book.count(key),
-                                                     peek=True)
-        except Exception as exc:
-            self._lost(exc)
-        finally:
-            self._looking.discard(key)
-
     # --- losing Redis and getting it back -------------------------------------------------
 
-    def _push(self, call: Coroutine[Any, Any, Any], *, name: str) -> None:
-        """Tell Redis something in the background (an outage turns to the fallback)."""
-        task = self._tasks.spawn(self._quietly(call), name=name)
-        if task is not None:
-            self._pushes.add(task)
-            task.add_done_callback(self._pushes.discard)
-
-    async def _quietly(self, call: Coroutine[Any, Any, Any]) -> None:
-        try:
-            await call
-        except Exception as exc:
-            self._lost(exc)
-
     def _lost(self, exc: BaseException) -> None:
-        """Redis did not answer: spend the local share from now on, say so once, and probe."""
-        if not self.shared:
-            return
-        self.shared = False
-        self._book.enabled = False
+        """Redis did not answer: the local share is spent from now on, until Redis answers again."""
+        self._outage.lost(exc)
+
+    def _forget_grants(self) -> None:
+        """Redis is lost: forget what only Redis counts (the calls held ahead of need, the calls on their way)."""
         self._leases.clear()
         self._flying.clear()  # Redis forgets them after their longest flight
-        log.warning(
-            "rate_budget.shared_unreachable",
-            redis=self._redis.safe_url,
-            error=redact_text(str(exc)) or type(exc).__name__,
-            share=f"1/{self._share}",
-            note=(f"the fleet's shared rate budget is unreachable: this process now spends 1/{self._share} of every "
-                  "platform rate limit on its own, and returns to the shared budget when Redis answers; check that "
-                  "Redis is running and reachable at memory.redis_url, and that gateway.replicas and gateway.workers "
-                  "say how many processes run"),
-        )
-        self._tasks.spawn(self._probe_until_back(), name="rate-budget:probe")
-
-    async def _probe_until_back(self) -> None:
-        attempt = 0
-        while True:
-            await asyncio.sleep(self._probe.delay(attempt))
-            attempt += 1
-            try:
-                await self._redis.ping()
-                self._book.mark_all()
-                await self._book.flush()
-                await self._absorb()
-            except Exception:  # still away (or answering what we cannot read): try again later
-                continue
-            self._seen.clear()  # what was seen before the outage says nothing now
-            self.shared = True
-            self._book.enabled = True
-            log.info("rate_budget.shared_restored", redis=self._redis.safe_url,
-                     note="Redis answers again: the fleet shares one rate budget again")
-            return
-
-    async def _absorb(self) -> None:
-        """Count in the shared windows the calls this process made on its own share, so none is spent twice."""
-        for key, limit in list(self._limits.items()):
-            times = self._local.recent_grants(key, since=self._absorbed.get(key, float("-inf")))
-            if times:
-                await self._redis.absorb(key, limit, times)
-                self._absorbed[key] = times[-1]
 
     async def aclose(self, timeout_s: float = 2.0) -> None:
         """Stop refreshing; tell Redis what this process still holds (nothing, after a clean stop); close."""
