@@ -45,6 +45,7 @@ from botgateway.tooling import ToolContext, ToolRegistry
 from tests.fakes.gateway import RecordingSink
 from tests.fakes.restart import restart_tool
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.polling import until_read
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer
 
@@ -167,14 +168,6 @@ def _held_until(gate: asyncio.Event, *questions: str) -> Callable[[dict[str, Any
     return responder
 
 
-async def _until(read: Callable[[], Awaitable[Any]], holds: Callable[[Any], bool], timeout: float = 10.0) -> Any:
-    """Poll ``read()`` until ``holds`` (for state kept only in Redis, which has no event to await)."""
-    async with asyncio.timeout(timeout):
-        while not holds(value := await read()):
-            await asyncio.sleep(0.02)
-        return value
-
-
 # --- stops --------------------------------------------------------------------------------
 
 
@@ -213,7 +206,7 @@ async def test_a_stop_button_pressed_through_b_is_checked_on_a_and_answered_to_b
             assert (await asyncio.wait_for(sub.done, 10)).outcome == "stopped"
             card = a.sink.card_for(sub.turn_id)
             assert card is not None and "Stopped by root" in card.error
-            await _until(lambda: b.gateway.stop(sub.turn_id, "alice"), lambda answer: answer == "already_done")
+            await until_read(lambda: b.gateway.stop(sub.turn_id, "alice"), lambda answer: answer == "already_done")
             assert await b.gateway.stop("no-such-turn", "alice") == "already_done"
         finally:
             gate.set()
@@ -228,10 +221,10 @@ async def test_the_control_channel_comes_back_after_its_connection_is_killed() -
                 clients = await raw.client_list(_type="pubsub")
                 return next((c["id"] for c in clients if c.get("name") == "botgateway:a"), None)
 
-            killed = await _until(subscriber_of_a, lambda found: found is not None)
+            killed = await until_read(subscriber_of_a, lambda found: found is not None)
             await raw.client_kill_filter(_id=killed)
             # A resubscribes on a new connection (the Backoff paces it); until then it could not hear requests.
-            await _until(subscriber_of_a, lambda found: found not in (None, killed))
+            await until_read(subscriber_of_a, lambda found: found not in (None, killed))
             assert await a.fleet.control.start(timeout_s=10)  # waits until the new subscription is confirmed
 
             sub = await a.submit("a long question")
@@ -291,7 +284,7 @@ async def test_approval_codes_are_never_shown_by_two_processes_at_once() -> None
         assert (first.request.code, second.request.code) == ("4821", "5555")
         assert await b.fleet.directory.code_owner("4821") == "a"  # a vote for it received by B goes to A
         a_desk.close(first)
-        await _until(lambda: b.fleet.directory.code_owner("4821"), lambda owner: owner is None)  # ended on A
+        await until_read(lambda: b.fleet.directory.code_owner("4821"), lambda owner: owner is None)  # ended on A
         assert await b.fleet.directory.claim("4821") is False  # quarantined fleet-wide, not free
 
 
@@ -408,7 +401,6 @@ async def test_two_processes_share_an_askers_concurrent_turn_limit_and_per_minut
         await asyncio.wait_for(other.done, 15)
 
 
-
 # --- questions moved by a draining process ------------------------------------------------------
 
 
@@ -460,7 +452,7 @@ async def test_a_draining_process_moves_its_waiting_questions_to_the_other_which
         # One audit record per question, written where it was answered (after its card), under the turn id it was
         # admitted with.
         expected = sorted((sub.turn_id, "done") for sub in (running, second, third, other))
-        records = await _until(b.store.audit_records, lambda found: len(found) >= len(expected))
+        records = await until_read(b.store.audit_records, lambda found: len(found) >= len(expected))
         assert sorted((r.turn_id, r.outcome) for r in records) == expected
 
 

@@ -32,6 +32,7 @@ from botgateway.tooling import ToolContext, ToolRegistry, tool
 from botgateway.turns.checks import AccessPolicy, AskerLimits, Check, Verdict
 from botgateway.unprompted import gateway_principal
 from tests.fakes.gateway import FlakySink, GatedFinalizeSink, RecordingSink, ThrottledFinalizeSink
+from tests.polling import until_read
 from tools.demo.script import Pause, Script, empty_chunk, role_chunk, text_chunks
 from tools.demo.server import ScriptedLLMServer
 
@@ -580,14 +581,6 @@ async def test_clear_word_starts_a_new_conversation_but_not_while_a_turn_runs(tm
 REPLICA = {"heartbeat_s": 0.05, "instance_ttl_s": 0.5, "recover_interval_s": 0.05}
 
 
-async def _until(read: Any, holds: Any, timeout: float = 10.0) -> Any:
-    """Poll ``await read()`` until ``holds(value)`` and return that value; the timeout only proves "not stuck"."""
-    async with asyncio.timeout(timeout):
-        while not holds(value := await read()):
-            await asyncio.sleep(0.02)
-        return value
-
-
 async def test_recovery_spares_live_owners_and_closes_dead_ones_and_old_ownerless_cards(h: Harness) -> None:
     target = {"platform": "test", "chat_id": "chat-9", "user_id": "alice", "locale": "en"}
     now = time.time()
@@ -622,7 +615,7 @@ async def test_a_replica_closes_the_cards_of_a_replica_that_stopped_beating(tmp_
                 sub = await a.submit("a long question")
                 await a.server.wait_for_requests(1)
                 # The model request does not wait for the card: wait until the card is on record too.
-                [card] = await _until(lambda: b.store.open_cards(), lambda cards: len(cards) == 1)
+                [card] = await until_read(lambda: b.store.open_cards(), lambda cards: len(cards) == 1)
                 assert card.owner == a.gateway.instance_id and card.turn_id == sub.turn_id
 
                 # While A beats, B's recovery (on demand and periodic) leaves A's card alone.
@@ -643,7 +636,7 @@ async def test_a_replica_closes_the_cards_of_a_replica_that_stopped_beating(tmp_
                 final = b.sink.cards[card.card_id]
                 assert final.status == "failed" and "ask again" in final.error
                 assert b.sink.targets[card.card_id].turn_id == sub.turn_id
-                await _until(lambda: b.store.open_cards(), lambda cards: cards == [])  # forgotten once final
+                await until_read(lambda: b.store.open_cards(), lambda cards: cards == [])  # forgotten once final
                 assert await b.store.live_instances() == {b.gateway.instance_id}
             finally:
                 gate.set()

@@ -51,6 +51,7 @@ from tests.fakes.restart import restart_tool
 from tests.fakes.slack import BOT_TOKEN as SLACK_BOT_TOKEN
 from tests.fakes.slack import FakeSlack, Message
 from tests.fakes.stores import REDIS_URL, purge_prefix, unique_prefix
+from tests.polling import until_read
 from tools.demo.script import Script
 from tools.demo.server import ScriptedLLMServer
 
@@ -157,21 +158,13 @@ async def process(
         await server.stop()
 
 
-async def _until(read: Any, holds: Any, timeout: float = 10.0) -> Any:
-    """Poll ``await read()`` until ``holds(value)`` and return the value; the timeout only proves "not stuck"."""
-    async with asyncio.timeout(timeout):
-        while not holds(value := await read()):
-            await asyncio.sleep(0.02)  # polls the store: its writes are made behind the turn, with no event to await
-    return value
-
-
 def _calls(card: OpenCard) -> list[dict[str, Any]]:
     return list(card.resume.get("calls") or [])
 
 
 async def _killed_while(first: Process, holds: Callable[[OpenCard], bool]) -> OpenCard:
     """The record of ``first``'s one open card once ``holds(record)``: what the store keeps when it is killed."""
-    [card] = await _until(first.store.open_cards, lambda cards: len(cards) == 1 and holds(cards[0]))
+    [card] = await until_read(first.store.open_cards, lambda cards: len(cards) == 1 and holds(cards[0]))
     return card
 
 
@@ -371,7 +364,7 @@ async def test_another_replica_waits_for_the_heartbeat_of_a_card_s_owner(sqlite:
     async with process(sqlite, "host-1", responder=_held(gate)) as first:
         try:
             await first.submit("a long question")
-            [card] = await _until(first.store.open_cards, lambda cards: len(cards) == 1)
+            [card] = await until_read(first.store.open_cards, lambda cards: len(cards) == 1)
             assert card.owner == "host-1"
             # "host-1" is killed here: its heartbeat stays live for instance_ttl_s (30 s).
             async with process(sqlite, "host-2") as other:
@@ -386,7 +379,7 @@ async def test_at_start_the_cards_of_this_process_are_spared(sqlite: Store) -> N
     async with process(sqlite, "host-1", responder=_held(gate)) as h:
         sub = await h.submit("a long question")
         await h.server.wait_for_requests(1)
-        await _until(h.store.open_cards, lambda cards: len(cards) == 1)
+        await until_read(h.store.open_cards, lambda cards: len(cards) == 1)
         # Held by a running turn of this process: never an orphan, whatever its owner says.
         assert await h.recover() == 0
         assert [c.turn_id for c in await h.store.open_cards()] == [sub.turn_id]
@@ -421,7 +414,7 @@ async def test_a_killed_turn_still_has_its_tool_calls_in_the_audit(sqlite: Store
             # What a restarted process (another store on the same file) finds in the audit log.
             reader = await sqlite()
             try:
-                records = await _until(reader.audit_records, lambda found: sum(len(r.tool_calls) for r in found) == 2)
+                records = await until_read(reader.audit_records, lambda found: sum(len(r.tool_calls) for r in found) == 2)
             finally:
                 await reader.close()
             [killed] = records
@@ -432,7 +425,7 @@ async def test_a_killed_turn_still_has_its_tool_calls_in_the_audit(sqlite: Store
             assert (running["name"], running["arguments"]) == ("list_alarms", {"region": "dc1"})
             assert "ok" not in running  # it never ended
             # Its card's record says the same: a call of a tool that does not say it only reads, not ended.
-            [card] = await _until(first.store.open_cards, lambda cards: len(_calls(cards[0])) == 2)
+            [card] = await until_read(first.store.open_cards, lambda cards: len(_calls(cards[0])) == 2)
             assert _calls(card)[1] == {"name": "list_alarms", "read_only": False, "ended": False}
         finally:
             gate.set()

@@ -18,15 +18,8 @@ from botgateway.budget import RateBudget
 from botgateway.cards.recovery import Recovery
 from tests.fakes.slack import BOT_TOKEN
 from tests.fakes.slack_env import controls, replies, slack_env
+from tests.polling import until_read
 from tools.demo.script import Script
-
-
-async def _until(read: Any, holds: Any, timeout: float = 10.0) -> Any:
-    """Poll ``await read()`` until ``holds(value)`` and return the value; the timeout only proves "not stuck"."""
-    async with asyncio.timeout(timeout):
-        while not holds(value := await read()):
-            await asyncio.sleep(0.02)
-    return value
 
 
 def _restarted_sink(env: Any) -> SlackCardSink:
@@ -49,7 +42,7 @@ async def test_recovery_takes_away_the_stop_control_a_killed_process_left(tmp_pa
             await env.fake.wait_for(lambda: len(controls(env, "C1", event["ts"])) == 1)
             [control] = controls(env, "C1", event["ts"])
             # The control is on record as soon as it is posted, owned like the card.
-            cards = await _until(env.store.open_cards, lambda cards: control.ts in {c.card_id for c in cards})
+            cards = await until_read(env.store.open_cards, lambda cards: control.ts in {c.card_id for c in cards})
             assert {card.owner for card in cards} == {env.gateway.instance_id}
 
             recovery = Recovery(env.store, RateBudget(), env.config.gateway, instance_id="restarted",
@@ -64,7 +57,6 @@ async def test_recovery_takes_away_the_stop_control_a_killed_process_left(tmp_pa
             gate.set()
 
 
-
 async def test_a_control_taken_away_at_the_end_of_its_answer_leaves_no_record(tmp_path: Any) -> None:
     async for env in slack_env(tmp_path, streaming="auto", post_rate_per_s=10):
         env.llm.enqueue(Script.text("web-1 it is", chunk_size=4, delay_s=0.05))
@@ -74,7 +66,7 @@ async def test_a_control_taken_away_at_the_end_of_its_answer_leaves_no_record(tm
         [control] = controls(env, "C1", event["ts"])
         assert (await env.done(delivery)).outcome == "done"
         await env.fake.wait_for(lambda: control.ts in [m.ts for m in env.fake.deleted])
-        await _until(env.store.open_cards, lambda cards: cards == [])
+        await until_read(env.store.open_cards, lambda cards: cards == [])
 
 
 async def test_a_left_control_slack_will_not_delete_becomes_a_note_without_its_button(tmp_path: Any) -> None:
@@ -90,7 +82,7 @@ async def test_a_left_control_slack_will_not_delete_becomes_a_note_without_its_b
             await env.push(event)
             await env.fake.wait_for(lambda: len(controls(env, "C1", event["ts"])) == 1)
             [control] = controls(env, "C1", event["ts"])
-            await _until(env.store.open_cards, lambda cards: control.ts in {c.card_id for c in cards})
+            await until_read(env.store.open_cards, lambda cards: control.ts in {c.card_id for c in cards})
             env.fake.fail("chat.delete", "cant_delete_message")
             recovery = Recovery(env.store, RateBudget(), env.config.gateway, instance_id="restarted",
                                 is_running=lambda turn_id: False)

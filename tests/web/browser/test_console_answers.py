@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 
 from botgateway.stores.sqlite import SqliteStore
+from tests.polling import until_read
 from tests.web.browser.console_harness import (
     IP,
     LEAD,
@@ -172,7 +173,10 @@ async def test_ask_again_asks_the_question_anew_in_a_new_card(answered: Answered
     saved = await page.evaluate("() => JSON.parse(localStorage.getItem('botgateway.conversations.web:admin'))[0]")
     new_id = saved["turns"][-1]["turnId"]
     assert new_id and new_id != answered.turn_id and saved["turns"][-1]["status"] == "done"
-    records = {r.turn_id: r for r in await served.store.audit_records(limit=500)}
+    # The audit record is written once the card is final: a moment after the browser shows it, by another process.
+    found = await until_read(lambda: served.store.audit_records(limit=500),
+                             lambda found: any(r.turn_id == new_id for r in found))
+    records = {r.turn_id: r for r in found}
     assert records[new_id].question == QUESTION and records[new_id].principal == "web:admin"
     assert records[new_id].conversation_id == records[answered.turn_id].conversation_id  # the same conversation
 
