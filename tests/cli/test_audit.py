@@ -25,7 +25,8 @@ from botgateway.stores.base import AuditRecord
 from botgateway.stores.sqlite import SqliteStore
 from botgateway.tooling import tool
 from tests.paths import REPO
-from tests.test_recovery import _until, process
+from tests.polling import until_read
+from tests.test_recovery import process
 from tools.demo.script import Script
 
 SECRET = "sk-live-0123456789abcdef"
@@ -85,7 +86,7 @@ async def test_audit_csv_lists_the_tool_calls_of_a_killed_turn_with_secrets_reda
             await asyncio.wait_for(entered.wait(), 10)
             reader = SqliteStore(tmp_path / "gw.db")
             try:  # the rows are written in the background: wait until both calls are on record
-                await _until(reader.audit_records, lambda found: sum(len(r.tool_calls) for r in found) == 2)
+                await until_read(reader.audit_records, lambda found: sum(len(r.tool_calls) for r in found) == 2)
             finally:
                 await reader.close()
             code, out, err = await botgateway("audit", "--format", "csv", "-c", str(config), cwd=tmp_path)
