@@ -98,7 +98,9 @@ async def test_redis_going_away_mid_run_and_coming_back(server: RedisServer) -> 
         await ledger.settle()
 
         server.kill()
-        assert await _grants(ledger, limit, 4) == 2  # the share is 3, one of them kept for open-card's final
+        # The share is 3 of the window's 6, less its share of the 2 the fleet had spent (1), one kept for
+        # open-card's final: a fresh share would let the fleet spend the window's first calls twice.
+        assert await _grants(ledger, limit, 4) == 1
         assert not ledger.shared
         assert (await ledger.take(KEY, limit, live=False, later=False)).granted  # the final still has its call
         assert await _grants(ledger, limit, 3, live=False) == 0  # the share is spent
@@ -110,12 +112,27 @@ async def test_redis_going_away_mid_run_and_coming_back(server: RedisServer) -> 
         # What this process spent on its own is counted in the shared window, and its reservations are back.
         client = aioredis.Redis.from_url(server.url, decode_responses=True)
         try:
-            assert await client.zcard("bg:budget:{%s}:grants" % KEY) == 3
+            assert await client.zcard("bg:budget:{%s}:grants" % KEY) == 2  # its own: one live update, one final
             assert (await client.hget("bg:budget:{%s}:reserved" % KEY, "proc-1") or "").startswith("2 ")
         finally:
             await client.aclose()
-        assert await _grants(ledger, limit, 3) == 1  # 6 - 3 spent - 2 reserved: the shared window again
+        assert await _grants(ledger, limit, 3) == 2  # 6 - 2 spent - 2 reserved: the shared window again
         assert (await ledger.take(KEY, limit, live=False, later=False)).granted
     assert len(_events(logs, "rate_budget.shared_unreachable")) == 1
     assert len(_events(logs, "rate_budget.shared_restored")) == 1
+    await ledger.aclose()
+
+
+async def test_losing_redis_leaves_a_process_its_share_of_what_the_fleet_had_left_until_the_window_slides(
+    server: RedisServer,
+) -> None:
+    clock = Clock()
+    ledger = _ledger(server.url, clock, share=2)
+    limit = RateLimit.window(10, 60.0)
+    assert await _grants(ledger, limit, 8) == 8  # the fleet (this process, here) spent 8 of the window's 10
+    server.kill()
+    assert await _grants(ledger, limit, 5) == 1  # half of the 2 left, not a fresh half of 10
+    assert not ledger.shared
+    clock.now += 60.0  # the window slid past what was spent before Redis went away
+    assert await _grants(ledger, limit, 6) == 5  # its whole share again
     await ledger.aclose()

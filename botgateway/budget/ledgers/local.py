@@ -50,6 +50,9 @@ class _Bucket:
     """No token is handed out before this clock time (set by throttle answers)."""
     grants: deque[float] = field(default_factory=deque)
     """A window's grants still inside it, oldest first (clock times; a landed call's moved to its landing)."""
+    elsewhere: deque[float] = field(default_factory=deque)
+    """A window's calls spent where this ledger did not see them (the fleet's, as last seen before Redis was lost),
+    by when: they count until the window slides past them, and are never this ledger's own grants."""
     unlanded: deque[float] = field(default_factory=deque)
     """A window's grants whose answer has not come back yet (clock times, oldest first)."""
     learned: Learned = field(default_factory=Learned)
@@ -132,7 +135,9 @@ class LocalLedger:
         window = bucket.limit.window_s
         while bucket.grants and bucket.grants[0] <= now - window:
             bucket.grants.popleft()
-        bucket.tokens = bucket.capacity - len(bucket.grants)
+        while bucket.elsewhere and bucket.elsewhere[0] <= now - window:
+            bucket.elsewhere.popleft()
+        bucket.tokens = bucket.capacity - len(bucket.grants) - len(bucket.elsewhere)
 
     def _free(self, bucket: _Bucket, *, live: bool, later: bool) -> bool:
         """Whether a call may go now: a token is there, and for a live update in a window, one no final needs;
@@ -210,7 +215,8 @@ class LocalLedger:
         if bucket.limit.windowed:
             # The next grant to leave the window or the slice; held back only by reservations: until a release.
             window = bucket.limit.window_s
-            delay = bucket.grants[0] + window - now if bucket.grants else window
+            oldest = [calls[0] for calls in (bucket.grants, bucket.elsewhere) if calls]
+            delay = min(oldest) + window - now if oldest else window
             if bucket.paced:
                 delay = min(delay, bucket.paced[0] + window / SLICES - now)
             return delay
@@ -347,6 +353,15 @@ class LocalLedger:
         bucket = self._bucket(key, limit)
         reserved = bucket.reservations if limit.windowed else 0
         return max(self.available(key, limit) - reserved, 0.0)
+
+    def spent_elsewhere(self, key: str, limit: RateLimit, calls: int, *, at: float) -> None:
+        """``calls`` of ``key``'s window were spent by ``at`` where this ledger did not see them: they count against
+        the window until it slides past ``at`` (a token bucket ignores them), never as this ledger's grants."""
+        bucket = self._bucket(key, limit)
+        if not limit.windowed or calls <= 0:
+            return
+        bucket.elsewhere.extend([at] * calls)
+        self._refill(bucket)
 
     def recent_grants(self, key: str, since: float) -> list[float]:
         """A window's grants of ``key`` still inside it and made after ``since`` (clock times, oldest first)."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -97,7 +98,7 @@ class SharedLedger:
         self._paused: dict[str, float] = {}
         self._flying: dict[str, deque[str]] = {}  # per key with a limit on arrivals: tickets granted, not landed
         self._outage = OutageWatch(redis, self._local, self._book, limits=self._limits, share=self._share, probe=probe,
-                                   tasks=self._tasks, on_lost=self._forget_grants,
+                                   tasks=self._tasks, on_lost=self._go_local,
                                    on_back=self._seen.clear)  # what was seen before the outage says nothing now
 
     @property
@@ -316,10 +317,21 @@ class SharedLedger:
         """Redis did not answer: the local share is spent from now on, until Redis answers again."""
         self._outage.lost(exc)
 
-    def _forget_grants(self) -> None:
-        """Redis is lost: forget what only Redis counts (the calls held ahead of need, the calls on their way)."""
+    def _go_local(self) -> None:
+        """Redis is lost: forget what only Redis counts (the calls held ahead of need, the calls on their way), and
+        start the local share of each window from what the fleet had spent of it when this process last looked.
+
+        A fresh share of a window the fleet had half spent would let the fleet spend it again, and the platform
+        would throttle the calls that matter most, right when Redis is away.
+        """
         self._leases.clear()
         self._flying.clear()  # Redis forgets them after their longest flight
+        for key, limit in self._limits.items():
+            seen = self._seen.get(key)
+            if seen is not None and limit.windowed:
+                spent = max(limit.burst * seen.share - seen.tokens, 0.0)
+                self._local.spent_elsewhere(key, limit.share(self._share), math.ceil(spent / self._share - 1e-9),
+                                            at=seen.at)
 
     async def aclose(self, timeout_s: float = 2.0) -> None:
         """Stop refreshing; tell Redis what this process still holds (nothing, after a clean stop); close."""
