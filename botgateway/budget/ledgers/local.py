@@ -355,12 +355,13 @@ class LocalLedger:
         return max(self.available(key, limit) - reserved, 0.0)
 
     def spent_elsewhere(self, key: str, limit: RateLimit, calls: int, *, at: float) -> None:
-        """``calls`` of ``key``'s window were spent by ``at`` where this ledger did not see them: they count against
-        the window until it slides past ``at`` (a token bucket ignores them), never as this ledger's grants."""
+        """``calls`` of ``key``'s window were spent by ``at`` where this ledger did not see them (what is known now:
+        it replaces what was known before): they count against the window until it slides past ``at`` (a token
+        bucket ignores them), never as this ledger's grants."""
         bucket = self._bucket(key, limit)
-        if not limit.windowed or calls <= 0:
+        if not limit.windowed:
             return
-        bucket.elsewhere.extend([at] * calls)
+        bucket.elsewhere = deque([at] * max(calls, 0))
         self._refill(bucket)
 
     def recent_grants(self, key: str, since: float) -> list[float]:
