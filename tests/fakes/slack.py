@@ -36,54 +36,53 @@ behaves like Slack where it matters for the card pipeline:
   (with the moment it became visible) and :meth:`FakeSlack.method_counts`
   splits the calls of each method into accepted, throttled and failed, for the
   benchmark.
+
+The parts live in their own modules: the throttling model in
+:mod:`tests.fakes.slack_limits`, the message store and ``chat.*`` methods in
+:mod:`tests.fakes.slack_messages`, Socket Mode in :mod:`tests.fakes.slack_socket`,
+event payloads and signatures in :mod:`tests.fakes.slack_payloads`, button
+presses and modals in :mod:`tests.fakes.slack_interactions`. Their public names
+are importable from here too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import itertools
 import json
-import math
 import time
-import uuid
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
-import aiohttp
 from aiohttp import web
 
 from tests.fakes.slack_files import FakeSlackFiles
+from tests.fakes.slack_interactions import TRIGGER_TTL_S, SlackInteractions
+from tests.fakes.slack_limits import MESSAGE_METHODS, SLACK_CHANNEL_MESSAGES, Failure, SlackLimits, Window
+from tests.fakes.slack_messages import ANSWER_BLOCK, Message, SlackChatMethods
+from tests.fakes.slack_payloads import SIGNING_SECRET, SlackEvents
+from tests.fakes.slack_socket import SlackSocketMode
+
+__all__ = [
+    "ANSWER_BLOCK",
+    "APP_TOKEN",
+    "BOT_TOKEN",
+    "MESSAGE_METHODS",
+    "SIGNING_SECRET",
+    "SLACK_CHANNEL_MESSAGES",
+    "TRIGGER_TTL_S",
+    "Call",
+    "Failure",
+    "FakeSlack",
+    "Message",
+    "Window",
+]
 
 BOT_TOKEN = "xoxb-fake-bot-token"
-ANSWER_BLOCK = "botgateway_answer"
-"""The ``block_id`` botgateway gives a final answer's Refresh and feedback buttons (its live buttons are others)."""
-TRIGGER_TTL_S = 3.0
-"""A ``trigger_id`` opens a modal within this long after its interaction, once (Slack's rule)."""
 APP_TOKEN = "xapp-fake-app-token"
-SIGNING_SECRET = "fake-signing-secret"
-MESSAGE_METHODS = ("chat.postMessage", "chat.startStream")
-"""Methods that make a new message in a channel (``chat.startStream`` only while stream starts are counted)."""
-
-
-@dataclass(frozen=True)
-class Window:
-    """A rate limit: at most ``calls`` accepted calls in any ``seconds`` window."""
-
-    calls: int
-    """Calls allowed in the window."""
-    seconds: float
-    """Window length."""
-    scope: Literal["workspace", "channel"] = "workspace"
-    """What the window is counted per (Slack's ``chat.postMessage`` special limit is per channel)."""
-
-
-SLACK_CHANNEL_MESSAGES = Window(3, 3.0, "channel")
-"""Slack's limit on a channel's new messages as the fake models it: about one a second, bursts of three."""
 
 
 @dataclass
@@ -104,77 +103,7 @@ class Call:
     """HTTP status answered."""
 
 
-@dataclass
-class Message:
-    """A message the bot posted (or a stream it started)."""
-
-    channel: str
-    """Channel id."""
-    ts: str
-    """Message ts."""
-    thread_ts: str | None
-    """Thread it was posted in."""
-    text: str = ""
-    """Current ``text`` (for streams: the markdown streamed so far)."""
-    blocks: list[dict[str, Any]] = field(default_factory=list)
-    """Current blocks."""
-    streaming: bool = False
-    """True while a ``chat.startStream`` stream is open."""
-    stream: bool = False
-    """True if the message was created by ``chat.startStream``."""
-    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Latest task update per task id (streams)."""
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    """Every chunk appended, in order (streams)."""
-    versions: list[str] = field(default_factory=list)
-    """Every text the message showed, oldest first."""
-    stop_blocks: list[dict[str, Any]] = field(default_factory=list)
-    """Blocks given to ``chat.stopStream``."""
-
-    def markdown(self) -> str:
-        """The text of the message's first markdown/section block (or ``text``)."""
-        for block in self.blocks:
-            if block.get("type") == "markdown":
-                return str(block.get("text", ""))
-            if block.get("type") == "section" and isinstance(block.get("text"), dict):
-                return str(block["text"].get("text", ""))
-        return self.text
-
-    def buttons(self) -> list[dict[str, Any]]:
-        """Button elements of the message's action blocks while it is live (Stop, Approve, Deny): a final answer's
-        Refresh and feedback buttons are :meth:`answer_buttons`."""
-        found: list[dict[str, Any]] = []
-        for block in [*self.blocks, *self.stop_blocks]:
-            if block.get("type") == "actions" and not str(block.get("block_id", "")).startswith(ANSWER_BLOCK):
-                found.extend(e for e in block.get("elements", []) if e.get("type") == "button")
-        return found
-
-    def answer_buttons(self) -> dict[str, dict[str, Any]]:
-        """A final answer's Refresh and feedback elements by ``action_id`` (buttons, Slack's ``feedback_buttons``)."""
-        found: dict[str, dict[str, Any]] = {}
-        for block in [*self.blocks, *self.stop_blocks]:
-            if str(block.get("block_id", "")).startswith(ANSWER_BLOCK):
-                found.update((str(e.get("action_id")), e) for e in block.get("elements", []))
-        return found
-
-
-@dataclass
-class Failure:
-    """An injected failure for the next calls of one method."""
-
-    error: str = "internal_error"
-    """``error`` code answered in the body."""
-    status: int = 200
-    """HTTP status (5xx for server errors, 429 for throttling)."""
-    retry_after: float | None = None
-    """``Retry-After`` header, if any."""
-    remaining: int = 1
-    """How many calls still fail."""
-    body: str | None = None
-    """Raw body instead of JSON (for broken proxies)."""
-
-
-class FakeSlack:
+class FakeSlack(SlackChatMethods, SlackInteractions, SlackSocketMode, SlackEvents):
     """The fake Slack server. ``await start()`` → Web API base URL (``http://127.0.0.1:PORT/api/``)."""
 
     def __init__(
@@ -219,26 +148,14 @@ class FakeSlack:
         """User ids of each user group (``S0ONCALL``) that ``usergroups.users.list`` knows; others: ``no_such_subteam``."""
         self.usergroups_readable = True
         """False answers ``usergroups.users.list`` with ``missing_scope``, like an app without ``usergroups:read``."""
-        self.socket_enabled = True
-        """False refuses websocket connections (a proxy that blocks them)."""
         self.calls: list[Call] = []
-        self.messages: dict[tuple[str, str], Message] = {}
-        self.deleted: list[Message] = []
-        """Messages removed with ``chat.delete``, in order."""
-        self.ephemerals: list[dict[str, Any]] = []
-        self.views: list[dict[str, Any]] = []
-        """Modals opened with ``views.open`` (each view as sent, with the ``id`` given to it), in order."""
-        self._triggers: dict[str, tuple[float, str]] = {}
-        self.acks: dict[str, dict[str, Any]] = {}
-        self.sockets: list[web.WebSocketResponse] = []
-        self._accepted: dict[tuple[str, str], deque[float]] = defaultdict(deque)
-        self._failures: dict[str, deque[Failure]] = defaultdict(deque)
+        self._init_messages()
+        self._init_interactions()
+        self._init_socket_mode()
+        self._limits = SlackLimits(self)
         self._ts = itertools.count(1)
-        self._ack_events: dict[str, asyncio.Event] = {}
-        self._connected = asyncio.Event()
         self._call_event = asyncio.Event()
         self._runner: web.AppRunner | None = None
-        self._watchers: list[Callable[[Message, str, float], None]] = []
         self.base = ""
         self.files = FakeSlackFiles(lambda: self.base, self.new_ts, self._call_event.set)
         """Uploads: the files shared into each channel and thread, and the upload URL's failures."""
@@ -284,7 +201,7 @@ class FakeSlack:
     def fail(self, method: str, error: str = "internal_error", *, status: int = 200, times: int = 1,
              retry_after: float | None = None, body: str | None = None) -> None:
         """Make the next ``times`` calls of ``method`` fail with ``error`` / ``status``."""
-        self._failures[method].append(Failure(error, status, retry_after, times, body))
+        self._limits.script(method, Failure(error, status, retry_after, times, body))
 
     def calls_of(self, method: str) -> list[Call]:
         """Recorded calls of one method."""
@@ -294,15 +211,6 @@ class FakeSlack:
         """Calls answered with a throttle (ratelimited body or HTTP 429)."""
         return [c for c in self.calls if (method is None or c.method == method) and (c.error == "ratelimited" or c.status == 429)]
 
-    def thread(self, channel: str, thread_ts: str) -> list[Message]:
-        """Bot messages in a thread, oldest first."""
-        found = [m for m in self.messages.values() if m.channel == channel and m.thread_ts == thread_ts]
-        return sorted(found, key=lambda m: float(m.ts))
-
-    def channel_messages(self, channel: str) -> list[Message]:
-        """Bot messages in a channel, oldest first."""
-        return sorted((m for m in self.messages.values() if m.channel == channel), key=lambda m: float(m.ts))
-
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
         """Wait until ``predicate()`` is true, re-checking after every Web API call and Socket Mode (dis)connection."""
         async def check() -> None:
@@ -311,21 +219,6 @@ class FakeSlack:
                 await self._call_event.wait()
 
         await asyncio.wait_for(check(), timeout)
-
-    def watch(self, callback: Callable[[Message, str, float], None]) -> None:
-        """Call ``callback(message, change, at)`` after every accepted change of a bot message.
-
-        ``change`` is the method's verb (``postMessage``, ``update``, ``delete``,
-        ``startStream``, ``appendStream``, ``stopStream``); ``at`` is the
-        ``time.monotonic()`` moment the change became visible (after the
-        simulated latency). A deleted message is passed as it was.
-        """
-        self._watchers.append(callback)
-
-    def _tell_watchers(self, msg: Message, change: str) -> None:
-        at = time.monotonic()
-        for callback in self._watchers:
-            callback(msg, change, at)
 
     def method_counts(self) -> dict[str, dict[str, int]]:
         """Per method: calls ``accepted`` (ok), ``throttled`` (ratelimited / HTTP 429) and ``failed`` (any other error)."""
@@ -352,146 +245,6 @@ class FakeSlack:
     def new_ts(self) -> str:
         """A fresh, increasing message ts."""
         return f"{int(time.time())}.{next(self._ts):06d}"
-
-    # --- Socket Mode ----------------------------------------------------------------
-
-    async def wait_connected(self, timeout: float = 10.0) -> None:
-        """Wait until a Socket Mode client is connected."""
-        await asyncio.wait_for(self._connected.wait(), timeout)
-
-    async def push(self, payload: dict[str, Any], *, type: str = "events_api", retry_attempt: int = 0,
-                   retry_reason: str = "", envelope_id: str | None = None) -> str:
-        """Send one envelope to the connected app; returns its ``envelope_id``."""
-        await self.wait_connected()
-        envelope_id = envelope_id or str(uuid.uuid4())
-        self._ack_events[envelope_id] = asyncio.Event()
-        envelope: dict[str, Any] = {
-            "envelope_id": envelope_id,
-            "type": type,
-            "payload": payload,
-            "accepts_response_payload": type != "events_api",
-        }
-        if type == "events_api":
-            envelope["retry_attempt"] = retry_attempt
-            envelope["retry_reason"] = retry_reason
-        await self.sockets[-1].send_str(json.dumps(envelope))
-        return envelope_id
-
-    async def wait_ack(self, envelope_id: str, timeout: float = 3.0) -> dict[str, Any]:
-        """Wait for the ack of ``envelope_id`` (Slack's limit is 3 s); returns the ack message."""
-        await asyncio.wait_for(self._ack_events[envelope_id].wait(), timeout)
-        return self.acks[envelope_id]
-
-    def event_payload(self, event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
-        """An Events API ``event_callback`` body around ``event``."""
-        return {
-            "token": "verification-token",
-            "team_id": self.team_id,
-            "api_app_id": "A0001",
-            "event": event,
-            "type": "event_callback",
-            "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
-            "event_time": int(time.time()),
-            "authorizations": [{"team_id": self.team_id, "user_id": self.bot_user_id, "is_bot": True}],
-        }
-
-    def mention(self, text: str, *, user: str = "U1", channel: str = "C1", ts: str | None = None,
-                thread_ts: str | None = None) -> dict[str, Any]:
-        """An ``app_mention`` event (``text`` gets the bot mention prepended)."""
-        event = {"type": "app_mention", "user": user, "text": f"<@{self.bot_user_id}> {text}", "ts": ts or self.new_ts(),
-                 "channel": channel, "team": self.team_id, "event_ts": ts or ""}
-        if thread_ts:
-            event["thread_ts"] = thread_ts
-        return event
-
-    def message(self, text: str, *, user: str = "U1", channel: str = "C1", channel_type: str = "channel",
-                ts: str | None = None, thread_ts: str | None = None, **extra: Any) -> dict[str, Any]:
-        """A ``message`` event."""
-        event = {"type": "message", "user": user, "text": text, "ts": ts or self.new_ts(), "channel": channel,
-                 "channel_type": channel_type, "team": self.team_id, **extra}
-        if thread_ts:
-            event["thread_ts"] = thread_ts
-        return event
-
-    def block_action(self, *, user: str, channel: str, message_ts: str, action_id: str, value: str,
-                     thread_ts: str | None = None, action_type: str = "button",
-                     block_id: str = "botgateway_stop") -> dict[str, Any]:
-        """A ``block_actions`` interactive payload for a button press (``action_type``: ``feedback_buttons`` for one
-        of Slack's feedback buttons, whose ``value`` is the pressed one's), with a fresh ``trigger_id``."""
-        trigger_id = f"{next(self._ts)}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:16]}"
-        self._triggers[trigger_id] = (time.monotonic(), user)
-        return {
-            "type": "block_actions",
-            "team": {"id": self.team_id, "domain": "fake"},
-            "user": {"id": user, "username": user, "team_id": self.team_id},
-            "api_app_id": "A0001",
-            "token": "verification-token",
-            "container": {"type": "message", "message_ts": message_ts, "channel_id": channel, "is_ephemeral": False},
-            "trigger_id": trigger_id,
-            "channel": {"id": channel, "name": "ops"},
-            "message": {"ts": message_ts, "thread_ts": thread_ts, "type": "message", "bot_id": self.bot_id},
-            "response_url": f"{self.base}/response",
-            "actions": [{"action_id": action_id, "block_id": block_id, "value": value, "type": action_type,
-                         "action_ts": f"{time.time():.6f}"}],
-        }
-
-    def view_submission(self, view: dict[str, Any], *, user: str, values: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """The ``view_submission`` payload of an opened modal (from :attr:`views`) submitted by ``user``.
-
-        ``values``: ``{block_id: {action_id: value}}``; a plain-text input left empty is ``None``, as Slack sends it.
-        """
-        state = {block: {action: {"type": "plain_text_input", "value": value} for action, value in actions.items()}
-                 for block, actions in values.items()}
-        return {
-            "type": "view_submission",
-            "team": {"id": self.team_id, "domain": "fake"},
-            "user": {"id": user, "username": user, "name": user, "team_id": self.team_id},
-            "api_app_id": "A0001",
-            "token": "verification-token",
-            "trigger_id": f"{next(self._ts)}.{uuid.uuid4().hex[:12]}",
-            "view": {**view, "state": {"values": state}, "team_id": self.team_id, "app_id": "A0001",
-                     "bot_id": self.bot_id, "hash": uuid.uuid4().hex[:12]},
-            "response_urls": [],
-            "is_enterprise_install": False,
-        }
-
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
-        if request.query.get("ticket") != "valid" or not self.socket_enabled:
-            raise web.HTTPForbidden()
-        ws = web.WebSocketResponse(autoping=True)
-        await ws.prepare(request)
-        self.sockets.append(ws)
-        self._call_event.set()  # wait_for re-checks on connections too
-        await ws.send_str(json.dumps({"type": "hello", "num_connections": len(self.sockets),
-                                      "connection_info": {"app_id": "A0001"}}))
-        self._connected.set()
-        try:
-            async for msg in ws:
-                if msg.type != aiohttp.WSMsgType.TEXT:
-                    continue
-                data = json.loads(msg.data)
-                envelope_id = data.get("envelope_id")
-                if envelope_id:
-                    self.acks[envelope_id] = data
-                    event = self._ack_events.setdefault(envelope_id, asyncio.Event())
-                    event.set()
-        finally:
-            if ws in self.sockets:
-                self.sockets.remove(ws)
-            if not self.sockets:
-                self._connected.clear()
-            self._call_event.set()
-        return ws
-
-    # --- HTTP Events API helper -------------------------------------------------
-
-    @staticmethod
-    def sign(body: str | bytes, secret: str = SIGNING_SECRET, timestamp: int | None = None) -> dict[str, str]:
-        """Headers Slack sends with an HTTP event: timestamp and ``v0=`` HMAC signature (of the raw bytes)."""
-        ts = str(int(time.time()) if timestamp is None else timestamp)
-        raw = body.encode() if isinstance(body, str) else body
-        digest = hmac.new(secret.encode(), f"v0:{ts}:".encode() + raw, hashlib.sha256).hexdigest()
-        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}", "Content-Type": "application/json"}
 
     # --- Web API ---------------------------------------------------------------------
 
@@ -534,24 +287,10 @@ class FakeSlack:
         expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
         if token != expected:
             return self._reply(call, error="invalid_auth" if token else "not_authed")
-        failures = self._failures.get(method)
-        if failures:
-            failure = failures[0]
-            failure.remaining -= 1
-            if failure.remaining <= 0:
-                failures.popleft()
-            headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after is not None else None
-            return self._reply(call, error=failure.error, status=failure.status, headers=headers, raw=failure.body)
-        window = self.limits.get(method)
-        if window is not None:
-            scope = str(args.get("channel", "")) if window.scope == "channel" else self.team_id
-            throttle = self._over(call, window, (method, scope))
-            if throttle is not None:
-                return throttle
-        if self.channel_limit is not None and self._makes_message(method):
-            throttle = self._over(call, self.channel_limit, ("messages", str(args.get("channel", ""))))
-            if throttle is not None:
-                return throttle
+        refusal = self._limits.refusal(method, args, call.at)
+        if refusal is not None:
+            headers = {"Retry-After": str(refusal.retry_after)} if refusal.retry_after is not None else None
+            return self._reply(call, error=refusal.error, status=refusal.status, headers=headers, raw=refusal.body)
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return self._reply(call, error="unknown_method")
@@ -560,24 +299,8 @@ class FakeSlack:
             return self._reply(call, error=result)
         return self._reply(call, result)
 
-    def _makes_message(self, method: str) -> bool:
-        return method in MESSAGE_METHODS and (method != "chat.startStream" or self.stream_starts_per_channel)
-
-    def _over(self, call: Call, window: Window, key: tuple[str, str]) -> web.Response | None:
-        """The throttle answer when ``call`` is past ``window`` counted under ``key``; else None (the call counts)."""
-        accepted = self._accepted[key]
-        while accepted and call.at - accepted[0] >= window.seconds:
-            accepted.popleft()
-        if len(accepted) < window.calls:
-            accepted.append(call.at)
-            return None
-        retry = max(0.05, window.seconds - (call.at - accepted[0]))
-        if self.limit_style == "http429":
-            # Whole seconds, rounded up like Slack's: rounding down would invite a retry that is throttled again.
-            return self._reply(call, error="ratelimited", status=429, headers={"Retry-After": str(math.ceil(retry))})
-        return self._reply(call, error="ratelimited")
-
-    # Each _m_<method> returns a body dict (ok) or an error code string.
+    # Each _m_<method> returns a body dict (ok) or an error code string; chat.*, views.open and
+    # apps.connections.open are the mixins'.
 
     def _m_reactions_add(self, args: dict[str, Any]) -> dict[str, Any] | str:
         channel, ts, name = str(args.get("channel") or ""), str(args.get("timestamp") or ""), str(args.get("name") or "")
@@ -607,140 +330,6 @@ class FakeSlack:
             return "no_such_subteam"
         return {"users": list(users)}
 
-    def _m_apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        return {"url": f"{self.base.replace('http://', 'ws://')}/socket?ticket=valid"}
-
-    def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        channel = args.get("channel")
-        if not channel:
-            return "channel_not_found"
-        text = str(args.get("text") or "")
-        blocks = args.get("blocks") or []
-        if not text and not blocks:
-            return "no_text"
-        if len(text) > 40000:
-            return "msg_too_long"
-        if _blocks_too_long(blocks):
-            return "invalid_blocks"
-        ts = self.new_ts()
-        msg = Message(channel, ts, args.get("thread_ts") or None, text, list(blocks))
-        msg.versions.append(msg.markdown())
-        self.messages[(channel, ts)] = msg
-        self._tell_watchers(msg, "postMessage")
-        return {"channel": channel, "ts": ts, "message": {"text": text, "ts": ts}}
-
-    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        msg = self.messages.get((str(args.get("channel")), str(args.get("ts"))))
-        if msg is None:
-            return "message_not_found"
-        if msg.streaming:
-            return "cant_update_message"
-        text = str(args.get("text") or "")
-        blocks = args.get("blocks")
-        if len(text) > 40000:
-            return "msg_too_long"
-        if blocks is not None and _blocks_too_long(blocks):
-            return "invalid_blocks"
-        msg.text = text
-        if blocks is not None:
-            msg.blocks = list(blocks)
-        msg.versions.append(msg.markdown())
-        self._tell_watchers(msg, "update")
-        return {"channel": msg.channel, "ts": msg.ts, "text": text}
-
-    def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        msg = self.messages.pop((str(args.get("channel")), str(args.get("ts"))), None)
-        if msg is None:
-            return "message_not_found"
-        self.deleted.append(msg)
-        self._tell_watchers(msg, "delete")
-        return {"channel": msg.channel, "ts": msg.ts}
-
-    def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        self.ephemerals.append(args)
-        return {"message_ts": self.new_ts()}
-
-    def _m_views_open(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        trigger = self._triggers.pop(str(args.get("trigger_id") or ""), None)
-        if trigger is None:
-            return "invalid_trigger_id" if not args.get("trigger_id") else "trigger_exchanged"
-        if time.monotonic() - trigger[0] > TRIGGER_TTL_S:
-            return "expired_trigger_id"
-        view = args.get("view")
-        if isinstance(view, str):
-            try:
-                view = json.loads(view)
-            except ValueError:
-                return "invalid_arguments"
-        if not isinstance(view, dict) or view.get("type") != "modal" or not isinstance(view.get("blocks"), list):
-            return "invalid_arguments"
-        title = (view.get("title") or {}).get("text", "")
-        if not title or len(title) > 24 or len(str(view.get("private_metadata") or "")) > 3000:
-            return "invalid_arguments"
-        opened = {**view, "id": f"V{uuid.uuid4().hex[:10].upper()}", "opened_by": trigger[1]}
-        self.views.append(opened)
-        return {"view": opened}
-
-    def _m_chat_startStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        if not self.streaming_enabled:
-            return "not_allowed_token_type"
-        channel = str(args.get("channel") or "")
-        if not channel:
-            return "channel_not_found"
-        if not args.get("thread_ts"):
-            return "invalid_arguments"
-        if channel.startswith("C") and not (args.get("recipient_user_id") and args.get("recipient_team_id")):
-            return "missing_recipient_user_id"
-        ts = self.new_ts()
-        msg = Message(channel, ts, str(args["thread_ts"]), streaming=True, stream=True)
-        self.messages[(channel, ts)] = msg
-        error = self._append(msg, args)
-        if error:
-            return error
-        self._tell_watchers(msg, "startStream")
-        return {"channel": channel, "ts": ts}
-
-    def _m_chat_appendStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        msg = self._append_to_live_stream(args)
-        if isinstance(msg, str):
-            return msg
-        self._tell_watchers(msg, "appendStream")
-        return {"channel": msg.channel, "ts": msg.ts}
-
-    def _m_chat_stopStream(self, args: dict[str, Any]) -> dict[str, Any] | str:
-        msg = self._append_to_live_stream(args)
-        if isinstance(msg, str):
-            return msg
-        msg.streaming = False
-        msg.stop_blocks = list(args.get("blocks") or [])
-        self._tell_watchers(msg, "stopStream")
-        return {"channel": msg.channel, "ts": msg.ts, "message": {"text": msg.text}}
-
-    def _append_to_live_stream(self, args: dict[str, Any]) -> Message | str:
-        """The streaming message ``args`` names, after appending its chunks; else Slack's error code."""
-        msg = self.messages.get((str(args.get("channel")), str(args.get("ts"))))
-        if msg is None:
-            return "message_not_found"
-        if not msg.streaming:
-            return "message_not_in_streaming_state"
-        return self._append(msg, args) or msg
-
-    def _append(self, msg: Message, args: dict[str, Any]) -> str:
-        text = args.get("markdown_text")
-        if text is not None and len(str(text)) > 12000:
-            return "msg_too_long"
-        if text:
-            msg.text += str(text)
-            msg.chunks.append({"type": "markdown_text", "text": str(text)})
-        for chunk in args.get("chunks") or []:
-            msg.chunks.append(chunk)
-            if chunk.get("type") == "markdown_text":
-                msg.text += str(chunk.get("text", ""))
-            elif chunk.get("type") == "task_update":
-                msg.tasks[str(chunk.get("id"))] = chunk
-        msg.versions.append(msg.text)
-        return ""
-
     def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any] | str:
         return self.files.m_get_upload_url(args)
 
@@ -759,17 +348,3 @@ class FakeSlack:
         if any(not p.get("title") or not p.get("message") for p in prompts):
             return "invalid_arguments"
         return {}
-
-
-def _blocks_too_long(blocks: Any) -> bool:
-    """Slack rejects markdown blocks over 12,000 characters (a message's together) and section text over 3,000."""
-    if not isinstance(blocks, list):
-        return True
-    if sum(len(str(b.get("text", ""))) for b in blocks if b.get("type") == "markdown") > 12000:
-        return True
-    for block in blocks:
-        if block.get("type") == "markdown" and len(str(block.get("text", ""))) > 12000:
-            return True
-        if block.get("type") == "section" and len(str((block.get("text") or {}).get("text", ""))) > 3000:
-            return True
-    return False
