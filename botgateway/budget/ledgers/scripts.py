@@ -62,35 +62,23 @@ end
 """
 
 _RESERVED = """
--- The calls every live process but ``instance`` holds reserved in the hash ``key``; a field past its expiry is removed
--- (its process stopped refreshing it: it is gone).
+-- The calls every live process but ``instance`` holds reserved in the hash ``key``, and those ``instance`` holds as
+-- Redis last heard; a field past its expiry is removed (its process stopped refreshing it: it is gone).
 local function reserved_by_others(key, instance, now)
-  local total = 0
+  local total, own = 0, 0
   local held = redis.call('HGETALL', key)
   for i = 1, #held, 2 do
-    if held[i] ~= instance then
-      local calls, expiry = string.match(held[i + 1], '^(%d+) (%S+)$')
-      if calls and tonumber(expiry) > now then
-        total = total + tonumber(calls)
-      else
-        redis.call('HDEL', key, held[i])
-      end
+    local calls, expiry = string.match(held[i + 1], '^(%d+) (%S+)$')
+    local live = calls and tonumber(expiry) > now
+    if held[i] == instance then
+      own = live and tonumber(calls) or 0
+    elseif live then
+      total = total + tonumber(calls)
+    else
+      redis.call('HDEL', key, held[i])
     end
   end
-  return total
-end
-
--- The calls ``instance`` holds reserved in the hash ``key`` as Redis last heard (0: none, or expired).
-local function reserved_by(key, instance, now)
-  local held = redis.call('HGET', key, instance)
-  if not held then
-    return 0
-  end
-  local calls, expiry = string.match(held, '^(%d+) (%S+)$')
-  if calls and tonumber(expiry) > now then
-    return tonumber(calls)
-  end
-  return 0
+  return total, own
 end
 """
 
@@ -121,7 +109,8 @@ local throttles = tonumber(st[7]) or 0
 -- Reservations of every live process: the others' as last refreshed; the caller's own as it counts them now, or as
 -- Redis holds them when that is more: a claim of the caller's that landed after it counted (the two on their way at
 -- once) promised a call this take must leave alone.
-local reserved = math.max(tonumber(ARGV[9]), reserved_by(KEYS[4], ARGV[8], now)) + reserved_by_others(KEYS[4], ARGV[8], now)
+local others, own = reserved_by_others(KEYS[4], ARGV[8], now)
+local reserved = math.max(tonumber(ARGV[9]), own) + others
 
 local function reply(granted, retry, tokens)
   redis.call('HSET', KEYS[1], 'clock', tostring(now))
